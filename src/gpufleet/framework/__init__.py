@@ -1,0 +1,1 @@
+"""Plugin protocols, outcomes, registry, profiles and the runtime that runs them."""

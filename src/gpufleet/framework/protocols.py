@@ -1,0 +1,77 @@
+"""One small protocol per extension point (kube-scheduler's framework, in Python).
+
+A plugin has a name and implements only the protocols it needs:
+
+* :class:`FilterPlugin` — which nodes can hold the pod: one boolean mask over all nodes,
+  with the masks of nodes failing each reason, so that the framework can tell the user why.
+* :class:`ScorePlugin` — how good each candidate node is: a float array, higher is better.
+* :class:`GpuChooser` — which GPUs of the chosen node the pod takes.
+
+Plugins judge the :class:`~gpufleet.model.cluster.ClusterState` they are handed and keep no
+view of their own, so what-if evaluation and simulation reuse them unchanged. A plugin that
+needs randomness or the target workload gets it from the :class:`Handle` at construction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from gpufleet.model.cluster import BoolArray, ClusterState, FloatArray, IntArray
+    from gpufleet.model.fragmentation import FragmentIndex
+    from gpufleet.model.pod import PodSpec
+
+
+@dataclass(frozen=True, slots=True)
+class FilterVerdict:
+    """``feasible`` nodes, and for each reason the nodes that fail it (they may overlap)."""
+
+    feasible: BoolArray
+    failures: tuple[tuple[str, BoolArray], ...] = ()
+    unresolvable: bool = False
+    """True when no eviction could make a rejected node feasible (e.g. a GPU model mismatch)."""
+
+
+@runtime_checkable
+class Plugin(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+@runtime_checkable
+class FilterPlugin(Plugin, Protocol):
+    def filter(self, state: ClusterState, pod: PodSpec) -> FilterVerdict: ...
+
+
+@runtime_checkable
+class ScorePlugin(Plugin, Protocol):
+    def score(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> FloatArray:
+        """Scores for ``nodes`` (indexes of feasible nodes), higher is better."""
+        ...
+
+
+@runtime_checkable
+class GpuChooser(Plugin, Protocol):
+    def choose_gpus(self, state: ClusterState, pod: PodSpec, node: int) -> tuple[int, ...]:
+        """GPU indexes on ``node`` for ``pod``; the node is known to fit."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Handle:
+    """What the framework gives plugins: seeded randomness, the target workload, tie order.
+
+    ``tie_rank`` orders nodes for breaking score ties: among equally scored nodes the one
+    with the lowest rank wins (kube-scheduler as patched in the FGD authors' simulator picks
+    the lexicographically smallest name, and their names carry a per-seed random prefix).
+    None means node index order. ``fragments`` is the fragment index over the workload's typical pods (FGD's target
+    workload); it is shared so that the FGD score and the simulator's fragmentation report
+    refresh each changed node once.
+    """
+
+    rng: np.random.Generator
+    fragments: FragmentIndex | None = None
+    tie_rank: IntArray | None = None

@@ -1,0 +1,107 @@
+"""A profile's plugins, instantiated and run in kube-scheduler's order.
+
+:class:`Framework` runs filters (narrowing a boolean mask over all nodes and counting, per
+reason, the nodes each filter rejected), sums weighted scores over the remaining nodes,
+selects the best node (among ties, as kube-scheduler's ``selectHost``
+does in the FGD authors' simulator: the tie goes to the node of lowest rank in a fixed
+order, so equally good nodes are filled one after another) and asks the GPU chooser for GPUs. It holds no cluster state of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+import numpy as np
+
+from gpufleet.framework.profile import Profile
+from gpufleet.framework.protocols import (
+    FilterPlugin,
+    GpuChooser,
+    Handle,
+    ScorePlugin,
+)
+from gpufleet.framework.registry import PluginFactory
+from gpufleet.framework.status import Code, Reason, Status
+from gpufleet.model.cluster import ClusterState, FloatArray, IntArray
+from gpufleet.model.pod import PodSpec
+
+
+P = TypeVar("P")
+
+
+class ProfileError(ValueError):
+    """A profile names a plugin that does not implement the extension point it is used at."""
+
+
+@dataclass(frozen=True, slots=True)
+class FilterResult:
+    """Feasible node indexes, or a non-success status saying why there are none."""
+
+    nodes: IntArray
+    status: Status
+
+
+class Framework:
+    """The plugins of one profile, ready to judge pods."""
+
+    def __init__(
+        self, profile: Profile, factories: Mapping[str, PluginFactory], handle: Handle
+    ) -> None:
+        self.profile = profile
+        self.tie_rank = handle.tie_rank
+        instances = {
+            name: factories[name](handle)
+            for name in {*profile.filters, *(n for n, _ in profile.scores), profile.gpu_chooser}
+        }
+        self.filters = [_expect(instances[n], FilterPlugin, n, "filter") for n in profile.filters]
+        self.scores = [
+            (_expect(instances[n], ScorePlugin, n, "score"), float(w)) for n, w in profile.scores
+        ]
+        self.chooser = _expect(
+            instances[profile.gpu_chooser], GpuChooser, profile.gpu_chooser, "gpu choice"
+        )
+
+    def prepare(self, pod: PodSpec) -> PodSpec:
+        """The pod as this profile places it (whole GPUs under device-plugin semantics)."""
+        return pod.as_whole_gpus() if self.profile.whole_gpus_only else pod
+
+    def run_filters(self, state: ClusterState, pod: PodSpec) -> FilterResult:
+        alive = np.ones(state.size, dtype=np.bool_)
+        reasons: list[Reason] = []
+        unresolvable = True
+        for plugin in self.filters:
+            verdict = plugin.filter(state, pod)
+            rejected = alive & ~verdict.feasible
+            if rejected.any():
+                unresolvable = unresolvable and verdict.unresolvable
+                reasons.extend(
+                    Reason(plugin.name, message, int(np.count_nonzero(rejected & failing)))
+                    for message, failing in verdict.failures
+                )
+            alive &= verdict.feasible
+        nodes = np.flatnonzero(alive)
+        if nodes.size:
+            return FilterResult(nodes, Status(Code.SUCCESS, total_nodes=state.size))
+        code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
+        return FilterResult(nodes, Status(code, tuple(reasons), total_nodes=state.size))
+
+    def run_scores(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> FloatArray:
+        total = np.zeros(nodes.size, dtype=np.float64)
+        for plugin, weight in self.scores:
+            total += weight * plugin.score(state, pod, nodes)
+        return total
+
+    def select_host(self, nodes: IntArray, totals: FloatArray) -> int:
+        """The best-scored node; among equals, the one of lowest tie rank."""
+        best = nodes[totals == totals.max()]
+        if best.size == 1 or self.tie_rank is None:
+            return int(best[0])
+        return int(best[np.argmin(self.tie_rank[best])])
+
+
+def _expect(plugin: object, protocol: type[P], name: str, point: str) -> P:
+    if not isinstance(plugin, protocol):
+        raise ProfileError(f"plugin {name!r} cannot be used as a {point} plugin")
+    return plugin

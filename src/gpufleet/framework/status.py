@@ -1,0 +1,60 @@
+"""Scheduling outcomes as values (kube-scheduler's ``framework.Status``).
+
+"Does not fit" is not an exception: a cycle returns a :class:`Status` whose code says
+whether trying again after preemption could help, with structured :class:`Reason` records
+that the edges render to text ("0/3 nodes are available: 2 Insufficient cpu, ...").
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Code(enum.Enum):
+    """What a status means, as in kube-scheduler.
+
+    SUCCESS: the pod fits.
+    UNSCHEDULABLE: it does not fit now; evicting other pods could make it fit.
+    UNSCHEDULABLE_AND_UNRESOLVABLE: no eviction can help (e.g. no node has the GPU model).
+    ERROR: a bug or broken input reached the core; never used for "does not fit".
+    """
+
+    SUCCESS = "Success"
+    UNSCHEDULABLE = "Unschedulable"
+    UNSCHEDULABLE_AND_UNRESOLVABLE = "UnschedulableAndUnresolvable"
+    ERROR = "Error"
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    """``nodes`` nodes were rejected by ``plugin`` because of ``message``."""
+
+    plugin: str
+    message: str
+    nodes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """The outcome of filtering one pod."""
+
+    code: Code
+    reasons: tuple[Reason, ...] = ()
+    plugin: str = ""
+    total_nodes: int = 0
+
+    @property
+    def is_success(self) -> bool:
+        return self.code is Code.SUCCESS
+
+    def message(self) -> str:
+        """kube-scheduler's FitError text: ``0/N nodes are available: <count reason>, ...``."""
+        if self.is_success:
+            return ""
+        parts = sorted(f"{r.nodes} {r.message}" for r in self.reasons if r.nodes)
+        detail = ", ".join(parts) if parts else "no nodes to consider"
+        return f"0/{self.total_nodes} nodes are available: {detail}."
+
+
+SUCCESS = Status(Code.SUCCESS)

@@ -1,0 +1,1 @@
+"""Edges that read the world into the model: trace CSVs (and later, Kubernetes snapshots)."""

@@ -1,0 +1,159 @@
+"""Read the Alibaba openb trace: pod lists and node lists (``shared/traces/alibaba-gpu-v2023``).
+
+Pod CSV columns: ``name, cpu_milli, memory_mib, num_gpu, gpu_milli`` and optionally
+``gpu_spec`` (allowed GPU models, ``|``-separated); other columns (times, QoS) are kept out
+of the model. Node CSV columns: ``sn, cpu_milli, memory_mib, gpu, model``.
+
+Every row is checked; the first bad value stops the load with an :class:`InputError` naming
+the file, the line (the header is line 1) and the field — no row is dropped silently.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gpufleet.load.errors import InputError
+from gpufleet.model.cluster import MILLI, NodeSpec
+from gpufleet.model.pod import PodSpec
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
+POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
+NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
+
+BUNDLED_WORKLOAD = "openb_pod_list_default.csv"
+BUNDLED_NODES = "openb_node_list_gpu_node.csv"
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """Pods of one trace file, in file order; ``name`` is the file's stem."""
+
+    name: str
+    pods: tuple[PodSpec, ...]
+
+
+def bundled(filename: str) -> Path:
+    """Path of a data file shipped inside the package."""
+    return Path(str(resources.files("gpufleet") / "data" / filename))
+
+
+def _rows(path: Path, required: Sequence[str]) -> Iterator[tuple[int, dict[str, str]]]:
+    source = str(path)
+    try:
+        handle = path.open(newline="", encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(source, "no such file") from None
+    except IsADirectoryError:
+        raise InputError(source, "is a directory, expected a CSV file") from None
+    except OSError as exc:
+        raise InputError(source, f"cannot be read ({exc.strerror})") from None
+    with handle:
+        try:
+            reader = csv.DictReader(handle)
+            header = reader.fieldnames or []
+            missing = [c for c in required if c not in header]
+            if missing:
+                raise InputError(
+                    source,
+                    f"missing column(s) {', '.join(missing)}; expected a header with "
+                    f"{', '.join(required)}",
+                    line=1,
+                )
+            for row in reader:
+                yield reader.line_num, row
+        except UnicodeDecodeError:
+            raise InputError(source, "is not UTF-8 text, expected a CSV file") from None
+        except csv.Error as exc:
+            raise InputError(source, f"is not valid CSV ({exc})") from None
+
+
+def _int(source: str, line: int, row: dict[str, str], field: str) -> int:
+    raw = row.get(field)
+    if raw is None:
+        raise InputError(source, "missing value (row too short)", line=line, field=field)
+    text = raw.strip()
+    try:
+        value = int(text)
+    except ValueError:
+        raise InputError(
+            source, f"expected a non-negative integer, got {raw!r}", line=line, field=field
+        ) from None
+    if value < 0:
+        raise InputError(
+            source, f"expected a non-negative integer, got {value}", line=line, field=field
+        )
+    return value
+
+
+def load_pods(path: Path) -> Workload:
+    """The pods of an openb pod CSV."""
+    source = str(path)
+    pods: list[PodSpec] = []
+    seen: set[str] = set()
+    for line, row in _rows(path, POD_COLUMNS):
+        name = (row.get("name") or "").strip()
+        if not name:
+            raise InputError(source, "expected a pod name, got an empty value", line=line, field="name")
+        if name in seen:
+            raise InputError(source, f"duplicate pod name {name!r}", line=line, field="name")
+        seen.add(name)
+        cpu = _int(source, line, row, "cpu_milli")
+        memory = _int(source, line, row, "memory_mib")
+        num_gpu = _int(source, line, row, "num_gpu")
+        gpu_milli = _int(source, line, row, "gpu_milli")
+        if num_gpu == 0 and gpu_milli != 0:
+            raise InputError(
+                source, f"expected 0 for a pod without GPUs, got {gpu_milli}",
+                line=line, field="gpu_milli",
+            )
+        if num_gpu > 0 and not 0 < gpu_milli <= MILLI:
+            raise InputError(
+                source, f"expected 1..{MILLI} milli-GPU per GPU, got {gpu_milli}",
+                line=line, field="gpu_milli",
+            )
+        if num_gpu > 1 and gpu_milli != MILLI:
+            raise InputError(
+                source,
+                f"expected {MILLI} for a pod with {num_gpu} GPUs (a share is only possible "
+                f"on one GPU), got {gpu_milli}",
+                line=line, field="gpu_milli",
+            )
+        spec = (row.get("gpu_spec") or "").strip()
+        models = frozenset(m.strip() for m in spec.split("|") if m.strip()) or None
+        pods.append(PodSpec(name, cpu, memory, num_gpu, gpu_milli, models))
+    if not pods:
+        raise InputError(source, "has no pods (expected at least one data row)")
+    return Workload(path.stem, tuple(pods))
+
+
+def load_nodes(path: Path) -> tuple[NodeSpec, ...]:
+    """The nodes of an openb node CSV."""
+    source = str(path)
+    nodes: list[NodeSpec] = []
+    seen: set[str] = set()
+    for line, row in _rows(path, NODE_COLUMNS):
+        name = (row.get("sn") or "").strip()
+        if not name:
+            raise InputError(source, "expected a node name, got an empty value", line=line, field="sn")
+        if name in seen:
+            raise InputError(source, f"duplicate node name {name!r}", line=line, field="sn")
+        seen.add(name)
+        cpu = _int(source, line, row, "cpu_milli")
+        memory = _int(source, line, row, "memory_mib")
+        gpus = _int(source, line, row, "gpu")
+        model = (row.get("model") or "").strip() or None
+        if gpus > 0 and model is None:
+            raise InputError(
+                source, f"expected the GPU model of a node with {gpus} GPUs, got an empty value",
+                line=line, field="model",
+            )
+        nodes.append(NodeSpec(name, cpu, memory, gpus, model))
+    if not nodes:
+        raise InputError(source, "has no nodes (expected at least one data row)")
+    return tuple(nodes)

@@ -1,0 +1,1 @@
+"""Pure value types and the vectorised cluster state; no I/O, no clock, no randomness."""

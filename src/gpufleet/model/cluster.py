@@ -1,0 +1,203 @@
+"""The vectorised cluster state: what every filter and score reads.
+
+A cluster is a struct of numpy arrays over nodes, not a list of node objects, so that a
+plugin's Filter is one boolean mask over all nodes and its Score one float array
+(ARCHITECTURE.md, "The hot path is vectorised"). GPUs are a dense ``N x G`` matrix of free
+milli-GPU, where ``G`` is the largest GPU count of any node; the slots a node does not have
+are marked absent in ``gpu_present`` and hold 0 free milli, so they never fit anything.
+
+The state is mutable only through :meth:`ClusterState.reserve`; each change bumps the node's
+``generation`` so that caches (FGD's per-node fragment, for instance) can refresh exactly the
+nodes that changed. :meth:`ClusterState.copy` gives an independent state for what-if work.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from gpufleet.model.pod import PodSpec
+
+MILLI = 1000
+"""Milli-GPU in one whole GPU."""
+
+NO_MODEL = -1
+"""``model_id`` of a node without GPUs."""
+
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+FloatArray = npt.NDArray[np.float64]
+
+_state_ids = itertools.count()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    """One node as a cluster description gives it (capacity, not usage)."""
+
+    name: str
+    cpu_milli: int
+    memory_mib: int
+    gpus: int
+    gpu_model: str | None
+
+
+class ClusterState:
+    """Free and total capacity of every node, as parallel numpy arrays.
+
+    Attributes (``N`` nodes, ``G`` GPU slots per node):
+        names: node names, index ``i`` is node ``i`` everywhere.
+        cpu_capacity, cpu_free: milli-CPU, shape ``(N,)``.
+        memory_capacity, memory_free: MiB, shape ``(N,)``.
+        gpu_count: GPUs per node, shape ``(N,)``.
+        gpu_present: ``(N, G)`` bool, slot ``g`` exists on node ``i``.
+        gpu_free: ``(N, G)`` free milli-GPU per GPU (0 for absent slots).
+        model_id: ``(N,)`` index into ``models``, ``NO_MODEL`` for nodes without GPUs.
+        models: GPU model names, sorted.
+        gpu_pod_kinds: ``(N, G + 1)`` pods per kind on each node: column 0 counts pods with
+            a share of a GPU, column ``n`` pods with ``n`` whole GPUs (GPU "affinity").
+        generation: ``(N,)`` counter bumped on every change of the node.
+        uid: identity of this state object, so that a cache never mistakes a copy for it.
+    """
+
+    __slots__ = (
+        "_model_masks",
+        "cpu_capacity",
+        "cpu_free",
+        "generation",
+        "gpu_count",
+        "gpu_free",
+        "gpu_pod_kinds",
+        "gpu_present",
+        "memory_capacity",
+        "memory_free",
+        "model_id",
+        "models",
+        "names",
+        "uid",
+    )
+
+    def __init__(self, nodes: Sequence[NodeSpec]) -> None:
+        if not nodes:
+            raise ValueError("a cluster needs at least one node")
+        n = len(nodes)
+        g = max(1, max(node.gpus for node in nodes))
+        self.names: tuple[str, ...] = tuple(node.name for node in nodes)
+        self.models: tuple[str, ...] = tuple(
+            sorted({node.gpu_model for node in nodes if node.gpu_model and node.gpus > 0})
+        )
+        index = {model: i for i, model in enumerate(self.models)}
+        self.cpu_capacity: IntArray = np.array([node.cpu_milli for node in nodes], dtype=np.int64)
+        self.memory_capacity: IntArray = np.array(
+            [node.memory_mib for node in nodes], dtype=np.int64
+        )
+        self.gpu_count: IntArray = np.array([node.gpus for node in nodes], dtype=np.int64)
+        self.model_id: IntArray = np.array(
+            [
+                index[node.gpu_model] if node.gpu_model and node.gpus > 0 else NO_MODEL
+                for node in nodes
+            ],
+            dtype=np.int64,
+        )
+        self.gpu_present: BoolArray = np.arange(g)[None, :] < self.gpu_count[:, None]
+        self.cpu_free: IntArray = self.cpu_capacity.copy()
+        self.memory_free: IntArray = self.memory_capacity.copy()
+        self.gpu_free: IntArray = np.where(self.gpu_present, MILLI, 0).astype(np.int64)
+        self.gpu_pod_kinds: IntArray = np.zeros((n, g + 1), dtype=np.int64)
+        self.generation: IntArray = np.zeros(n, dtype=np.int64)
+        self.uid = next(_state_ids)
+        self._model_masks: dict[frozenset[str] | None, BoolArray] = {}
+
+    @property
+    def size(self) -> int:
+        """Number of nodes."""
+        return len(self.names)
+
+    @property
+    def gpu_slots(self) -> int:
+        """``G``: GPU slots per row of ``gpu_free``."""
+        return int(self.gpu_free.shape[1])
+
+    @property
+    def total_gpus(self) -> int:
+        return int(self.gpu_count.sum())
+
+    @property
+    def total_gpu_milli(self) -> int:
+        return self.total_gpus * MILLI
+
+    def node_gpu_free(self, node: int) -> IntArray:
+        """Free milli-GPU of the GPUs that node ``node`` really has."""
+        return self.gpu_free[node, : int(self.gpu_count[node])]
+
+    def model_mask(self, allowed: frozenset[str] | None) -> BoolArray:
+        """Nodes whose GPU model is in ``allowed`` (every GPU node when ``allowed`` is None).
+
+        Cached per distinct set, since a workload has only a handful of GPU constraints.
+        """
+        mask = self._model_masks.get(allowed)
+        if mask is None:
+            if allowed is None:
+                mask = self.model_id != NO_MODEL
+            else:
+                ids = [i for i, model in enumerate(self.models) if model in allowed]
+                mask = np.isin(self.model_id, np.array(ids, dtype=np.int64))
+            mask.setflags(write=False)
+            self._model_masks[allowed] = mask
+        return mask
+
+    def reserve(self, node: int, pod: PodSpec, gpus: Sequence[int]) -> None:
+        """Take ``pod``'s CPU, memory and ``pod.gpu_milli`` on each GPU in ``gpus`` from ``node``.
+
+        Raises ValueError if that would over-commit anything: a placement that does not fit
+        is a bug in the caller, never a silent over-allocation.
+        """
+        if len(gpus) != pod.num_gpu:
+            raise ValueError(f"pod {pod.name} needs {pod.num_gpu} GPU(s), got indexes {gpus}")
+        if self.cpu_free[node] < pod.cpu_milli or self.memory_free[node] < pod.memory_mib:
+            raise ValueError(f"pod {pod.name} does not fit CPU/memory of {self.names[node]}")
+        idx = np.asarray(gpus, dtype=np.int64)
+        if len(set(gpus)) != len(gpus) or np.any(idx >= self.gpu_count[node]) or np.any(idx < 0):
+            raise ValueError(f"pod {pod.name}: invalid GPU indexes {gpus} on {self.names[node]}")
+        if np.any(self.gpu_free[node, idx] < pod.gpu_milli):
+            raise ValueError(f"pod {pod.name} does not fit GPUs {gpus} of {self.names[node]}")
+        self.cpu_free[node] -= pod.cpu_milli
+        self.memory_free[node] -= pod.memory_mib
+        self.gpu_free[node, idx] -= pod.gpu_milli
+        if pod.num_gpu:
+            self.gpu_pod_kinds[node, gpu_pod_kind(pod)] += 1
+        self.generation[node] += 1
+
+    def release(self, node: int, pod: PodSpec, gpus: Sequence[int]) -> None:
+        """Give back what :meth:`reserve` took (a pod finished or was evicted)."""
+        idx = np.asarray(gpus, dtype=np.int64)
+        if np.any(self.gpu_free[node, idx] + pod.gpu_milli > MILLI):
+            raise ValueError(f"pod {pod.name}: releasing GPUs {gpus} beyond their capacity")
+        self.cpu_free[node] += pod.cpu_milli
+        self.memory_free[node] += pod.memory_mib
+        self.gpu_free[node, idx] += pod.gpu_milli
+        if pod.num_gpu:
+            self.gpu_pod_kinds[node, gpu_pod_kind(pod)] -= 1
+        self.generation[node] += 1
+
+    def copy(self) -> ClusterState:
+        """An independent copy (for what-if evaluation); it gets a new ``uid``."""
+        other = object.__new__(ClusterState)
+        for name in ClusterState.__slots__:
+            value = getattr(self, name)
+            setattr(other, name, value.copy() if isinstance(value, np.ndarray) else value)
+        other.uid = next(_state_ids)
+        other._model_masks = dict(self._model_masks)
+        return other
+
+
+def gpu_pod_kind(pod: PodSpec) -> int:
+    """Column of ``gpu_pod_kinds`` for a GPU pod: 0 for a share, else its GPU count."""
+    return 0 if pod.is_gpu_share else pod.num_gpu

@@ -1,0 +1,56 @@
+"""Pods as the scheduler sees them: a resource request, nothing else.
+
+A pod asks for CPU (milli), memory (MiB) and GPUs in one of two forms:
+
+* ``num_gpu`` whole GPUs (``gpu_milli == 1000``), or
+* a share of one GPU (``num_gpu == 1``, ``0 < gpu_milli < 1000``), as GPU-sharing
+  schedulers (Alibaba's open-gpu-share, gpufleet's ``gpufleet.io/gpu-fraction``) express it.
+
+``gpu_models`` restricts the GPU models the pod may run on (None: any).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpufleet.model.cluster import MILLI
+
+
+@dataclass(frozen=True, slots=True)
+class PodSpec:
+    """One pod's request."""
+
+    name: str
+    cpu_milli: int
+    memory_mib: int
+    num_gpu: int = 0
+    gpu_milli: int = 0
+    gpu_models: frozenset[str] | None = None
+
+    def __post_init__(self) -> None:
+        if min(self.cpu_milli, self.memory_mib, self.num_gpu, self.gpu_milli) < 0:
+            raise ValueError(f"pod {self.name}: negative request")
+        if self.num_gpu == 0 and self.gpu_milli != 0:
+            raise ValueError(f"pod {self.name}: gpu_milli without GPUs")
+        if self.num_gpu > 0 and not 0 < self.gpu_milli <= MILLI:
+            raise ValueError(f"pod {self.name}: gpu_milli must be in 1..{MILLI}")
+        if self.num_gpu > 1 and self.gpu_milli != MILLI:
+            raise ValueError(f"pod {self.name}: a share of a GPU is only possible with one GPU")
+
+    @property
+    def is_gpu_share(self) -> bool:
+        """True for a pod that asks for part of one GPU."""
+        return self.num_gpu == 1 and self.gpu_milli < MILLI
+
+    @property
+    def total_gpu_milli(self) -> int:
+        """The pod's whole GPU request in milli-GPU (``num_gpu * gpu_milli``)."""
+        return self.num_gpu * self.gpu_milli
+
+    def as_whole_gpus(self) -> PodSpec:
+        """The same pod under device-plugin semantics: a share of a GPU takes a whole one."""
+        if not self.is_gpu_share:
+            return self
+        return PodSpec(
+            self.name, self.cpu_milli, self.memory_mib, self.num_gpu, MILLI, self.gpu_models
+        )

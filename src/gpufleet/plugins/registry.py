@@ -1,0 +1,116 @@
+"""The composition root: every plugin and every placement policy, registered in one place.
+
+A policy is a :class:`~gpufleet.framework.profile.Profile` over the plugins registered
+here. The six published policies are defined as in the FGD paper's experiments
+(``shared/benchmarks/openb-fill.md``): the same filters for all, exactly one score plugin,
+and each with its own GPU choice inside the node.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from gpufleet.framework.profile import Profile
+from gpufleet.framework.registry import PluginFactory, Registry
+from gpufleet.plugins import (
+    best_fit,
+    dot_product,
+    fgd,
+    gpu_choice,
+    gpu_clustering,
+    gpu_fit,
+    gpu_packing,
+    kube_default,
+    node_resources,
+    random_score,
+)
+
+
+def plugin_registry() -> Registry[PluginFactory]:
+    registry: Registry[PluginFactory] = Registry("plugin")
+    registry.register(node_resources.NAME, partial(node_resources.new, node_resources.Args()))
+    registry.register(gpu_fit.NAME, partial(gpu_fit.new, gpu_fit.Args()))
+    registry.register(gpu_choice.BEST_FIT, partial(gpu_choice.new_best_fit, gpu_choice.Args()))
+    registry.register(gpu_choice.RANDOM, partial(gpu_choice.new_random, gpu_choice.Args()))
+    registry.register(random_score.NAME, partial(random_score.new, random_score.Args()))
+    registry.register(dot_product.NAME, partial(dot_product.new, dot_product.Args()))
+    registry.register(gpu_clustering.NAME, partial(gpu_clustering.new, gpu_clustering.Args()))
+    registry.register(gpu_packing.NAME, partial(gpu_packing.new, gpu_packing.Args()))
+    registry.register(best_fit.NAME, partial(best_fit.new, best_fit.Args()))
+    registry.register(fgd.NAME, partial(fgd.new, fgd.Args()))
+    registry.register(fgd.GPU_CHOICE, partial(fgd.new_gpu_choice, fgd.Args()))
+    registry.register(
+        kube_default.LEAST_ALLOCATED,
+        partial(kube_default.new_least_allocated, kube_default.Args()),
+    )
+    registry.register(
+        kube_default.BALANCED_ALLOCATION,
+        partial(kube_default.new_balanced_allocation, kube_default.Args()),
+    )
+    return registry
+
+
+_FIT = (node_resources.NAME, gpu_fit.NAME)
+_PUBLISHED_WEIGHT = 1000
+
+
+def policy_registry() -> Registry[Profile]:
+    policies: Registry[Profile] = Registry("policy")
+    for profile in (
+        Profile(
+            "kube-default",
+            _FIT,
+            ((kube_default.LEAST_ALLOCATED, 1), (kube_default.BALANCED_ALLOCATION, 1)),
+            gpu_choice.BEST_FIT,
+            whole_gpus_only=True,
+            description="stock kube-scheduler scoring; GPUs only whole (device plugin)",
+        ),
+        Profile(
+            "random",
+            _FIT,
+            ((random_score.NAME, _PUBLISHED_WEIGHT),),
+            gpu_choice.RANDOM,
+            description="a uniformly random feasible node and GPU",
+        ),
+        Profile(
+            "dot-product",
+            _FIT,
+            ((dot_product.NAME, _PUBLISHED_WEIGHT),),
+            gpu_choice.BEST_FIT,
+            description="Tetris dot product of free and requested CPU/GPU",
+        ),
+        Profile(
+            "gpu-clustering",
+            _FIT,
+            ((gpu_clustering.NAME, _PUBLISHED_WEIGHT),),
+            gpu_choice.BEST_FIT,
+            description="GPU pods of one kind together",
+        ),
+        Profile(
+            "gpu-packing",
+            _FIT,
+            ((gpu_packing.NAME, _PUBLISHED_WEIGHT),),
+            gpu_choice.BEST_FIT,
+            description="used GPUs first, then used nodes, then free nodes",
+        ),
+        Profile(
+            "best-fit",
+            _FIT,
+            ((best_fit.NAME, _PUBLISHED_WEIGHT),),
+            gpu_choice.BEST_FIT,
+            description="least CPU and GPU left over",
+        ),
+        Profile(
+            "fgd",
+            _FIT,
+            ((fgd.NAME, _PUBLISHED_WEIGHT),),
+            fgd.GPU_CHOICE,
+            description="fragmentation gradient descent (USENIX ATC '23)",
+        ),
+    ):
+        policies.register(profile.name, profile)
+    return policies
+
+
+PLUGINS = plugin_registry()
+POLICIES = policy_registry()

@@ -1,0 +1,44 @@
+"""Place one pod: filter -> score -> select host -> choose GPUs (one scheduling cycle).
+
+This is the inner step of every edge: the fill benchmark calls it once per arriving pod,
+and later the gang cycle calls it per pod inside a transaction. It decides and returns a
+value; committing the placement to the state is the caller's effect.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpufleet.framework.runtime import Framework
+from gpufleet.framework.status import Status
+from gpufleet.model.cluster import ClusterState
+from gpufleet.model.pod import PodSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """``pod`` (as the profile places it) goes to node index ``node``, on GPUs ``gpus``."""
+
+    pod: PodSpec
+    node: int
+    gpus: tuple[int, ...]
+
+
+def place(framework: Framework, state: ClusterState, pod: PodSpec) -> Placement | Status:
+    """Where ``pod`` goes under ``framework``'s profile, or why it cannot go anywhere."""
+    pod = framework.prepare(pod)
+    feasible = framework.run_filters(state, pod)
+    if not feasible.status.is_success:
+        return feasible.status
+    nodes = feasible.nodes
+    node = (
+        int(nodes[0])
+        if nodes.size == 1
+        else framework.select_host(nodes, framework.run_scores(state, pod, nodes))
+    )
+    return Placement(pod, node, framework.chooser.choose_gpus(state, pod, node))
+
+
+def commit(state: ClusterState, placement: Placement) -> None:
+    """Apply ``placement`` to ``state``."""
+    state.reserve(placement.node, placement.pod, placement.gpus)

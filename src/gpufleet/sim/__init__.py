@@ -1,0 +1,1 @@
+"""Simulation: the fill protocol of the FGD paper (and later, time-driven replay)."""
