@@ -18,13 +18,14 @@ import numpy as np
 from gpufleet.framework.profile import Profile
 from gpufleet.framework.protocols import (
     FilterPlugin,
+    FilterVerdict,
     GpuChooser,
     Handle,
     ScorePlugin,
 )
 from gpufleet.framework.registry import PluginFactory
 from gpufleet.framework.status import Code, Reason, Status
-from gpufleet.model.cluster import ClusterState, FloatArray, IntArray
+from gpufleet.model.cluster import BoolArray, ClusterState, FloatArray, IntArray
 from gpufleet.model.pod import PodSpec
 
 
@@ -69,23 +70,15 @@ class Framework:
 
     def run_filters(self, state: ClusterState, pod: PodSpec) -> FilterResult:
         alive = np.ones(state.size, dtype=np.bool_)
-        reasons: list[Reason] = []
-        unresolvable = True
+        verdicts: list[tuple[FilterPlugin, FilterVerdict, BoolArray]] = []
         for plugin in self.filters:
             verdict = plugin.filter(state, pod)
-            rejected = alive & ~verdict.feasible
-            if rejected.any():
-                unresolvable = unresolvable and verdict.unresolvable
-                reasons.extend(
-                    Reason(plugin.name, message, int(np.count_nonzero(rejected & failing)))
-                    for message, failing in verdict.failures
-                )
-            alive &= verdict.feasible
+            verdicts.append((plugin, verdict, alive))
+            alive = alive & verdict.feasible
         nodes = np.flatnonzero(alive)
         if nodes.size:
             return FilterResult(nodes, Status(Code.SUCCESS, total_nodes=state.size))
-        code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
-        return FilterResult(nodes, Status(code, tuple(reasons), total_nodes=state.size))
+        return FilterResult(nodes, _unschedulable(verdicts, state.size))
 
     def run_scores(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> FloatArray:
         total = np.zeros(nodes.size, dtype=np.float64)
@@ -99,6 +92,25 @@ class Framework:
         if best.size == 1 or self.tie_rank is None:
             return int(best[0])
         return int(best[np.argmin(self.tie_rank[best])])
+
+
+def _unschedulable(
+    verdicts: list[tuple[FilterPlugin, FilterVerdict, BoolArray]], total_nodes: int
+) -> Status:
+    """Why no node is left: per filter and reason, the nodes it rejected that were still in."""
+    reasons: list[Reason] = []
+    unresolvable = True
+    for plugin, verdict, alive in verdicts:
+        rejected = alive & ~verdict.feasible
+        if not rejected.any():
+            continue
+        unresolvable = unresolvable and verdict.unresolvable
+        reasons.extend(
+            Reason(plugin.name, message, int(np.count_nonzero(rejected & failing)))
+            for message, failing in verdict.failures
+        )
+    code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
+    return Status(code, tuple(reasons), total_nodes=total_nodes)
 
 
 def _expect(plugin: object, protocol: type[P], name: str, point: str) -> P:

@@ -159,18 +159,20 @@ class ClusterState:
         Raises ValueError if that would over-commit anything: a placement that does not fit
         is a bug in the caller, never a silent over-allocation.
         """
-        if len(gpus) != pod.num_gpu:
-            raise ValueError(f"pod {pod.name} needs {pod.num_gpu} GPU(s), got indexes {gpus}")
+        count = int(self.gpu_count[node])
+        if len(gpus) != pod.num_gpu or len(set(gpus)) != len(gpus):
+            raise ValueError(f"pod {pod.name} needs {pod.num_gpu} distinct GPU(s), got {gpus}")
+        if any(not 0 <= g < count for g in gpus):
+            raise ValueError(f"pod {pod.name}: no GPU {gpus} on {self.names[node]}")
         if self.cpu_free[node] < pod.cpu_milli or self.memory_free[node] < pod.memory_mib:
             raise ValueError(f"pod {pod.name} does not fit CPU/memory of {self.names[node]}")
-        idx = np.asarray(gpus, dtype=np.int64)
-        if len(set(gpus)) != len(gpus) or np.any(idx >= self.gpu_count[node]) or np.any(idx < 0):
-            raise ValueError(f"pod {pod.name}: invalid GPU indexes {gpus} on {self.names[node]}")
-        if np.any(self.gpu_free[node, idx] < pod.gpu_milli):
+        row = self.gpu_free[node]
+        if any(row[g] < pod.gpu_milli for g in gpus):
             raise ValueError(f"pod {pod.name} does not fit GPUs {gpus} of {self.names[node]}")
         self.cpu_free[node] -= pod.cpu_milli
         self.memory_free[node] -= pod.memory_mib
-        self.gpu_free[node, idx] -= pod.gpu_milli
+        for g in gpus:
+            row[g] -= pod.gpu_milli
         if pod.num_gpu:
             self.gpu_pod_kinds[node, gpu_pod_kind(pod)] += 1
         self.generation[node] += 1

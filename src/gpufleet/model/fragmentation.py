@@ -100,26 +100,24 @@ def gpu_stats(gpu_free: IntArray, typical: TypicalPods) -> tuple[IntArray, IntAr
     ``gpu_free`` is ``(R, G)``; returns ``count`` and ``low``, both ``(R, K)``.
     """
     fits = gpu_free[:, :, None] >= typical.gpu_milli[None, None, :]
-    count = fits.sum(axis=1, dtype=np.int64)
-    low = np.where(fits, 0, gpu_free[:, :, None]).sum(axis=1, dtype=np.int64)
+    count = fits.sum(axis=1, dtype=np.int32)
+    low = np.where(fits, 0, gpu_free[:, :, None]).sum(axis=1, dtype=np.int32)
     return count, low
 
 
-def node_frag_terms(
+def frag_terms(
     idle: IntArray,
-    count: IntArray,
     low: IntArray,
+    gpu_ok: BoolArray,
     cpu_free: IntArray,
-    access: BoolArray,
     typical: TypicalPods,
 ) -> IntArray:
-    """``frag_k`` per node and typical pod, shape ``(R, K)``, in milli-GPU (integers)."""
-    fits = (
-        access
-        & (typical.gpu_milli > 0)[None, :]
-        & (count >= typical.num_gpu[None, :])
-        & (cpu_free[:, None] >= typical.cpu_milli[None, :])
-    )
+    """``frag_k`` per node and typical pod, shape ``(R, K)``, in milli-GPU (integers).
+
+    ``gpu_ok[r, k]``: typical pod ``k`` needs GPUs, may use the node's model and finds
+    enough GPUs; it fits if the CPU is there too.
+    """
+    fits = gpu_ok & (cpu_free[:, None] >= typical.cpu_milli[None, :])
     return np.where(fits, low, idle[:, None])
 
 
@@ -133,23 +131,28 @@ class FragmentIndex:
     def __init__(self, typical: TypicalPods) -> None:
         self.typical = typical
         self._uid = -1
+        k = typical.size
         self._generation: IntArray = np.zeros(0, dtype=np.int64)
-        self.access: BoolArray = np.zeros((0, typical.size), dtype=np.bool_)
-        self.idle: IntArray = np.zeros(0, dtype=np.int64)
-        self.count: IntArray = np.zeros((0, typical.size), dtype=np.int64)
-        self.low: IntArray = np.zeros((0, typical.size), dtype=np.int64)
+        self.usable: BoolArray = np.zeros((0, k), dtype=np.bool_)
+        """``(N, K)``: typical pod ``k`` needs GPUs and may use node ``n``'s model."""
+        self.idle: IntArray = np.zeros(0, dtype=np.int32)
+        self.count: IntArray = np.zeros((0, k), dtype=np.int32)
+        self.low: IntArray = np.zeros((0, k), dtype=np.int32)
+        self.terms: IntArray = np.zeros((0, k), dtype=np.int32)
         self.fragment: FloatArray = np.zeros(0, dtype=np.float64)
 
     def sync(self, state: ClusterState) -> None:
         if state.uid != self._uid:
             self._uid = state.uid
-            self.access = np.stack(
+            access = np.stack(
                 [state.model_mask(models) for models in self.typical.gpu_models], axis=1
             )
+            self.usable = access & (self.typical.gpu_milli > 0)[None, :]
             n, k = state.size, self.typical.size
-            self.idle = np.zeros(n, dtype=np.int64)
-            self.count = np.zeros((n, k), dtype=np.int64)
-            self.low = np.zeros((n, k), dtype=np.int64)
+            self.idle = np.zeros(n, dtype=np.int32)
+            self.count = np.zeros((n, k), dtype=np.int32)
+            self.low = np.zeros((n, k), dtype=np.int32)
+            self.terms = np.zeros((n, k), dtype=np.int32)
             self.fragment = np.zeros(n, dtype=np.float64)
             self._refresh(state, np.arange(n))
         else:
@@ -160,13 +163,13 @@ class FragmentIndex:
     def _refresh(self, state: ClusterState, nodes: IntArray) -> None:
         free = state.gpu_free[nodes]
         count, low = gpu_stats(free, self.typical)
-        idle = free.sum(axis=1)
+        idle = free.sum(axis=1, dtype=np.int32)
+        gpu_ok = self.usable[nodes] & (count >= self.typical.num_gpu[None, :])
+        terms = frag_terms(idle, low, gpu_ok, state.cpu_free[nodes], self.typical)
         self.idle[nodes] = idle
         self.count[nodes] = count
         self.low[nodes] = low
-        terms = node_frag_terms(
-            idle, count, low, state.cpu_free[nodes], self.access[nodes], self.typical
-        )
+        self.terms[nodes] = terms
         self.fragment[nodes] = terms @ self.typical.prob
         self._generation = state.generation.copy()
 
@@ -174,6 +177,11 @@ class FragmentIndex:
     def total(self) -> float:
         """The cluster's fragment amount in milli-GPU."""
         return float(self.fragment.sum())
+
+    @property
+    def total_idle(self) -> int:
+        """Idle GPU milli in the cluster."""
+        return int(self.idle.sum(dtype=np.int64))
 
     def fragment_delta(
         self, state: ClusterState, nodes: IntArray, pod: PodSpec, gpu_free_used: IntArray
@@ -183,26 +191,26 @@ class FragmentIndex:
         ``nodes`` (``P``,) may repeat a node: each entry is one option, with
         ``gpu_free_used[i]`` the current free milli of the GPU a shared pod would take
         (ignored for whole-GPU and CPU-only pods, which take fully free GPUs).
-        Returns ``F_before - F_after`` per option.
+        Returns ``F_before - F_after`` per option, summed from integer per-pod differences
+        so that an option that changes nothing is exactly 0.
         """
         typical = self.typical
         idle = self.idle[nodes]
         count = self.count[nodes]
-        low = self.low[nodes]
-        cpu = state.cpu_free[nodes]
-        access = self.access[nodes]
-        before = node_frag_terms(idle, count, low, cpu, access, typical)
+        usable = self.usable[nodes]
+        cpu_after = state.cpu_free[nodes] - pod.cpu_milli
         if pod.is_gpu_share:
             a = gpu_free_used[:, None]
             m_k = typical.gpu_milli[None, :]
             leaves = (a >= m_k) & (a - pod.gpu_milli < m_k)
-            count_after = count - leaves
-            low_after = low + np.where(a < m_k, -pod.gpu_milli, np.where(leaves, a - pod.gpu_milli, 0))
+            gpu_ok = usable & (count - leaves >= typical.num_gpu[None, :])
+            low = self.low[nodes] + np.where(
+                a < m_k, -pod.gpu_milli, np.where(leaves, a - pod.gpu_milli, 0)
+            )
         else:
-            count_after = count - pod.num_gpu
-            low_after = low
-        after = node_frag_terms(
-            idle - pod.total_gpu_milli, count_after, low_after, cpu - pod.cpu_milli, access, typical
-        )
-        return np.asarray((before - after) @ typical.prob, dtype=np.float64)
-
+            # Whole GPUs come from fully free ones, which every typical pod could use.
+            gpu_ok = usable & (count >= typical.num_gpu[None, :] + pod.num_gpu)
+            low = self.low[nodes]
+        after = frag_terms(idle - pod.total_gpu_milli, low, gpu_ok, cpu_after, typical)
+        diff = self.terms[nodes] - after
+        return np.asarray(diff @ typical.prob, dtype=np.float64)

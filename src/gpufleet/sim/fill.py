@@ -96,7 +96,7 @@ def run_fill(
     fragment = np.zeros(events, dtype=np.float64)
     idle = np.zeros(events, dtype=np.float64)
     fragments.sync(state)
-    fragment[0], idle[0] = fragments.total, float(fragments.idle.sum())
+    fragment[0], idle[0] = fragments.total, fragments.total_idle
     arrived_milli = allocated_milli = failed = 0
     for i, pod in enumerate(arrivals, start=1):
         arrived_milli += pod.total_gpu_milli
@@ -108,7 +108,7 @@ def run_fill(
             failed += 1
         fragments.sync(state)
         arrived[i], allocated[i] = arrived_milli, allocated_milli
-        fragment[i], idle[i] = fragments.total, float(fragments.idle.sum())
+        fragment[i], idle[i] = fragments.total, fragments.total_idle
         if progress is not None and i % PROGRESS_EVERY == 0:
             progress(i)
     if progress is not None:
