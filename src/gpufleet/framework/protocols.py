@@ -67,9 +67,9 @@ class Handle:
     ``tie_rank`` orders nodes for breaking score ties: among equally scored nodes the one
     with the lowest rank wins (kube-scheduler as patched in the FGD authors' simulator picks
     the lexicographically smallest name, and their names carry a per-seed random prefix).
-    None means node index order. ``fragments`` is the fragment index over the workload's typical pods (FGD's target
-    workload); it is shared so that the FGD score and the simulator's fragmentation report
-    refresh each changed node once.
+    None means node index order. ``fragments`` is the fragment index over the workload's
+    typical pods (FGD's target workload); it is shared so that the FGD score and the
+    simulator's fragmentation report refresh each changed node once.
     """
 
     rng: np.random.Generator

@@ -1,10 +1,11 @@
 """A profile's plugins, instantiated and run in kube-scheduler's order.
 
-:class:`Framework` runs filters (narrowing a boolean mask over all nodes and counting, per
-reason, the nodes each filter rejected), sums weighted scores over the remaining nodes,
-selects the best node (among ties, as kube-scheduler's ``selectHost``
-does in the FGD authors' simulator: the tie goes to the node of lowest rank in a fixed
-order, so equally good nodes are filled one after another) and asks the GPU chooser for GPUs. It holds no cluster state of its own.
+:class:`Framework` runs filters (narrowing a boolean mask over all nodes; the nodes each
+filter rejected are counted per reason only when no node is left), sums weighted scores over
+the remaining nodes, selects the best node and asks the GPU chooser for GPUs. Among equally
+scored nodes the one of lowest tie rank wins — as in the FGD authors' simulator, whose
+kube-scheduler picks the smallest node name — so equal nodes are filled one after another
+rather than evenly. It holds no cluster state of its own.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from gpufleet.framework.registry import PluginFactory
 from gpufleet.framework.status import Code, Reason, Status
 from gpufleet.model.cluster import BoolArray, ClusterState, FloatArray, IntArray
 from gpufleet.model.pod import PodSpec
-
 
 P = TypeVar("P")
 
@@ -56,12 +56,21 @@ class Framework:
             name: factories[name](handle)
             for name in {*profile.filters, *(n for n, _ in profile.scores), profile.gpu_chooser}
         }
-        self.filters = [_expect(instances[n], FilterPlugin, n, "filter") for n in profile.filters]
+        # mypy cannot pass a Protocol as a type[...] value (python/mypy#4717); the runtime
+        # isinstance check in _expect is what matters here.
+        self.filters = [
+            _expect(instances[n], FilterPlugin, n, "filter")  # type: ignore[type-abstract]
+            for n in profile.filters
+        ]
         self.scores = [
-            (_expect(instances[n], ScorePlugin, n, "score"), float(w)) for n, w in profile.scores
+            (_expect(instances[n], ScorePlugin, n, "score"), float(w))  # type: ignore[type-abstract]
+            for n, w in profile.scores
         ]
         self.chooser = _expect(
-            instances[profile.gpu_chooser], GpuChooser, profile.gpu_chooser, "gpu choice"
+            instances[profile.gpu_chooser],
+            GpuChooser,  # type: ignore[type-abstract]
+            profile.gpu_chooser,
+            "gpu choice",
         )
 
     def prepare(self, pod: PodSpec) -> PodSpec:

@@ -99,7 +99,9 @@ def load_pods(path: Path) -> Workload:
     for line, row in _rows(path, POD_COLUMNS):
         name = (row.get("name") or "").strip()
         if not name:
-            raise InputError(source, "expected a pod name, got an empty value", line=line, field="name")
+            raise InputError(
+                source, "expected a pod name, got an empty value", line=line, field="name"
+            )
         if name in seen:
             raise InputError(source, f"duplicate pod name {name!r}", line=line, field="name")
         seen.add(name)
@@ -109,20 +111,25 @@ def load_pods(path: Path) -> Workload:
         gpu_milli = _int(source, line, row, "gpu_milli")
         if num_gpu == 0 and gpu_milli != 0:
             raise InputError(
-                source, f"expected 0 for a pod without GPUs, got {gpu_milli}",
-                line=line, field="gpu_milli",
+                source,
+                f"expected 0 for a pod without GPUs, got {gpu_milli}",
+                line=line,
+                field="gpu_milli",
             )
         if num_gpu > 0 and not 0 < gpu_milli <= MILLI:
             raise InputError(
-                source, f"expected 1..{MILLI} milli-GPU per GPU, got {gpu_milli}",
-                line=line, field="gpu_milli",
+                source,
+                f"expected 1..{MILLI} milli-GPU per GPU, got {gpu_milli}",
+                line=line,
+                field="gpu_milli",
             )
         if num_gpu > 1 and gpu_milli != MILLI:
             raise InputError(
                 source,
                 f"expected {MILLI} for a pod with {num_gpu} GPUs (a share is only possible "
                 f"on one GPU), got {gpu_milli}",
-                line=line, field="gpu_milli",
+                line=line,
+                field="gpu_milli",
             )
         spec = (row.get("gpu_spec") or "").strip()
         models = frozenset(m.strip() for m in spec.split("|") if m.strip()) or None
@@ -140,7 +147,9 @@ def load_nodes(path: Path) -> tuple[NodeSpec, ...]:
     for line, row in _rows(path, NODE_COLUMNS):
         name = (row.get("sn") or "").strip()
         if not name:
-            raise InputError(source, "expected a node name, got an empty value", line=line, field="sn")
+            raise InputError(
+                source, "expected a node name, got an empty value", line=line, field="sn"
+            )
         if name in seen:
             raise InputError(source, f"duplicate node name {name!r}", line=line, field="sn")
         seen.add(name)
@@ -150,8 +159,10 @@ def load_nodes(path: Path) -> tuple[NodeSpec, ...]:
         model = (row.get("model") or "").strip() or None
         if gpus > 0 and model is None:
             raise InputError(
-                source, f"expected the GPU model of a node with {gpus} GPUs, got an empty value",
-                line=line, field="model",
+                source,
+                f"expected the GPU model of a node with {gpus} GPUs, got an empty value",
+                line=line,
+                field="model",
             )
         nodes.append(NodeSpec(name, cpu, memory, gpus, model))
     if not nodes:

@@ -88,7 +88,7 @@ class ClusterState:
         if not nodes:
             raise ValueError("a cluster needs at least one node")
         n = len(nodes)
-        g = max(1, max(node.gpus for node in nodes))
+        g = max(1, *(node.gpus for node in nodes))
         self.names: tuple[str, ...] = tuple(node.name for node in nodes)
         self.models: tuple[str, ...] = tuple(
             sorted({node.gpu_model for node in nodes if node.gpu_model and node.gpus > 0})

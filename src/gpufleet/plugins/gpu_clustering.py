@@ -40,10 +40,8 @@ def gpu_clustering_score(
     present = kinds > 0
     kind_count = present.sum(axis=1)
     mine = present[:, gpu_pod_kind(pod)]
-    band = np.where(
-        mine, np.where(kind_count == 1, 75, 50), np.where(kind_count == 0, 25, 0)
-    )
-    return (band + fill).astype(np.float64)
+    band = np.where(mine, np.where(kind_count == 1, 75, 50), np.where(kind_count == 0, 25, 0))
+    return np.asarray(band + fill, dtype=np.float64)
 
 
 class GpuClusteringScore:

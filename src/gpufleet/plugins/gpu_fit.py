@@ -55,5 +55,6 @@ class GpuFit:
             unresolvable=not lacking_capacity.any(),
         )
 
+
 def new(args: Args, handle: Handle) -> GpuFit:
     return GpuFit()

@@ -59,7 +59,7 @@ def balanced_allocation_score(
     cpu_fraction = np.minimum(requested[0] / np.maximum(capacity[0], 1), 1.0)
     memory_fraction = np.minimum(requested[1] / np.maximum(capacity[1], 1), 1.0)
     std = np.abs(cpu_fraction - memory_fraction) / 2.0
-    return np.trunc((1.0 - std) * 100.0)
+    return np.asarray(np.trunc((1.0 - std) * 100.0), dtype=np.float64)
 
 
 class LeastAllocated:

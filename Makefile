@@ -1,0 +1,44 @@
+# The two front-door commands (README): `make demo` and `make test`. Both create the
+# virtual environment on first use, so a fresh clone needs only Python 3.11+ and pip.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+CODE   := src tests bench
+
+.PHONY: demo test lint typecheck layers unit bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+## demo: simulate the bundled openb workload with kube-default, best-fit and fgd
+demo: $(STAMP)
+	$(BIN)/gpufleet simulate
+
+## test: every check — ruff, mypy strict, import-linter layer contracts, pytest
+test: lint typecheck layers unit
+
+lint: $(STAMP)
+	$(BIN)/ruff check $(CODE)
+	$(BIN)/ruff format --check $(CODE)
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+layers: $(STAMP)
+	$(BIN)/lint-imports
+
+unit: $(STAMP)
+	$(BIN)/python -m pytest
+
+## bench: the benchmark scripts (they rewrite their sections of docs/benchmarks.md)
+bench: $(STAMP)
+	$(BIN)/python -m bench.openb_speed
+	$(BIN)/python -m bench.openb_fidelity
+
+clean:
+	rm -rf $(VENV) gpufleet-report .mypy_cache .ruff_cache .pytest_cache .hypothesis

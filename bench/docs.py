@@ -1,0 +1,22 @@
+"""Write a benchmark's table into its marked section of ``docs/benchmarks.md``.
+
+A section is the text between ``<!-- NAME:start -->`` and ``<!-- NAME:end -->``; the rest
+of the document (the prose around the tables) is left as it is.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def replace_section(path: Path, name: str, body: str) -> None:
+    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    block = f"{start}\n{body}\n{end}"
+    if start in text and end in text:
+        before, rest = text.split(start, 1)
+        _, after = rest.split(end, 1)
+        text = before + block + after
+    else:
+        text = text.rstrip("\n") + ("\n\n" if text else "") + block + "\n"
+    path.write_text(text, encoding="utf-8")

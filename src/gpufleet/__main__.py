@@ -1,0 +1,5 @@
+"""``python -m gpufleet``."""
+
+from gpufleet.cli.app import main
+
+main()

@@ -1,0 +1,176 @@
+"""The ``gpufleet`` command: wiring only; every decision lives in the layers below.
+
+Bad input (a missing file, a wrong column, a bad value in row N) ends with one line on
+stderr naming the file, the line and the field, and exit code 2 — never a traceback.
+"""
+
+from __future__ import annotations
+
+import sys
+from functools import partial
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from gpufleet import __version__
+from gpufleet.load.errors import InputError
+from gpufleet.load.openb import BUNDLED_NODES, BUNDLED_WORKLOAD, bundled, load_nodes, load_pods
+from gpufleet.model.results import FillRun
+from gpufleet.plugins.registry import POLICIES
+from gpufleet.report.html import report_html
+from gpufleet.report.plot import plot_unallocated
+from gpufleet.report.results import results_json
+from gpufleet.report.summary import summarise
+from gpufleet.report.table import summary_table
+from gpufleet.sim.fill import run_fill
+
+DEFAULT_POLICIES = ("kube-default", "best-fit", "fgd")
+
+app = typer.Typer(
+    name="gpufleet",
+    help="A GPU scheduler for Kubernetes AI clusters: simulate placement policies on real traces.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``"42"`` -> [42]; ``"42-51"`` -> [42, ..., 51]."""
+    first, sep, last = text.partition("-")
+    try:
+        lo = int(first)
+        hi = int(last) if sep else lo
+    except ValueError:
+        raise typer.BadParameter(f"expected a seed (42) or a range (42-51), got {text!r}") from None
+    if lo < 0 or hi < lo:
+        raise typer.BadParameter(f"expected a non-negative, ascending range, got {text!r}")
+    return list(range(lo, hi + 1))
+
+
+def _advance(progress: Progress, task: TaskID, done: int) -> None:
+    progress.update(task, completed=done)
+
+
+def _positive(value: float, option: str) -> float:
+    if not value > 0:
+        raise typer.BadParameter(f"{option} must be positive, got {value}")
+    return value
+
+
+def check_policies(names: list[str] | None) -> list[str]:
+    chosen = names or list(DEFAULT_POLICIES)
+    for name in chosen:
+        if name not in POLICIES:
+            raise typer.BadParameter(f"unknown policy {name!r}; known: {', '.join(POLICIES)}")
+    return list(dict.fromkeys(chosen))
+
+
+@app.callback()
+def _root(
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
+) -> None:
+    if version:
+        typer.echo(f"gpufleet {__version__}")
+        raise typer.Exit
+
+
+@app.command()
+def simulate(
+    workload: Annotated[
+        Path | None,
+        typer.Option(help="openb pod CSV [default: the bundled openb_pod_list_default]"),
+    ] = None,
+    nodes: Annotated[
+        Path | None,
+        typer.Option(help="openb node CSV [default: the bundled 1,213 GPU nodes]"),
+    ] = None,
+    policy: Annotated[
+        list[str] | None,
+        typer.Option(help=f"Placement policy, repeatable [default: {', '.join(DEFAULT_POLICIES)}]"),
+    ] = None,
+    seeds: Annotated[str, typer.Option(help="A seed (42) or an inclusive range (42-51).")] = "42",
+    inflate: Annotated[
+        float,
+        typer.Option(
+            callback=lambda v: _positive(v, "--inflate"),
+            help="Tune the workload to this multiple of the cluster's GPU capacity.",
+        ),
+    ] = 1.3,
+    out: Annotated[Path, typer.Option(help="Report directory.")] = Path("gpufleet-report"),
+    json_path: Annotated[
+        str | None, typer.Option("--json", help="Also write results JSON here ('-' = stdout).")
+    ] = None,
+) -> None:
+    """Fill a cluster pod by pod with each policy (the FGD paper's protocol) and compare.
+
+    Prints a table, and writes OUT/results.json, OUT/unallocated.png and OUT/index.html.
+    """
+    seed_list = parse_seeds(seeds)
+    policies = check_policies(policy)
+    pods = load_pods(workload or bundled(BUNDLED_WORKLOAD))
+    node_specs = load_nodes(nodes or bundled(BUNDLED_NODES))
+    to_stdout = json_path == "-"
+    console = Console(stderr=to_stdout)
+    errors = Console(stderr=True)
+
+    runs: list[FillRun] = []
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=errors,
+        transient=True,
+    ) as progress:
+        for name in policies:
+            for seed in seed_list:
+                task = progress.add_task(f"{pods.name} · {name} · seed {seed}", total=None)
+                runs.append(
+                    run_fill(
+                        node_specs,
+                        pods.pods,
+                        POLICIES[name],
+                        workload=pods.name,
+                        seed=seed,
+                        inflate=inflate,
+                        progress=partial(_advance, progress, task),
+                    )
+                )
+                progress.remove_task(task)
+
+    summaries = summarise(runs)
+    console.print(summary_table(summaries))
+    document = results_json(runs)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(document, encoding="utf-8")
+    plot_unallocated(runs, out / "unallocated.png")
+    subtitle = (
+        f"workload {pods.name}, {len(node_specs)} nodes, inflate {inflate}, "
+        f"seeds {seed_list[0]}-{seed_list[-1]}"
+    )
+    (out / "index.html").write_text(report_html(summaries, subtitle), encoding="utf-8")
+    if to_stdout:
+        sys.stdout.write(document)
+    elif json_path is not None:
+        Path(json_path).write_text(document, encoding="utf-8")
+    console.print(f"report: {out / 'index.html'}")
+
+
+def main() -> None:
+    """Console entry point: bad input is one line on stderr and exit code 2."""
+    try:
+        app()
+    except InputError as exc:
+        sys.stderr.write(f"gpufleet: error: {exc}\n")
+        raise SystemExit(2) from None

@@ -1,0 +1,1 @@
+"""Rendering results: tables (rich), JSON, plots (matplotlib) and the HTML report."""

@@ -1,0 +1,12 @@
+"""``results.json``: every run, in the schema documented in the README."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from gpufleet.model.results import FillRun
+
+
+def results_json(runs: Sequence[FillRun]) -> str:
+    return json.dumps({"runs": [run.to_json() for run in runs]}, indent=1) + "\n"

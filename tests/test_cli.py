@@ -1,0 +1,124 @@
+"""The ``gpufleet`` command end to end, as a user runs it (a real subprocess)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.builders import node, pod, write_nodes_csv, write_pods_csv
+
+
+def gpufleet(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gpufleet", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        check=False,
+        timeout=300,
+    )
+
+
+@pytest.fixture
+def small_files(tmp_path: Path) -> tuple[Path, Path]:
+    pods = [pod(f"s{i:02d}").cpu(2).share(250 + 50 * (i % 6)).obj() for i in range(20)]
+    pods += [pod(f"w{i}").cpu(8).gpus(1 + i % 4).obj() for i in range(6)]
+    nodes = [node(f"n{i}", cpu=32, gpus=4) for i in range(4)] + [node("t", gpus=2, model="T4")]
+    return (
+        write_pods_csv(tmp_path / "pods.csv", pods),
+        write_nodes_csv(tmp_path / "nodes.csv", nodes),
+    )
+
+
+def test_simulate_writes_table_json_plot_and_html(
+    tmp_path: Path, small_files: tuple[Path, Path]
+) -> None:
+    pods, nodes = small_files
+    result = gpufleet(
+        "simulate",
+        "--workload",
+        str(pods),
+        "--nodes",
+        str(nodes),
+        "--policy",
+        "fgd",
+        "--policy",
+        "kube-default",
+        "--seeds",
+        "1-2",
+        "--out",
+        "report",
+        "--json",
+        "-",
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    runs = json.loads(result.stdout)["runs"]
+    assert [(r["policy"], r["seed"]) for r in runs] == [
+        ("fgd", 1),
+        ("fgd", 2),
+        ("kube-default", 1),
+        ("kube-default", 2),
+    ]
+    for run in runs:
+        assert run["workload"] == "pods"
+        assert len(run["allocation_curve"]) == len(run["frag_ratio_curve"]) == 131
+        assert set(run) >= {"unallocated_at_100", "failed_pods", "elapsed_s"}
+    report = tmp_path / "report"
+    assert json.loads((report / "results.json").read_text()) == {"runs": runs}
+    assert (report / "unallocated.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    page = (report / "index.html").read_text()
+    assert "<td>fgd</td>" in page
+    assert "unallocated.png" in page
+    assert "kube-default" in result.stderr  # the table goes to stderr when JSON owns stdout
+
+
+def test_simulate_on_the_bundled_workload(tmp_path: Path) -> None:
+    result = gpufleet("simulate", "--policy", "best-fit", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "openb_pod_list_default" in result.stdout
+    assert "best-fit" in result.stdout
+    run = json.loads((tmp_path / "gpufleet-report" / "results.json").read_text())["runs"][0]
+    assert run["pods"] == 10903
+    assert 5.0 < run["unallocated_at_100"] < 10.0
+
+
+@pytest.mark.parametrize(
+    ("row", "expected"),
+    [
+        ("x1,12k,100,0,0,", ":3: field 'cpu_milli': expected a non-negative integer, got '12k'"),
+        ("x1,100,-1,0,0,", ":3: field 'memory_mib': expected a non-negative integer, got -1"),
+    ],
+)
+def test_bad_workload_row_is_one_line_and_exit_2(tmp_path: Path, row: str, expected: str) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text(
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec\nok,1,1,0,0,\n" + row + "\n"
+    )
+    result = gpufleet("simulate", "--workload", str(bad), cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip().count("\n") == 0
+    assert result.stderr.startswith(f"gpufleet: error: {bad}{expected}")
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("--workload", "missing.csv"), "missing.csv: no such file"),
+        (("--nodes", "missing.csv"), "missing.csv: no such file"),
+        (("--seeds", "51-42"), "ascending range"),
+        (("--seeds", "abc"), "expected a seed"),
+        (("--policy", "tetris"), "unknown policy 'tetris'"),
+        (("--inflate", "-1"), "must be positive"),
+    ],
+)
+def test_bad_options_exit_2(tmp_path: Path, args: tuple[str, ...], expected: str) -> None:
+    result = gpufleet("simulate", *args, cwd=tmp_path)
+    assert result.returncode == 2
+    assert expected in " ".join(result.stderr.split())
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,98 @@
+"""Registry, profiles, the runtime's filter reasons and tie-breaking."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpufleet.framework.profile import Profile
+from gpufleet.framework.protocols import FilterPlugin, GpuChooser, Handle, ScorePlugin
+from gpufleet.framework.registry import DuplicateNameError, Registry, UnknownNameError
+from gpufleet.framework.runtime import Framework, ProfileError
+from gpufleet.framework.status import Code
+from gpufleet.model.fragmentation import FragmentIndex, typical_pods
+from gpufleet.plugins import best_fit, fgd, gpu_choice, gpu_fit, node_resources
+from gpufleet.plugins.registry import PLUGINS, POLICIES
+from gpufleet.scheduler.placement import Placement, place
+from tests.builders import cluster, node, pod
+
+
+def handle(seed: int = 0, tie_rank: list[int] | None = None) -> Handle:
+    return Handle(
+        np.random.default_rng(seed),
+        FragmentIndex(typical_pods([pod().gpus(1).obj()])),
+        None if tie_rank is None else np.array(tie_rank),
+    )
+
+
+def test_plugins_satisfy_the_protocols_they_are_registered_for() -> None:
+    # Statically checked by mypy (the annotations), and at runtime by isinstance.
+    filters: list[FilterPlugin] = [node_resources.NodeResourcesFit(), gpu_fit.GpuFit()]
+    scorer: ScorePlugin = best_fit.BestFitScore(best_fit.Args())
+    chooser: GpuChooser = gpu_choice.GpuBestFit()
+    both = fgd.new(fgd.Args(), handle())
+    fgd_score: ScorePlugin = both
+    fgd_choice: GpuChooser = both
+    assert all(isinstance(f, FilterPlugin) for f in filters)
+    assert isinstance(scorer, ScorePlugin)
+    assert isinstance(chooser, GpuChooser)
+    assert isinstance(fgd_score, ScorePlugin)
+    assert isinstance(fgd_choice, GpuChooser)
+
+
+def test_every_policy_builds() -> None:
+    for name, profile in POLICIES.items():
+        framework = Framework(profile, PLUGINS, handle())
+        assert framework.profile.name == name
+
+
+def test_registry_refuses_duplicates_and_names_what_it_knows() -> None:
+    registry: Registry[int] = Registry("widget")
+    registry.register("a", 1)
+    with pytest.raises(DuplicateNameError):
+        registry.register("a", 2)
+    with pytest.raises(UnknownNameError, match="unknown widget 'b'; known: a"):
+        registry["b"]
+
+
+def test_a_profile_using_a_plugin_at_the_wrong_point_is_refused() -> None:
+    wrong = Profile("wrong", (best_fit.NAME,), (), gpu_choice.BEST_FIT)
+    with pytest.raises(ProfileError, match="cannot be used as a filter"):
+        Framework(wrong, PLUGINS, handle())
+
+
+def test_unschedulable_pod_gets_kube_scheduler_counts() -> None:
+    state = cluster(node("a", cpu=2), node("b", cpu=64, gpus=1), node("c", cpu=64, gpus=0))
+    framework = Framework(POLICIES["best-fit"], PLUGINS, handle())
+    outcome = place(framework, state, pod().cpu(4).gpus(2).obj())
+    assert not isinstance(outcome, Placement)
+    assert outcome.code is Code.UNSCHEDULABLE
+    assert outcome.message() == (
+        "0/3 nodes are available: 1 Insufficient cpu, 2 Insufficient nvidia.com/gpu."
+    )
+
+
+def test_model_mismatch_everywhere_is_unresolvable() -> None:
+    state = cluster(node("a", model="T4"), node("b", model="T4"))
+    framework = Framework(POLICIES["fgd"], PLUGINS, handle())
+    outcome = place(framework, state, pod().gpus(1).models("A100").obj())
+    assert not isinstance(outcome, Placement)
+    assert outcome.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert "2 node(s) didn't match Pod's GPU model (A100)" in outcome.message()
+
+
+@pytest.mark.parametrize(("ranks", "expected"), [([2, 0, 1], 1), ([0, 2, 1], 0), (None, 0)])
+def test_ties_go_to_the_lowest_tie_rank(ranks: list[int] | None, expected: int) -> None:
+    state = cluster(node("a"), node("b"), node("c"))
+    framework = Framework(POLICIES["best-fit"], PLUGINS, handle(tie_rank=ranks))
+    outcome = place(framework, state, pod().gpus(1).obj())
+    assert isinstance(outcome, Placement)
+    assert outcome.node == expected
+
+
+def test_kube_default_hands_a_share_a_whole_gpu() -> None:
+    state = cluster(node("a", gpus=2))
+    framework = Framework(POLICIES["kube-default"], PLUGINS, handle())
+    outcome = place(framework, state, pod().share(300).obj())
+    assert isinstance(outcome, Placement)
+    assert (outcome.pod.gpu_milli, outcome.gpus) == (1000, (0,))
