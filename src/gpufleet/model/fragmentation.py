@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpufleet.model.cluster import BoolArray, ClusterState, FloatArray, IntArray
+from gpufleet.model.cluster import MILLI, BoolArray, ClusterState, FloatArray, IntArray
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -140,6 +140,9 @@ class FragmentIndex:
         self.low: IntArray = np.zeros((0, k), dtype=np.int32)
         self.terms: IntArray = np.zeros((0, k), dtype=np.int32)
         self.fragment: FloatArray = np.zeros(0, dtype=np.float64)
+        self.signature: IntArray = np.zeros(0, dtype=np.int64)
+        """``(N,)``: equal for nodes whose fragment behaves the same (model, CPU, free GPUs)."""
+        self._signatures: dict[tuple[int, ...], int] = {}
 
     def sync(self, state: ClusterState) -> None:
         if state.uid != self._uid:
@@ -154,6 +157,8 @@ class FragmentIndex:
             self.low = np.zeros((n, k), dtype=np.int32)
             self.terms = np.zeros((n, k), dtype=np.int32)
             self.fragment = np.zeros(n, dtype=np.float64)
+            self.signature = np.zeros(n, dtype=np.int64)
+            self._signatures = {}
             self._refresh(state, np.arange(n))
         else:
             stale = np.flatnonzero(state.generation != self._generation)
@@ -171,6 +176,14 @@ class FragmentIndex:
         self.low[nodes] = low
         self.terms[nodes] = terms
         self.fragment[nodes] = terms @ self.typical.prob
+        models, cpus, rows = (
+            state.model_id[nodes].tolist(),
+            state.cpu_free[nodes].tolist(),
+            free.tolist(),
+        )
+        for i, node in enumerate(nodes.tolist()):
+            key = (models[i], cpus[i], *sorted(rows[i]))
+            self.signature[node] = self._signatures.setdefault(key, len(self._signatures))
         self._generation = state.generation.copy()
 
     @property
@@ -192,8 +205,20 @@ class FragmentIndex:
         ``gpu_free_used[i]`` the current free milli of the GPU a shared pod would take
         (ignored for whole-GPU and CPU-only pods, which take fully free GPUs).
         Returns ``F_before - F_after`` per option, summed from integer per-pod differences
-        so that an option that changes nothing is exactly 0.
+        so that an option that changes nothing is exactly 0. Options on nodes of equal
+        signature (and, for a share, equal free milli on the GPU) are evaluated once.
         """
+        key = self.signature[nodes]
+        if pod.is_gpu_share:
+            key = key * (MILLI + 1) + gpu_free_used
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        if first.size == nodes.size:
+            return self._delta(state, nodes, pod, gpu_free_used)
+        return self._delta(state, nodes[first], pod, gpu_free_used[first])[inverse]
+
+    def _delta(
+        self, state: ClusterState, nodes: IntArray, pod: PodSpec, gpu_free_used: IntArray
+    ) -> FloatArray:
         typical = self.typical
         idle = self.idle[nodes]
         count = self.count[nodes]

@@ -10,11 +10,11 @@ from gpufleet.report.summary import FRAG_AT, PolicySummary
 
 COLUMNS = (
     "policy",
-    "unallocated GPU % @100",
-    "allocated % @130",
-    f"frag ratio % @{FRAG_AT}",
+    "unalloc % @100",
+    "alloc % @130",
+    f"frag % @{FRAG_AT}",
     "failed pods",
-    "run time s",
+    "time s",
 )
 """``@x``: at arrived workload ``x``% of cluster GPU capacity."""
 
