@@ -8,6 +8,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parent.parent
+BENCHMARKS = ROOT / "docs" / "benchmarks.md"
+
+
+def publish(name: str, table: str, *, write_docs: bool) -> None:
+    """Print a benchmark's table and, unless told not to, put it into docs/benchmarks.md."""
+    print(table)
+    if write_docs:
+        replace_section(BENCHMARKS, name, table)
+
 
 def replace_section(path: Path, name: str, body: str) -> None:
     start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"

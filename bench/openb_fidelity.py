@@ -19,12 +19,11 @@ import sys
 import time
 from pathlib import Path
 
-from bench.docs import replace_section
+from bench.docs import ROOT, publish
 from bench.published import PUBLISHED_POLICIES, Published, published_unallocated
 from gpufleet.model.results import FillRun
 from gpufleet.sim.batch import FillTask, run_tasks
 
-ROOT = Path(__file__).resolve().parent.parent
 TRACES = ROOT.parent / "shared" / "traces" / "alibaba-gpu-v2023"
 SECTION = "openb-fidelity"
 
@@ -125,10 +124,7 @@ def main() -> int:
                     sd,
                 )
             )
-    table = render(rows, seeds, elapsed)
-    print(table)
-    if not args.no_docs:
-        replace_section(ROOT / "docs" / "benchmarks.md", SECTION, table)
+    publish(SECTION, render(rows, seeds, elapsed), write_docs=not args.no_docs)
     return 0
 
 

@@ -15,8 +15,7 @@ import sys
 
 import numpy as np
 
-from bench.docs import replace_section
-from bench.openb_fidelity import ROOT
+from bench.docs import publish
 from gpufleet.load.openb import BUNDLED_NODES, BUNDLED_WORKLOAD, bundled, load_nodes, load_pods
 from gpufleet.plugins.registry import POLICIES
 from gpufleet.sim.fill import run_fill
@@ -56,10 +55,7 @@ def main() -> int:
         median = statistics.median(times)
         lines.append(f"| {name} | {pods} | {best:.2f} | {median:.2f} | {pods / best:,.0f} |")
     lines += ["", "Reproduce: `python -m bench.openb_speed`."]
-    table = "\n".join(lines)
-    print(table)
-    if not args.no_docs:
-        replace_section(ROOT / "docs" / "benchmarks.md", SECTION, table)
+    publish(SECTION, "\n".join(lines), write_docs=not args.no_docs)
     return 0
 
 

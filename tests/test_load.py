@@ -45,80 +45,77 @@ def test_the_five_column_form_of_the_multigpu_files_loads(tmp_path: Path) -> Non
     assert load_pods(path).pods[0].num_gpu == 8
 
 
+POD_CASES = [
+    ("name,cpu_milli,memory_mib,num_gpu\n", "pods.csv:1: missing column(s) gpu_milli"),
+    (
+        POD_HEADER + "a,1000,1,0,0,\nb,abc,1,0,0,\n",
+        "pods.csv:3: field 'cpu_milli': expected a non-negative integer, got 'abc'",
+    ),
+    (
+        POD_HEADER + "a,1000,-5,0,0,\n",
+        "pods.csv:2: field 'memory_mib': expected a non-negative integer, got -5",
+    ),
+    (
+        POD_HEADER + "a,1000,1,1,1500,\n",
+        "pods.csv:2: field 'gpu_milli': expected 1..1000 milli-GPU per GPU, got 1500",
+    ),
+    (
+        POD_HEADER + "a,1000,1,2,500,\n",
+        "pods.csv:2: field 'gpu_milli': expected 1000 for a pod with 2 GPUs",
+    ),
+    (
+        POD_HEADER + "a,1000,1,0,300,\n",
+        "pods.csv:2: field 'gpu_milli': expected 0 for a pod without GPUs, got 300",
+    ),
+    (
+        POD_HEADER + "a,1000,1,0,0,\na,1,1,0,0,\n",
+        "pods.csv:3: field 'name': duplicate pod name 'a'",
+    ),
+    (POD_HEADER + ",1000,1,0,0,\n", "pods.csv:2: field 'name': expected a pod name"),
+    (POD_HEADER + "a,1000\n", "pods.csv:2: field 'memory_mib': missing value (row too short)"),
+    (POD_HEADER, "pods.csv: has no pods"),
+]
+NODE_CASES = [
+    ("sn,cpu_milli,gpu,model\n", "nodes.csv:1: missing column(s) memory_mib"),
+    (
+        NODE_HEADER + "n1,1000,1024,two,T4\n",
+        "nodes.csv:2: field 'gpu': expected a non-negative integer, got 'two'",
+    ),
+    (NODE_HEADER + "n1,1000,1024,2,\n", "nodes.csv:2: field 'model': expected the GPU model"),
+    (
+        NODE_HEADER + "n1,1000,1024,2,T4\nn1,1,1,0,\n",
+        "nodes.csv:3: field 'sn': duplicate node name 'n1'",
+    ),
+]
+
+
 @pytest.mark.parametrize(
     ("body", "message"),
-    [
-        ("name,cpu_milli,memory_mib,num_gpu\n", "pods.csv:1: missing column(s) gpu_milli"),
-        (
-            POD_HEADER + "a,1000,1,0,0,\nb,abc,1,0,0,\n",
-            "pods.csv:3: field 'cpu_milli': expected a non-negative integer, got 'abc'",
-        ),
-        (
-            POD_HEADER + "a,1000,-5,0,0,\n",
-            "pods.csv:2: field 'memory_mib': expected a non-negative integer, got -5",
-        ),
-        (
-            POD_HEADER + "a,1000,1,1,1500,\n",
-            "pods.csv:2: field 'gpu_milli': expected 1..1000 milli-GPU per GPU, got 1500",
-        ),
-        (
-            POD_HEADER + "a,1000,1,2,500,\n",
-            "pods.csv:2: field 'gpu_milli': expected 1000 for a pod with 2 GPUs",
-        ),
-        (
-            POD_HEADER + "a,1000,1,0,300,\n",
-            "pods.csv:2: field 'gpu_milli': expected 0 for a pod without GPUs, got 300",
-        ),
-        (
-            POD_HEADER + "a,1000,1,0,0,\na,1,1,0,0,\n",
-            "pods.csv:3: field 'name': duplicate pod name 'a'",
-        ),
-        (POD_HEADER + ",1000,1,0,0,\n", "pods.csv:2: field 'name': expected a pod name"),
-        (POD_HEADER + "a,1000\n", "pods.csv:2: field 'memory_mib': missing value (row too short)"),
-        (POD_HEADER, "pods.csv: has no pods"),
-    ],
+    POD_CASES + NODE_CASES,
     ids=[
-        "wrong-columns",
-        "non-numeric",
-        "negative",
-        "share-too-big",
-        "multi-gpu-share",
-        "milli-without-gpu",
-        "duplicate",
-        "empty-name",
-        "short-row",
-        "no-rows",
+        "pods-wrong-columns",
+        "pods-non-numeric",
+        "pods-negative",
+        "pods-share-too-big",
+        "pods-multi-gpu-share",
+        "pods-milli-without-gpu",
+        "pods-duplicate",
+        "pods-empty-name",
+        "pods-short-row",
+        "pods-no-rows",
+        "nodes-wrong-columns",
+        "nodes-non-numeric",
+        "nodes-gpus-without-model",
+        "nodes-duplicate",
     ],
 )
-def test_bad_pod_files(tmp_path: Path, body: str, message: str) -> None:
-    path = tmp_path / "pods.csv"
+def test_bad_files_name_file_line_and_field(tmp_path: Path, body: str, message: str) -> None:
+    filename = message.split(":", 1)[0]
+    path = tmp_path / filename
     path.write_text(body)
+    loader = load_pods if filename == "pods.csv" else load_nodes
     with pytest.raises(InputError) as caught:
-        load_pods(path)
-    assert str(caught.value).removeprefix(str(tmp_path) + "/").startswith(message)
-
-
-@pytest.mark.parametrize(
-    ("body", "message"),
-    [
-        ("sn,cpu_milli,gpu,model\n", "nodes.csv:1: missing column(s) memory_mib"),
-        (
-            NODE_HEADER + "n1,1000,1024,two,T4\n",
-            "nodes.csv:2: field 'gpu': expected a non-negative integer, got 'two'",
-        ),
-        (NODE_HEADER + "n1,1000,1024,2,\n", "nodes.csv:2: field 'model': expected the GPU model"),
-        (
-            NODE_HEADER + "n1,1000,1024,2,T4\nn1,1,1,0,\n",
-            "nodes.csv:3: field 'sn': duplicate node name 'n1'",
-        ),
-    ],
-    ids=["wrong-columns", "non-numeric", "gpus-without-model", "duplicate"],
-)
-def test_bad_node_files(tmp_path: Path, body: str, message: str) -> None:
-    path = tmp_path / "nodes.csv"
-    path.write_text(body)
-    with pytest.raises(InputError) as caught:
-        load_nodes(path)
+        loader(path)
     assert str(caught.value).removeprefix(str(tmp_path) + "/").startswith(message)
 
 
