@@ -67,6 +67,7 @@ def test_unschedulable_pod_gets_kube_scheduler_counts() -> None:
     outcome = place(framework, state, pod().cpu(4).gpus(2).obj())
     assert not isinstance(outcome, Placement)
     assert outcome.code is Code.UNSCHEDULABLE
+    assert outcome.plugin == "GpuFit"
     assert outcome.message() == (
         "0/3 nodes are available: 1 Insufficient cpu, 2 Insufficient nvidia.com/gpu."
     )

@@ -109,17 +109,20 @@ def _unschedulable(
     """Why no node is left: per filter and reason, the nodes it rejected that were still in."""
     reasons: list[Reason] = []
     unresolvable = True
+    emptied_by = ""
     for plugin, verdict, alive in verdicts:
         rejected = alive & ~verdict.feasible
         if not rejected.any():
             continue
+        if not emptied_by and not (alive & verdict.feasible).any():
+            emptied_by = plugin.name
         unresolvable = unresolvable and verdict.unresolvable
         reasons.extend(
             Reason(plugin.name, message, int(np.count_nonzero(rejected & failing)))
             for message, failing in verdict.failures
         )
     code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
-    return Status(code, tuple(reasons), total_nodes=total_nodes)
+    return Status(code, tuple(reasons), plugin=emptied_by, total_nodes=total_nodes)
 
 
 def _expect(plugin: object, protocol: type[P], name: str, point: str) -> P:

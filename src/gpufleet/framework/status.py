@@ -42,6 +42,7 @@ class Status:
     code: Code
     reasons: tuple[Reason, ...] = ()
     plugin: str = ""
+    """For a failure: the filter after which no node was left (kube's FailedPlugin)."""
     total_nodes: int = 0
 
     @property

@@ -2,7 +2,7 @@
 
 A policy is a :class:`~gpufleet.framework.profile.Profile` over the plugins registered
 here. The six published policies are defined as in the FGD paper's experiments
-(``shared/benchmarks/openb-fill.md``): the same filters for all, exactly one score plugin,
+(the openb-fill benchmark definition): the same filters for all, exactly one score plugin,
 and each with its own GPU choice inside the node.
 """
 

@@ -1,6 +1,6 @@
 """The fill protocol of the FGD paper: place a workload pod by pod, never delete.
 
-Per seed (``shared/benchmarks/openb-fill.md``, "Exact procedure"):
+Per seed (the openb-fill benchmark definition, "Exact procedure"):
 
 1. sort the pods by name and shuffle them;
 2. tune the workload to ``inflate`` x the cluster's GPU capacity: below it, append copies
