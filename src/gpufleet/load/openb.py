@@ -1,4 +1,4 @@
-"""Read the Alibaba openb trace: pod lists and node lists (alibaba/clusterdata, cluster-trace-gpu-v2023).
+"""Read the Alibaba openb trace (alibaba/clusterdata, cluster-trace-gpu-v2023): pods, nodes.
 
 Pod CSV columns: ``name, cpu_milli, memory_mib, num_gpu, gpu_milli`` and optionally
 ``gpu_spec`` (allowed GPU models, ``|``-separated); other columns (times, QoS) are kept out
