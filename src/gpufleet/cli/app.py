@@ -34,7 +34,7 @@ from gpufleet.report.summary import summarise
 from gpufleet.report.table import summary_table
 from gpufleet.sim.fill import run_fill
 
-DEFAULT_POLICIES = ("kube-default", "best-fit", "fgd")
+DEFAULT_POLICIES = ("kube-default", "best-fit", "fgd", "gpufleet")
 
 app = typer.Typer(
     name="gpufleet",

@@ -49,6 +49,8 @@ class TypicalPods:
     num_gpu: IntArray
     gpu_models: tuple[frozenset[str] | None, ...]
     prob: FloatArray
+    memory_mib: FloatArray
+    """Mean memory of the shape's pods (not part of the shape; FGD's measure ignores it)."""
 
     @property
     def size(self) -> int:
@@ -62,13 +64,16 @@ def _models_key(models: frozenset[str] | None) -> str:
 def typical_pods(pods: Iterable[PodSpec], coverage: float = DEFAULT_COVERAGE) -> TypicalPods:
     """The most frequent request shapes of ``pods`` until they cover ``coverage`` of them.
 
-    A shape is (CPU, milli-GPU per GPU, GPU count, allowed models); memory is ignored. Shapes
-    are ranked by frequency, ties broken by the larger shape first, then the kept shapes'
-    frequencies are renormalised to sum to 1.
+    A shape is (CPU, milli-GPU per GPU, GPU count, allowed models); memory is not part of it
+    (each shape carries its pods' mean memory). Shapes are ranked by frequency, ties broken by
+    the larger shape first, then the kept shapes' frequencies are renormalised to sum to 1.
     """
-    counts: Counter[tuple[int, int, int, frozenset[str] | None]] = Counter(
-        (p.cpu_milli, p.gpu_milli, p.num_gpu, p.gpu_models) for p in pods
-    )
+    counts: Counter[tuple[int, int, int, frozenset[str] | None]] = Counter()
+    memory: Counter[tuple[int, int, int, frozenset[str] | None]] = Counter()
+    for p in pods:
+        shape = (p.cpu_milli, p.gpu_milli, p.num_gpu, p.gpu_models)
+        counts[shape] += 1
+        memory[shape] += p.memory_mib
     if not counts:
         raise ValueError("typical pods of an empty workload")
     total = sum(counts.values())
@@ -91,6 +96,7 @@ def typical_pods(pods: Iterable[PodSpec], coverage: float = DEFAULT_COVERAGE) ->
         num_gpu=np.array([s[2] for s, _ in kept], dtype=np.int64),
         gpu_models=tuple(s[3] for s, _ in kept),
         prob=prob,
+        memory_mib=np.array([memory[s] / count for s, count in kept], dtype=np.float64),
     )
 
 

@@ -1,7 +1,7 @@
 """The composition root: every plugin and every placement policy, registered in one place.
 
 A policy is a :class:`~gpufleet.framework.profile.Profile` over the plugins registered
-here. The six published policies are defined as in the FGD paper's experiments
+here; ``gpufleet`` is the project's own (see ``GPUFLEET_FGD_WEIGHT``). The six published policies are defined as in the FGD paper's experiments
 (the openb-fill benchmark definition): the same filters for all, exactly one score plugin,
 and each with its own GPU choice inside the node.
 """
@@ -23,6 +23,7 @@ from gpufleet.plugins import (
     kube_default,
     node_resources,
     random_score,
+    stranding,
 )
 
 
@@ -39,6 +40,7 @@ def plugin_registry() -> Registry[PluginFactory]:
     registry.register(best_fit.NAME, partial(best_fit.new, best_fit.Args()))
     registry.register(fgd.NAME, partial(fgd.new, fgd.Args()))
     registry.register(fgd.GPU_CHOICE, partial(fgd.new_gpu_choice, fgd.Args()))
+    registry.register(stranding.NAME, partial(stranding.new, stranding.Args()))
     registry.register(
         kube_default.LEAST_ALLOCATED,
         partial(kube_default.new_least_allocated, kube_default.Args()),
@@ -52,6 +54,16 @@ def plugin_registry() -> Registry[PluginFactory]:
 
 _FIT = (node_resources.NAME, gpu_fit.NAME)
 _PUBLISHED_WEIGHT = 1000
+
+GPUFLEET_FGD_WEIGHT = 10
+"""gpufleet's policy: ``10 x FGD score + StrandedGpuScore``.
+
+FGD's score is an integer 0..100 (a truncated sigmoid of the fragment reduction in GPUs), so
+one FGD point weighs 10 milli-GPU of stranding: a placement FGD ranks higher wins unless
+the other strands noticeably less GPU behind exhausted CPU or memory, and among nodes FGD
+ranks equal — most of them, late in a fill — the one that strands the least wins. Shares
+take the tightest GPU that holds them (best fit), which keeps whole GPUs free.
+"""
 
 
 def policy_registry() -> Registry[Profile]:
@@ -106,6 +118,13 @@ def policy_registry() -> Registry[Profile]:
             ((fgd.NAME, _PUBLISHED_WEIGHT),),
             fgd.GPU_CHOICE,
             description="fragmentation gradient descent (USENIX ATC '23)",
+        ),
+        Profile(
+            "gpufleet",
+            _FIT,
+            ((fgd.NAME, GPUFLEET_FGD_WEIGHT), (stranding.NAME, 1)),
+            gpu_choice.BEST_FIT,
+            description="FGD's fragment gradient, then the least GPU stranded behind CPU/memory",
         ),
     ):
         policies.register(profile.name, profile)
