@@ -29,9 +29,7 @@ POLICIES = ("fgd", "gpufleet")
 
 
 def mean_of(runs: list[FillRun], workload: str, policy: str, field: str) -> float:
-    values = [
-        getattr(r, field) for r in runs if r.workload == workload and r.policy == policy
-    ]
+    values = [getattr(r, field) for r in runs if r.workload == workload and r.policy == policy]
     return statistics.fmean(v for v in values if v is not None)
 
 

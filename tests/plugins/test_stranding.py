@@ -11,7 +11,7 @@ from gpufleet.framework.protocols import Handle
 from gpufleet.framework.runtime import Framework
 from gpufleet.model.fragmentation import FragmentIndex, typical_pods
 from gpufleet.plugins.registry import PLUGINS, POLICIES
-from gpufleet.plugins.stranding import Ratios, demand_ratios, stranding_score
+from gpufleet.plugins.stranding import Args, Ratios, demand_ratios, new, stranding_score
 from gpufleet.scheduler.placement import Placement, place
 from tests.builders import cluster, node, pod, with_gpu_free
 
@@ -66,3 +66,19 @@ def test_gpufleet_keeps_cpu_pods_off_nodes_whose_gpus_need_the_cpu() -> None:
         assert isinstance(outcome, Placement)
         chosen[policy] = state.names[outcome.node]
     assert chosen == {"fgd": "gpus-free", "gpufleet": "gpus-busy"}
+
+
+def test_cpu_only_pods_are_judged_with_the_stricter_ratio() -> None:
+    # With the average ratio (10 CPU per GPU) taking 8 of A's 40 CPUs strands nothing: its
+    # one idle GPU needs 10. CPU-only pods are judged at 5x (50 per GPU): A's GPU is already
+    # short of CPU and gets shorter (-160), while B has no idle GPU to strand.
+    workload = [pod(f"w{i}").cpu(10).mem(0).gpus(1).obj() for i in range(3)]
+    scorer = new(Args(), Handle(np.random.default_rng(0), FragmentIndex(typical_pods(workload))))
+    assert scorer.ratios.cpu_per_gpu_milli == 10
+    assert scorer.cpu_pod_ratios.cpu_per_gpu_milli == 50
+    state = cluster(node("A", cpu=40, gpus=1), node("B", cpu=20, gpus=1))
+    with_gpu_free(state, 1, [0])
+    nodes = np.arange(2)
+    assert scorer.score(state, pod().cpu(8).mem(0).obj(), nodes).tolist() == [-160, 0]
+    # A GPU pod with the same CPU is judged at the average ratio.
+    assert scorer.score(state, pod().cpu(8).mem(0).share(100).obj(), nodes)[0] == 0
