@@ -20,9 +20,15 @@ import time
 from pathlib import Path
 
 from bench.docs import ROOT, publish
-from bench.published import PUBLISHED_POLICIES, Published, published_unallocated
+from bench.published import (
+    PUBLISHED_POLICIES,
+    Published,
+    chosen_workloads,
+    fill_tasks,
+    published_unallocated,
+)
 from gpufleet.model.results import FillRun
-from gpufleet.sim.batch import FillTask, run_tasks
+from gpufleet.sim.batch import run_tasks
 
 TRACES = ROOT.parent / "shared" / "traces" / "alibaba-gpu-v2023"
 SECTION = "openb-fidelity"
@@ -77,18 +83,10 @@ def main() -> int:
     args = parser.parse_args()
 
     published = published_unallocated(args.traces)
-    workloads = sorted({w for w, _ in published})
-    if args.workload:
-        workloads = [w for w in workloads if w.removeprefix("openb_pod_list_") in args.workload]
-    policies = args.policy or list(PUBLISHED_POLICIES)
+    workloads = chosen_workloads(published, args.workload)
     seeds = parse_seeds(args.seeds)
-    nodes = args.traces / "openb_node_list_gpu_node.csv"
-    tasks = [
-        FillTask(args.traces / f"{w}.csv", nodes, p, s)
-        for w in workloads
-        for p in policies
-        for s in seeds
-    ]
+    policies = args.policy or list(PUBLISHED_POLICIES)
+    tasks = fill_tasks(args.traces, workloads, policies, seeds)
     started = time.perf_counter()
     done = 0
 

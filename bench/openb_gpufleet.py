@@ -20,9 +20,9 @@ from pathlib import Path
 
 from bench.docs import publish
 from bench.openb_fidelity import TRACES, parse_seeds
-from bench.published import published_unallocated
+from bench.published import chosen_workloads, fill_tasks, published_unallocated
 from gpufleet.model.results import FillRun
-from gpufleet.sim.batch import FillTask, run_tasks
+from gpufleet.sim.batch import run_tasks
 
 SECTION = "openb-gpufleet"
 POLICIES = ("fgd", "gpufleet")
@@ -43,17 +43,9 @@ def main() -> int:
     args = parser.parse_args()
 
     published = published_unallocated(args.traces)
-    workloads = sorted({w for w, _ in published})
-    if args.workload:
-        workloads = [w for w in workloads if w.removeprefix("openb_pod_list_") in args.workload]
+    workloads = chosen_workloads(published, args.workload)
     seeds = parse_seeds(args.seeds)
-    nodes = args.traces / "openb_node_list_gpu_node.csv"
-    tasks = [
-        FillTask(args.traces / f"{w}.csv", nodes, p, s)
-        for w in workloads
-        for p in POLICIES
-        for s in seeds
-    ]
+    tasks = fill_tasks(args.traces, workloads, POLICIES, seeds)
     started = time.perf_counter()
     runs = run_tasks(
         tasks,

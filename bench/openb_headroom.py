@@ -22,7 +22,7 @@ import numpy as np
 
 from bench.docs import publish
 from bench.openb_fidelity import TRACES, parse_seeds
-from bench.published import published_unallocated
+from bench.published import NODES_FILE, published_unallocated
 from gpufleet.load.openb import load_nodes, load_pods
 from gpufleet.model.cluster import MILLI
 from gpufleet.sim.fill import tune
@@ -59,7 +59,7 @@ def main() -> int:
     args = parser.parse_args()
 
     published = published_unallocated(args.traces)
-    capacity = sum(n.gpus for n in load_nodes(args.traces / "openb_node_list_gpu_node.csv"))
+    capacity = sum(n.gpus for n in load_nodes(args.traces / NODES_FILE))
     capacity_milli = capacity * MILLI
     seeds = parse_seeds(args.seeds)
     lines = [

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import csv
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from gpufleet.sim.batch import FillTask
 
 POLICY_NAMES = {
     "01-Random": "random",
@@ -21,6 +24,29 @@ POLICY_NAMES = {
 }
 PUBLISHED_POLICIES = tuple(POLICY_NAMES.values())
 RESULTS_FILE = Path("fgd-expected-results") / "analysis_allo_discrete.csv"
+
+
+NODES_FILE = "openb_node_list_gpu_node.csv"
+
+
+def chosen_workloads(published: Iterable[tuple[str, str]], names: list[str] | None) -> list[str]:
+    """Workloads with published results, all or those named (``default``, ``cpu050``, ...)."""
+    workloads = sorted({w for w, _ in published})
+    if names:
+        workloads = [w for w in workloads if w.removeprefix("openb_pod_list_") in names]
+    return workloads
+
+
+def fill_tasks(
+    traces: Path, workloads: list[str], policies: Iterable[str], seeds: list[int]
+) -> list[FillTask]:
+    """One fill run per workload, policy and seed, on the openb GPU nodes."""
+    return [
+        FillTask(traces / f"{w}.csv", traces / NODES_FILE, p, s)
+        for w in workloads
+        for p in policies
+        for s in seeds
+    ]
 
 
 @dataclass(frozen=True, slots=True)
