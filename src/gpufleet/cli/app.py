@@ -89,15 +89,18 @@ def _root(
 def simulate(
     workload: Annotated[
         Path | None,
-        typer.Option(help="openb pod CSV [default: the bundled openb_pod_list_default]"),
+        typer.Option(help="openb pod CSV.", show_default="the bundled openb_pod_list_default"),
     ] = None,
     nodes: Annotated[
         Path | None,
-        typer.Option(help="openb node CSV [default: the bundled 1,213 GPU nodes]"),
+        typer.Option(help="openb node CSV.", show_default="the bundled 1,213 GPU nodes"),
     ] = None,
     policy: Annotated[
         list[str] | None,
-        typer.Option(help=f"Placement policy, repeatable [default: {', '.join(DEFAULT_POLICIES)}]"),
+        typer.Option(
+            help=f"Placement policy, repeatable: {', '.join(POLICIES)}.",
+            show_default=", ".join(DEFAULT_POLICIES),
+        ),
     ] = None,
     seeds: Annotated[str, typer.Option(help="A seed (42) or an inclusive range (42-51).")] = "42",
     inflate: Annotated[
