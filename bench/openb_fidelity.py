@@ -28,15 +28,10 @@ from bench.published import (
     published_unallocated,
 )
 from gpufleet.model.results import FillRun
-from gpufleet.sim.batch import run_tasks
+from gpufleet.sim.batch import run_tasks, seed_range
 
 TRACES = ROOT.parent / "shared" / "traces" / "alibaba-gpu-v2023"
 SECTION = "openb-fidelity"
-
-
-def parse_seeds(text: str) -> list[int]:
-    first, _, last = text.partition("-")
-    return list(range(int(first), int(last or first) + 1))
 
 
 def tolerance(published: Published) -> float:
@@ -76,7 +71,7 @@ def main() -> int:
     parser.add_argument("--traces", type=Path, default=TRACES)
     parser.add_argument("--workload", action="append", help="e.g. default, cpu050 (repeatable)")
     parser.add_argument("--policy", action="append", choices=PUBLISHED_POLICIES)
-    parser.add_argument("--seeds", default="42-51")
+    parser.add_argument("--seeds", type=seed_range, default="42-51")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--raw", type=Path, default=ROOT / "gpufleet-report" / "fidelity.json")
     parser.add_argument("--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md")
@@ -84,7 +79,7 @@ def main() -> int:
 
     published = published_unallocated(args.traces)
     workloads = chosen_workloads(published, args.workload)
-    seeds = parse_seeds(args.seeds)
+    seeds: list[int] = args.seeds
     policies = args.policy or list(PUBLISHED_POLICIES)
     tasks = fill_tasks(args.traces, workloads, policies, seeds)
     started = time.perf_counter()

@@ -19,10 +19,10 @@ import time
 from pathlib import Path
 
 from bench.docs import publish
-from bench.openb_fidelity import TRACES, parse_seeds
+from bench.openb_fidelity import TRACES
 from bench.published import chosen_workloads, fill_tasks, published_unallocated
 from gpufleet.model.results import FillRun
-from gpufleet.sim.batch import run_tasks
+from gpufleet.sim.batch import run_tasks, seed_range
 
 SECTION = "openb-gpufleet"
 POLICIES = ("fgd", "gpufleet")
@@ -37,14 +37,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--traces", type=Path, default=TRACES)
     parser.add_argument("--workload", action="append", help="e.g. default, cpu050 (repeatable)")
-    parser.add_argument("--seeds", default="42-51")
+    parser.add_argument("--seeds", type=seed_range, default="42-51")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--no-docs", action="store_true")
     args = parser.parse_args()
 
     published = published_unallocated(args.traces)
     workloads = chosen_workloads(published, args.workload)
-    seeds = parse_seeds(args.seeds)
+    seeds: list[int] = args.seeds
     tasks = fill_tasks(args.traces, workloads, POLICIES, seeds)
     started = time.perf_counter()
     runs = run_tasks(

@@ -21,10 +21,11 @@ from pathlib import Path
 import numpy as np
 
 from bench.docs import publish
-from bench.openb_fidelity import TRACES, parse_seeds
+from bench.openb_fidelity import TRACES
 from bench.published import NODES_FILE, published_unallocated
 from gpufleet.load.openb import load_nodes, load_pods
 from gpufleet.model.cluster import MILLI
+from gpufleet.sim.batch import seed_range
 from gpufleet.sim.fill import tune
 
 SECTION = "openb-headroom"
@@ -54,14 +55,14 @@ def packed_milli(shares: list[int], gpus: int) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--traces", type=Path, default=TRACES)
-    parser.add_argument("--seeds", default="42-44")
+    parser.add_argument("--seeds", type=seed_range, default="42-44")
     parser.add_argument("--no-docs", action="store_true")
     args = parser.parse_args()
 
     published = published_unallocated(args.traces)
     capacity = sum(n.gpus for n in load_nodes(args.traces / NODES_FILE))
     capacity_milli = capacity * MILLI
-    seeds = parse_seeds(args.seeds)
+    seeds: list[int] = args.seeds
     lines = [
         f"Packing estimate (best-fit decreasing, GPU only) of unallocated GPU % at arrived "
         f"100%, mean over seeds {seeds[0]}-{seeds[-1]}, beside FGD's published mean.",

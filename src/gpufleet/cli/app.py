@@ -32,6 +32,7 @@ from gpufleet.report.plot import plot_unallocated
 from gpufleet.report.results import results_json
 from gpufleet.report.summary import summarise
 from gpufleet.report.table import summary_table
+from gpufleet.sim.batch import seed_range
 from gpufleet.sim.fill import run_fill
 
 DEFAULT_POLICIES = ("kube-default", "best-fit", "fgd", "gpufleet")
@@ -47,15 +48,10 @@ app = typer.Typer(
 
 def parse_seeds(text: str) -> list[int]:
     """``"42"`` -> [42]; ``"42-51"`` -> [42, ..., 51]."""
-    first, sep, last = text.partition("-")
     try:
-        lo = int(first)
-        hi = int(last) if sep else lo
-    except ValueError:
-        raise typer.BadParameter(f"expected a seed (42) or a range (42-51), got {text!r}") from None
-    if lo < 0 or hi < lo:
-        raise typer.BadParameter(f"expected a non-negative, ascending range, got {text!r}")
-    return list(range(lo, hi + 1))
+        return seed_range(text)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 def _advance(progress: Progress, task: TaskID, done: int) -> None:

@@ -24,10 +24,8 @@ from gpufleet.model.results import ARRIVED_MAX_PCT, FillRun
 def median_unallocated(runs: Sequence[FillRun]) -> list[float | None]:
     curve: list[float | None] = []
     for x in range(ARRIVED_MAX_PCT + 1):
-        values = [r.allocation_curve[x] for r in runs if r.allocation_curve[x] is not None]
-        curve.append(
-            None if not values else 100.0 - statistics.median(v for v in values if v is not None)
-        )
+        values = [v for r in runs if (v := r.allocation_curve[x]) is not None]
+        curve.append(100.0 - statistics.median(values) if values else None)
     return curve
 
 

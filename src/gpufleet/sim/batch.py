@@ -19,6 +19,19 @@ from gpufleet.plugins.registry import POLICIES
 from gpufleet.sim.fill import Progress, run_fill
 
 
+def seed_range(text: str) -> list[int]:
+    """``"42"`` -> [42]; ``"42-51"`` -> [42, ..., 51]. ValueError names what was expected."""
+    first, sep, last = text.partition("-")
+    try:
+        lo = int(first)
+        hi = int(last) if sep else lo
+    except ValueError:
+        raise ValueError(f"expected a seed (42) or a range (42-51), got {text!r}") from None
+    if lo < 0 or hi < lo:
+        raise ValueError(f"expected a non-negative, ascending range, got {text!r}")
+    return list(range(lo, hi + 1))
+
+
 @dataclass(frozen=True, slots=True)
 class FillTask:
     """One fill run to do: files, policy, seed, inflation."""

@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from gpufleet.framework.profile import Profile
 from gpufleet.framework.protocols import Handle
-from gpufleet.framework.registry import PluginFactory
 from gpufleet.framework.runtime import Framework
 from gpufleet.model.cluster import ClusterState, NodeSpec
 from gpufleet.model.fragmentation import FragmentIndex, typical_pods
@@ -77,9 +76,8 @@ def run_fill(
     seed: int,
     inflate: float = 1.3,
     progress: Progress | None = None,
-    plugins: Mapping[str, PluginFactory] = PLUGINS,
 ) -> FillRun:
-    """One fill run of ``pods`` on ``nodes`` under ``profile`` (plugins from ``plugins``)."""
+    """One fill run of ``pods`` on ``nodes`` under ``profile``."""
     started = time.perf_counter()
     order_seed, policy_seed = np.random.SeedSequence(seed).spawn(2)
     state = ClusterState(nodes)
@@ -89,7 +87,7 @@ def run_fill(
     tie_rank = order_rng.permutation(state.size)
     fragments = FragmentIndex(typical_pods(pods))
     framework = Framework(
-        profile, plugins, Handle(np.random.default_rng(policy_seed), fragments, tie_rank)
+        profile, PLUGINS, Handle(np.random.default_rng(policy_seed), fragments, tie_rank)
     )
 
     events = len(arrivals) + 1
