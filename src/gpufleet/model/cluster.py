@@ -14,11 +14,13 @@ nodes that changed. :meth:`ClusterState.copy` gives an independent state for wha
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
+
+from gpufleet.model.selectors import NodeLabels, Taint
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -47,6 +49,8 @@ class NodeSpec:
     memory_mib: int
     gpus: int
     gpu_model: str | None
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
 
 
 class ClusterState:
@@ -61,6 +65,7 @@ class ClusterState:
         gpu_free: ``(N, G)`` free milli-GPU per GPU (0 for absent slots).
         model_id: ``(N,)`` index into ``models``, ``NO_MODEL`` for nodes without GPUs.
         models: GPU model names, sorted.
+        node_labels: labels and taints, with cached masks (shared by copies).
         gpu_pod_kinds: ``(N, G + 1)`` pods per kind on each node: column 0 counts pods with
             a share of a GPU, column ``n`` pods with ``n`` whole GPUs (GPU "affinity").
         generation: ``(N,)`` counter bumped on every change of the node.
@@ -81,6 +86,7 @@ class ClusterState:
         "model_id",
         "models",
         "names",
+        "node_labels",
         "uid",
     )
 
@@ -112,6 +118,9 @@ class ClusterState:
         self.gpu_free: IntArray = np.where(self.gpu_present, MILLI, 0).astype(np.int64)
         self.gpu_pod_kinds: IntArray = np.zeros((n, g + 1), dtype=np.int64)
         self.generation: IntArray = np.zeros(n, dtype=np.int64)
+        self.node_labels = NodeLabels(
+            [node.labels for node in nodes], [node.taints for node in nodes]
+        )
         self.uid = next(_state_ids)
         self._model_masks: dict[frozenset[str] | None, BoolArray] = {}
 

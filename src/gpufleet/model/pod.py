@@ -6,14 +6,17 @@ A pod asks for CPU (milli), memory (MiB) and GPUs in one of two forms:
 * a share of one GPU (``num_gpu == 1``, ``0 < gpu_milli < 1000``), as GPU-sharing
   schedulers (Alibaba's open-gpu-share, gpufleet's ``gpufleet.io/gpu-fraction``) express it.
 
-``gpu_models`` restricts the GPU models the pod may run on (None: any).
+``gpu_models`` restricts the GPU models the pod may run on (None: any); ``constraint`` its
+nodes by labels and taints (:mod:`gpufleet.model.selectors`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from gpufleet.model.cluster import MILLI
+from gpufleet.model.selectors import NodeConstraint
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +29,8 @@ class PodSpec:
     num_gpu: int = 0
     gpu_milli: int = 0
     gpu_models: frozenset[str] | None = None
+    constraint: NodeConstraint | None = None
+    """Node selector, required node affinity and tolerations (None: any node, no taints)."""
 
     def __post_init__(self) -> None:
         if min(self.cpu_milli, self.memory_mib, self.num_gpu, self.gpu_milli) < 0:
@@ -51,6 +56,4 @@ class PodSpec:
         """The same pod under device-plugin semantics: a share of a GPU takes a whole one."""
         if not self.is_gpu_share:
             return self
-        return PodSpec(
-            self.name, self.cpu_milli, self.memory_mib, self.num_gpu, MILLI, self.gpu_models
-        )
+        return dataclasses.replace(self, gpu_milli=MILLI)

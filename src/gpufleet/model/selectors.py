@@ -1,0 +1,149 @@
+"""Where a pod may go by node labels and taints: nodeSelector, required node affinity, taints.
+
+Kubernetes semantics, evaluated as boolean masks over all nodes:
+
+* a :class:`NodeConstraint` holds the pod's required node-affinity terms (ORed; each term a
+  tuple of :class:`Requirement` ANDed, with the pod's ``nodeSelector`` folded into every
+  term as ``In`` requirements) and its tolerations;
+* :class:`NodeLabels` is the cluster side: per-node labels and taints, with one cached mask
+  per distinct requirement or taint, since a cluster's pods share a handful of them.
+
+Only ``NoSchedule`` and ``NoExecute`` taints keep pods off a node (``PreferNoSchedule`` is a
+preference, which gpufleet does not score).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from gpufleet.model.cluster import BoolArray
+
+OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+"""Node-selector operators of ``v1 NodeSelectorRequirement``."""
+
+BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        value = labels.get(self.key)
+        if self.operator == "In":
+            return value is not None and value in self.values
+        if self.operator == "NotIn":
+            return value is None or value not in self.values
+        if self.operator == "Exists":
+            return value is not None
+        if self.operator == "DoesNotExist":
+            return value is None
+        return _compare(value, self.operator, self.values[0])
+
+
+def _compare(value: str | None, operator: str, bound: str) -> bool:
+    try:
+        number = int(value) if value is not None else None
+    except ValueError:
+        return False
+    if number is None:
+        return False
+    return number > int(bound) if operator == "Gt" else number < int(bound)
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+    def __str__(self) -> str:
+        return f"{{{self.key}: {self.value}}}" if self.value else f"{{{self.key}}}"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.operator == "Exists":
+            return not self.key or self.key == taint.key
+        return self.key == taint.key and self.value == taint.value
+
+
+@dataclass(frozen=True, slots=True)
+class NodeConstraint:
+    """A pod's hard placement constraints by node labels and taints."""
+
+    terms: tuple[tuple[Requirement, ...], ...] = ()
+    """Required node-affinity terms, ORed; empty: any node."""
+    tolerations: tuple[Toleration, ...] = ()
+
+    @property
+    def has_terms(self) -> bool:
+        return bool(self.terms)
+
+
+class NodeLabels:
+    """Labels and taints of every node, with cached masks (shared by state copies)."""
+
+    __slots__ = ("_masks", "_taint_masks", "blocking_taints", "labels", "taints")
+
+    def __init__(
+        self, labels: Sequence[dict[str, str]], taints: Sequence[tuple[Taint, ...]]
+    ) -> None:
+        self.labels = tuple(labels)
+        self.taints = tuple(taints)
+        self._masks: dict[Requirement, BoolArray] = {}
+        self._taint_masks: dict[Taint, BoolArray] = {}
+        seen = {t for node in self.taints for t in node if t.effect in BLOCKING_EFFECTS}
+        self.blocking_taints = tuple(sorted(seen, key=lambda t: (t.key, t.value, t.effect)))
+        """Distinct NoSchedule/NoExecute taints of the cluster."""
+
+    def requirement_mask(self, requirement: Requirement) -> BoolArray:
+        mask = self._masks.get(requirement)
+        if mask is None:
+            mask = np.fromiter(
+                (requirement.matches(labels) for labels in self.labels),
+                dtype=np.bool_,
+                count=len(self.labels),
+            )
+            mask.setflags(write=False)
+            self._masks[requirement] = mask
+        return mask
+
+    def affinity_mask(self, constraint: NodeConstraint) -> BoolArray:
+        """Nodes that satisfy at least one of the constraint's terms."""
+        mask = np.zeros(len(self.labels), dtype=np.bool_)
+        for term in constraint.terms:
+            term_mask = np.ones(len(self.labels), dtype=np.bool_)
+            for requirement in term:
+                term_mask &= self.requirement_mask(requirement)
+            mask |= term_mask
+        return mask
+
+    def taint_mask(self, taint: Taint) -> BoolArray:
+        mask = self._taint_masks.get(taint)
+        if mask is None:
+            mask = np.fromiter(
+                (taint in taints for taints in self.taints), dtype=np.bool_, count=len(self.taints)
+            )
+            mask.setflags(write=False)
+            self._taint_masks[taint] = mask
+        return mask
+
+    def label_values(self, key: str) -> tuple[str | None, ...]:
+        return tuple(labels.get(key) for labels in self.labels)
