@@ -6,6 +6,7 @@ stderr naming the file, the line and the field, and exit code 2 — never a trac
 
 from __future__ import annotations
 
+import datetime as dt
 import sys
 from functools import partial
 from pathlib import Path
@@ -25,13 +26,18 @@ from rich.progress import (
 from gpufleet import __version__
 from gpufleet.load.errors import InputError
 from gpufleet.load.openb import BUNDLED_NODES, BUNDLED_WORKLOAD, bundled, load_nodes, load_pods
+from gpufleet.load.snapshot import load_snapshot
 from gpufleet.model.results import FillRun
+from gpufleet.model.workload import Snapshot
 from gpufleet.plugins.registry import POLICIES
+from gpufleet.report.cycle import cycle_json, cycle_tables, explain_lines
 from gpufleet.report.html import report_html
 from gpufleet.report.plot import plot_unallocated
 from gpufleet.report.results import results_json
 from gpufleet.report.summary import summarise
 from gpufleet.report.table import summary_table
+from gpufleet.scheduler.cycle import CycleConfig, SnapshotError, run_cycle
+from gpufleet.scheduler.outcome import CycleResult
 from gpufleet.sim.batch import seed_range
 from gpufleet.sim.fill import run_fill
 
@@ -164,6 +170,120 @@ def simulate(
     elif json_path is not None:
         Path(json_path).write_text(document, encoding="utf-8")
     console.print(f"report: {out / 'index.html'}")
+
+
+def _now(text: str | None) -> float:
+    if text is None:
+        return dt.datetime.now(dt.UTC).timestamp()
+    try:
+        stamp = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise typer.BadParameter(
+            f"expected an RFC 3339 time such as 2026-01-31T12:00:00Z, got {text!r}"
+        ) from None
+    return (stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.UTC)).timestamp()
+
+
+SnapshotFile = Annotated[
+    Path,
+    typer.Option(
+        "-f", "--filename", help="Cluster snapshot: the YAML `kubectl get -o yaml` prints."
+    ),
+]
+Now = Annotated[
+    str | None,
+    typer.Option(
+        help="Time of the cycle (RFC 3339), for ages and min runtimes.", show_default="now"
+    ),
+]
+PolicyOption = Annotated[str, typer.Option(help=f"Placement policy: {', '.join(POLICIES)}.")]
+StarvationOption = Annotated[
+    float, typer.Option(help="Seconds after which a waiting job holds nodes against overtaking.")
+]
+GraceOption = Annotated[
+    float,
+    typer.Option(help="Seconds a gang may stay below minMember before its pods are released."),
+]
+NonPreemptibleOption = Annotated[
+    int, typer.Option(help="Priority at and above which work is non-preemptible.")
+]
+
+
+def _config(
+    policy: str,
+    starvation: float,
+    grace: float,
+    non_preemptible: int,
+    watch: frozenset[str] = frozenset(),
+) -> CycleConfig:
+    if policy not in POLICIES:
+        raise typer.BadParameter(f"unknown policy {policy!r}; known: {', '.join(POLICIES)}")
+    return CycleConfig(
+        policy=policy,
+        non_preemptible_priority=non_preemptible,
+        stale_grace_s=grace,
+        starvation_after_s=starvation,
+        watch=watch,
+    )
+
+
+@app.command()
+def schedule(
+    filename: SnapshotFile,
+    output: Annotated[str, typer.Option("-o", "--output", help="json or table.")] = "table",
+    now: Now = None,
+    policy: PolicyOption = "gpufleet",
+    starvation_after: StarvationOption = 1800.0,
+    stale_grace: GraceOption = 60.0,
+    non_preemptible_priority: NonPreemptibleOption = 100,
+) -> None:
+    """Run one scheduling cycle over a cluster snapshot: bindings, evictions, pending pods.
+
+    Nothing is changed in any cluster; this is the what-if edge of the live scheduler.
+    """
+    if output not in {"json", "table"}:
+        raise typer.BadParameter(f"-o must be json or table, got {output!r}")
+    config = _config(policy, starvation_after, stale_grace, non_preemptible_priority)
+    snapshot = load_snapshot(filename)
+    result = _run(snapshot, _now(now), config)
+    if output == "json":
+        sys.stdout.write(cycle_json(result))
+        return
+    console = Console()
+    for table in cycle_tables(result):
+        console.print(table)
+
+
+@app.command()
+def explain(
+    filename: SnapshotFile,
+    pod: Annotated[str, typer.Argument(help="The pod, as NAMESPACE/NAME.")],
+    now: Now = None,
+    policy: PolicyOption = "gpufleet",
+    starvation_after: StarvationOption = 1800.0,
+    stale_grace: GraceOption = 60.0,
+    non_preemptible_priority: NonPreemptibleOption = 100,
+) -> None:
+    """Tell one pod's story in a cycle: its queue and fair share, each node and why not,
+    what preemption, reclaim and consolidation found."""
+    if "/" not in pod:
+        raise typer.BadParameter(f"expected NAMESPACE/NAME, got {pod!r}")
+    snapshot = load_snapshot(filename)
+    if pod not in {p.key for p in snapshot.pods}:
+        raise InputError(str(filename), f"no pod {pod} in the snapshot")
+    config = _config(
+        policy, starvation_after, stale_grace, non_preemptible_priority, frozenset({pod})
+    )
+    result = _run(snapshot, _now(now), config)
+    record = next((r for r in result.jobs if pod in r.pods), None)
+    typer.echo("\n".join(explain_lines(result, pod, record)))
+
+
+def _run(snapshot: Snapshot, now: float, config: CycleConfig) -> CycleResult:
+    try:
+        return run_cycle(snapshot, now, config)
+    except SnapshotError as exc:
+        raise InputError("snapshot", str(exc)) from None
 
 
 def main() -> None:

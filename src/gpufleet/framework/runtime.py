@@ -77,9 +77,15 @@ class Framework:
         """The pod as this profile places it (whole GPUs under device-plugin semantics)."""
         return pod.as_whole_gpus() if self.profile.whole_gpus_only else pod
 
-    def run_filters(self, state: ClusterState, pod: PodSpec) -> FilterResult:
+    def run_filters(
+        self, state: ClusterState, pod: PodSpec, held: Held | None = None
+    ) -> FilterResult:
+        """Feasible nodes for ``pod``; ``held`` nodes are off limits (reserved by the cycle)."""
         alive = np.ones(state.size, dtype=np.bool_)
-        verdicts: list[tuple[FilterPlugin, FilterVerdict, BoolArray]] = []
+        verdicts: list[tuple[FilterPlugin | Held, FilterVerdict, BoolArray]] = []
+        if held is not None:
+            verdicts.append((held, held.filter(state, pod), alive))
+            alive = ~held.mask
         for plugin in self.filters:
             verdict = plugin.filter(state, pod)
             verdicts.append((plugin, verdict, alive))
@@ -88,6 +94,15 @@ class Framework:
         if nodes.size:
             return FilterResult(nodes, Status(Code.SUCCESS, total_nodes=state.size))
         return FilterResult(nodes, _unschedulable(verdicts, state.size))
+
+    def node_reasons(self, state: ClusterState, pod: PodSpec) -> list[tuple[str, ...]]:
+        """Per node, every reason each filter rejects it for (empty: it fits) — for explain."""
+        reasons: list[list[str]] = [[] for _ in range(state.size)]
+        for plugin in self.filters:
+            for message, failing in plugin.filter(state, pod).failures:
+                for node in np.flatnonzero(failing):
+                    reasons[node].append(message)
+        return [tuple(r) for r in reasons]
 
     def run_scores(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> FloatArray:
         total = np.zeros(nodes.size, dtype=np.float64)
@@ -103,8 +118,20 @@ class Framework:
         return int(best[np.argmin(self.tie_rank[best])])
 
 
+@dataclass(frozen=True, slots=True)
+class Held:
+    """Nodes the cycle holds back (for a starving job), as a filter with its own reason."""
+
+    mask: BoolArray
+    message: str
+    name: str = "Reservation"
+
+    def filter(self, state: ClusterState, pod: PodSpec) -> FilterVerdict:
+        return FilterVerdict(~self.mask, ((self.message, self.mask),))
+
+
 def _unschedulable(
-    verdicts: list[tuple[FilterPlugin, FilterVerdict, BoolArray]], total_nodes: int
+    verdicts: list[tuple[FilterPlugin | Held, FilterVerdict, BoolArray]], total_nodes: int
 ) -> Status:
     """Why no node is left: per filter and reason, the nodes it rejected that were still in."""
     reasons: list[Reason] = []

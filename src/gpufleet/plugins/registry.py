@@ -35,9 +35,7 @@ def plugin_registry() -> Registry[PluginFactory]:
     registry.register(node_resources.NAME, partial(node_resources.new, node_resources.Args()))
     registry.register(gpu_fit.NAME, partial(gpu_fit.new, gpu_fit.Args()))
     registry.register(node_affinity.NAME, partial(node_affinity.new, node_affinity.Args()))
-    registry.register(
-        taint_toleration.NAME, partial(taint_toleration.new, taint_toleration.Args())
-    )
+    registry.register(taint_toleration.NAME, partial(taint_toleration.new, taint_toleration.Args()))
     registry.register(gpu_choice.BEST_FIT, partial(gpu_choice.new_best_fit, gpu_choice.Args()))
     registry.register(gpu_choice.RANDOM, partial(gpu_choice.new_random, gpu_choice.Args()))
     registry.register(random_score.NAME, partial(random_score.new, random_score.Args()))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpufleet.framework.runtime import Framework
+from gpufleet.framework.runtime import Framework, Held
 from gpufleet.framework.status import Status
 from gpufleet.model.cluster import ClusterState
 from gpufleet.model.pod import PodSpec
@@ -24,10 +24,12 @@ class Placement:
     gpus: tuple[int, ...]
 
 
-def place(framework: Framework, state: ClusterState, pod: PodSpec) -> Placement | Status:
+def place(
+    framework: Framework, state: ClusterState, pod: PodSpec, held: Held | None = None
+) -> Placement | Status:
     """Where ``pod`` goes under ``framework``'s profile, or why it cannot go anywhere."""
     pod = framework.prepare(pod)
-    feasible = framework.run_filters(state, pod)
+    feasible = framework.run_filters(state, pod, held)
     if not feasible.status.is_success:
         return feasible.status
     nodes = feasible.nodes

@@ -1,0 +1,596 @@
+"""Read a cluster snapshot: the YAML that ``kubectl get -o yaml`` prints, into a Snapshot.
+
+Multi-document YAML and ``kind: List`` (and lists of lists) are both accepted. gpufleet
+reads Nodes, Pods, PodGroups (``scheduling.x-k8s.io``), Queues (``gpufleet.io``) and
+PriorityClasses — the vocabulary table of ARCHITECTURE.md; other kinds (Services,
+ConfigMaps, …) are skipped. Quantities follow Kubernetes ("500m", "80Gi", "1e3").
+
+Every object is checked; the first bad field stops the load with an :class:`InputError`
+naming the file, the object (``Kind namespace/name``) and the field — nothing is dropped
+silently. Raw Kubernetes dictionaries stop here: the core sees only model values.
+
+Choices worth knowing:
+
+* A pod's request per resource is the larger of the sum over its containers and the
+  largest init container; a resource with limits but no requests requests its limits
+  (Kubernetes' defaulting) — which is how ``nvidia.com/gpu`` is usually written.
+* ``gpufleet.io/gpu-fraction: "0.5"`` asks for half of one GPU; ``gpufleet.io/gpu-memory``
+  asks for that much GPU memory, as a fraction of the smallest GPU memory any node
+  advertises (label ``nvidia.com/gpu.memory``, MiB), so it fits on every GPU it is given.
+* Succeeded and Failed pods hold nothing and are skipped. Pods bound by any scheduler take
+  capacity; pods of other schedulers count towards a queue only if they carry its label.
+* ``spec.unschedulable`` on a Node acts as the taint ``node.kubernetes.io/unschedulable``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from collections.abc import Iterator, Mapping
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from lightkube.utils.quantity import parse_quantity
+
+from gpufleet.load.errors import InputError
+from gpufleet.model.cluster import MILLI, NodeSpec
+from gpufleet.model.pod import PodSpec
+from gpufleet.model.selectors import (
+    OPERATORS,
+    NodeConstraint,
+    Requirement,
+    Taint,
+    Toleration,
+)
+from gpufleet.model.workload import (
+    DEFAULT_QUEUE,
+    GroupSpec,
+    PodInfo,
+    QueueSpec,
+    Snapshot,
+    vector,
+)
+
+SCHEDULER_NAME = "gpufleet"
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
+QUEUE_LABEL = "gpufleet.io/queue"
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+FRACTION_ANNOTATION = "gpufleet.io/gpu-fraction"
+GPU_MEMORY_ANNOTATION = "gpufleet.io/gpu-memory"
+GPU_INDEX_ANNOTATION = "gpufleet.io/gpu-index"
+STALE_ANNOTATION = "gpufleet.io/stale-since"
+MIB = 1 << 20
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_DURATION_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+Obj = Mapping[str, Any]
+T = TypeVar("T")
+
+
+class _Reader:
+    """Typed access to one object's fields; every failure names the object and field."""
+
+    def __init__(self, source: str, obj: Obj) -> None:
+        self.obj = obj
+        meta = obj.get("metadata")
+        self.meta: Obj = meta if isinstance(meta, Mapping) else {}
+        name = self.meta.get("name")
+        namespace = self.meta.get("namespace")
+        self.name = str(name) if name is not None else "<unnamed>"
+        self.key = f"{namespace or 'default'}/{self.name}"
+        self.namespace = str(namespace or "default")
+        self.where = f"{source}: {obj.get('kind')} {self.name}"
+        if name is None or not isinstance(name, str) or not name:
+            raise InputError(self.where, "expected a non-empty string", field="metadata.name")
+
+    def fail(self, field: str, expected: str, got: object) -> InputError:
+        return InputError(self.where, f"expected {expected}, got {got!r}", field=field)
+
+    def get(self, path: str, default: Any = None) -> Any:
+        node: Any = self.obj
+        for part in path.split("."):
+            if node is None:
+                return default
+            if not isinstance(node, Mapping):
+                raise self.fail(path, "a mapping", node)
+            node = node.get(part)
+        return default if node is None else node
+
+    def mapping(self, path: str) -> Obj:
+        value = self.get(path, {})
+        if not isinstance(value, Mapping):
+            raise self.fail(path, "a mapping", value)
+        return value
+
+    def strings(self, path: str) -> dict[str, str]:
+        value = self.mapping(path)
+        for key, item in value.items():
+            if not isinstance(item, str | int | float | bool):
+                raise self.fail(f"{path}.{key}", "a string", item)
+        return {str(k): str(v) for k, v in value.items()}
+
+    def sequence(self, path: str) -> list[Any]:
+        value = self.get(path, [])
+        if not isinstance(value, list):
+            raise self.fail(path, "a list", value)
+        return value
+
+    def integer(self, path: str, default: int, *, minimum: int | None = None) -> int:
+        value = self.get(path, default)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(path, "an integer", value)
+        if minimum is not None and value < minimum:
+            raise self.fail(path, f"an integer >= {minimum}", value)
+        return value
+
+    def quantity(self, path: str, value: object) -> Decimal:
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise self.fail(path, "a quantity such as '500m', '4' or '80Gi'", value)
+        try:
+            parsed = parse_quantity(str(value))
+        except ValueError:
+            parsed = None
+        if parsed is None or parsed < 0:
+            raise self.fail(path, "a non-negative quantity such as '500m', '4' or '80Gi'", value)
+        return parsed
+
+    def time(self, path: str) -> float | None:
+        value = self.get(path)
+        if value is None:
+            return None
+        if isinstance(value, dt.datetime):
+            stamp = value
+        else:
+            try:
+                stamp = dt.datetime.fromisoformat(str(value))
+            except ValueError:
+                raise self.fail(
+                    path, "an RFC 3339 time such as '2026-01-31T12:00:00Z'", value
+                ) from None
+        if stamp.tzinfo is None:
+            stamp = stamp.replace(tzinfo=dt.UTC)
+        return stamp.timestamp()
+
+    def duration(self, path: str) -> float:
+        value = self.get(path)
+        if value is None:
+            return 0.0
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        text = str(value)
+        parts = _DURATION.findall(text)
+        if not parts or "".join(n + u for n, u in parts) != text:
+            raise self.fail(path, "a duration such as '90s', '10m' or '1h30m'", value)
+        return sum(float(n) * _DURATION_SECONDS[u] for n, u in parts)
+
+
+def _cpu_milli(q: Decimal) -> int:
+    return math.ceil(q * 1000)
+
+
+def _mib(q: Decimal, *, round_up: bool) -> int:
+    value = q / MIB
+    return math.ceil(value) if round_up else math.floor(value)
+
+
+def _documents(path: Path) -> Iterator[Any]:
+    source = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(source, "no such file") from None
+    except IsADirectoryError:
+        raise InputError(source, "is a directory, expected a YAML file") from None
+    except UnicodeDecodeError:
+        raise InputError(source, "is not UTF-8 text, expected YAML") from None
+    except OSError as exc:
+        raise InputError(source, f"cannot be read ({exc.strerror})") from None
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        yield from yaml.load_all(text, Loader=loader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        raise InputError(source, f"is not valid YAML ({exc})", line=line) from None
+
+
+def _objects(doc: Any, source: str) -> Iterator[Obj]:
+    if doc is None:
+        return
+    if not isinstance(doc, Mapping):
+        raise InputError(source, f"expected Kubernetes objects (mappings), got {doc!r}")
+    if doc.get("kind") == "List" or (
+        isinstance(doc.get("kind"), str) and str(doc.get("kind")).endswith("List")
+    ):
+        items = doc.get("items") or []
+        if not isinstance(items, list):
+            raise InputError(source, "expected a list", field="List.items")
+        for item in items:
+            yield from _objects(item, source)
+        return
+    yield doc
+
+
+def load_snapshot(path: Path) -> Snapshot:
+    """The snapshot in the YAML file ``path``."""
+    return parse_snapshot(
+        (obj for doc in _documents(path) for obj in _objects(doc, str(path))), str(path)
+    )
+
+
+def parse_snapshot(objects: Iterator[Obj] | list[Obj], source: str) -> Snapshot:
+    """A snapshot from Kubernetes objects as dictionaries (``source`` names them in errors)."""
+    by_kind: dict[str, list[_Reader]] = {}
+    for obj in objects:
+        kind = obj.get("kind")
+        if kind in {"Node", "Pod", "PodGroup", "Queue", "PriorityClass"}:
+            by_kind.setdefault(str(kind), []).append(_Reader(source, obj))
+    nodes = _unique([_node(r) for r in by_kind.get("Node", [])], lambda n: n.name, "Node")
+    classes = {r.name: _priority_class(r) for r in by_kind.get("PriorityClass", [])}
+    queues = _queues([_queue(r) for r in by_kind.get("Queue", [])], source)
+    groups = _unique([_group(r) for r in by_kind.get("PodGroup", [])], lambda g: g.key, "PodGroup")
+    group_queues = {g.key: g.queue for g in groups}
+    gpu_memory = _smallest_gpu_memory(by_kind.get("Node", []))
+    node_gpus = {n.name: n.gpus for n in nodes}
+    pods = [
+        pod
+        for r in by_kind.get("Pod", [])
+        if (pod := _pod(r, classes, group_queues, gpu_memory, node_gpus)) is not None
+    ]
+    return Snapshot(
+        tuple(nodes), tuple(_unique(pods, lambda p: p.key, "Pod")), tuple(groups), queues
+    )
+
+
+def _unique(items: list[T], key: Any, kind: str) -> list[T]:
+    seen: set[str] = set()
+    for item in items:
+        name = key(item)
+        if name in seen:
+            raise InputError(f"{kind} {name}", "appears twice in the snapshot")
+        seen.add(name)
+    return items
+
+
+def _taints(r: _Reader) -> tuple[Taint, ...]:
+    taints = []
+    for i, raw in enumerate(r.sequence("spec.taints")):
+        if not isinstance(raw, Mapping) or not raw.get("key"):
+            raise r.fail(f"spec.taints[{i}].key", "a taint with a key", raw)
+        effect = str(raw.get("effect", "NoSchedule"))
+        if effect not in {"NoSchedule", "PreferNoSchedule", "NoExecute"}:
+            raise r.fail(
+                f"spec.taints[{i}].effect", "NoSchedule, PreferNoSchedule or NoExecute", effect
+            )
+        taints.append(Taint(str(raw["key"]), str(raw.get("value") or ""), effect))
+    if r.get("spec.unschedulable") is True:
+        taints.append(Taint("node.kubernetes.io/unschedulable", "", "NoSchedule"))
+    return tuple(taints)
+
+
+def _node(r: _Reader) -> NodeSpec:
+    allocatable = r.mapping("status.allocatable")
+    if not allocatable:
+        raise r.fail("status.allocatable", "cpu, memory (and nvidia.com/gpu) quantities", None)
+    for resource in ("cpu", "memory"):
+        if resource not in allocatable:
+            raise r.fail(f"status.allocatable.{resource}", "a quantity", None)
+    cpu = r.quantity("status.allocatable.cpu", allocatable["cpu"])
+    memory = r.quantity("status.allocatable.memory", allocatable["memory"])
+    gpus = r.quantity(f"status.allocatable.{GPU_RESOURCE}", allocatable.get(GPU_RESOURCE, 0))
+    if gpus != int(gpus):
+        raise r.fail(f"status.allocatable.{GPU_RESOURCE}", "a whole number of GPUs", gpus)
+    labels = r.strings("metadata.labels")
+    return NodeSpec(
+        r.name,
+        _cpu_milli(cpu),
+        _mib(memory, round_up=False),
+        int(gpus),
+        labels.get(GPU_PRODUCT_LABEL),
+        labels,
+        _taints(r),
+    )
+
+
+def _smallest_gpu_memory(readers: list[_Reader]) -> int | None:
+    sizes = []
+    for r in readers:
+        raw = r.strings("metadata.labels").get(GPU_MEMORY_LABEL)
+        if raw is not None:
+            if not raw.isdigit() or int(raw) == 0:
+                raise r.fail(
+                    f"metadata.labels.{GPU_MEMORY_LABEL}", "MiB as a positive integer", raw
+                )
+            sizes.append(int(raw))
+    return min(sizes) if sizes else None
+
+
+def _priority_class(r: _Reader) -> tuple[int, bool, bool]:
+    value = r.integer("value", 0)
+    policy = r.get("preemptionPolicy", "PreemptLowerPriority")
+    if policy not in {"PreemptLowerPriority", "Never"}:
+        raise r.fail("preemptionPolicy", "PreemptLowerPriority or Never", policy)
+    return value, policy == "PreemptLowerPriority", r.get("globalDefault") is True
+
+
+def _resource_spec(r: _Reader, resource: str) -> tuple[float, float, float, bool]:
+    """(quota, limit, weight, quota given) of one resource of a Queue."""
+    base = f"spec.resources.{resource}"
+    spec = r.mapping(base)
+
+    def amount(field: str, default: float) -> float:
+        raw = spec.get(field)
+        if raw is None:
+            return default
+        if raw in (-1, "-1"):
+            return math.inf if field == "limit" else -1.0
+        q = r.quantity(f"{base}.{field}", raw)
+        if resource == "cpu":
+            return float(_cpu_milli(q))
+        if resource == "memory":
+            return float(_mib(q, round_up=False))
+        return float(q)
+
+    quota = amount("quota", 0.0)
+    weight = spec.get("overQuotaWeight", 1)
+    if isinstance(weight, bool) or not isinstance(weight, int | float) or weight < 0:
+        raise r.fail(f"{base}.overQuotaWeight", "a non-negative number", weight)
+    given = "quota" in spec and quota >= 0
+    return max(quota, 0.0), amount("limit", math.inf), float(weight), given
+
+
+def _queue(r: _Reader) -> tuple[QueueSpec, tuple[bool, ...]]:
+    quota, limit, weight, given = zip(
+        *(_resource_spec(r, res) for res in ("gpu", "cpu", "memory")), strict=True
+    )
+    parent = r.get("spec.parentQueue")
+    if parent is not None and not isinstance(parent, str):
+        raise r.fail("spec.parentQueue", "a queue name", parent)
+    for q, lim, res in zip(quota, limit, ("gpu", "cpu", "memory"), strict=True):
+        if lim < q:
+            raise r.fail(f"spec.resources.{res}.limit", f"-1 or at least the quota ({q:g})", lim)
+    spec = QueueSpec(
+        r.name,
+        parent or None,
+        r.integer("spec.priority", 100),
+        vector(*quota),
+        vector(*limit),
+        vector(*weight),
+        r.duration("spec.preemptMinRuntime"),
+        r.duration("spec.reclaimMinRuntime"),
+        given,
+    )
+    return spec, given
+
+
+def _queues(specs: list[tuple[QueueSpec, tuple[bool, ...]]], source: str) -> tuple[QueueSpec, ...]:
+    queues = {spec.name: spec for spec, _ in _unique(specs, lambda s: s[0].name, "Queue")}
+    for spec in queues.values():
+        seen = {spec.name}
+        parent = spec.parent
+        while parent is not None:
+            if parent not in queues:
+                raise InputError(
+                    f"{source}: Queue {spec.name}",
+                    f"names parent queue {parent!r}, which is not in the snapshot",
+                    field="spec.parentQueue",
+                )
+            if parent in seen:
+                raise InputError(
+                    f"{source}: Queue {spec.name}",
+                    "parent queues form a cycle",
+                    field="spec.parentQueue",
+                )
+            seen.add(parent)
+            parent = queues[parent].parent
+    if DEFAULT_QUEUE not in queues:
+        queues[DEFAULT_QUEUE] = QueueSpec(DEFAULT_QUEUE)
+    return tuple(queues[name] for name in sorted(queues))
+
+
+def _group(r: _Reader) -> GroupSpec:
+    labels = r.strings("metadata.labels")
+    annotations = r.strings("metadata.annotations")
+    stale = None
+    if STALE_ANNOTATION in annotations:
+        stale = _Reader.time(r, f"metadata.annotations.{STALE_ANNOTATION}")
+    return GroupSpec(
+        r.key,
+        r.integer("spec.minMember", 1, minimum=1),
+        labels.get(QUEUE_LABEL, DEFAULT_QUEUE),
+        r.time("metadata.creationTimestamp") or 0.0,
+        stale,
+    )
+
+
+def _requests(r: _Reader) -> dict[str, Decimal]:
+    def container_requests(path: str) -> list[dict[str, Decimal]]:
+        out = []
+        for i, container in enumerate(r.sequence(path)):
+            if not isinstance(container, Mapping):
+                raise r.fail(f"{path}[{i}]", "a container", container)
+            resources = container.get("resources") or {}
+            merged: dict[str, Decimal] = {}
+            for part in ("limits", "requests"):  # requests win; limits default them
+                values = resources.get(part) or {}
+                if not isinstance(values, Mapping):
+                    raise r.fail(f"{path}[{i}].resources.{part}", "a mapping", values)
+                for name, raw in values.items():
+                    field = f"{path}[{i}].resources.{part}.{name}"
+                    merged[str(name)] = r.quantity(field, raw)
+            out.append(merged)
+        return out
+
+    containers = container_requests("spec.containers")
+    if not containers:
+        raise r.fail("spec.containers", "at least one container", r.get("spec.containers"))
+    total: dict[str, Decimal] = {}
+    for c in containers:
+        for name, q in c.items():
+            total[name] = total.get(name, Decimal(0)) + q
+    for c in container_requests("spec.initContainers"):
+        for name, q in c.items():
+            total[name] = max(total.get(name, Decimal(0)), q)
+    return total
+
+
+def _gpu_request(
+    r: _Reader, requests: dict[str, Decimal], gpu_memory: int | None
+) -> tuple[int, int]:
+    """(num_gpu, gpu_milli) of a pod."""
+    whole = requests.get(GPU_RESOURCE, Decimal(0))
+    if whole != int(whole):
+        raise r.fail(f"spec.containers[].resources.{GPU_RESOURCE}", "a whole number", whole)
+    annotations = r.strings("metadata.annotations")
+    fraction_field = f"metadata.annotations.{FRACTION_ANNOTATION}"
+    memory_field = f"metadata.annotations.{GPU_MEMORY_ANNOTATION}"
+    milli = None
+    if FRACTION_ANNOTATION in annotations:
+        raw = annotations[FRACTION_ANNOTATION]
+        try:
+            fraction = float(raw)
+        except ValueError:
+            fraction = -1.0
+        if not 0 < fraction <= 1:
+            raise r.fail(fraction_field, "a fraction of one GPU in (0, 1], such as '0.5'", raw)
+        milli = max(1, round(fraction * MILLI))
+    elif GPU_MEMORY_ANNOTATION in annotations:
+        if gpu_memory is None:
+            raise r.fail(
+                memory_field,
+                f"nodes labelled {GPU_MEMORY_LABEL} (MiB) to size the share against",
+                annotations[GPU_MEMORY_ANNOTATION],
+            )
+        mib = _mib(r.quantity(memory_field, annotations[GPU_MEMORY_ANNOTATION]), round_up=True)
+        if not 0 < mib <= gpu_memory:
+            raise r.fail(memory_field, f"at most the smallest GPU's {gpu_memory} MiB", mib)
+        milli = math.ceil(mib * MILLI / gpu_memory)
+    if milli is None:
+        return int(whole), MILLI if whole else 0
+    if whole > 1:
+        raise r.fail(fraction_field, f"no fraction with {whole} whole GPUs", whole)
+    return 1, milli
+
+
+def _constraint(r: _Reader) -> NodeConstraint | None:
+    selector = tuple(
+        Requirement(k, "In", (v,)) for k, v in sorted(r.strings("spec.nodeSelector").items())
+    )
+    path = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    terms: list[tuple[Requirement, ...]] = []
+    for i, term in enumerate(r.sequence(f"{path}.nodeSelectorTerms")):
+        if not isinstance(term, Mapping):
+            raise r.fail(f"{path}.nodeSelectorTerms[{i}]", "a node selector term", term)
+        reqs = []
+        for j, expr in enumerate(term.get("matchExpressions") or []):
+            field = f"{path}.nodeSelectorTerms[{i}].matchExpressions[{j}]"
+            if not isinstance(expr, Mapping) or expr.get("operator") not in OPERATORS:
+                raise r.fail(f"{field}.operator", " | ".join(OPERATORS), expr)
+            values = tuple(str(v) for v in expr.get("values") or ())
+            op = str(expr["operator"])
+            if op in {"Gt", "Lt"} and (len(values) != 1 or not values[0].lstrip("-").isdigit()):
+                raise r.fail(f"{field}.values", "one integer for Gt/Lt", values)
+            reqs.append(Requirement(str(expr.get("key", "")), op, values))
+        terms.append(tuple(reqs))
+    if terms:
+        full_terms = tuple(selector + term for term in terms)
+    else:
+        full_terms = (selector,) if selector else ()
+    tolerations = []
+    for i, raw in enumerate(r.sequence("spec.tolerations")):
+        if not isinstance(raw, Mapping):
+            raise r.fail(f"spec.tolerations[{i}]", "a toleration", raw)
+        operator = str(raw.get("operator", "Equal"))
+        if operator not in {"Equal", "Exists"}:
+            raise r.fail(f"spec.tolerations[{i}].operator", "Equal or Exists", operator)
+        tolerations.append(
+            Toleration(
+                str(raw.get("key") or ""),
+                operator,
+                str(raw.get("value") or ""),
+                str(raw.get("effect") or ""),
+            )
+        )
+    if not full_terms and not tolerations:
+        return None
+    return NodeConstraint(full_terms, tuple(tolerations))
+
+
+def _pod(
+    r: _Reader,
+    classes: dict[str, tuple[int, bool, bool]],
+    group_queues: dict[str, str],
+    gpu_memory: int | None,
+    node_gpus: dict[str, int],
+) -> PodInfo | None:
+    phase = r.get("status.phase", "Pending")
+    if phase in {"Succeeded", "Failed"}:
+        return None
+    requests = _requests(r)
+    num_gpu, gpu_milli = _gpu_request(r, requests, gpu_memory)
+    spec = PodSpec(
+        r.key,
+        _cpu_milli(requests.get("cpu", Decimal(0))),
+        _mib(requests.get("memory", Decimal(0)), round_up=True),
+        num_gpu,
+        gpu_milli,
+        None,
+        _constraint(r),
+    )
+    labels = r.strings("metadata.labels")
+    annotations = r.strings("metadata.annotations")
+    scheduler = r.get("spec.schedulerName", "default-scheduler")
+    managed = scheduler == SCHEDULER_NAME
+    group = f"{r.namespace}/{labels[POD_GROUP_LABEL]}" if POD_GROUP_LABEL in labels else ""
+    queue = labels.get(QUEUE_LABEL) or group_queues.get(group) or DEFAULT_QUEUE
+    priority, can_preempt = _priority(r, classes)
+    node = r.get("spec.nodeName")
+    if node is not None and node not in node_gpus:
+        raise r.fail("spec.nodeName", "a Node of the snapshot", node)
+    gpus: tuple[int, ...] = ()
+    if node is not None and GPU_INDEX_ANNOTATION in annotations:
+        raw = annotations[GPU_INDEX_ANNOTATION]
+        try:
+            gpus = tuple(int(g) for g in raw.split(","))
+        except ValueError:
+            gpus = (-1,)
+        if len(gpus) != num_gpu or any(not 0 <= g < node_gpus[node] for g in gpus):
+            raise r.fail(
+                f"metadata.annotations.{GPU_INDEX_ANNOTATION}",
+                f"{num_gpu} GPU index(es) of node {node} (0..{node_gpus[node] - 1})",
+                raw,
+            )
+    created = r.time("metadata.creationTimestamp") or 0.0
+    return PodInfo(
+        r.key,
+        spec,
+        queue if managed or QUEUE_LABEL in labels or group else "",
+        group,
+        priority,
+        can_preempt,
+        created,
+        node,
+        gpus,
+        r.time("status.startTime") or created,
+        managed,
+    )
+
+
+def _priority(r: _Reader, classes: dict[str, tuple[int, bool, bool]]) -> tuple[int, bool]:
+    name = r.get("spec.priorityClassName")
+    can_preempt = r.get("spec.preemptionPolicy", "PreemptLowerPriority") != "Never"
+    if name is not None:
+        if name not in classes:
+            raise r.fail("spec.priorityClassName", "a PriorityClass of the snapshot", name)
+        value, class_preempts, _ = classes[name]
+        return r.integer("spec.priority", value), can_preempt and class_preempts
+    defaults = [c for c in classes.values() if c[2]]
+    if defaults:
+        return r.integer("spec.priority", defaults[0][0]), can_preempt and defaults[0][1]
+    return r.integer("spec.priority", 0), can_preempt

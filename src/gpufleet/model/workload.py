@@ -1,0 +1,109 @@
+"""What a scheduling cycle reads besides nodes: pods with their queue and gang, queues.
+
+These are the value types that ``load/`` builds from a cluster snapshot (and the simulator
+from a trace); raw Kubernetes objects never reach the core. Resources are vectors over
+:data:`RESOURCES` — GPUs (fractional for shares), milli-CPU and MiB of memory — so that
+quotas, limits and fair shares are numpy arithmetic.
+
+Time is seconds since the epoch, as floats; the cycle is handed ``now``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpufleet.model.cluster import MILLI, FloatArray, NodeSpec
+from gpufleet.model.pod import PodSpec
+
+RESOURCES = ("gpu", "cpu", "memory")
+"""Order of the resource vectors: GPUs, milli-CPU, MiB."""
+
+UNITS = ("GPUs", "milli-CPU", "MiB")
+
+DEFAULT_QUEUE = "default"
+
+NON_PREEMPTIBLE_PRIORITY = 100
+"""Work at or above this priority is non-preemptible unless configured otherwise."""
+
+
+def vector(gpu: float = 0.0, cpu: float = 0.0, memory: float = 0.0) -> FloatArray:
+    return np.array([gpu, cpu, memory], dtype=np.float64)
+
+
+def request_vector(pod: PodSpec) -> FloatArray:
+    """What ``pod`` takes from its queue: GPUs (a share counts as its fraction), CPU, memory."""
+    return vector(pod.total_gpu_milli / MILLI, pod.cpu_milli, pod.memory_mib)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSpec:
+    """A queue: guaranteed ``quota``, hard ``limit`` (inf: none), ``weight`` for the surplus.
+
+    ``quota``, ``limit`` and ``weight`` are vectors over :data:`RESOURCES`.
+    """
+
+    name: str
+    parent: str | None = None
+    priority: int = 100
+    quota: FloatArray = field(default_factory=vector)
+    limit: FloatArray = field(default_factory=lambda: vector(np.inf, np.inf, np.inf))
+    weight: FloatArray = field(default_factory=lambda: vector(1.0, 1.0, 1.0))
+    preempt_min_runtime_s: float = 0.0
+    reclaim_min_runtime_s: float = 0.0
+    quota_set: tuple[bool, ...] = (False, False, False)
+    """Per resource: was a quota given? Only those bound non-preemptible work."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    """One pod of the snapshot: its request and everything the cycle orders and judges by.
+
+    ``node``/``gpus`` say where a bound pod runs (GPU indexes on that node); ``started`` is
+    when it started running (for min-runtime protection). ``managed`` pods are gpufleet's to
+    schedule; the others only take capacity.
+    """
+
+    key: str
+    spec: PodSpec
+    queue: str = DEFAULT_QUEUE
+    group: str = ""
+    """Gang key (``namespace/podgroup``); a pod without a PodGroup is its own gang."""
+    priority: int = 0
+    can_preempt: bool = True
+    """False for ``preemptionPolicy: Never``: the pod waits rather than evict anyone."""
+    created: float = 0.0
+    node: str | None = None
+    gpus: tuple[int, ...] = ()
+    started: float | None = None
+    managed: bool = True
+
+    @property
+    def gang(self) -> str:
+        return self.group or self.key
+
+    @property
+    def bound(self) -> bool:
+        return self.node is not None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSpec:
+    """A PodGroup: ``min_member`` pods together or none; ``stale_since`` see the cycle."""
+
+    key: str
+    min_member: int = 1
+    queue: str = DEFAULT_QUEUE
+    created: float = 0.0
+    stale_since: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything one cycle needs, as read from a cluster (or a trace)."""
+
+    nodes: tuple[NodeSpec, ...]
+    pods: tuple[PodInfo, ...] = ()
+    groups: tuple[GroupSpec, ...] = ()
+    queues: tuple[QueueSpec, ...] = ()

@@ -1,0 +1,95 @@
+"""A cycle's result for people and programs: the what-if JSON, tables, and a pod's story.
+
+The JSON has exactly the shape of ARCHITECTURE.md ("What-if output"): ``bindings`` (with
+``gpus`` only for pods that use GPUs), ``evictions`` and ``pending``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from rich.table import Table
+
+from gpufleet.model.workload import RESOURCES
+
+if TYPE_CHECKING:
+    from gpufleet.scheduler.outcome import Binding, CycleResult, JobRecord
+
+
+def binding_json(binding: Binding) -> dict[str, object]:
+    out: dict[str, object] = {"pod": binding.pod, "node": binding.node}
+    if binding.gpus is not None:
+        out["gpus"] = list(binding.gpus)
+    out["pipelined"] = binding.pipelined
+    return out
+
+
+def cycle_json(result: CycleResult) -> str:
+    document = {
+        "bindings": [binding_json(b) for b in result.bindings],
+        "evictions": [{"pod": e.pod, "action": e.action, "for": e.for_} for e in result.evictions],
+        "pending": [{"pod": p.pod, "reason": p.reason} for p in result.pending],
+    }
+    return json.dumps(document, indent=2) + "\n"
+
+
+def cycle_tables(result: CycleResult) -> list[Table]:
+    bindings = Table(title=f"bindings ({len(result.bindings)})")
+    for column in ("pod", "node", "gpus", "pipelined"):
+        bindings.add_column(column)
+    for b in result.bindings:
+        gpus = "" if b.gpus is None else ",".join(map(str, b.gpus))
+        bindings.add_row(b.pod, b.node, gpus, "yes" if b.pipelined else "")
+    evictions = Table(title=f"evictions ({len(result.evictions)})")
+    for column in ("pod", "action", "for"):
+        evictions.add_column(column)
+    for e in result.evictions:
+        evictions.add_row(e.pod, e.action, e.for_)
+    pending = Table(title=f"pending ({len(result.pending)})")
+    pending.add_column("pod", no_wrap=True)
+    pending.add_column("reason")
+    for p in result.pending:
+        pending.add_row(p.pod, p.reason)
+    return [bindings, evictions, pending]
+
+
+def _vector(values: object) -> str:
+    gpu, cpu, memory = (float(v) for v in values)  # type: ignore[attr-defined]
+    return f"{gpu:g} GPUs, {cpu / 1000:g} CPU, {memory / 1024:g} GiB"
+
+
+def explain_lines(result: CycleResult, pod: str, record: JobRecord | None) -> list[str]:
+    """One pod's story: queue and fair share, outcome, actions considered, node by node."""
+    lines = [f"pod {pod}"]
+    if record is None:
+        return [
+            *lines,
+            "  not scheduled by gpufleet in this snapshot (bound, or another scheduler's)",
+        ]
+    lines += [
+        f"  job {record.key} ({len(record.pods)} pending pod(s)), priority {record.priority}",
+        f"  queue {record.queue}: fair share {_vector(record.fair_share)}; "
+        f"allocated {_vector(record.allocated)}; dominant share ratio {record.ratio:.2f}",
+        f"  ({', '.join(RESOURCES)} divided by the queue's fair share; served lowest first)",
+    ]
+    for binding in result.bindings:
+        if binding.pod == pod:
+            gpus = f" GPUs {list(binding.gpus)}" if binding.gpus is not None else ""
+            how = " (pipelined: on capacity freed by evictions)" if binding.pipelined else ""
+            lines.append(f"  bound to {binding.node}{gpus}{how}")
+    for pending in result.pending:
+        if pending.pod == pod:
+            lines.append(f"  pending: {pending.reason}")
+    victims = [e for e in result.evictions if e.for_ == record.key]
+    for e in victims:
+        lines.append(f"  evicts {e.pod} ({e.action})")
+    if record.notes:
+        lines.append("  considered:")
+        lines.extend(f"    {note}" for note in record.notes)
+    nodes = result.node_reasons.get(pod)
+    if nodes:
+        lines.append("  nodes when its turn came:")
+        for name, reasons in nodes:
+            lines.append(f"    {name}: {'; '.join(reasons) if reasons else 'fits'}")
+    return lines

@@ -1,0 +1,513 @@
+"""One scheduling cycle: snapshot -> queues by fair share -> per job allocate, else make room.
+
+The flow (ARCHITECTURE.md, "Cycle"):
+
+1. The snapshot's bound pods take their capacity; pending gpufleet pods are grouped into
+   *jobs* (a PodGroup, or a pod on its own). A job needs ``minMember`` minus its running pods
+   placed together (its *core*); pods beyond that are elastic extras, placed if they fit.
+2. Queues get their fair shares (:mod:`gpufleet.scheduler.fairshare`) and are served in
+   fair-share order, one job at a time, each queue's jobs by priority, then age. A job that
+   cannot be placed is set aside — it never blocks the jobs behind it or other queues.
+3. Per job: admission (the queue's limit; non-preemptible work only within quota), then
+   allocation as one transaction — all core pods or none. If that fails, the cycle tries to
+   make room (:mod:`gpufleet.scheduler.victims`): consolidation, reclaim, preemption.
+4. A job that still does not fit stays pending with a specific reason. A gang that has fewer
+   than ``minMember`` pods running and cannot be completed is stale; after the grace period
+   its pods are released. A job that has waited past the starvation threshold holds nodes
+   so that later, smaller jobs cannot keep overtaking it.
+
+The cycle decides; it changes nothing outside its own copy of the state. Its result is a
+:class:`~gpufleet.scheduler.outcome.CycleResult`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from gpufleet.framework.protocols import Handle
+from gpufleet.framework.runtime import Framework, Held
+from gpufleet.framework.status import Code, Status
+from gpufleet.model.cluster import ClusterState
+from gpufleet.model.fragmentation import FragmentIndex, typical_pods
+from gpufleet.model.workload import (
+    NON_PREEMPTIBLE_PRIORITY,
+    RESOURCES,
+    UNITS,
+    GroupSpec,
+    PodInfo,
+    Snapshot,
+    request_vector,
+    vector,
+)
+from gpufleet.plugins.gpu_choice import first_free_gpus, tightest_gpu
+from gpufleet.plugins.registry import PLUGINS, POLICIES
+from gpufleet.scheduler.fairshare import EPS, QueueTree, fair_shares, share_ratio
+from gpufleet.scheduler.outcome import Binding, CycleResult, Eviction, JobRecord, Pending
+from gpufleet.scheduler.placement import Placement, place
+from gpufleet.scheduler.transaction import Running, Transaction
+from gpufleet.scheduler.victims import Plan, VictimSearch
+
+if TYPE_CHECKING:
+    from gpufleet.model.cluster import FloatArray
+    from gpufleet.model.pod import PodSpec
+
+
+class SnapshotError(ValueError):
+    """The snapshot contradicts itself (e.g. bound pods over-commit a node)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CycleConfig:
+    policy: str = "gpufleet"
+    non_preemptible_priority: int = NON_PREEMPTIBLE_PRIORITY
+    stale_grace_s: float = 60.0
+    starvation_after_s: float = 1800.0
+    actions: tuple[str, ...] = ("consolidate", "reclaim", "preempt")
+    watch: frozenset[str] = frozenset()
+    """Pods whose per-node filter reasons the result should carry (for explain)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    key: str
+    queue: str
+    priority: int
+    created: float
+    min_member: int
+    pods: tuple[PodInfo, ...]
+    """Pending pods, core first."""
+    running: int
+    can_preempt: bool
+
+    @property
+    def need(self) -> int:
+        return min(len(self.pods), max(0, self.min_member - self.running))
+
+    @property
+    def core(self) -> tuple[PodInfo, ...]:
+        return self.pods[: self.need]
+
+    @property
+    def extras(self) -> tuple[PodInfo, ...]:
+        return self.pods[self.need :]
+
+
+def gpus_text(value: float) -> str:
+    return f"{value:g} GPU" + ("" if value == 1 else "s")
+
+
+def amount_text(vec: FloatArray, mask: np.ndarray | None = None) -> str:
+    parts = [
+        gpus_text(vec[0]) if i == 0 else f"{vec[i]:g} {UNITS[i]}"
+        for i in range(len(RESOURCES))
+        if (mask is None or mask[i]) and (vec[i] > EPS or i == 0)
+    ]
+    return ", ".join(parts)
+
+
+def build_jobs(snapshot: Snapshot) -> list[Job]:
+    groups: dict[str, GroupSpec] = {g.key: g for g in snapshot.groups}
+    pending: dict[str, list[PodInfo]] = defaultdict(list)
+    running: dict[str, int] = defaultdict(int)
+    for pod in snapshot.pods:
+        if pod.bound:
+            running[pod.gang] += 1
+        elif pod.managed:
+            pending[pod.gang].append(pod)
+    jobs = []
+    for key, pods in pending.items():
+        group = groups.get(key)
+        pods.sort(key=lambda p: (-p.priority, p.created, p.key))
+        jobs.append(
+            Job(
+                key,
+                group.queue if group is not None and pods[0].queue == "" else pods[0].queue,
+                max(p.priority for p in pods),
+                group.created if group is not None else min(p.created for p in pods),
+                group.min_member if group is not None else 1,
+                tuple(pods),
+                running[key],
+                all(p.can_preempt for p in pods),
+            )
+        )
+    return jobs
+
+
+class Cycle:
+    """The mutable working state of one cycle; :func:`run_cycle` is the entry point."""
+
+    def __init__(self, snapshot: Snapshot, config: CycleConfig, now: float) -> None:
+        self.config, self.now, self.snapshot = config, now, snapshot
+        nodes = sorted(snapshot.nodes, key=lambda n: n.name)
+        self.state = ClusterState(nodes)
+        self.empty = ClusterState(nodes)
+        self.node_index = {name: i for i, name in enumerate(self.state.names)}
+        self.tree = QueueTree.of(snapshot.queues)
+        self.groups = {g.key: g for g in snapshot.groups}
+        specs = [p.spec for p in snapshot.pods]
+        self.framework = Framework(
+            POLICIES[config.policy],
+            PLUGINS,
+            Handle(
+                np.random.default_rng(0),
+                FragmentIndex(typical_pods(specs)) if specs else None,
+                None,
+            ),
+        )
+        self.running: dict[str, Running] = {}
+        self.gang_running: dict[str, list[str]] = defaultdict(list)
+        self.alloc: dict[str, FloatArray] = {q: vector() for q in self.tree.queues}
+        self.alloc_np: dict[str, FloatArray] = {q: vector() for q in self.tree.queues}
+        unqueued = vector()
+        for pod in sorted(snapshot.pods, key=lambda p: p.key):
+            if pod.node is not None:
+                self._bind_existing(pod)
+                if pod.queue not in self.tree.queues:
+                    unqueued = unqueued + request_vector(pod.spec)
+        self.jobs = build_jobs(snapshot)
+        demand = {q: self.own_alloc(q) for q in self.tree.queues}
+        for job in self.jobs:
+            if job.queue in demand:
+                for pod in job.pods:
+                    demand[job.queue] = demand[job.queue] + request_vector(pod.spec)
+        capacity = vector(
+            self.state.total_gpus,
+            float(self.state.cpu_capacity.sum()),
+            float(self.state.memory_capacity.sum()),
+        )
+        self.fair = fair_shares(self.tree, demand, np.maximum(capacity - unqueued, 0.0))
+        self.bindings: list[Binding] = []
+        self.evictions: list[Eviction] = []
+        self.pending: list[Pending] = []
+        self.records: list[JobRecord] = []
+        self.node_reasons: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {}
+        self.evicted_nodes: set[int] = set()
+        self.held: Held | None = None
+
+    # -- state --------------------------------------------------------------------------
+
+    def own_alloc(self, queue: str) -> FloatArray:
+        total = vector()
+        for r in self.running.values():
+            if r.pod.queue == queue:
+                total = total + request_vector(r.spec)
+        return total
+
+    def preemptible(self, pod: PodInfo) -> bool:
+        return pod.priority < self.config.non_preemptible_priority
+
+    def _bind_existing(self, pod: PodInfo) -> None:
+        assert pod.node is not None
+        node = self.node_index[pod.node]
+        spec = pod.spec
+        gpus = pod.gpus
+        if not gpus and spec.num_gpu:
+            if spec.is_gpu_share:
+                free = self.state.node_gpu_free(node)
+                gpus = (
+                    (tightest_gpu(self.state, spec, node),) if free.max() >= spec.gpu_milli else ()
+                )
+            else:
+                gpus = first_free_gpus(self.state, spec, node)
+        try:
+            self.state.reserve(node, spec, gpus)
+        except ValueError:
+            raise SnapshotError(
+                f"Pod {pod.key} is bound to node {pod.node}, which does not have the "
+                f"capacity left for it (bound pods over-commit the node)"
+            ) from None
+        self._add_running(Running(pod, node, gpus, spec))
+
+    def _add_running(self, running: Running) -> None:
+        self.running[running.pod.key] = running
+        self.gang_running[running.pod.gang].append(running.pod.key)
+        self._account(running.pod, running.spec, +1)
+
+    def _remove_running(self, key: str) -> Running:
+        running = self.running.pop(key)
+        self.gang_running[running.pod.gang].remove(key)
+        self._account(running.pod, running.spec, -1)
+        return running
+
+    def _account(self, pod: PodInfo, spec: PodSpec, sign: int) -> None:
+        if pod.queue not in self.tree.queues:
+            return
+        amount = sign * request_vector(spec)
+        for q in self.tree.paths[pod.queue]:
+            self.alloc[q] = self.alloc[q] + amount
+            if not self.preemptible(pod):
+                self.alloc_np[q] = self.alloc_np[q] + amount
+
+    def ratio(self, queue: str, extra: FloatArray | None = None) -> float:
+        alloc = self.alloc[queue] if extra is None else self.alloc[queue] + extra
+        return share_ratio(alloc, self.fair.get(queue, vector()))
+
+    def queue_order(self, queue: str) -> tuple[object, ...]:
+        key: list[object] = []
+        for q in self.tree.paths[queue]:
+            key += [-self.tree.queues[q].priority, self.ratio(q)]
+        return (*key, queue)
+
+    # -- the cycle ----------------------------------------------------------------------
+
+    def run(self) -> CycleResult:
+        unknown = [j for j in self.jobs if j.queue not in self.tree.queues]
+        for job in unknown:
+            self._pend(job, job.pods, f"queue {job.queue} does not exist", "pending", ())
+        queues: dict[str, deque[Job]] = defaultdict(deque)
+        for job in sorted(
+            (j for j in self.jobs if j.queue in self.tree.queues),
+            key=lambda j: (-j.priority, j.created, j.key),
+        ):
+            queues[job.queue].append(job)
+        while queues:
+            queue = min(queues, key=self.queue_order)
+            job = queues[queue].popleft()
+            if not queues[queue]:
+                del queues[queue]
+            self.schedule(job)
+        return CycleResult(
+            tuple(self.bindings),
+            tuple(self.evictions),
+            tuple(sorted(self.pending, key=lambda p: p.pod)),
+            tuple(self.records),
+            self.node_reasons,
+        )
+
+    def schedule(self, job: Job) -> None:
+        fair = self.fair.get(job.queue, vector())
+        record = (fair, self.alloc[job.queue].copy(), self.ratio(job.queue))
+        notes: list[str] = []
+        core = job.core
+        if core:
+            request = sum((request_vector(p.spec) for p in core), vector())
+            blocked = self.admission(job, request)
+            if blocked is not None:
+                self._pend(job, job.pods, blocked, "pending", notes, record)
+                return
+            txn = Transaction(self.state)
+            failure = self.allocate(core, txn)
+            if failure is not None:
+                txn.rollback()
+                self._watch(job, failure[0])
+                plan = None
+                if failure[1].code is not Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                    plan = self.make_room(job, request, notes)
+                if plan is None:
+                    reason = self._failure_reason(job, failure)
+                    self._give_up(job, reason, notes, record)
+                    return
+                self._apply(job, plan)
+            else:
+                self._commit(job, txn, core)
+        outcome = "bound" if core else "elastic"
+        self._extras(job, notes)
+        self.records.append(
+            JobRecord(
+                job.key,
+                job.queue,
+                job.priority,
+                tuple(p.key for p in job.pods),
+                *record,
+                outcome,
+                tuple(notes),
+            )
+        )
+
+    def admission(self, job: Job, request: FloatArray) -> str | None:
+        """Why the queue cannot take ``request`` now (limit, quota), or None."""
+        for q in self.tree.paths[job.queue]:
+            spec = self.tree.queues[q]
+            over = self.alloc[q] + request > spec.limit + EPS
+            if over.any():
+                i = int(np.flatnonzero(over)[0])
+                limit = gpus_text(spec.limit[i]) if i == 0 else f"{spec.limit[i]:g} {UNITS[i]}"
+                return (
+                    f"queue {q} is at its limit of {limit} "
+                    f"({amount_text(self.alloc[q], over)} in use, job needs "
+                    f"{amount_text(request, over)})"
+                )
+        if job.priority >= self.config.non_preemptible_priority:
+            for q in self.tree.paths[job.queue]:
+                spec = self.tree.queues[q]
+                mask = np.array(spec.quota_set)
+                over = mask & (self.alloc_np[q] + request > spec.quota + EPS)
+                if over.any():
+                    return (
+                        f"non-preemptible job (priority {job.priority}) must fit within "
+                        f"queue {q}'s quota of {amount_text(spec.quota, over)} "
+                        f"({amount_text(self.alloc_np[q], over)} in use by non-preemptible "
+                        f"work, job needs {amount_text(request, over)})"
+                    )
+        return None
+
+    def allocate(
+        self, pods: tuple[PodInfo, ...], txn: Transaction
+    ) -> tuple[PodInfo, Status, int] | None:
+        """Place ``pods`` in ``txn``; on failure the first pod that did not fit and why."""
+        for i, pod in enumerate(pods):
+            outcome = place(self.framework, self.state, pod.spec, self.held)
+            if isinstance(outcome, Status):
+                return pod, outcome, i
+            txn.reserve(outcome.node, outcome.pod, outcome.gpus)
+        return None
+
+    def _commit(self, job: Job, txn: Transaction, pods: tuple[PodInfo, ...]) -> None:
+        reserved = txn.reserved()
+        for pod, (node, spec, gpus) in zip(pods, reserved, strict=True):
+            self._record_binding(pod, node, spec, gpus)
+
+    def _record_binding(
+        self, pod: PodInfo, node: int, spec: PodSpec, gpus: tuple[int, ...]
+    ) -> None:
+        self._add_running(Running(pod, node, gpus, spec))
+        self.bindings.append(
+            Binding(
+                pod.key,
+                self.state.names[node],
+                gpus if spec.num_gpu else None,
+                node in self.evicted_nodes,
+            )
+        )
+
+    def _extras(self, job: Job, notes: list[str]) -> None:
+        for pod in job.extras:
+            request = request_vector(pod.spec)
+            blocked = self.admission(job, request)
+            if blocked is None:
+                outcome = place(self.framework, self.state, pod.spec, self.held)
+                if isinstance(outcome, Placement):
+                    self.state.reserve(outcome.node, outcome.pod, outcome.gpus)
+                    self._record_binding(pod, outcome.node, outcome.pod, outcome.gpus)
+                    continue
+                self._watch(job, pod)
+                blocked = outcome.message()
+            self.pending.append(
+                Pending(pod.key, f"elastic pod beyond minMember of {job.key}: {blocked}")
+            )
+
+    def _failure_reason(self, job: Job, failure: tuple[PodInfo, Status, int]) -> str:
+        pod, status, fitted = failure
+        if len(job.core) == 1:
+            return status.message()
+        return (
+            f"gang {job.key} needs {len(job.core)} pods, {fitted} fit; "
+            f"pod {pod.key}: {status.message()}"
+        )
+
+    def _give_up(
+        self, job: Job, reason: str, notes: list[str], record: tuple[FloatArray, FloatArray, float]
+    ) -> None:
+        group = self.groups.get(job.key)
+        running = len(self.gang_running.get(job.key, ()))
+        if group is not None and 0 < running < group.min_member:
+            stale = group.stale_since
+            if stale is not None and self.now - stale >= self.config.stale_grace_s:
+                for key in sorted(self.gang_running[job.key]):
+                    released = self._remove_running(key)
+                    self.state.release(released.node, released.spec, released.gpus)
+                    self.evicted_nodes.add(released.node)
+                    self.evictions.append(Eviction(key, "stale-gang", job.key))
+                reason = (
+                    f"gang {job.key} had {running} of {group.min_member} pods running for "
+                    f"{self.now - stale:.0f}s (grace {self.config.stale_grace_s:g}s); its "
+                    f"running pods were released. {reason}"
+                )
+            else:
+                since = "now" if stale is None else f"{self.now - stale:.0f}s ago"
+                reason = (
+                    f"gang {job.key} has {running} of {group.min_member} pods running and is "
+                    f"stale since {since}; its pods are released after "
+                    f"{self.config.stale_grace_s:g}s unless it is completed. {reason}"
+                )
+        waited = self.now - job.created
+        if waited >= self.config.starvation_after_s and any(p.spec.num_gpu for p in job.core):
+            held = self._hold(job)
+            if held:
+                reason += (
+                    f" Waiting {waited:.0f}s (over {self.config.starvation_after_s:g}s): "
+                    f"holding node(s) {', '.join(held)} for it."
+                )
+        self._pend(job, job.pods, reason, "pending", notes, record)
+
+    def _hold(self, job: Job) -> list[str]:
+        """Hold, for the rest of the cycle, nodes that could run the starving job's pods."""
+        mask = (
+            np.zeros(self.state.size, dtype=np.bool_)
+            if self.held is None
+            else self.held.mask.copy()
+        )
+        names = []
+        for pod in job.core:
+            possible = self.framework.run_filters(
+                self.empty, self.framework.prepare(pod.spec)
+            ).nodes
+            possible = possible[~mask[possible]]
+            if possible.size == 0:
+                continue
+            free = self.state.gpu_free[possible].sum(axis=1)
+            node = int(possible[np.argmax(free)])
+            mask[node] = True
+            names.append(self.state.names[node])
+        if names:
+            self.held = Held(mask, "node(s) were held for a starving job")
+        return names
+
+    def _pend(
+        self,
+        job: Job,
+        pods: tuple[PodInfo, ...],
+        reason: str,
+        outcome: str,
+        notes: list[str] | tuple[str, ...],
+        record: tuple[FloatArray, FloatArray, float] | None = None,
+    ) -> None:
+        self.pending.extend(Pending(p.key, reason) for p in pods)
+        if record is None:
+            record = (vector(), vector(), 0.0)
+        self.records.append(
+            JobRecord(
+                job.key,
+                job.queue,
+                job.priority,
+                tuple(p.key for p in job.pods),
+                *record,
+                outcome,
+                (*notes, reason),
+            )
+        )
+
+    def _watch(self, job: Job, pod: PodInfo) -> None:
+        if pod.key in self.config.watch:
+            reasons = self.framework.node_reasons(self.state, self.framework.prepare(pod.spec))
+            self.node_reasons[pod.key] = tuple(zip(self.state.names, reasons, strict=True))
+
+    # -- making room --------------------------------------------------------------------
+
+    def make_room(self, job: Job, request: FloatArray, notes: list[str]) -> Plan | None:
+        search = VictimSearch(self, job)
+        for action in self.config.actions:
+            plan, note = search.run(action, request)
+            notes.append(f"{action}: {note}")
+            if plan is not None:
+                return plan
+        return None
+
+    def _apply(self, job: Job, plan: Plan) -> None:
+        for victim in plan.victims:
+            self._remove_running(victim.pod.key)
+            self.evicted_nodes.add(victim.node)
+            self.evictions.append(Eviction(victim.pod.key, plan.action, job.key))
+        for pod, (node, spec, gpus) in zip(job.core, plan.placements, strict=True):
+            self._record_binding(pod, node, spec, gpus)
+        for moved, (node, spec, gpus) in plan.moved:
+            self._record_binding(moved.pod, node, spec, gpus)
+
+
+def run_cycle(snapshot: Snapshot, now: float, config: CycleConfig | None = None) -> CycleResult:
+    """Schedule ``snapshot`` once at time ``now`` (seconds since the epoch)."""
+    return Cycle(snapshot, config or CycleConfig(), now).run()

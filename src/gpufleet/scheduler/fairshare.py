@@ -1,0 +1,132 @@
+"""Fair shares of hierarchical queues, and the order in which queues are served.
+
+For each resource separately (GPUs, CPU, memory), a parent's share is divided among its
+children (the cluster's capacity among the top-level queues):
+
+1. each child first gets its quota, up to what it asks for (its *demand*: what it runs plus
+   what waits) — quotas are guaranteed; if the quotas asked for exceed the parent's share,
+   they are scaled down in proportion;
+2. the rest is divided in proportion to ``overQuotaWeight`` among the children that still
+   ask for more, never beyond a child's demand or its limit, repeating until nothing is
+   left or nobody asks (water-filling).
+
+A queue's standing is its *dominant share ratio*: ``max_r allocated_r / fair_r`` over the
+resources (Dominant Resource Fairness); a resource it uses without any fair share counts as
+infinitely over. Queues are served in order of their path from the root: at each level the
+higher queue ``priority`` first, then the lower ratio — so a team furthest below its fair
+share is served first, and siblings compete before cousins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from gpufleet.model.workload import vector
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from gpufleet.model.cluster import FloatArray
+    from gpufleet.model.workload import QueueSpec
+
+EPS = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class QueueTree:
+    """Queues by name, their children, and each queue's path from the root."""
+
+    queues: Mapping[str, QueueSpec]
+    children: Mapping[str | None, tuple[str, ...]]
+    paths: Mapping[str, tuple[str, ...]]
+
+    @staticmethod
+    def of(queues: Sequence[QueueSpec]) -> QueueTree:
+        by_name = {q.name: q for q in queues}
+        children: dict[str | None, list[str]] = {}
+        for q in sorted(queues, key=lambda q: q.name):
+            children.setdefault(q.parent, []).append(q.name)
+        paths: dict[str, tuple[str, ...]] = {}
+        for name in by_name:
+            path = [name]
+            while (parent := by_name[path[-1]].parent) is not None:
+                path.append(parent)
+            paths[name] = tuple(reversed(path))
+        return QueueTree(by_name, {k: tuple(v) for k, v in children.items()}, paths)
+
+    def subtree_sum(self, own: Mapping[str, FloatArray]) -> dict[str, FloatArray]:
+        """Per queue: ``own`` summed over the queue and all its descendants."""
+        total = {name: vector() for name in self.queues}
+        for name, value in own.items():
+            for ancestor in self.paths.get(name, ()):
+                total[ancestor] = total[ancestor] + value
+        return total
+
+
+def divide(
+    available: FloatArray,
+    quota: FloatArray,
+    limit: FloatArray,
+    weight: FloatArray,
+    demand: FloatArray,
+) -> FloatArray:
+    """Shares ``(k, R)`` of ``available`` ``(R,)`` among ``k`` siblings (the module's rule)."""
+    cap = np.minimum(limit, demand)
+    share = np.minimum(quota, cap)
+    asked = share.sum(axis=0)
+    scale = np.where(asked > available, available / np.maximum(asked, EPS), 1.0)
+    share = share * scale
+    remaining = np.maximum(available - share.sum(axis=0), 0.0)
+    for _ in range(len(share) + 1):
+        hungry = (share < cap - EPS) & (weight > 0)
+        open_weight = np.where(hungry, weight, 0.0)
+        total_weight = open_weight.sum(axis=0)
+        active = (remaining > EPS) & (total_weight > 0)
+        if not active.any():
+            break
+        offer = np.where(active, remaining / np.where(total_weight > 0, total_weight, 1.0), 0.0)
+        give = np.minimum(open_weight * offer, cap - share)
+        share = share + give
+        remaining = remaining - give.sum(axis=0)
+    return np.asarray(share, dtype=np.float64)
+
+
+def fair_shares(
+    tree: QueueTree, demand: Mapping[str, FloatArray], capacity: FloatArray
+) -> dict[str, FloatArray]:
+    """Fair share of every queue, given each queue's own ``demand`` and the cluster."""
+    subtree_demand = tree.subtree_sum(demand)
+    shares: dict[str, FloatArray] = {}
+
+    def visit(parent: str | None, available: FloatArray) -> None:
+        kids = tree.children.get(parent, ())
+        if not kids:
+            return
+        specs = [tree.queues[k] for k in kids]
+        own = demand.get(parent, vector()) if parent is not None else vector()
+        split = divide(
+            np.maximum(available - own, 0.0),
+            np.array([q.quota for q in specs]),
+            np.array([q.limit for q in specs]),
+            np.array([q.weight for q in specs]),
+            np.array([subtree_demand[k] for k in kids]),
+        )
+        for kid, share in zip(kids, split, strict=True):
+            shares[kid] = share
+            visit(kid, share)
+
+    visit(None, capacity)
+    return shares
+
+
+def share_ratio(allocated: FloatArray, fair: FloatArray) -> float:
+    """Dominant share ratio: ``max_r allocated_r / fair_r`` (0 when nothing is allocated)."""
+    used = allocated > EPS
+    if not used.any():
+        return 0.0
+    with np.errstate(divide="ignore"):
+        ratios = np.where(fair[used] > EPS, allocated[used] / fair[used], np.inf)
+    return float(ratios.max())

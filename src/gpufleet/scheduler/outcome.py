@@ -1,0 +1,64 @@
+"""What one scheduling cycle decided, as values the edges render (JSON, tables, explain)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpufleet.model.cluster import FloatArray
+
+ACTIONS = ("preempt", "reclaim", "consolidate", "stale-gang")
+"""Why a pod is evicted: for a higher-priority job of its queue, for a queue below its fair
+share, to make room by moving it (it is bound again elsewhere), or because its gang fell
+below ``minMember`` for longer than the grace period."""
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    pod: str
+    node: str
+    gpus: tuple[int, ...] | None
+    """GPU indexes on the node; None for pods without GPUs."""
+    pipelined: bool = False
+    """Placed on capacity that this cycle's evictions free."""
+
+
+@dataclass(frozen=True, slots=True)
+class Eviction:
+    pod: str
+    action: str
+    for_: str
+    """The job (gang key) the eviction makes room for."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    pod: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """One job's story, for ``gpufleet explain``."""
+
+    key: str
+    queue: str
+    priority: int
+    pods: tuple[str, ...]
+    fair_share: FloatArray
+    allocated: FloatArray
+    """The queue's allocation (its subtree's) when the job's turn came."""
+    ratio: float
+    outcome: str
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CycleResult:
+    bindings: tuple[Binding, ...]
+    evictions: tuple[Eviction, ...]
+    pending: tuple[Pending, ...]
+    jobs: tuple[JobRecord, ...] = ()
+    node_reasons: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = field(default_factory=dict)
+    """For watched pods: each node's name and the filters' reasons against it."""

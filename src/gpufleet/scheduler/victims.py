@@ -1,0 +1,320 @@
+"""Making room for a job that does not fit: consolidate, reclaim, preempt.
+
+All three are one search with different rules for who may be a victim:
+
+* **preempt** — pods of the job's own queue with lower priority;
+* **reclaim** — pods of other queues, only while their queue (and every ancestor the job's
+  queue does not share) is above its fair share, and only if the job keeps its own queue
+  within its fair share; a single pod is taken only if its queue stays at or above its fair
+  share, a gang is taken whole even if that takes its queue below;
+* **consolidate** — any preemptible pod outside a gang, which is moved: it must be bound
+  again elsewhere in the same cycle. Tried only when the job fits the cluster's total free
+  capacity (gang members are not moved: that would break the gang).
+
+Victims are always preemptible (below the non-preemptible priority) and past their queue's
+min runtime for preempt and reclaim. A pod of a gang that has no pods to spare beyond
+``minMember`` is evicted with its whole gang (a broken gang is worth nothing).
+
+For each pod of the job's core, in turn: if it fits, it is placed; otherwise every node on
+which it would fit once all eligible victims were gone is tried: victims are taken
+cheapest first (lowest priority, whole-GPU pods before pods sharing a GPU, newest first,
+smallest unit) until the pod fits, then each is reprieved, most expensive first, if the pod
+still fits without evicting it. The node with the fewest victims (then lowest priorities,
+fewest broken GPU shares) wins. Everything happens in one transaction, so a job that
+cannot be completed leaves no evictions behind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from gpufleet.framework.status import Code, Status
+from gpufleet.model.cluster import MILLI
+from gpufleet.model.workload import request_vector, vector
+from gpufleet.scheduler.fairshare import EPS
+from gpufleet.scheduler.placement import place
+from gpufleet.scheduler.transaction import Running, Transaction
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from gpufleet.model.cluster import FloatArray
+    from gpufleet.model.pod import PodSpec
+    from gpufleet.scheduler.cycle import Cycle, Job
+
+MAX_NODES_TRIED = 64
+"""Candidate nodes evaluated per pod (those with the fewest eligible victims first)."""
+
+Slot = tuple[int, "PodSpec", tuple[int, ...]]
+Unit = tuple[Running, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    action: str
+    victims: tuple[Running, ...]
+    placements: tuple[Slot, ...]
+    moved: tuple[tuple[Running, Slot], ...] = ()
+
+
+class VictimSearch:
+    def __init__(self, cycle: Cycle, job: Job) -> None:
+        self.cycle, self.job = cycle, job
+        self.state = cycle.state
+        self.framework = cycle.framework
+
+    def run(self, action: str, request: FloatArray) -> tuple[Plan | None, str]:
+        job, cycle = self.job, self.cycle
+        if action in {"preempt", "reclaim"} and not job.can_preempt:
+            return None, "the job's preemptionPolicy is Never"
+        if action == "preempt":
+            return self._run_preempt()
+        if action == "reclaim":
+            return self._run_reclaim(request)
+        if action == "consolidate":
+            return self._run_consolidate(request)
+        return None, f"unknown action {action!r}"
+
+    # -- the three rules ----------------------------------------------------------------
+
+    def _run_preempt(self) -> tuple[Plan | None, str]:
+        job, cycle = self.job, self.cycle
+        min_runtime = cycle.tree.queues[job.queue].preempt_min_runtime_s
+
+        def eligible(r: Running) -> bool:
+            return (
+                r.pod.managed
+                and r.pod.queue == job.queue
+                and r.pod.priority < job.priority
+                and cycle.preemptible(r.pod)
+                and cycle.now - (r.pod.started or 0.0) >= min_runtime
+            )
+
+        if not any(eligible(r) for r in cycle.running.values()):
+            return None, (
+                f"no lower-priority preemptible pods in queue {job.queue}"
+                + (f" past its preemptMinRuntime of {min_runtime:g}s" if min_runtime else "")
+            )
+        plan = self._search("preempt", eligible, lambda unit, taken: True, relocate=False)
+        return plan, "found victims" if plan else "evicting eligible pods frees no fitting node"
+
+    def _run_reclaim(self, request: FloatArray) -> tuple[Plan | None, str]:
+        job, cycle = self.job, self.cycle
+        for q in cycle.tree.paths[job.queue]:
+            after = cycle.ratio(q, request)
+            if after > 1 + EPS:
+                return None, (
+                    f"queue {q} would be at {after:.2f}x its fair share "
+                    f"({cycle.fair[q][0]:g} GPUs) with this job; reclaim needs it within"
+                )
+        own_path = set(cycle.tree.paths[job.queue])
+
+        def others(r: Running) -> list[str]:
+            return [q for q in cycle.tree.paths.get(r.pod.queue, ()) if q not in own_path]
+
+        def eligible(r: Running) -> bool:
+            if not r.pod.managed or r.pod.queue not in cycle.tree.queues or not others(r):
+                return False
+            min_runtime = cycle.tree.queues[r.pod.queue].reclaim_min_runtime_s
+            return cycle.preemptible(r.pod) and cycle.now - (r.pod.started or 0.0) >= min_runtime
+
+        def accept(unit: Unit, taken: list[Running]) -> bool:
+            for q in others(unit[0]):
+                removed = sum(
+                    (request_vector(r.spec) for r in taken if q in cycle.tree.paths[r.pod.queue]),
+                    vector(),
+                )
+                if cycle.ratio(q, -removed) <= 1 + EPS:
+                    return False  # at or below its fair share: never a victim
+                if not self.whole_gang(unit):
+                    after = cycle.ratio(q, -(removed + request_vector(unit[0].spec)))
+                    if after < 1 - EPS:
+                        return False
+            return True
+
+        candidates = [r for r in cycle.running.values() if eligible(r)]
+        if not any(accept(self.unit(r, []), []) for r in candidates):
+            return None, "no queue above its fair share has preemptible pods to reclaim"
+        plan = self._search("reclaim", eligible, accept, relocate=False)
+        return plan, "found victims" if plan else "evicting eligible pods frees no fitting node"
+
+    def _run_consolidate(self, request: FloatArray) -> tuple[Plan | None, str]:
+        cycle, state = self.cycle, self.state
+        whole = sum(p.spec.num_gpu for p in self.job.core if not p.spec.is_gpu_share)
+        free_whole = int(np.count_nonzero(state.gpu_free == MILLI))
+        if (
+            free_whole < whole
+            or state.gpu_free.sum() < request[0] * MILLI
+            or state.cpu_free.sum() < request[1]
+            or state.memory_free.sum() < request[2]
+        ):
+            return None, "the job does not fit in the cluster's total free capacity"
+
+        def eligible(r: Running) -> bool:
+            return r.pod.managed and cycle.preemptible(r.pod) and r.pod.gang == r.pod.key
+
+        plan = self._search("consolidate", eligible, lambda unit, taken: True, relocate=True)
+        return plan, "moves found" if plan else "no preemptible pods can be moved to make room"
+
+    # -- the search ---------------------------------------------------------------------
+
+    def unit(self, r: Running, taken: list[Running]) -> Unit:
+        """``r`` alone, or its whole gang when the gang has no pods to spare."""
+        group = self.cycle.groups.get(r.pod.gang)
+        if group is None or group.min_member <= 1:
+            return (r,)
+        gone = {t.pod.key for t in taken}
+        left = [k for k in self.cycle.gang_running[r.pod.gang] if k not in gone]
+        if len(left) > group.min_member:
+            return (r,)
+        return tuple(self.cycle.running[k] for k in sorted(left))
+
+    def whole_gang(self, unit: Unit) -> bool:
+        group = self.cycle.groups.get(unit[0].pod.gang)
+        return group is not None and group.min_member > 1 and len(unit) > 1
+
+    def cost(self, unit: Unit) -> tuple[object, ...]:
+        return (
+            max(r.pod.priority for r in unit),
+            any(r.spec.is_gpu_share for r in unit),
+            -max(r.pod.started or 0.0 for r in unit),
+            len(unit),
+            unit[0].pod.key,
+        )
+
+    def fits(self, spec: PodSpec, node: int) -> bool:
+        nodes = self.framework.run_filters(self.state, spec, self.cycle.held).nodes
+        return bool(np.any(nodes == node))
+
+    def _search(
+        self,
+        action: str,
+        eligible: Callable[[Running], bool],
+        accept: Callable[[Unit, list[Running]], bool],
+        *,
+        relocate: bool,
+    ) -> Plan | None:
+        txn = Transaction(self.state)
+        victims: list[Running] = []
+        placements: list[Slot] = []
+        moved: list[tuple[Running, Slot]] = []
+        for pod in self.job.core:
+            outcome = place(self.framework, self.state, pod.spec, self.cycle.held)
+            if not isinstance(outcome, Status):
+                txn.reserve(outcome.node, outcome.pod, outcome.gpus)
+                placements.append((outcome.node, outcome.pod, outcome.gpus))
+                continue
+            if outcome.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                txn.rollback()
+                return None
+            spec = self.framework.prepare(pod.spec)
+            best = self._best_node(spec, txn, victims, eligible, accept, relocate=relocate)
+            if best is None:
+                txn.rollback()
+                return None
+            node, chosen = best
+            for r in chosen:
+                txn.release(r)
+                victims.append(r)
+            gpus = self.framework.chooser.choose_gpus(self.state, spec, node)
+            txn.reserve(node, spec, gpus)
+            placements.append((node, spec, gpus))
+            if relocate:
+                for r in chosen:
+                    out = place(self.framework, self.state, r.spec, self.cycle.held)
+                    assert not isinstance(out, Status), "relocation was checked"
+                    txn.reserve(out.node, out.pod, out.gpus)
+                    moved.append((r, (out.node, out.pod, out.gpus)))
+        return Plan(action, tuple(victims), tuple(placements), tuple(moved))
+
+    def _best_node(
+        self,
+        spec: PodSpec,
+        txn: Transaction,
+        taken: list[Running],
+        eligible: Callable[[Running], bool],
+        accept: Callable[[Unit, list[Running]], bool],
+        *,
+        relocate: bool,
+    ) -> tuple[int, list[Running]] | None:
+        gone = {r.pod.key for r in taken}
+        by_node: dict[int, list[Unit]] = {}
+        for r in sorted(self.cycle.running.values(), key=lambda r: r.pod.key):
+            if r.pod.key in gone or not eligible(r):
+                continue
+            unit = self.unit(r, taken)
+            for member in unit:
+                units = by_node.setdefault(member.node, [])
+                if unit not in units:
+                    units.append(unit)
+        if not by_node:
+            return None
+        # Nodes where the pod would fit if every eligible victim there were gone.
+        mark = txn.mark()
+        released: set[str] = set()
+        for units in by_node.values():
+            for unit in units:
+                for r in unit:
+                    if r.pod.key not in released:
+                        released.add(r.pod.key)
+                        txn.release(r)
+        possible = set(self.framework.run_filters(self.state, spec, self.cycle.held).nodes.tolist())
+        txn.rollback(mark)
+        nodes = sorted((n for n in by_node if n in possible), key=lambda n: (len(by_node[n]), n))[
+            :MAX_NODES_TRIED
+        ]
+        best: tuple[tuple[object, ...], int, list[Running]] | None = None
+        for node in nodes:
+            mark = txn.mark()
+            chosen: list[Unit] = []
+            fitted = False
+            for unit in sorted(by_node[node], key=self.cost):
+                flat = [r for u in chosen for r in u]
+                if not accept(unit, taken + flat):
+                    continue
+                for r in unit:
+                    txn.release(r)
+                chosen.append(unit)
+                if self.fits(spec, node):
+                    fitted = True
+                    break
+            if not fitted:
+                txn.rollback(mark)
+                continue
+            for unit in sorted(chosen[:-1], key=self.cost, reverse=True):
+                inner = txn.mark()
+                for r in unit:
+                    txn.restore(r)
+                if self.fits(spec, node):
+                    chosen.remove(unit)
+                else:
+                    txn.rollback(inner)
+            flat = [r for u in chosen for r in u]
+            if relocate and not self._relocatable(spec, node, flat, txn):
+                txn.rollback(mark)
+                continue
+            txn.rollback(mark)
+            score = (
+                len(flat),
+                max(r.pod.priority for r in flat),
+                sum(r.spec.is_gpu_share for r in flat),
+                node,
+            )
+            if best is None or score < best[0]:
+                best = (score, node, flat)
+        return None if best is None else (best[1], best[2])
+
+    def _relocatable(
+        self, spec: PodSpec, node: int, moved: list[Running], txn: Transaction
+    ) -> bool:
+        """With the pod on ``node``, can every moved pod be bound elsewhere?"""
+        txn.reserve(node, spec, self.framework.chooser.choose_gpus(self.state, spec, node))
+        for r in moved:
+            out = place(self.framework, self.state, r.spec, self.cycle.held)
+            if isinstance(out, Status):
+                return False
+            txn.reserve(out.node, out.pod, out.gpus)
+        return True

@@ -1,0 +1,78 @@
+"""Scenario suite: cluster snapshots in the YAML users write, with the outcome they expect.
+
+Each ``*.yaml`` here is a snapshot (the objects ``kubectl get -o yaml`` prints) plus one
+document of ``kind: Expectation`` that gpufleet's loader skips:
+
+* ``now``: the time of the cycle;
+* ``bindings``: every pod that must be bound, with its node (``"*"``: any node, a list: one
+  of those) or a mapping of ``node``/``gpus``/``pipelined``;
+* ``evictions``: every evicted pod and the action;
+* ``pending``: every pending pod and a piece of text its reason must contain.
+
+Nothing else may happen: a pod bound, evicted or pending that the expectation does not name
+fails the scenario.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpufleet.load.snapshot import load_snapshot
+from gpufleet.scheduler.cycle import CycleConfig, run_cycle
+
+HERE = Path(__file__).parent
+SCENARIOS = sorted(HERE.glob("*.yaml"))
+
+
+def expectation(path: Path) -> dict[str, Any]:
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    found = [d for d in docs if d.get("kind") == "Expectation"]
+    assert len(found) == 1, f"{path.name}: needs exactly one Expectation document"
+    return found[0]
+
+
+def when(value: object) -> float:
+    stamp = value if isinstance(value, dt.datetime) else dt.datetime.fromisoformat(str(value))
+    return (stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.UTC)).timestamp()
+
+
+def test_suite_is_large_enough() -> None:
+    assert len(SCENARIOS) >= 40
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+def test_scenario(path: Path) -> None:
+    expect = expectation(path)
+    config = CycleConfig(**expect.get("config", {}))
+    result = run_cycle(load_snapshot(path), when(expect["now"]), config)
+
+    bound = {b.pod: b for b in result.bindings}
+    want_bound: dict[str, Any] = expect.get("bindings") or {}
+    assert sorted(bound) == sorted(want_bound), (
+        f"bound {sorted(bound)}; pending {[(p.pod, p.reason) for p in result.pending]}"
+    )
+    for pod, want in want_bound.items():
+        got = bound[pod]
+        if isinstance(want, dict):
+            assert got.node == want.get("node", got.node), pod
+            if "gpus" in want:
+                assert list(got.gpus or ()) == want["gpus"], pod
+            assert got.pipelined == want.get("pipelined", got.pipelined), pod
+        elif isinstance(want, list):
+            assert got.node in want, (pod, got.node)
+        elif want != "*":
+            assert got.node == want, (pod, got.node)
+
+    evicted = {e.pod: e.action for e in result.evictions}
+    assert evicted == (expect.get("evictions") or {})
+
+    pending = {p.pod: p.reason for p in result.pending}
+    want_pending: dict[str, str] = expect.get("pending") or {}
+    assert sorted(pending) == sorted(want_pending), pending
+    for pod, text in want_pending.items():
+        assert text in pending[pod], (pod, pending[pod])
