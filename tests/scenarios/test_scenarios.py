@@ -30,7 +30,7 @@ SCENARIOS = sorted(HERE.glob("*.yaml"))
 
 
 def expectation(path: Path) -> dict[str, Any]:
-    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    docs: list[dict[str, Any]] = [d for d in yaml.safe_load_all(path.read_text()) if d]
     found = [d for d in docs if d.get("kind") == "Expectation"]
     assert len(found) == 1, f"{path.name}: needs exactly one Expectation document"
     return found[0]

@@ -126,7 +126,7 @@ class Held:
     message: str
     name: str = "Reservation"
 
-    def filter(self, state: ClusterState, pod: PodSpec) -> FilterVerdict:
+    def filter(self, state: ClusterState, pod: PodSpec) -> FilterVerdict:  # noqa: ARG002 (the filter protocol)
         return FilterVerdict(~self.mask, ((self.message, self.mask),))
 
 

@@ -141,7 +141,9 @@ class _Reader:
         return parsed
 
     def time(self, path: str) -> float | None:
-        value = self.get(path)
+        return self.time_of(path, self.get(path))
+
+    def time_of(self, path: str, value: object) -> float | None:
         if value is None:
             return None
         if isinstance(value, dt.datetime):
@@ -399,7 +401,7 @@ def _group(r: _Reader) -> GroupSpec:
     annotations = r.strings("metadata.annotations")
     stale = None
     if STALE_ANNOTATION in annotations:
-        stale = _Reader.time(r, f"metadata.annotations.{STALE_ANNOTATION}")
+        stale = r.time_of(f"metadata.annotations.{STALE_ANNOTATION}", annotations[STALE_ANNOTATION])
     return GroupSpec(
         r.key,
         r.integer("spec.minMember", 1, minimum=1),

@@ -87,9 +87,15 @@ def explain_lines(result: CycleResult, pod: str, record: JobRecord | None) -> li
     if record.notes:
         lines.append("  considered:")
         lines.extend(f"    {note}" for note in record.notes)
-    nodes = result.node_reasons.get(pod)
+    failed = next((p for p in (pod, *record.pods) if p in result.node_reasons), None)
+    nodes = result.node_reasons.get(failed) if failed is not None else None
     if nodes:
-        lines.append("  nodes when its turn came:")
+        who = (
+            "its turn"
+            if failed == pod
+            else f"the turn of {failed}, the first of the job that did not fit,"
+        )
+        lines.append(f"  nodes when {who} came:")
         for name, reasons in nodes:
             lines.append(f"    {name}: {'; '.join(reasons) if reasons else 'fits'}")
     return lines

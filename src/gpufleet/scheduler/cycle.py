@@ -31,7 +31,7 @@ import numpy as np
 from gpufleet.framework.protocols import Handle
 from gpufleet.framework.runtime import Framework, Held
 from gpufleet.framework.status import Code, Status
-from gpufleet.model.cluster import ClusterState
+from gpufleet.model.cluster import BoolArray, ClusterState
 from gpufleet.model.fragmentation import FragmentIndex, typical_pods
 from gpufleet.model.workload import (
     NON_PREEMPTIBLE_PRIORITY,
@@ -107,6 +107,11 @@ def amount_text(vec: FloatArray, mask: np.ndarray | None = None) -> str:
         if (mask is None or mask[i]) and (vec[i] > EPS or i == 0)
     ]
     return ", ".join(parts)
+
+
+def job_gpus(job: Job) -> float:
+    """GPUs the job's core asks for (what starvation protection compares)."""
+    return sum(p.spec.total_gpu_milli for p in job.core) / 1000
 
 
 def build_jobs(snapshot: Snapshot) -> list[Job]:
@@ -186,7 +191,10 @@ class Cycle:
         self.records: list[JobRecord] = []
         self.node_reasons: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {}
         self.evicted_nodes: set[int] = set()
+        self.holds: list[tuple[BoolArray, float]] = []
+        """Nodes held for starving jobs, with the job's GPUs: held against smaller jobs."""
         self.held: Held | None = None
+        """The holds that apply to the job being scheduled."""
 
     # -- state --------------------------------------------------------------------------
 
@@ -246,10 +254,16 @@ class Cycle:
         alloc = self.alloc[queue] if extra is None else self.alloc[queue] + extra
         return share_ratio(alloc, self.fair.get(queue, vector()))
 
-    def queue_order(self, queue: str) -> tuple[object, ...]:
+    def queue_order(self, queue: str, head: Job) -> tuple[object, ...]:
+        """Serve first the queue whose share ratio, with its head job added, is lowest.
+
+        Counting the head job makes a queue with no fair share (no quota, no weight) wait
+        behind every queue that is still within its share, even before it runs anything.
+        """
+        request = sum((request_vector(p.spec) for p in head.core or head.pods), vector())
         key: list[object] = []
         for q in self.tree.paths[queue]:
-            key += [-self.tree.queues[q].priority, self.ratio(q)]
+            key += [-self.tree.queues[q].priority, self.ratio(q, request)]
         return (*key, queue)
 
     # -- the cycle ----------------------------------------------------------------------
@@ -257,7 +271,7 @@ class Cycle:
     def run(self) -> CycleResult:
         unknown = [j for j in self.jobs if j.queue not in self.tree.queues]
         for job in unknown:
-            self._pend(job, job.pods, f"queue {job.queue} does not exist", "pending", ())
+            self._pend(job, job.pods, f"queue {job.queue} does not exist")
         queues: dict[str, deque[Job]] = defaultdict(deque)
         for job in sorted(
             (j for j in self.jobs if j.queue in self.tree.queues),
@@ -265,7 +279,7 @@ class Cycle:
         ):
             queues[job.queue].append(job)
         while queues:
-            queue = min(queues, key=self.queue_order)
+            queue = min(queues, key=lambda q: self.queue_order(q, queues[q][0]))
             job = queues[queue].popleft()
             if not queues[queue]:
                 del queues[queue]
@@ -278,7 +292,15 @@ class Cycle:
             self.node_reasons,
         )
 
+    def held_for(self, job: Job) -> Held | None:
+        gpus = job_gpus(job)
+        masks = [mask for mask, held_gpus in self.holds if held_gpus > gpus]
+        if not masks:
+            return None
+        return Held(np.logical_or.reduce(masks), "node(s) were held for a starving job")
+
     def schedule(self, job: Job) -> None:
+        self.held = self.held_for(job)
         fair = self.fair.get(job.queue, vector())
         record = (fair, self.alloc[job.queue].copy(), self.ratio(job.queue))
         notes: list[str] = []
@@ -287,13 +309,13 @@ class Cycle:
             request = sum((request_vector(p.spec) for p in core), vector())
             blocked = self.admission(job, request)
             if blocked is not None:
-                self._pend(job, job.pods, blocked, "pending", notes, record)
+                self._pend(job, job.pods, blocked, notes=notes, record=record)
                 return
             txn = Transaction(self.state)
             failure = self.allocate(core, txn)
             if failure is not None:
-                txn.rollback()
                 self._watch(job, failure[0])
+                txn.rollback()
                 plan = None
                 if failure[1].code is not Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                     plan = self.make_room(job, request, notes)
@@ -303,9 +325,9 @@ class Cycle:
                     return
                 self._apply(job, plan)
             else:
-                self._commit(job, txn, core)
+                self._commit(txn, core)
         outcome = "bound" if core else "elastic"
-        self._extras(job, notes)
+        self._extras(job)
         self.records.append(
             JobRecord(
                 job.key,
@@ -356,7 +378,7 @@ class Cycle:
             txn.reserve(outcome.node, outcome.pod, outcome.gpus)
         return None
 
-    def _commit(self, job: Job, txn: Transaction, pods: tuple[PodInfo, ...]) -> None:
+    def _commit(self, txn: Transaction, pods: tuple[PodInfo, ...]) -> None:
         reserved = txn.reserved()
         for pod, (node, spec, gpus) in zip(pods, reserved, strict=True):
             self._record_binding(pod, node, spec, gpus)
@@ -374,7 +396,7 @@ class Cycle:
             )
         )
 
-    def _extras(self, job: Job, notes: list[str]) -> None:
+    def _extras(self, job: Job) -> None:
         for pod in job.extras:
             request = request_vector(pod.spec)
             blocked = self.admission(job, request)
@@ -432,15 +454,13 @@ class Cycle:
                     f" Waiting {waited:.0f}s (over {self.config.starvation_after_s:g}s): "
                     f"holding node(s) {', '.join(held)} for it."
                 )
-        self._pend(job, job.pods, reason, "pending", notes, record)
+        self._pend(job, job.pods, reason, notes=notes, record=record)
 
     def _hold(self, job: Job) -> list[str]:
         """Hold, for the rest of the cycle, nodes that could run the starving job's pods."""
-        mask = (
-            np.zeros(self.state.size, dtype=np.bool_)
-            if self.held is None
-            else self.held.mask.copy()
-        )
+        taken = [m for m, _ in self.holds]
+        mask = np.logical_or.reduce(taken) if taken else np.zeros(self.state.size, dtype=np.bool_)
+        mine = np.zeros(self.state.size, dtype=np.bool_)
         names = []
         for pod in job.core:
             possible = self.framework.run_filters(
@@ -451,10 +471,10 @@ class Cycle:
                 continue
             free = self.state.gpu_free[possible].sum(axis=1)
             node = int(possible[np.argmax(free)])
-            mask[node] = True
+            mask[node] = mine[node] = True
             names.append(self.state.names[node])
         if names:
-            self.held = Held(mask, "node(s) were held for a starving job")
+            self.holds.append((mine, job_gpus(job)))
         return names
 
     def _pend(
@@ -462,8 +482,8 @@ class Cycle:
         job: Job,
         pods: tuple[PodInfo, ...],
         reason: str,
-        outcome: str,
-        notes: list[str] | tuple[str, ...],
+        *,
+        notes: list[str] | tuple[str, ...] = (),
         record: tuple[FloatArray, FloatArray, float] | None = None,
     ) -> None:
         self.pending.extend(Pending(p.key, reason) for p in pods)
@@ -476,13 +496,14 @@ class Cycle:
                 job.priority,
                 tuple(p.key for p in job.pods),
                 *record,
-                outcome,
-                (*notes, reason),
+                "pending",
+                tuple(notes),
             )
         )
 
     def _watch(self, job: Job, pod: PodInfo) -> None:
-        if pod.key in self.config.watch:
+        """Keep, for explain, why each node rejected ``pod`` (the first of its job that failed)."""
+        if any(p.key in self.config.watch for p in job.pods):
             reasons = self.framework.node_reasons(self.state, self.framework.prepare(pod.spec))
             self.node_reasons[pod.key] = tuple(zip(self.state.names, reasons, strict=True))
 

@@ -60,6 +60,10 @@ class Plan:
     moved: tuple[tuple[Running, Slot], ...] = ()
 
 
+def _always(_unit: Unit, _taken: list[Running]) -> bool:
+    return True
+
+
 class VictimSearch:
     def __init__(self, cycle: Cycle, job: Job) -> None:
         self.cycle, self.job = cycle, job
@@ -67,8 +71,7 @@ class VictimSearch:
         self.framework = cycle.framework
 
     def run(self, action: str, request: FloatArray) -> tuple[Plan | None, str]:
-        job, cycle = self.job, self.cycle
-        if action in {"preempt", "reclaim"} and not job.can_preempt:
+        if action in {"preempt", "reclaim"} and not self.job.can_preempt:
             return None, "the job's preemptionPolicy is Never"
         if action == "preempt":
             return self._run_preempt()
@@ -98,7 +101,7 @@ class VictimSearch:
                 f"no lower-priority preemptible pods in queue {job.queue}"
                 + (f" past its preemptMinRuntime of {min_runtime:g}s" if min_runtime else "")
             )
-        plan = self._search("preempt", eligible, lambda unit, taken: True, relocate=False)
+        plan = self._search("preempt", eligible, _always, relocate=False)
         return plan, "found victims" if plan else "evicting eligible pods frees no fitting node"
 
     def _run_reclaim(self, request: FloatArray) -> tuple[Plan | None, str]:
@@ -137,7 +140,13 @@ class VictimSearch:
 
         candidates = [r for r in cycle.running.values() if eligible(r)]
         if not any(accept(self.unit(r, []), []) for r in candidates):
-            return None, "no queue above its fair share has preemptible pods to reclaim"
+            others_running = [r for r in cycle.running.values() if r.pod.managed and others(r)]
+            protected = sum(cycle.preemptible(r.pod) and not eligible(r) for r in others_running)
+            pinned = sum(not cycle.preemptible(r.pod) for r in others_running)
+            return None, (
+                "no pod of a queue above its fair share can be reclaimed "
+                f"({pinned} non-preemptible, {protected} within reclaimMinRuntime)"
+            )
         plan = self._search("reclaim", eligible, accept, relocate=False)
         return plan, "found victims" if plan else "evicting eligible pods frees no fitting node"
 
@@ -156,7 +165,7 @@ class VictimSearch:
         def eligible(r: Running) -> bool:
             return r.pod.managed and cycle.preemptible(r.pod) and r.pod.gang == r.pod.key
 
-        plan = self._search("consolidate", eligible, lambda unit, taken: True, relocate=True)
+        plan = self._search("consolidate", eligible, _always, relocate=True)
         return plan, "moves found" if plan else "no preemptible pods can be moved to make room"
 
     # -- the search ---------------------------------------------------------------------
@@ -268,44 +277,60 @@ class VictimSearch:
         ]
         best: tuple[tuple[object, ...], int, list[Running]] | None = None
         for node in nodes:
-            mark = txn.mark()
-            chosen: list[Unit] = []
-            fitted = False
-            for unit in sorted(by_node[node], key=self.cost):
-                flat = [r for u in chosen for r in u]
-                if not accept(unit, taken + flat):
-                    continue
-                for r in unit:
-                    txn.release(r)
-                chosen.append(unit)
-                if self.fits(spec, node):
-                    fitted = True
-                    break
-            if not fitted:
-                txn.rollback(mark)
-                continue
-            for unit in sorted(chosen[:-1], key=self.cost, reverse=True):
-                inner = txn.mark()
-                for r in unit:
-                    txn.restore(r)
-                if self.fits(spec, node):
-                    chosen.remove(unit)
-                else:
-                    txn.rollback(inner)
-            flat = [r for u in chosen for r in u]
-            if relocate and not self._relocatable(spec, node, flat, txn):
-                txn.rollback(mark)
-                continue
-            txn.rollback(mark)
-            score = (
-                len(flat),
-                max(r.pod.priority for r in flat),
-                sum(r.spec.is_gpu_share for r in flat),
-                node,
+            tried = self._try_node(
+                spec, node, by_node[node], txn, taken=taken, accept=accept, relocate=relocate
             )
-            if best is None or score < best[0]:
-                best = (score, node, flat)
+            if tried is not None and (best is None or tried[0] < best[0]):
+                best = (tried[0], node, tried[1])
         return None if best is None else (best[1], best[2])
+
+    def _try_node(
+        self,
+        spec: PodSpec,
+        node: int,
+        units: list[Unit],
+        txn: Transaction,
+        *,
+        taken: list[Running],
+        accept: Callable[[Unit, list[Running]], bool],
+        relocate: bool,
+    ) -> tuple[tuple[object, ...], list[Running]] | None:
+        """The fewest, cheapest victims on ``node`` that let ``spec`` fit (state unchanged)."""
+        mark = txn.mark()
+        chosen: list[Unit] = []
+        fitted = False
+        for unit in sorted(units, key=self.cost):
+            if not accept(unit, taken + [r for u in chosen for r in u]):
+                continue
+            for r in unit:
+                txn.release(r)
+            chosen.append(unit)
+            if self.fits(spec, node):
+                fitted = True
+                break
+        if not fitted:
+            txn.rollback(mark)
+            return None
+        for unit in sorted(chosen[:-1], key=self.cost, reverse=True):
+            inner = txn.mark()
+            for r in unit:
+                txn.restore(r)
+            if self.fits(spec, node):
+                chosen.remove(unit)
+            else:
+                txn.rollback(inner)
+        flat = [r for u in chosen for r in u]
+        ok = not relocate or self._relocatable(spec, node, flat, txn)
+        txn.rollback(mark)
+        if not ok:
+            return None
+        score = (
+            len(flat),
+            max(r.pod.priority for r in flat),
+            sum(r.spec.is_gpu_share for r in flat),
+            node,
+        )
+        return score, flat
 
     def _relocatable(
         self, spec: PodSpec, node: int, moved: list[Running], txn: Transaction
