@@ -122,3 +122,91 @@ def test_bad_options_exit_2(tmp_path: Path, args: tuple[str, ...], expected: str
     assert result.returncode == 2
     assert expected in " ".join(result.stderr.split())
     assert "Traceback" not in result.stderr
+
+
+SCENARIOS = Path(__file__).parent / "scenarios"
+NOW = "--now=2026-01-01T01:00:00Z"
+
+
+def test_schedule_prints_the_what_if_json(tmp_path: Path) -> None:
+    done = gpufleet(
+        "schedule", "-f", str(SCENARIOS / "preempt-minimal.yaml"), "-o", "json", NOW, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert set(document) == {"bindings", "evictions", "pending"}
+    assert document["bindings"] == [
+        {"pod": "team-a/urgent", "node": "n1", "gpus": [6, 7], "pipelined": True}
+    ]
+    assert sorted(e["pod"] for e in document["evictions"]) == ["team-a/low-6", "team-a/low-7"]
+    assert {e["action"] for e in document["evictions"]} == {"preempt"}
+    assert {e["for"] for e in document["evictions"]} == {"team-a/urgent"}
+    assert document["pending"] == []
+
+
+def test_schedule_table_and_pending_reasons(tmp_path: Path) -> None:
+    done = gpufleet("schedule", "-f", str(SCENARIOS / "limit-blocks.yaml"), NOW, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "bindings (2)" in done.stdout
+    assert "queue team-a is at its limit of 2 GPUs" in done.stdout
+
+
+def test_explain_tells_the_story(tmp_path: Path) -> None:
+    done = gpufleet(
+        "explain",
+        "-f",
+        str(SCENARIOS / "gang-all-or-nothing.yaml"),
+        "ml/train-0",
+        NOW,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "queue default: fair share 16 GPUs" in out
+    assert "gang ml/train needs 3 pods, 2 fit" in out
+    assert "preempt: no lower-priority preemptible pods in queue default" in out
+    assert "n3: Insufficient nvidia.com/gpu" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(
+            ["schedule", "-f", "missing.yaml"], "missing.yaml: no such file", id="no-file"
+        ),
+        pytest.param(
+            ["explain", "-f", str(SCENARIOS / "limit-blocks.yaml"), "team-a/nobody"],
+            "no pod team-a/nobody in the snapshot",
+            id="unknown-pod",
+        ),
+        pytest.param(
+            ["schedule", "-f", str(SCENARIOS / "limit-blocks.yaml"), "--now", "noon"],
+            "expected an RFC 3339 time",
+            id="bad-now",
+        ),
+        pytest.param(
+            ["schedule", "-f", str(SCENARIOS / "limit-blocks.yaml"), "-o", "xml"],
+            "-o must be json or table",
+            id="bad-output",
+        ),
+    ],
+)
+def test_schedule_bad_input_exits_2(tmp_path: Path, args: list[str], message: str) -> None:
+    done = gpufleet(*args, cwd=tmp_path)
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_overcommitted_snapshot_is_a_clear_error(tmp_path: Path) -> None:
+    snapshot = tmp_path / "over.yaml"
+    snapshot.write_text(
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n"
+        "status: {allocatable: {cpu: '4', memory: 8Gi, nvidia.com/gpu: '1'}}\n---\n"
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n"
+        "spec: {nodeName: n1, containers: [{name: c, resources: "
+        "{limits: {nvidia.com/gpu: '2'}}}]}\n"
+    )
+    done = gpufleet("schedule", "-f", str(snapshot), cwd=tmp_path)
+    assert done.returncode == 2
+    assert "Pod default/a is bound to node n1" in done.stderr

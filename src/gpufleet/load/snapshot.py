@@ -233,10 +233,12 @@ def parse_snapshot(objects: Iterator[Obj] | list[Obj], source: str) -> Snapshot:
         kind = obj.get("kind")
         if kind in {"Node", "Pod", "PodGroup", "Queue", "PriorityClass"}:
             by_kind.setdefault(str(kind), []).append(_Reader(source, obj))
-    nodes = _unique([_node(r) for r in by_kind.get("Node", [])], lambda n: n.name, "Node")
+    nodes = _unique([_node(r) for r in by_kind.get("Node", [])], lambda n: n.name, "Node", source)
     classes = {r.name: _priority_class(r) for r in by_kind.get("PriorityClass", [])}
     queues = _queues([_queue(r) for r in by_kind.get("Queue", [])], source)
-    groups = _unique([_group(r) for r in by_kind.get("PodGroup", [])], lambda g: g.key, "PodGroup")
+    groups = _unique(
+        [_group(r) for r in by_kind.get("PodGroup", [])], lambda g: g.key, "PodGroup", source
+    )
     group_queues = {g.key: g.queue for g in groups}
     gpu_memory = _smallest_gpu_memory(by_kind.get("Node", []))
     node_gpus = {n.name: n.gpus for n in nodes}
@@ -246,16 +248,16 @@ def parse_snapshot(objects: Iterator[Obj] | list[Obj], source: str) -> Snapshot:
         if (pod := _pod(r, classes, group_queues, gpu_memory, node_gpus)) is not None
     ]
     return Snapshot(
-        tuple(nodes), tuple(_unique(pods, lambda p: p.key, "Pod")), tuple(groups), queues
+        tuple(nodes), tuple(_unique(pods, lambda p: p.key, "Pod", source)), tuple(groups), queues
     )
 
 
-def _unique(items: list[T], key: Any, kind: str) -> list[T]:
+def _unique(items: list[T], key: Any, kind: str, source: str) -> list[T]:
     seen: set[str] = set()
     for item in items:
         name = key(item)
         if name in seen:
-            raise InputError(f"{kind} {name}", "appears twice in the snapshot")
+            raise InputError(f"{source}: {kind} {name}", "appears twice in the snapshot")
         seen.add(name)
     return items
 
@@ -372,7 +374,7 @@ def _queue(r: _Reader) -> tuple[QueueSpec, tuple[bool, ...]]:
 
 
 def _queues(specs: list[tuple[QueueSpec, tuple[bool, ...]]], source: str) -> tuple[QueueSpec, ...]:
-    queues = {spec.name: spec for spec, _ in _unique(specs, lambda s: s[0].name, "Queue")}
+    queues = {spec.name: spec for spec, _ in _unique(specs, lambda s: s[0].name, "Queue", source)}
     for spec in queues.values():
         seen = {spec.name}
         parent = spec.parent

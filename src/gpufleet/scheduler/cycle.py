@@ -191,6 +191,8 @@ class Cycle:
         self.records: list[JobRecord] = []
         self.node_reasons: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {}
         self.evicted_nodes: set[int] = set()
+        self.bound_now: set[str] = set()
+        """Pods bound (or moved) in this cycle: never victims of the same cycle."""
         self.holds: list[tuple[BoolArray, float]] = []
         """Nodes held for starving jobs, with the job's GPUs: held against smaller jobs."""
         self.held: Held | None = None
@@ -290,6 +292,7 @@ class Cycle:
             tuple(sorted(self.pending, key=lambda p: p.pod)),
             tuple(self.records),
             self.node_reasons,
+            dict(self.fair),
         )
 
     def held_for(self, job: Job) -> Held | None:
@@ -387,6 +390,7 @@ class Cycle:
         self, pod: PodInfo, node: int, spec: PodSpec, gpus: tuple[int, ...]
     ) -> None:
         self._add_running(Running(pod, node, gpus, spec))
+        self.bound_now.add(pod.key)
         self.bindings.append(
             Binding(
                 pod.key,

@@ -62,3 +62,5 @@ class CycleResult:
     jobs: tuple[JobRecord, ...] = ()
     node_reasons: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = field(default_factory=dict)
     """For watched pods: each node's name and the filters' reasons against it."""
+    fair_shares: dict[str, FloatArray] = field(default_factory=dict)
+    """Every queue's fair share in this cycle (GPUs, milli-CPU, MiB)."""

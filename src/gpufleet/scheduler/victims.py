@@ -249,12 +249,14 @@ class VictimSearch:
         *,
         relocate: bool,
     ) -> tuple[int, list[Running]] | None:
-        gone = {r.pod.key for r in taken}
+        gone = {r.pod.key for r in taken} | self.cycle.bound_now
         by_node: dict[int, list[Unit]] = {}
         for r in sorted(self.cycle.running.values(), key=lambda r: r.pod.key):
             if r.pod.key in gone or not eligible(r):
                 continue
             unit = self.unit(r, taken)
+            if any(member.pod.key in self.cycle.bound_now for member in unit):
+                continue
             for member in unit:
                 units = by_node.setdefault(member.node, [])
                 if unit not in units:

@@ -1,0 +1,202 @@
+"""Invariants of the scheduling cycle over random snapshots (Hypothesis).
+
+Whatever the snapshot: no node or GPU is over-committed, gangs are all-or-nothing,
+queue limits hold, non-preemptible pods are never evicted, and reclaim never takes a
+queue below its fair share except by evicting a whole gang.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import replace
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gpufleet.model.cluster import MILLI, NodeSpec
+from gpufleet.model.pod import PodSpec
+from gpufleet.model.workload import (
+    GroupSpec,
+    PodInfo,
+    QueueSpec,
+    Snapshot,
+    request_vector,
+    vector,
+)
+from gpufleet.scheduler.cycle import CycleConfig, run_cycle
+from gpufleet.scheduler.fairshare import EPS, QueueTree, share_ratio
+from gpufleet.scheduler.outcome import CycleResult
+
+NOW = 10_000.0
+QUEUES = ("team-a", "team-b", "team-c")
+
+
+@st.composite
+def snapshots(draw: st.DrawFn) -> Snapshot:
+    n_nodes = draw(st.integers(1, 4))
+    nodes = tuple(
+        NodeSpec(
+            f"n{i}",
+            draw(st.sampled_from([8000, 32000])),
+            65536,
+            draw(st.sampled_from([2, 4, 8])),
+            "G",
+        )
+        for i in range(n_nodes)
+    )
+    queues = [QueueSpec("default")]
+    for name in QUEUES:
+        quota = draw(st.sampled_from([0, 2, 4]))
+        limit = draw(st.sampled_from([np.inf, 4, 6, 12]))
+        queues.append(
+            QueueSpec(
+                name,
+                quota=vector(quota),
+                limit=vector(max(limit, quota), np.inf, np.inf),
+                weight=vector(draw(st.sampled_from([0, 1, 2])), 1, 1),
+                quota_set=(True, False, False),
+            )
+        )
+
+    def request(name: str) -> PodSpec:
+        kind = draw(st.sampled_from(["whole", "share", "cpu"]))
+        cpu = draw(st.sampled_from([0, 1000, 4000]))
+        if kind == "whole":
+            return PodSpec(name, cpu, 1024, draw(st.integers(1, 4)), MILLI)
+        if kind == "share":
+            return PodSpec(name, cpu, 1024, 1, draw(st.sampled_from([250, 500, 700])))
+        return PodSpec(name, max(cpu, 500), 1024)
+
+    # Running pods: placed greedily where they fit, so the snapshot is consistent.
+    free_cpu = {n.name: n.cpu_milli for n in nodes}
+    free_gpus = {n.name: [MILLI] * n.gpus for n in nodes}
+    pods: list[PodInfo] = []
+    groups: list[GroupSpec] = []
+    for i in range(draw(st.integers(0, 10))):
+        spec = request(f"r{i}")
+        for name, gpus in free_gpus.items():
+            fitting = [g for g, f in enumerate(gpus) if f >= spec.gpu_milli]
+            if free_cpu[name] >= spec.cpu_milli and len(fitting) >= spec.num_gpu:
+                chosen = tuple(fitting[: spec.num_gpu])
+                free_cpu[name] -= spec.cpu_milli
+                for g in chosen:
+                    gpus[g] -= spec.gpu_milli
+                pods.append(
+                    PodInfo(
+                        f"run/r{i}",
+                        replace(spec, name=f"run/r{i}"),
+                        draw(st.sampled_from(QUEUES)),
+                        priority=draw(st.sampled_from([0, 10, 100])),
+                        node=name,
+                        gpus=chosen,
+                        started=draw(st.sampled_from([0.0, NOW - 10])),
+                    )
+                )
+                break
+    for j in range(draw(st.integers(1, 5))):
+        size = draw(st.integers(1, 3))
+        queue = draw(st.sampled_from(QUEUES))
+        priority = draw(st.sampled_from([0, 10, 50, 100]))
+        key = f"ml/g{j}"
+        if size > 1:
+            groups.append(GroupSpec(key, draw(st.integers(1, size)), queue))
+        for k in range(size):
+            name = f"ml/g{j}-{k}"
+            pods.append(
+                PodInfo(
+                    name,
+                    replace(request(name), name=name),
+                    queue,
+                    key if size > 1 else "",
+                    priority,
+                    created=float(j),
+                )
+            )
+    return Snapshot(nodes, tuple(pods), tuple(groups), tuple(queues))
+
+
+def final_pods(
+    snapshot: Snapshot, result: CycleResult
+) -> dict[str, tuple[PodInfo, str, tuple[int, ...]]]:
+    evicted = {e.pod for e in result.evictions}
+    by_key = {p.key: p for p in snapshot.pods}
+    out = {
+        p.key: (p, p.node, p.gpus)
+        for p in snapshot.pods
+        if p.node is not None and p.key not in evicted
+    }
+    for b in result.bindings:
+        out[b.pod] = (by_key[b.pod], b.node, b.gpus or ())
+    return out
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(snapshots())
+def test_cycle_invariants(snapshot: Snapshot) -> None:
+    result = run_cycle(snapshot, NOW, CycleConfig())
+    placed = final_pods(snapshot, result)
+
+    # No over-commit: CPU per node, milli-GPU per GPU.
+    cpu: dict[str, int] = defaultdict(int)
+    gpu: dict[tuple[str, int], int] = defaultdict(int)
+    for pod, node, gpus in placed.values():
+        cpu[node] += pod.spec.cpu_milli
+        assert len(gpus) == pod.spec.num_gpu
+        for g in gpus:
+            gpu[node, g] += pod.spec.gpu_milli
+    capacity = {n.name: n for n in snapshot.nodes}
+    for node, used in cpu.items():
+        assert used <= capacity[node].cpu_milli
+    for (node, g), used in gpu.items():
+        assert 0 <= g < capacity[node].gpus
+        assert used <= MILLI
+
+    # Gangs all-or-nothing: a gang that got a new binding has at least minMember placed.
+    new = {b.pod for b in result.bindings}
+    for group in snapshot.groups:
+        members = [p for p in snapshot.pods if p.group == group.key]
+        if any(p.key in new for p in members):
+            assert sum(p.key in placed for p in members) >= group.min_member
+
+    # Non-preemptible pods are never evicted.
+    by_key = {p.key: p for p in snapshot.pods}
+    for e in result.evictions:
+        assert by_key[e.pod].priority < 100
+
+    # Limits hold for every queue that received new pods.
+    tree = QueueTree.of(snapshot.queues)
+    alloc = tree.subtree_sum(
+        {
+            q: sum(
+                (request_vector(p.spec) for p, _, _ in placed.values() if p.queue == q), vector()
+            )
+            for q in tree.queues
+        }
+    )
+    for key in new:
+        for q in tree.paths[by_key[key].queue]:
+            assert np.all(alloc[q] <= tree.queues[q].limit + EPS)
+
+    # Reclaim: a queue that lost pods to reclaim ends the cycle at or above its fair share
+    # (its allocation counts what it was bound in the same cycle), unless a whole gang of it
+    # was taken — a broken gang is worth nothing, so gangs go whole.
+    reclaimed = [by_key[e.pod] for e in result.evictions if e.action == "reclaim"]
+    other_evictions = {by_key[e.pod].queue for e in result.evictions if e.action != "reclaim"}
+    for victim in reclaimed:
+        q = victim.queue
+        if q in other_evictions or any(v.group and v.queue == q for v in reclaimed):
+            continue
+        assert share_ratio(alloc[q], result.fair_shares[q]) >= 1 - EPS
+
+
+@settings(max_examples=30, deadline=None)
+@given(snapshots())
+def test_cycle_is_deterministic(snapshot: Snapshot) -> None:
+    first = run_cycle(snapshot, NOW, CycleConfig())
+    second = run_cycle(snapshot, NOW, CycleConfig())
+    assert (first.bindings, first.evictions, first.pending) == (
+        second.bindings,
+        second.evictions,
+        second.pending,
+    )

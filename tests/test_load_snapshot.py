@@ -1,0 +1,259 @@
+"""Reading cluster snapshots: Kubernetes semantics, and one clear error per bad field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpufleet.load.errors import InputError
+from gpufleet.load.snapshot import load_snapshot
+from gpufleet.model.selectors import Requirement, Taint
+
+NODE = """
+apiVersion: v1
+kind: Node
+metadata: {name: n1, labels: {nvidia.com/gpu.product: H100, nvidia.com/gpu.memory: "81920"}}
+spec: {taints: [{key: dedicated, value: ml, effect: NoSchedule}]}
+status: {allocatable: {cpu: 63500m, memory: 503Gi, nvidia.com/gpu: "8"}}
+"""
+
+
+def write(tmp_path: Path, *docs: str) -> Path:
+    path = tmp_path / "snapshot.yaml"
+    path.write_text("\n---\n".join(docs))
+    return path
+
+
+def test_node_quantities_labels_and_taints(tmp_path: Path) -> None:
+    snap = load_snapshot(write(tmp_path, NODE))
+    (n1,) = snap.nodes
+    assert (n1.cpu_milli, n1.memory_mib, n1.gpus, n1.gpu_model) == (63500, 503 * 1024, 8, "H100")
+    assert n1.taints == (Taint("dedicated", "ml", "NoSchedule"),)
+    assert [q.name for q in snap.queues] == ["default"]
+
+
+def test_kind_list_and_pod_requests(tmp_path: Path) -> None:
+    pods = """
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: p, namespace: ml, labels: {gpufleet.io/queue: team-a}}
+  spec:
+    schedulerName: gpufleet
+    nodeSelector: {nvidia.com/gpu.product: H100}
+    initContainers: [{name: init, resources: {requests: {cpu: "8", memory: 1Gi}}}]
+    containers:
+    - {name: a, resources: {requests: {cpu: 500m, memory: 1Gi}, limits: {nvidia.com/gpu: "2"}}}
+    - {name: b, resources: {requests: {cpu: "1", memory: 512Mi}}}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: half, namespace: ml, annotations: {gpufleet.io/gpu-fraction: "0.5"}}
+  spec: {schedulerName: gpufleet, containers: [{name: c}]}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: mem, namespace: ml, annotations: {gpufleet.io/gpu-memory: 20Gi}}
+  spec: {schedulerName: gpufleet, containers: [{name: c}]}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: done, namespace: ml}
+  spec: {nodeName: n1, containers: [{name: c}]}
+  status: {phase: Succeeded}
+- apiVersion: v1
+  kind: ConfigMap
+  metadata: {name: ignored}
+"""
+    snap = load_snapshot(write(tmp_path, NODE, pods))
+    by_key = {p.key: p for p in snap.pods}
+    assert sorted(by_key) == ["ml/half", "ml/mem", "ml/p"]
+    p = by_key["ml/p"]
+    # containers sum to 1.5 CPU; the init container's 8 CPUs is larger and wins
+    assert (p.spec.cpu_milli, p.spec.memory_mib, p.spec.num_gpu) == (8000, 1536, 2)
+    assert p.queue == "team-a"
+    assert p.managed
+    assert p.spec.constraint is not None
+    assert p.spec.constraint.terms == ((Requirement("nvidia.com/gpu.product", "In", ("H100",)),),)
+    assert (by_key["ml/half"].spec.num_gpu, by_key["ml/half"].spec.gpu_milli) == (1, 500)
+    assert by_key["ml/mem"].spec.gpu_milli == 250  # 20 GiB of an 80 GiB GPU
+
+
+def test_priority_classes_and_groups(tmp_path: Path) -> None:
+    docs = [
+        NODE,
+        "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: hi}\n"
+        "value: 500\npreemptionPolicy: Never",
+        "apiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\n"
+        "metadata: {name: g, namespace: ml, labels: {gpufleet.io/queue: team-b}}\n"
+        "spec: {minMember: 2}",
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ml, labels: "
+        "{scheduling.x-k8s.io/pod-group: g}}\nspec: {schedulerName: gpufleet, "
+        "priorityClassName: hi, containers: [{name: c}]}",
+    ]
+    snap = load_snapshot(write(tmp_path, *docs))
+    (p,) = snap.pods
+    assert (p.priority, p.can_preempt, p.group, p.queue) == (500, False, "ml/g", "team-b")
+    assert snap.groups[0].min_member == 2
+
+
+def test_queues(tmp_path: Path) -> None:
+    queue = (
+        "apiVersion: gpufleet.io/v1alpha1\nkind: Queue\nmetadata: {name: team-a}\n"
+        "spec: {preemptMinRuntime: 1h30m, resources: {gpu: {quota: 4, limit: -1, "
+        "overQuotaWeight: 2}, cpu: {quota: '16', limit: '32'}, memory: {quota: 64Gi}}}"
+    )
+    snap = load_snapshot(write(tmp_path, NODE, queue))
+    team = next(q for q in snap.queues if q.name == "team-a")
+    assert list(team.quota) == [4, 16000, 65536]
+    assert team.limit[0] == float("inf")
+    assert team.limit[1] == 32000
+    assert team.weight[0] == 2
+    assert team.quota_set == (True, True, True)
+    assert team.preempt_min_runtime_s == 5400
+
+
+POD = "apiVersion: v1\nkind: Pod\nmetadata: {{name: p, namespace: ml{meta}}}\nspec: {{{spec}}}"
+
+
+@pytest.mark.parametrize(
+    ("docs", "message"),
+    [
+        pytest.param(
+            [
+                "apiVersion: v1\nkind: Node\nmetadata: {name: n}\n"
+                "status: {allocatable: {cpu: x, memory: 1Gi}}"
+            ],
+            "Node n: field 'status.allocatable.cpu': expected a non-negative quantity",
+            id="bad-quantity",
+        ),
+        pytest.param(
+            ["apiVersion: v1\nkind: Node\nmetadata: {name: n}\nstatus: {}"],
+            "Node n: field 'status.allocatable': expected cpu, memory",
+            id="no-allocatable",
+        ),
+        pytest.param(
+            ["apiVersion: v1\nkind: Node\nmetadata: {}\n"],
+            "field 'metadata.name': expected a non-empty string",
+            id="no-name",
+        ),
+        pytest.param(
+            [NODE, NODE],
+            "Node n1: appears twice in the snapshot",
+            id="duplicate",
+        ),
+        pytest.param(
+            [NODE, POD.format(meta="", spec="containers: []")],
+            "Pod p: field 'spec.containers': expected at least one container",
+            id="no-containers",
+        ),
+        pytest.param(
+            [
+                NODE,
+                POD.format(
+                    meta=", annotations: {gpufleet.io/gpu-fraction: '1.5'}",
+                    spec="containers: [{name: c}]",
+                ),
+            ],
+            "field 'metadata.annotations.gpufleet.io/gpu-fraction': expected a fraction",
+            id="bad-fraction",
+        ),
+        pytest.param(
+            [NODE, POD.format(meta="", spec="nodeName: nowhere, containers: [{name: c}]")],
+            "field 'spec.nodeName': expected a Node of the snapshot, got 'nowhere'",
+            id="unknown-node",
+        ),
+        pytest.param(
+            [NODE, POD.format(meta="", spec="priorityClassName: gold, containers: [{name: c}]")],
+            "field 'spec.priorityClassName': expected a PriorityClass of the snapshot",
+            id="unknown-priority-class",
+        ),
+        pytest.param(
+            [
+                NODE,
+                POD.format(
+                    meta="",
+                    spec="containers: [{name: c, resources: {limits: {nvidia.com/gpu: '1.5'}}}]",
+                ),
+            ],
+            "expected a whole number",
+            id="fractional-gpu-limit",
+        ),
+        pytest.param(
+            [
+                "apiVersion: gpufleet.io/v1alpha1\nkind: Queue\nmetadata: {name: a}\n"
+                "spec: {parentQueue: ghost}"
+            ],
+            "Queue a: field 'spec.parentQueue': names parent queue 'ghost'",
+            id="unknown-parent",
+        ),
+        pytest.param(
+            [
+                "apiVersion: gpufleet.io/v1alpha1\nkind: Queue\nmetadata: {name: a}\n"
+                "spec: {parentQueue: b}",
+                "apiVersion: gpufleet.io/v1alpha1\nkind: Queue\nmetadata: {name: b}\n"
+                "spec: {parentQueue: a}",
+            ],
+            "parent queues form a cycle",
+            id="queue-cycle",
+        ),
+        pytest.param(
+            [
+                "apiVersion: gpufleet.io/v1alpha1\nkind: Queue\nmetadata: {name: a}\n"
+                "spec: {resources: {gpu: {quota: 8, limit: 4}}}"
+            ],
+            "field 'spec.resources.gpu.limit': expected -1 or at least the quota (8)",
+            id="limit-below-quota",
+        ),
+        pytest.param(
+            [
+                "apiVersion: gpufleet.io/v1alpha1\nkind: Queue\nmetadata: {name: a}\n"
+                "spec: {reclaimMinRuntime: soon}"
+            ],
+            "field 'spec.reclaimMinRuntime': expected a duration",
+            id="bad-duration",
+        ),
+        pytest.param(
+            [
+                "apiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\n"
+                "metadata: {name: g}\nspec: {minMember: 0}"
+            ],
+            "PodGroup g: field 'spec.minMember': expected an integer >= 1, got 0",
+            id="bad-min-member",
+        ),
+        pytest.param(
+            [
+                NODE,
+                POD.format(meta=", creationTimestamp: yesterday", spec="containers: [{name: c}]"),
+            ],
+            "field 'metadata.creationTimestamp': expected an RFC 3339 time",
+            id="bad-time",
+        ),
+        pytest.param(
+            [
+                NODE,
+                POD.format(
+                    meta="",
+                    spec="affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution:"
+                    " {nodeSelectorTerms: [{matchExpressions: [{key: k, operator: Near}]}]}}},"
+                    " containers: [{name: c}]",
+                ),
+            ],
+            "matchExpressions[0].operator': expected In | NotIn",
+            id="bad-operator",
+        ),
+        pytest.param(["key: [unclosed"], "is not valid YAML", id="bad-yaml"),
+        pytest.param(["- just\n- a list"], "expected Kubernetes objects", id="not-objects"),
+    ],
+)
+def test_bad_snapshots_name_object_and_field(tmp_path: Path, docs: list[str], message: str) -> None:
+    path = write(tmp_path, *docs)
+    with pytest.raises(InputError) as caught:
+        load_snapshot(path)
+    assert message in str(caught.value)
+    assert str(caught.value).startswith(str(path))
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no such file"):
+        load_snapshot(tmp_path / "nope.yaml")
