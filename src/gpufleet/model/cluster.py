@@ -162,6 +162,14 @@ class ClusterState:
             self._model_masks[allowed] = mask
         return mask
 
+    def holds(self, node: int, pod: PodSpec) -> bool:
+        """Whether ``node`` has ``pod``'s CPU, memory and GPUs free (one node, no masks)."""
+        if self.cpu_free[node] < pod.cpu_milli or self.memory_free[node] < pod.memory_mib:
+            return False
+        if not pod.num_gpu:
+            return True
+        return int(np.count_nonzero(self.gpu_free[node] >= pod.gpu_milli)) >= pod.num_gpu
+
     def reserve(self, node: int, pod: PodSpec, gpus: Sequence[int]) -> None:
         """Take ``pod``'s CPU, memory and ``pod.gpu_milli`` on each GPU in ``gpus`` from ``node``.
 

@@ -23,7 +23,7 @@ The cycle decides; it changes nothing outside its own copy of the state. Its res
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -48,6 +48,7 @@ from gpufleet.plugins.registry import PLUGINS, POLICIES
 from gpufleet.scheduler.fairshare import EPS, QueueTree, fair_shares, share_ratio
 from gpufleet.scheduler.outcome import Binding, CycleResult, Eviction, JobRecord, Pending
 from gpufleet.scheduler.placement import Placement, place
+from gpufleet.scheduler.pool import VictimPool
 from gpufleet.scheduler.transaction import Running, Transaction
 from gpufleet.scheduler.victims import Plan, VictimSearch
 
@@ -167,12 +168,25 @@ class Cycle:
         self.gang_running: dict[str, list[str]] = defaultdict(list)
         self.alloc: dict[str, FloatArray] = {q: vector() for q in self.tree.queues}
         self.alloc_np: dict[str, FloatArray] = {q: vector() for q in self.tree.queues}
+        self.versions: dict[str, int] = dict.fromkeys(self.tree.queues, 0)
+        """Bumped when a queue's allocation changes (queue_order caches on it)."""
+        self._order_cache: dict[str, tuple[tuple[int, ...], str, tuple[object, ...]]] = {}
         unqueued = vector()
         for pod in sorted(snapshot.pods, key=lambda p: p.key):
             if pod.node is not None:
                 self._bind_existing(pod)
                 if pod.queue not in self.tree.queues:
                     unqueued = unqueued + request_vector(pod.spec)
+        self.pool = VictimPool(
+            [
+                r
+                for r in self.running.values()
+                if r.pod.managed and r.pod.queue in self.tree.queues and self.preemptible(r.pod)
+            ],
+            self.tree.queues,
+            now,
+            self.state.gpu_slots,
+        )
         self.jobs = build_jobs(snapshot)
         demand = {q: self.own_alloc(q) for q in self.tree.queues}
         for job in self.jobs:
@@ -192,6 +206,9 @@ class Cycle:
         self.node_reasons: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {}
         self.evicted_nodes: set[int] = set()
         self.bound_now: set[str] = set()
+        self.over_share = 0
+        """Bindings that left a queue above its fair share (see make_room)."""
+        self.room_failures: dict[tuple[str, object], tuple[tuple[int, int], str]] = {}
         """Pods bound (or moved) in this cycle: never victims of the same cycle."""
         self.holds: list[tuple[BoolArray, float]] = []
         """Nodes held for starving jobs, with the job's GPUs: held against smaller jobs."""
@@ -239,6 +256,7 @@ class Cycle:
 
     def _remove_running(self, key: str) -> Running:
         running = self.running.pop(key)
+        self.pool.discard(key)
         self.gang_running[running.pod.gang].remove(key)
         self._account(running.pod, running.spec, -1)
         return running
@@ -248,6 +266,7 @@ class Cycle:
             return
         amount = sign * request_vector(spec)
         for q in self.tree.paths[pod.queue]:
+            self.versions[q] += 1
             self.alloc[q] = self.alloc[q] + amount
             if not self.preemptible(pod):
                 self.alloc_np[q] = self.alloc_np[q] + amount
@@ -262,11 +281,18 @@ class Cycle:
         Counting the head job makes a queue with no fair share (no quota, no weight) wait
         behind every queue that is still within its share, even before it runs anything.
         """
+        path = self.tree.paths[queue]
+        versions = tuple(self.versions[q] for q in path)
+        cached = self._order_cache.get(queue)
+        if cached is not None and cached[0] == versions and cached[1] == head.key:
+            return cached[2]
         request = sum((request_vector(p.spec) for p in head.core or head.pods), vector())
         key: list[object] = []
         for q in self.tree.paths[queue]:
             key += [-self.tree.queues[q].priority, self.ratio(q, request)]
-        return (*key, queue)
+        order = (*key, queue)
+        self._order_cache[queue] = (versions, head.key, order)
+        return order
 
     # -- the cycle ----------------------------------------------------------------------
 
@@ -391,6 +417,10 @@ class Cycle:
     ) -> None:
         self._add_running(Running(pod, node, gpus, spec))
         self.bound_now.add(pod.key)
+        if pod.queue in self.tree.queues and any(
+            self.ratio(q) > 1 + EPS for q in self.tree.paths[pod.queue]
+        ):
+            self.over_share += 1
         self.bindings.append(
             Binding(
                 pod.key,
@@ -514,12 +544,32 @@ class Cycle:
     # -- making room --------------------------------------------------------------------
 
     def make_room(self, job: Job, request: FloatArray, notes: list[str]) -> Plan | None:
+        """The first action that makes room for ``job``, or None (notes say why not).
+
+        A search that failed for a job of the same shape, queue and priority fails again as
+        long as nothing was evicted since: later bindings only take capacity, and pods bound
+        in this cycle are never victims. Reclaim is also retried when a queue went over its
+        fair share (its pods may have become reclaimable). So the many identical jobs of a
+        saturated cluster cost one search, not one each (KAI skips such jobs alike).
+        """
         search = VictimSearch(self, job)
+        shape = (
+            job.queue,
+            job.priority,
+            job.can_preempt,
+            tuple(replace(p.spec, name="") for p in job.core),
+        )
         for action in self.config.actions:
+            epoch = (len(self.evictions), self.over_share if action == "reclaim" else 0)
+            known = self.room_failures.get((action, shape))
+            if known is not None and known[0] == epoch:
+                notes.append(f"{action}: {known[1]}")
+                continue
             plan, note = search.run(action, request)
             notes.append(f"{action}: {note}")
             if plan is not None:
                 return plan
+            self.room_failures[action, shape] = (epoch, note)
         return None
 
     def _apply(self, job: Job, plan: Plan) -> None:

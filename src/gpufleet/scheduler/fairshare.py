@@ -19,6 +19,7 @@ share is served first, and siblings compete before cousins.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -124,9 +125,8 @@ def fair_shares(
 
 def share_ratio(allocated: FloatArray, fair: FloatArray) -> float:
     """Dominant share ratio: ``max_r allocated_r / fair_r`` (0 when nothing is allocated)."""
-    used = allocated > EPS
-    if not used.any():
-        return 0.0
-    with np.errstate(divide="ignore"):
-        ratios = np.where(fair[used] > EPS, allocated[used] / fair[used], np.inf)
-    return float(ratios.max())
+    ratio = 0.0
+    for used, share in zip(allocated.tolist(), fair.tolist(), strict=True):
+        if used > EPS:
+            ratio = max(ratio, used / share if share > EPS else math.inf)
+    return ratio

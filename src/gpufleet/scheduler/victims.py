@@ -41,11 +41,11 @@ from gpufleet.scheduler.transaction import Running, Transaction
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from gpufleet.model.cluster import FloatArray
+    from gpufleet.model.cluster import BoolArray, FloatArray
     from gpufleet.model.pod import PodSpec
     from gpufleet.scheduler.cycle import Cycle, Job
 
-MAX_NODES_TRIED = 64
+MAX_NODES_TRIED = 16
 """Candidate nodes evaluated per pod (those with the fewest eligible victims first)."""
 
 Slot = tuple[int, "PodSpec", tuple[int, ...]]
@@ -69,6 +69,7 @@ class VictimSearch:
         self.cycle, self.job = cycle, job
         self.state = cycle.state
         self.framework = cycle.framework
+        self.pool = cycle.pool
 
     def run(self, action: str, request: FloatArray) -> tuple[Plan | None, str]:
         if action in {"preempt", "reclaim"} and not self.job.can_preempt:
@@ -84,28 +85,24 @@ class VictimSearch:
     # -- the three rules ----------------------------------------------------------------
 
     def _run_preempt(self) -> tuple[Plan | None, str]:
-        job, cycle = self.job, self.cycle
-        min_runtime = cycle.tree.queues[job.queue].preempt_min_runtime_s
-
-        def eligible(r: Running) -> bool:
-            return (
-                r.pod.managed
-                and r.pod.queue == job.queue
-                and r.pod.priority < job.priority
-                and cycle.preemptible(r.pod)
-                and cycle.now - (r.pod.started or 0.0) >= min_runtime
-            )
-
-        if not any(eligible(r) for r in cycle.running.values()):
+        job, pool = self.job, self.pool
+        min_runtime = self.cycle.tree.queues[job.queue].preempt_min_runtime_s
+        mask = (
+            pool.alive
+            & pool.in_queues([job.queue])
+            & (pool.priority < job.priority)
+            & pool.preempt_ok
+        )
+        if not mask.any():
             return None, (
                 f"no lower-priority preemptible pods in queue {job.queue}"
                 + (f" past its preemptMinRuntime of {min_runtime:g}s" if min_runtime else "")
             )
-        plan = self._search("preempt", eligible, _always, relocate=False)
+        plan = self._search("preempt", mask, _always, relocate=False)
         return plan, "found victims" if plan else "evicting eligible pods frees no fitting node"
 
     def _run_reclaim(self, request: FloatArray) -> tuple[Plan | None, str]:
-        job, cycle = self.job, self.cycle
+        job, cycle, pool = self.job, self.cycle, self.pool
         for q in cycle.tree.paths[job.queue]:
             after = cycle.ratio(q, request)
             if after > 1 + EPS:
@@ -115,17 +112,11 @@ class VictimSearch:
                 )
         own_path = set(cycle.tree.paths[job.queue])
 
-        def others(r: Running) -> list[str]:
-            return [q for q in cycle.tree.paths.get(r.pod.queue, ()) if q not in own_path]
-
-        def eligible(r: Running) -> bool:
-            if not r.pod.managed or r.pod.queue not in cycle.tree.queues or not others(r):
-                return False
-            min_runtime = cycle.tree.queues[r.pod.queue].reclaim_min_runtime_s
-            return cycle.preemptible(r.pod) and cycle.now - (r.pod.started or 0.0) >= min_runtime
+        def others(queue: str) -> list[str]:
+            return [q for q in cycle.tree.paths.get(queue, ()) if q not in own_path]
 
         def accept(unit: Unit, taken: list[Running]) -> bool:
-            for q in others(unit[0]):
+            for q in others(unit[0].pod.queue):
                 removed = sum(
                     (request_vector(r.spec) for r in taken if q in cycle.tree.paths[r.pod.queue]),
                     vector(),
@@ -138,20 +129,32 @@ class VictimSearch:
                         return False
             return True
 
-        candidates = [r for r in cycle.running.values() if eligible(r)]
-        if not any(accept(self.unit(r, []), []) for r in candidates):
-            others_running = [r for r in cycle.running.values() if r.pod.managed and others(r)]
-            protected = sum(cycle.preemptible(r.pod) and not eligible(r) for r in others_running)
-            pinned = sum(not cycle.preemptible(r.pod) for r in others_running)
+        above = [
+            q
+            for q in pool.queue_names
+            if q in cycle.tree.queues
+            and others(q)
+            and all(cycle.ratio(p) > 1 + EPS for p in others(q))
+        ]
+        in_other = pool.alive & pool.in_queues([q for q in pool.queue_names if others(q)])
+        mask = in_other & pool.in_queues(above) & pool.reclaim_ok
+        if not mask.any():
+            protected = int(np.count_nonzero(in_other & ~pool.reclaim_ok))
             return None, (
-                "no pod of a queue above its fair share can be reclaimed "
-                f"({pinned} non-preemptible, {protected} within reclaimMinRuntime)"
+                f"no pod of a queue above its fair share can be reclaimed ({len(above)} "
+                f"queue(s) above it; {protected} preemptible pod(s) of other queues within "
+                "reclaimMinRuntime)"
             )
-        plan = self._search("reclaim", eligible, accept, relocate=False)
-        return plan, "found victims" if plan else "evicting eligible pods frees no fitting node"
+        plan = self._search("reclaim", mask, accept, relocate=False)
+        return plan, (
+            "found victims"
+            if plan
+            else "evicting reclaimable pods (their queues kept at their fair share) frees "
+            "no node that fits"
+        )
 
     def _run_consolidate(self, request: FloatArray) -> tuple[Plan | None, str]:
-        cycle, state = self.cycle, self.state
+        state, pool = self.state, self.pool
         whole = sum(p.spec.num_gpu for p in self.job.core if not p.spec.is_gpu_share)
         free_whole = int(np.count_nonzero(state.gpu_free == MILLI))
         if (
@@ -161,11 +164,8 @@ class VictimSearch:
             or state.memory_free.sum() < request[2]
         ):
             return None, "the job does not fit in the cluster's total free capacity"
-
-        def eligible(r: Running) -> bool:
-            return r.pod.managed and cycle.preemptible(r.pod) and r.pod.gang == r.pod.key
-
-        plan = self._search("consolidate", eligible, _always, relocate=True)
+        mask = pool.alive & pool.single
+        plan = self._search("consolidate", mask, _always, relocate=True)
         return plan, "moves found" if plan else "no preemptible pods can be moved to make room"
 
     # -- the search ---------------------------------------------------------------------
@@ -194,14 +194,14 @@ class VictimSearch:
             unit[0].pod.key,
         )
 
-    def fits(self, spec: PodSpec, node: int) -> bool:
-        nodes = self.framework.run_filters(self.state, spec, self.cycle.held).nodes
-        return bool(np.any(nodes == node))
+    def fits(self, spec: PodSpec, node: int, static: BoolArray) -> bool:
+        """``spec`` fits ``node`` now; ``static`` are the nodes its constraints allow."""
+        return bool(static[node]) and self.state.holds(node, spec)
 
     def _search(
         self,
         action: str,
-        eligible: Callable[[Running], bool],
+        mask: BoolArray,
         accept: Callable[[Unit, list[Running]], bool],
         *,
         relocate: bool,
@@ -220,7 +220,7 @@ class VictimSearch:
                 txn.rollback()
                 return None
             spec = self.framework.prepare(pod.spec)
-            best = self._best_node(spec, txn, victims, eligible, accept, relocate=relocate)
+            best = self._best_node(spec, txn, victims, mask, accept, relocate=relocate)
             if best is None:
                 txn.rollback()
                 return None
@@ -244,43 +244,38 @@ class VictimSearch:
         spec: PodSpec,
         txn: Transaction,
         taken: list[Running],
-        eligible: Callable[[Running], bool],
+        mask: BoolArray,
         accept: Callable[[Unit, list[Running]], bool],
         *,
         relocate: bool,
     ) -> tuple[int, list[Running]] | None:
-        gone = {r.pod.key for r in taken} | self.cycle.bound_now
-        by_node: dict[int, list[Unit]] = {}
-        for r in sorted(self.cycle.running.values(), key=lambda r: r.pod.key):
-            if r.pod.key in gone or not eligible(r):
-                continue
-            unit = self.unit(r, taken)
-            if any(member.pod.key in self.cycle.bound_now for member in unit):
-                continue
-            for member in unit:
-                units = by_node.setdefault(member.node, [])
-                if unit not in units:
-                    units.append(unit)
-        if not by_node:
+        """The node where the fewest, cheapest victims make room for ``spec``."""
+        pool = self.pool
+        left = pool.without(mask, [r.pod.key for r in taken])
+        if not left.any():
             return None
-        # Nodes where the pod would fit if every eligible victim there were gone.
-        mark = txn.mark()
-        released: set[str] = set()
-        for units in by_node.values():
-            for unit in units:
-                for r in unit:
-                    if r.pod.key not in released:
-                        released.add(r.pod.key)
-                        txn.release(r)
-        possible = set(self.framework.run_filters(self.state, spec, self.cycle.held).nodes.tolist())
-        txn.rollback(mark)
-        nodes = sorted((n for n in by_node if n in possible), key=lambda n: (len(by_node[n]), n))[
-            :MAX_NODES_TRIED
-        ]
+        freed = pool.freed(self.state, left)
+        possible = np.zeros(self.state.size, dtype=np.bool_)
+        possible[self.framework.run_filters(freed, spec, self.cycle.held).nodes] = True
+        counts = np.bincount(pool.node[left], minlength=self.state.size)
+        nodes = np.flatnonzero(possible & (counts > 0))
+        nodes = nodes[np.lexsort((nodes, counts[nodes]))][:MAX_NODES_TRIED]
+        if nodes.size == 0:
+            return None
+        static = np.zeros(self.state.size, dtype=np.bool_)
+        static[self.framework.run_filters(self.cycle.empty, spec, self.cycle.held).nodes] = True
+        gone = {r.pod.key for r in taken} | self.cycle.bound_now
+        by_node: dict[int, list[Unit]] = {int(n): [] for n in nodes}
+        for r in pool.on_nodes(left, nodes):
+            unit = self.unit(r, taken)
+            if any(member.pod.key in gone for member in unit):
+                continue
+            if unit not in by_node[r.node]:
+                by_node[r.node].append(unit)
         best: tuple[tuple[object, ...], int, list[Running]] | None = None
-        for node in nodes:
+        for node, units in by_node.items():
             tried = self._try_node(
-                spec, node, by_node[node], txn, taken=taken, accept=accept, relocate=relocate
+                spec, node, units, txn, static=static, taken=taken, accept=accept, relocate=relocate
             )
             if tried is not None and (best is None or tried[0] < best[0]):
                 best = (tried[0], node, tried[1])
@@ -293,6 +288,7 @@ class VictimSearch:
         units: list[Unit],
         txn: Transaction,
         *,
+        static: BoolArray,
         taken: list[Running],
         accept: Callable[[Unit, list[Running]], bool],
         relocate: bool,
@@ -307,7 +303,7 @@ class VictimSearch:
             for r in unit:
                 txn.release(r)
             chosen.append(unit)
-            if self.fits(spec, node):
+            if self.fits(spec, node, static):
                 fitted = True
                 break
         if not fitted:
@@ -317,7 +313,7 @@ class VictimSearch:
             inner = txn.mark()
             for r in unit:
                 txn.restore(r)
-            if self.fits(spec, node):
+            if self.fits(spec, node, static):
                 chosen.remove(unit)
             else:
                 txn.rollback(inner)
