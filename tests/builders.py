@@ -70,6 +70,7 @@ def cluster(*nodes: NodeSpec) -> ClusterState:
 def with_gpu_free(state: ClusterState, node_index: int, free: list[int]) -> ClusterState:
     """Set a node's GPUs' free milli directly (a state after some placements)."""
     state.gpu_free[node_index, : len(free)] = free
+    state.refresh_gpu_totals(node_index)
     state.generation[node_index] += 1
     return state
 

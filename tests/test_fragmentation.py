@@ -107,6 +107,7 @@ def test_fragment_delta_matches_recomputing_after_the_placement(
     state = ClusterState([NodeSpec(f"n{i}", 32_000, 10**6, 4, "G") for i in range(len(gpu_rows))])
     for i, row in enumerate(gpu_rows):
         state.gpu_free[i, :4] = row
+        state.refresh_gpu_totals(i)
         state.cpu_free[i] = cpus[i]
     index = FragmentIndex(typical_pods(workload))
     index.sync(state)

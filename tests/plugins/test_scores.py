@@ -62,7 +62,7 @@ def test_gpu_clustering_groups_pods_of_one_kind() -> None:
     for i, kinds in enumerate([{0: 2}, {0: 1, 1: 1}, {}, {2: 1}]):
         for kind, count in kinds.items():
             state.gpu_pod_kinds[i, kind] = count
-    state.gpu_free[0, :2] = [600, 800]  # 7400 free -> fill 25 * 600 // 8000 = 1
+    with_gpu_free(state, 0, [600, 800])  # 7400 free -> fill 25 * 600 // 8000 = 1
     spec = pod().share(200).obj()
     assert scores(GpuClusteringScore(ClusterArgs()), state, spec) == [76, 50, 25, 0]
     assert scores(GpuClusteringScore(ClusterArgs()), state, pod().obj()) == [0, 0, 0, 0]

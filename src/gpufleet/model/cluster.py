@@ -63,6 +63,8 @@ class ClusterState:
         gpu_count: GPUs per node, shape ``(N,)``.
         gpu_present: ``(N, G)`` bool, slot ``g`` exists on node ``i``.
         gpu_free: ``(N, G)`` free milli-GPU per GPU (0 for absent slots).
+        gpu_idle: ``(N,)`` free milli-GPU per node (row sums of ``gpu_free``).
+        gpu_whole_free: ``(N,)`` fully free GPUs per node.
         model_id: ``(N,)`` index into ``models``, ``NO_MODEL`` for nodes without GPUs.
         models: GPU model names, sorted.
         node_labels: labels and taints, with cached masks (shared by copies).
@@ -79,8 +81,10 @@ class ClusterState:
         "generation",
         "gpu_count",
         "gpu_free",
+        "gpu_idle",
         "gpu_pod_kinds",
         "gpu_present",
+        "gpu_whole_free",
         "memory_capacity",
         "memory_free",
         "model_id",
@@ -116,6 +120,8 @@ class ClusterState:
         self.cpu_free: IntArray = self.cpu_capacity.copy()
         self.memory_free: IntArray = self.memory_capacity.copy()
         self.gpu_free: IntArray = np.where(self.gpu_present, MILLI, 0).astype(np.int64)
+        self.gpu_idle: IntArray = self.gpu_count * MILLI
+        self.gpu_whole_free: IntArray = self.gpu_count.copy()
         self.gpu_pod_kinds: IntArray = np.zeros((n, g + 1), dtype=np.int64)
         self.generation: IntArray = np.zeros(n, dtype=np.int64)
         self.node_labels = NodeLabels(
@@ -192,6 +198,7 @@ class ClusterState:
             row[g] -= pod.gpu_milli
         if pod.num_gpu:
             self.gpu_pod_kinds[node, gpu_pod_kind(pod)] += 1
+            self.refresh_gpu_totals(node)
         self.generation[node] += 1
 
     def release(self, node: int, pod: PodSpec, gpus: Sequence[int]) -> None:
@@ -204,7 +211,14 @@ class ClusterState:
         self.gpu_free[node, idx] += pod.gpu_milli
         if pod.num_gpu:
             self.gpu_pod_kinds[node, gpu_pod_kind(pod)] -= 1
+            self.refresh_gpu_totals(node)
         self.generation[node] += 1
+
+    def refresh_gpu_totals(self, nodes: int | IntArray) -> None:
+        """Recompute ``gpu_idle`` and ``gpu_whole_free`` of ``nodes`` from ``gpu_free``."""
+        rows = self.gpu_free[nodes]
+        self.gpu_idle[nodes] = rows.sum(axis=-1)
+        self.gpu_whole_free[nodes] = np.count_nonzero(rows == MILLI, axis=-1)
 
     def copy(self) -> ClusterState:
         """An independent copy (for what-if evaluation); it gets a new ``uid``."""

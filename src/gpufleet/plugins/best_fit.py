@@ -41,9 +41,7 @@ class BestFitScore:
         self.args = args
 
     def score(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> FloatArray:
-        return best_fit_score(
-            state.cpu_free[nodes], state.gpu_free[nodes].sum(axis=1), pod, self.args
-        )
+        return best_fit_score(state.cpu_free[nodes], state.gpu_idle[nodes], pod, self.args)
 
 
 def new(args: Args, handle: Handle) -> BestFitScore:

@@ -46,9 +46,7 @@ class DotProductScore:
         self.args = args
 
     def score(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> FloatArray:
-        return dot_product_score(
-            state.cpu_free[nodes], state.gpu_free[nodes].sum(axis=1), pod, self.args
-        )
+        return dot_product_score(state.cpu_free[nodes], state.gpu_idle[nodes], pod, self.args)
 
 
 def new(args: Args, handle: Handle) -> DotProductScore:

@@ -52,7 +52,7 @@ class GpuClusteringScore:
 
     def score(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> FloatArray:
         return gpu_clustering_score(
-            state.gpu_free[nodes].sum(axis=1), state.gpu_pod_kinds[nodes], pod, self.args
+            state.gpu_idle[nodes], state.gpu_pod_kinds[nodes], pod, self.args
         )
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpufleet.framework.protocols import FilterVerdict, Handle
-from gpufleet.model.cluster import BoolArray, ClusterState
+from gpufleet.model.cluster import MILLI, BoolArray, ClusterState
 from gpufleet.model.pod import PodSpec
 
 NAME = "GpuFit"
@@ -26,6 +26,8 @@ class Args:
 
 def gpu_capacity_fits(state: ClusterState, pod: PodSpec) -> BoolArray:
     """Nodes with at least ``num_gpu`` GPUs that each have ``gpu_milli`` free."""
+    if pod.gpu_milli == MILLI:
+        return np.asarray(state.gpu_whole_free >= pod.num_gpu)
     fitting = np.count_nonzero(state.gpu_free >= pod.gpu_milli, axis=1)
     return np.asarray(fitting >= pod.num_gpu)
 

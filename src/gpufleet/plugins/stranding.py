@@ -97,7 +97,7 @@ class StrandedGpuScore:
 
     def score(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> FloatArray:
         return stranding_score(
-            state.gpu_free[nodes].sum(axis=1),
+            state.gpu_idle[nodes],
             state.cpu_free[nodes],
             state.memory_free[nodes],
             pod,

@@ -503,7 +503,7 @@ class Cycle:
             possible = possible[~mask[possible]]
             if possible.size == 0:
                 continue
-            free = self.state.gpu_free[possible].sum(axis=1)
+            free = self.state.gpu_idle[possible]
             node = int(possible[np.argmax(free)])
             mask[node] = mine[node] = True
             names.append(self.state.names[node])

@@ -87,6 +87,7 @@ class VictimPool:
         np.add.at(freed.cpu_free, nodes, self.cpu[mask])
         np.add.at(freed.memory_free, nodes, self.memory[mask])
         np.add.at(freed.gpu_free, nodes, self.gpu[mask])
+        freed.refresh_gpu_totals(np.unique(nodes))
         return freed
 
     def on_nodes(self, mask: BoolArray, nodes: IntArray) -> list[Running]:
