@@ -38,6 +38,7 @@ unit: $(STAMP)
 ## bench: the benchmark scripts (they rewrite their sections of docs/benchmarks.md)
 bench: $(STAMP)
 	$(BIN)/python -m bench.openb_speed
+	$(BIN)/python -m bench.cycle
 	$(BIN)/python -m bench.openb_headroom
 	$(BIN)/python -m bench.openb_gpufleet
 	$(BIN)/python -m bench.openb_fidelity

@@ -210,3 +210,23 @@ def test_overcommitted_snapshot_is_a_clear_error(tmp_path: Path) -> None:
     done = gpufleet("schedule", "-f", str(snapshot), cwd=tmp_path)
     assert done.returncode == 2
     assert "Pod default/a is bound to node n1" in done.stderr
+
+
+def test_the_readme_example(tmp_path: Path) -> None:
+    example = Path(__file__).parent.parent / "examples" / "cluster.yaml"
+    done = gpufleet("schedule", "-f", str(example), "-o", "json", NOW, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    actions = {e["pod"]: e["action"] for e in document["evictions"]}
+    assert actions == {
+        "inference/serve-batch-0": "preempt",
+        "nlp/nlp-sweep-0": "reclaim",
+        "nlp/nlp-sweep-1": "reclaim",
+    }
+    bound = {b["pod"] for b in document["bindings"]}
+    assert bound == {
+        "inference/llm-eval",
+        "inference/llm-train",
+        "vision/detector-0",
+        "vision/detector-1",
+    }

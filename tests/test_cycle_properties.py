@@ -46,12 +46,20 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
         for i in range(n_nodes)
     )
     queues = [QueueSpec("default")]
+    nested = draw(st.booleans())
+    if nested:
+        queues.append(
+            QueueSpec(
+                "dept", quota=vector(draw(st.sampled_from([0, 4]))), quota_set=(True, False, False)
+            )
+        )
     for name in QUEUES:
         quota = draw(st.sampled_from([0, 2, 4]))
         limit = draw(st.sampled_from([np.inf, 4, 6, 12]))
         queues.append(
             QueueSpec(
                 name,
+                "dept" if nested and name != "team-c" else None,
                 quota=vector(quota),
                 limit=vector(max(limit, quota), np.inf, np.inf),
                 weight=vector(draw(st.sampled_from([0, 1, 2])), 1, 1),

@@ -26,12 +26,17 @@ def binding_json(binding: Binding) -> dict[str, object]:
 
 
 def cycle_json(result: CycleResult) -> str:
-    document = {
+    """The what-if JSON, one binding, eviction or pending pod per line."""
+    document: dict[str, list[dict[str, object]]] = {
         "bindings": [binding_json(b) for b in result.bindings],
         "evictions": [{"pod": e.pod, "action": e.action, "for": e.for_} for e in result.evictions],
         "pending": [{"pod": p.pod, "reason": p.reason} for p in result.pending],
     }
-    return json.dumps(document, indent=2) + "\n"
+    sections = []
+    for key, items in document.items():
+        rows = ",\n".join(f"    {json.dumps(item, ensure_ascii=False)}" for item in items)
+        sections.append(f'  "{key}": [\n{rows}\n  ]' if items else f'  "{key}": []')
+    return "{\n" + ",\n".join(sections) + "\n}\n"
 
 
 def cycle_tables(result: CycleResult) -> list[Table]:
@@ -95,7 +100,7 @@ def explain_lines(result: CycleResult, pod: str, record: JobRecord | None) -> li
             if failed == pod
             else f"the turn of {failed}, the first of the job that did not fit,"
         )
-        lines.append(f"  nodes when {who} came:")
+        lines.append(f"  nodes when {who} came (before any eviction):")
         for name, reasons in nodes:
             lines.append(f"    {name}: {'; '.join(reasons) if reasons else 'fits'}")
     return lines

@@ -287,10 +287,10 @@ class Cycle:
         if cached is not None and cached[0] == versions and cached[1] == head.key:
             return cached[2]
         request = sum((request_vector(p.spec) for p in head.core or head.pods), vector())
-        key: list[object] = []
-        for q in self.tree.paths[queue]:
-            key += [-self.tree.queues[q].priority, self.ratio(q, request)]
-        order = (*key, queue)
+        levels = tuple(
+            (-self.tree.queues[q].priority, self.ratio(q, request)) for q in self.tree.paths[queue]
+        )
+        order = (levels, queue)
         self._order_cache[queue] = (versions, head.key, order)
         return order
 

@@ -103,17 +103,27 @@ class VictimSearch:
 
     def _run_reclaim(self, request: FloatArray) -> tuple[Plan | None, str]:
         job, cycle, pool = self.job, self.cycle, self.pool
-        for q in cycle.tree.paths[job.queue]:
-            after = cycle.ratio(q, request)
-            if after > 1 + EPS:
-                return None, (
-                    f"queue {q} would be at {after:.2f}x its fair share "
-                    f"({cycle.fair[q][0]:g} GPUs) with this job; reclaim needs it within"
-                )
-        own_path = set(cycle.tree.paths[job.queue])
+        own_path = cycle.tree.paths[job.queue]
 
         def others(queue: str) -> list[str]:
+            """The victim's queues that the job's queue does not share (never empty)."""
             return [q for q in cycle.tree.paths.get(queue, ()) if q not in own_path]
+
+        def mine(queue: str) -> list[str]:
+            """The job's queues that a victim of ``queue`` does not share."""
+            return [q for q in own_path if q not in cycle.tree.paths.get(queue, ())]
+
+        # Below the queues both share, the job's side must stay within its fair share with
+        # the job and the victim's side must be above its fair share.
+        over = {q: cycle.ratio(q, request) for q in own_path}
+        victims_of = [q for q in pool.queue_names if q in cycle.tree.queues and q not in own_path]
+        allowed = [q for q in victims_of if all(over[m] <= 1 + EPS for m in mine(q))]
+        if victims_of and not allowed:
+            q = max(own_path, key=lambda q: over[q])
+            return None, (
+                f"queue {q} would be at {over[q]:.2f}x its fair share "
+                f"({cycle.fair[q][0]:g} GPUs) with this job; reclaim needs it within"
+            )
 
         def accept(unit: Unit, taken: list[Running]) -> bool:
             for q in others(unit[0].pod.queue):
@@ -129,14 +139,8 @@ class VictimSearch:
                         return False
             return True
 
-        above = [
-            q
-            for q in pool.queue_names
-            if q in cycle.tree.queues
-            and others(q)
-            and all(cycle.ratio(p) > 1 + EPS for p in others(q))
-        ]
-        in_other = pool.alive & pool.in_queues([q for q in pool.queue_names if others(q)])
+        above = [q for q in allowed if all(cycle.ratio(p) > 1 + EPS for p in others(q))]
+        in_other = pool.alive & pool.in_queues(victims_of)
         mask = in_other & pool.in_queues(above) & pool.reclaim_ok
         if not mask.any():
             protected = int(np.count_nonzero(in_other & ~pool.reclaim_ok))
