@@ -145,17 +145,20 @@ def test_cycle_invariants(snapshot: Snapshot) -> None:
     result = run_cycle(snapshot, NOW, CycleConfig())
     placed = final_pods(snapshot, result)
 
-    # No over-commit: CPU per node, milli-GPU per GPU.
+    # No over-commit: CPU and memory per node, milli-GPU per GPU.
     cpu: dict[str, int] = defaultdict(int)
+    memory: dict[str, int] = defaultdict(int)
     gpu: dict[tuple[str, int], int] = defaultdict(int)
     for pod, node, gpus in placed.values():
         cpu[node] += pod.spec.cpu_milli
+        memory[node] += pod.spec.memory_mib
         assert len(gpus) == pod.spec.num_gpu
         for g in gpus:
             gpu[node, g] += pod.spec.gpu_milli
     capacity = {n.name: n for n in snapshot.nodes}
     for node, used in cpu.items():
         assert used <= capacity[node].cpu_milli
+        assert memory[node] <= capacity[node].memory_mib
     for (node, g), used in gpu.items():
         assert 0 <= g < capacity[node].gpus
         assert used <= MILLI

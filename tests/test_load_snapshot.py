@@ -113,6 +113,16 @@ def test_queues(tmp_path: Path) -> None:
     assert team.preempt_min_runtime_s == 5400
 
 
+def test_topology_levels(tmp_path: Path) -> None:
+    topology = (
+        "apiVersion: gpufleet.io/v1alpha1\nkind: Topology\nmetadata: {name: default}\n"
+        "spec: {levels: [{nodeLabel: block}, {nodeLabel: rack}, "
+        "{nodeLabel: kubernetes.io/hostname}]}"
+    )
+    snap = load_snapshot(write(tmp_path, NODE, topology))
+    assert snap.topology == ("block", "rack", "kubernetes.io/hostname")
+
+
 POD = "apiVersion: v1\nkind: Pod\nmetadata: {{name: p, namespace: ml{meta}}}\nspec: {{{spec}}}"
 
 
@@ -241,6 +251,14 @@ POD = "apiVersion: v1\nkind: Pod\nmetadata: {{name: p, namespace: ml{meta}}}\nsp
             ],
             "matchExpressions[0].operator': expected In | NotIn",
             id="bad-operator",
+        ),
+        pytest.param(
+            [
+                "apiVersion: gpufleet.io/v1alpha1\nkind: Topology\nmetadata: {name: t}\n"
+                "spec: {levels: [{nodeLabel: rack}, {name: x}]}"
+            ],
+            "Topology t: field 'spec.levels[1].nodeLabel': expected a node-label key",
+            id="bad-topology",
         ),
         pytest.param(["key: [unclosed"], "is not valid YAML", id="bad-yaml"),
         pytest.param(["- just\n- a list"], "expected Kubernetes objects", id="not-objects"),

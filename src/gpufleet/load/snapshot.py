@@ -231,7 +231,7 @@ def parse_snapshot(objects: Iterator[Obj] | list[Obj], source: str) -> Snapshot:
     by_kind: dict[str, list[_Reader]] = {}
     for obj in objects:
         kind = obj.get("kind")
-        if kind in {"Node", "Pod", "PodGroup", "Queue", "PriorityClass"}:
+        if kind in {"Node", "Pod", "PodGroup", "Queue", "PriorityClass", "Topology"}:
             by_kind.setdefault(str(kind), []).append(_Reader(source, obj))
     nodes = _unique([_node(r) for r in by_kind.get("Node", [])], lambda n: n.name, "Node", source)
     classes = {r.name: _priority_class(r) for r in by_kind.get("PriorityClass", [])}
@@ -247,9 +247,32 @@ def parse_snapshot(objects: Iterator[Obj] | list[Obj], source: str) -> Snapshot:
         for r in by_kind.get("Pod", [])
         if (pod := _pod(r, classes, group_queues, gpu_memory, node_gpus)) is not None
     ]
+    topologies = by_kind.get("Topology", [])
+    if len(topologies) > 1:
+        raise InputError(
+            f"{source}: Topology {topologies[1].name}", "a snapshot holds at most one Topology"
+        )
     return Snapshot(
-        tuple(nodes), tuple(_unique(pods, lambda p: p.key, "Pod", source)), tuple(groups), queues
+        tuple(nodes),
+        tuple(_unique(pods, lambda p: p.key, "Pod", source)),
+        tuple(groups),
+        queues,
+        _topology(topologies[0]) if topologies else (),
     )
+
+
+def _topology(r: _Reader) -> tuple[str, ...]:
+    levels = []
+    for i, level in enumerate(r.sequence("spec.levels")):
+        label = level.get("nodeLabel") if isinstance(level, Mapping) else None
+        if not isinstance(label, str) or not label:
+            raise r.fail(f"spec.levels[{i}].nodeLabel", "a node-label key", label)
+        levels.append(label)
+    if not levels:
+        raise r.fail("spec.levels", "at least one level (nodeLabel), widest first", None)
+    if len(set(levels)) != len(levels):
+        raise r.fail("spec.levels", "distinct node labels", levels)
+    return tuple(levels)
 
 
 def _unique(items: list[T], key: Any, kind: str, source: str) -> list[T]:

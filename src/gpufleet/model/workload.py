@@ -107,3 +107,5 @@ class Snapshot:
     pods: tuple[PodInfo, ...] = ()
     groups: tuple[GroupSpec, ...] = ()
     queues: tuple[QueueSpec, ...] = ()
+    topology: tuple[str, ...] = ()
+    """Node-label keys of the topology levels, widest first (the Topology object)."""
