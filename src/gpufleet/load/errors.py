@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
 
 class InputError(Exception):
     """Input that gpufleet cannot use. The CLI prints :meth:`__str__` and exits 2."""
@@ -16,3 +20,19 @@ class InputError(Exception):
         where = self.source if self.line is None else f"{self.source}:{self.line}"
         what = f"field {self.field!r}: " if self.field else ""
         return f"{where}: {what}{self.problem}"
+
+
+@contextmanager
+def reading(path: Path, expected: str) -> Iterator[None]:
+    """Turn the ways reading ``path`` can fail into one-line :class:`InputError` s."""
+    source = str(path)
+    try:
+        yield
+    except FileNotFoundError:
+        raise InputError(source, "no such file") from None
+    except IsADirectoryError:
+        raise InputError(source, f"is a directory, expected {expected}") from None
+    except UnicodeDecodeError:
+        raise InputError(source, f"is not UTF-8 text, expected {expected}") from None
+    except OSError as exc:
+        raise InputError(source, f"cannot be read ({exc.strerror})") from None

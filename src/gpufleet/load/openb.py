@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gpufleet.load.errors import InputError
+from gpufleet.load.errors import InputError, reading
 from gpufleet.model.cluster import MILLI, NodeSpec
 from gpufleet.model.pod import PodSpec
 
@@ -45,14 +45,8 @@ def bundled(filename: str) -> Path:
 
 def _rows(path: Path, required: Sequence[str]) -> Iterator[tuple[int, dict[str, str]]]:
     source = str(path)
-    try:
+    with reading(path, "a CSV file"):
         handle = path.open(newline="", encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(source, "no such file") from None
-    except IsADirectoryError:
-        raise InputError(source, "is a directory, expected a CSV file") from None
-    except OSError as exc:
-        raise InputError(source, f"cannot be read ({exc.strerror})") from None
     with handle:
         try:
             reader = csv.DictReader(handle)

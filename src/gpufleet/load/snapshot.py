@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 import yaml
 from lightkube.utils.quantity import parse_quantity
 
-from gpufleet.load.errors import InputError
+from gpufleet.load.errors import InputError, reading
 from gpufleet.model.cluster import MILLI, NodeSpec
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.selectors import (
@@ -183,16 +183,8 @@ def _mib(q: Decimal, *, round_up: bool) -> int:
 
 def _documents(path: Path) -> Iterator[Any]:
     source = str(path)
-    try:
+    with reading(path, "a YAML file"):
         text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(source, "no such file") from None
-    except IsADirectoryError:
-        raise InputError(source, "is a directory, expected a YAML file") from None
-    except UnicodeDecodeError:
-        raise InputError(source, "is not UTF-8 text, expected YAML") from None
-    except OSError as exc:
-        raise InputError(source, f"cannot be read ({exc.strerror})") from None
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
         yield from yaml.load_all(text, Loader=loader)

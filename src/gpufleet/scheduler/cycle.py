@@ -355,19 +355,8 @@ class Cycle:
                 self._apply(job, plan)
             else:
                 self._commit(txn, core)
-        outcome = "bound" if core else "elastic"
         self._extras(job)
-        self.records.append(
-            JobRecord(
-                job.key,
-                job.queue,
-                job.priority,
-                tuple(p.key for p in job.pods),
-                *record,
-                outcome,
-                tuple(notes),
-            )
-        )
+        self._record(job, record, "bound" if core else "elastic", notes)
 
     def admission(self, job: Job, request: FloatArray) -> str | None:
         """Why the queue cannot take ``request`` now (limit, quota), or None."""
@@ -521,18 +510,18 @@ class Cycle:
         record: tuple[FloatArray, FloatArray, float] | None = None,
     ) -> None:
         self.pending.extend(Pending(p.key, reason) for p in pods)
-        if record is None:
-            record = (vector(), vector(), 0.0)
+        self._record(job, record or (vector(), vector(), 0.0), "pending", notes)
+
+    def _record(
+        self,
+        job: Job,
+        record: tuple[FloatArray, FloatArray, float],
+        outcome: str,
+        notes: list[str] | tuple[str, ...],
+    ) -> None:
+        keys = tuple(p.key for p in job.pods)
         self.records.append(
-            JobRecord(
-                job.key,
-                job.queue,
-                job.priority,
-                tuple(p.key for p in job.pods),
-                *record,
-                "pending",
-                tuple(notes),
-            )
+            JobRecord(job.key, job.queue, job.priority, keys, *record, outcome, tuple(notes))
         )
 
     def _watch(self, job: Job, pod: PodInfo) -> None:
