@@ -260,6 +260,17 @@ POD = "apiVersion: v1\nkind: Pod\nmetadata: {{name: p, namespace: ml{meta}}}\nsp
             "Topology t: field 'spec.levels[1].nodeLabel': expected a node-label key",
             id="bad-topology",
         ),
+        pytest.param(
+            [
+                "apiVersion: gpufleet.io/v1alpha1\nkind: Topology\nmetadata: {name: t}\n"
+                "spec: {levels: [{nodeLabel: rack}]}",
+                "apiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\nmetadata: {name: g, "
+                "annotations: {gpufleet.io/topology-required: zone}}\nspec: {minMember: 2}",
+            ],
+            "PodGroup default/g: field 'metadata.annotations.gpufleet.io/topology-required': "
+            "expected one of the Topology's levels (rack), got 'zone'",
+            id="unknown-topology-level",
+        ),
         pytest.param(["key: [unclosed"], "is not valid YAML", id="bad-yaml"),
         pytest.param(["- just\n- a list"], "expected Kubernetes objects", id="not-objects"),
     ],

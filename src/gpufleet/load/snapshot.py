@@ -64,6 +64,8 @@ FRACTION_ANNOTATION = "gpufleet.io/gpu-fraction"
 GPU_MEMORY_ANNOTATION = "gpufleet.io/gpu-memory"
 GPU_INDEX_ANNOTATION = "gpufleet.io/gpu-index"
 STALE_ANNOTATION = "gpufleet.io/stale-since"
+TOPOLOGY_REQUIRED = "gpufleet.io/topology-required"
+TOPOLOGY_PREFERRED = "gpufleet.io/topology-preferred"
 MIB = 1 << 20
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
@@ -244,12 +246,24 @@ def parse_snapshot(objects: Iterator[Obj] | list[Obj], source: str) -> Snapshot:
         raise InputError(
             f"{source}: Topology {topologies[1].name}", "a snapshot holds at most one Topology"
         )
+    levels = _topology(topologies[0]) if topologies else ()
+    for group in groups:
+        for annotation, key in (
+            (TOPOLOGY_REQUIRED, group.topology_required),
+            (TOPOLOGY_PREFERRED, group.topology_preferred),
+        ):
+            if key is not None and levels and key not in levels:
+                raise InputError(
+                    f"{source}: PodGroup {group.key}",
+                    f"expected one of the Topology's levels ({', '.join(levels)}), got {key!r}",
+                    field=f"metadata.annotations.{annotation}",
+                )
     return Snapshot(
         tuple(nodes),
         tuple(_unique(pods, lambda p: p.key, "Pod", source)),
         tuple(groups),
         queues,
-        _topology(topologies[0]) if topologies else (),
+        levels,
     )
 
 
@@ -425,6 +439,8 @@ def _group(r: _Reader) -> GroupSpec:
         labels.get(QUEUE_LABEL, DEFAULT_QUEUE),
         r.time("metadata.creationTimestamp") or 0.0,
         stale,
+        annotations.get(TOPOLOGY_REQUIRED) or None,
+        annotations.get(TOPOLOGY_PREFERRED) or None,
     )
 
 

@@ -97,6 +97,10 @@ class GroupSpec:
     queue: str = DEFAULT_QUEUE
     created: float = 0.0
     stale_since: float | None = None
+    topology_required: str | None = None
+    """Node-label key of the level whose one domain must hold the whole gang."""
+    topology_preferred: str | None = None
+    """Node-label key of the level whose one domain should hold the gang, if any can."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,12 +49,17 @@ from gpufleet.scheduler.fairshare import EPS, QueueTree, fair_shares, share_rati
 from gpufleet.scheduler.outcome import Binding, CycleResult, Eviction, JobRecord, Pending
 from gpufleet.scheduler.placement import Placement, place
 from gpufleet.scheduler.pool import VictimPool
+from gpufleet.scheduler.topology import Domains, Failure, GangPlacement, levels_for, restrict
 from gpufleet.scheduler.transaction import Running, Transaction
 from gpufleet.scheduler.victims import Plan, VictimSearch
 
 if TYPE_CHECKING:
     from gpufleet.model.cluster import FloatArray
     from gpufleet.model.pod import PodSpec
+
+
+MAX_ROOM_DOMAINS = 4
+"""Topology domains (largest first) in which victims are sought for a constrained gang."""
 
 
 class SnapshotError(ValueError):
@@ -341,12 +346,12 @@ class Cycle:
                 self._pend(job, job.pods, blocked, notes=notes, record=record)
                 return
             txn = Transaction(self.state)
-            failure = self.allocate(core, txn)
+            failure = self.allocate_job(job, txn)
             if failure is not None:
-                self._watch(job, failure[0])
+                self._watch(job, failure.pod)
                 txn.rollback()
                 plan = None
-                if failure[1].code is not Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                if failure.status.code is not Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                     plan = self.make_room(job, request, notes)
                 if plan is None:
                     reason = self._failure_reason(job, failure)
@@ -386,15 +391,23 @@ class Cycle:
         return None
 
     def allocate(
-        self, pods: tuple[PodInfo, ...], txn: Transaction
-    ) -> tuple[PodInfo, Status, int] | None:
-        """Place ``pods`` in ``txn``; on failure the first pod that did not fit and why."""
+        self, pods: tuple[PodInfo, ...], txn: Transaction, held: Held | None
+    ) -> Failure | None:
+        """Place ``pods`` in ``txn`` off ``held`` nodes; on failure the first that did not fit."""
         for i, pod in enumerate(pods):
-            outcome = place(self.framework, self.state, pod.spec, self.held)
+            outcome = place(self.framework, self.state, pod.spec, held)
             if isinstance(outcome, Status):
-                return pod, outcome, i
+                return Failure(pod, outcome, i)
             txn.reserve(outcome.node, outcome.pod, outcome.gpus)
         return None
+
+    def allocate_job(self, job: Job, txn: Transaction) -> Failure | None:
+        """Place the job's core, inside a topology domain when its PodGroup asks for one."""
+        group = self.groups.get(job.key)
+        if group is not None and levels_for(group, self.snapshot.topology) is not None:
+            gang = GangPlacement(self.allocate, job.core, txn, self.held)
+            return gang.allocate(group, self.snapshot.topology)
+        return self.allocate(job.core, txn, self.held)
 
     def _commit(self, txn: Transaction, pods: tuple[PodInfo, ...]) -> None:
         reserved = txn.reserved()
@@ -435,8 +448,10 @@ class Cycle:
                 Pending(pod.key, f"elastic pod beyond minMember of {job.key}: {blocked}")
             )
 
-    def _failure_reason(self, job: Job, failure: tuple[PodInfo, Status, int]) -> str:
-        pod, status, fitted = failure
+    def _failure_reason(self, job: Job, failure: Failure) -> str:
+        pod, status, fitted = failure.pod, failure.status, failure.fitted
+        if failure.reason is not None:
+            return f"gang {job.key} of {len(job.core)} pods: {failure.reason}"
         if len(job.core) == 1:
             return status.message()
         return (
@@ -541,12 +556,44 @@ class Cycle:
         fair share (its pods may have become reclaimable). So the many identical jobs of a
         saturated cluster cost one search, not one each (KAI skips such jobs alike).
         """
+        base = self.held
+        try:
+            for held in self._room_restrictions(job):
+                self.held = held
+                plan = self._make_room_within(job, request, notes)
+                if plan is not None:
+                    return plan
+        finally:
+            self.held = base
+        return None
+
+    def _room_restrictions(self, job: Job) -> list[Held | None]:
+        """Where victims may be sought: inside the largest topology domains, or anywhere."""
+        group = self.groups.get(job.key)
+        plan = levels_for(group, self.snapshot.topology) if group is not None else None
+        if plan is None:
+            return [self.held]
+        kind, levels = plan
+        domains = Domains.of(self.state, levels[0])
+        inside = domains.ids >= 0
+        capacity = np.bincount(
+            domains.ids[inside], weights=self.state.gpu_count[inside], minlength=len(domains.names)
+        )
+        best = sorted(range(len(domains.names)), key=lambda d: (-capacity[d], domains.names[d]))
+        out: list[Held | None] = [
+            restrict(self.held, domains.outside(d), f"node(s) outside {domains.short}")
+            for d in best[:MAX_ROOM_DOMAINS]
+        ]
+        return [*out, self.held] if kind == "preferred" else out
+
+    def _make_room_within(self, job: Job, request: FloatArray, notes: list[str]) -> Plan | None:
         search = VictimSearch(self, job)
         shape = (
             job.queue,
             job.priority,
             job.can_preempt,
             tuple(replace(p.spec, name="") for p in job.core),
+            None if self.held is None else self.held.mask.tobytes(),
         )
         for action in self.config.actions:
             epoch = (len(self.evictions), self.over_share if action == "reclaim" else 0)

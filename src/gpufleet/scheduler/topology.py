@@ -1,0 +1,219 @@
+"""Gangs inside topology domains: NVLink domain, rack, block (Kueue's Topology levels).
+
+A level is a node-label key (``topology.kubernetes.io/rack``); a domain is the set of nodes
+sharing a value of it. A PodGroup asks for one of two things:
+
+* ``gpufleet.io/topology-required: <key>`` — every pod of the gang inside one domain of
+  that level, or none placed: the job waits with a reason per domain ("rack r1 can hold 3
+  of 4 pods; rack r2 can hold 2 of 4 pods");
+* ``gpufleet.io/topology-preferred: <key>`` — one domain of that level if any can hold the
+  gang; otherwise one domain of the next wider level of the Topology object (rack, then
+  block, ...); otherwise anywhere, filling the domains of the preferred level with the most
+  free GPUs first so that the gang spans as few of them as possible.
+
+Among the domains that can hold the gang, the fullest wins (the least free GPU that still
+fits): whole racks stay free for the next large gang, as best-fit does for nodes. Inside
+the domain the placement policy chooses nodes and GPUs as for any pod.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from gpufleet.framework.runtime import Held
+from gpufleet.framework.status import Code, Status
+
+if TYPE_CHECKING:
+    from gpufleet.model.cluster import BoolArray, ClusterState, IntArray
+    from gpufleet.model.workload import GroupSpec, PodInfo
+    from gpufleet.scheduler.transaction import Transaction
+
+PlaceAll = Callable[[tuple["PodInfo", ...], "Transaction", Held | None], "Failure | None"]
+"""The cycle's all-or-nothing placement of pods within the nodes ``Held`` leaves."""
+
+REQUIRED = "gpufleet.io/topology-required"
+PREFERRED = "gpufleet.io/topology-preferred"
+
+
+@dataclass(frozen=True, slots=True)
+class Domains:
+    """The domains of one level: per node its domain id (-1: the node lacks the label)."""
+
+    level: str
+    ids: IntArray
+    names: tuple[str, ...]
+
+    @staticmethod
+    def of(state: ClusterState, level: str) -> Domains:
+        values = state.node_labels.label_values(level)
+        names = tuple(sorted({v for v in values if v is not None}))
+        index = {name: i for i, name in enumerate(names)}
+        ids = np.array([index[v] if v is not None else -1 for v in values], dtype=np.int64)
+        return Domains(level, ids, names)
+
+    @property
+    def short(self) -> str:
+        """The level as people say it: ``rack`` for ``topology.kubernetes.io/rack``."""
+        return self.level.rsplit("/", 1)[-1]
+
+    def free_milli(self, state: ClusterState) -> IntArray:
+        inside = self.ids >= 0
+        return np.bincount(
+            self.ids[inside], weights=state.gpu_idle[inside], minlength=len(self.names)
+        ).astype(np.int64)
+
+    def outside(self, domain: int) -> BoolArray:
+        return np.asarray(self.ids != domain)
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """Why a job's core could not be placed: the first pod that did not fit, and why."""
+
+    pod: PodInfo
+    status: Status
+    fitted: int
+    reason: str | None = None
+    """A reason that replaces the pod's own (e.g. one per topology domain)."""
+
+
+def levels_for(group: GroupSpec, topology: Sequence[str]) -> tuple[str, tuple[str, ...]] | None:
+    """("required" | "preferred", the levels to try in order), or None without a constraint."""
+    if group.topology_required:
+        return "required", (group.topology_required,)
+    if group.topology_preferred:
+        key = group.topology_preferred
+        wider = tuple(reversed(topology[: topology.index(key)])) if key in topology else ()
+        return "preferred", (key, *wider)
+    return None
+
+
+def restrict(held: Held | None, outside: BoolArray, message: str) -> Held:
+    """``held`` plus the nodes outside a domain."""
+    mask = outside if held is None else (held.mask | outside)
+    return Held(mask, message)
+
+
+def domain_order(domains: Domains, state: ClusterState, needed_milli: int) -> list[int]:
+    """Domains with enough free GPU for the gang, fullest first (then by name)."""
+    free = domains.free_milli(state)
+    fitting = np.flatnonzero(free >= needed_milli)
+    return sorted((int(d) for d in fitting), key=lambda d: (int(free[d]), domains.names[d]))
+
+
+def per_domain_reason(domains: Domains, counts: dict[int, int], pods: int) -> str:
+    """ "rack r1 can hold 3 of 4 pods; rack r2 can hold 2 of 4 pods" (best domains first)."""
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], domains.names[kv[0]]))
+    shown = [
+        f"{domains.short} {domains.names[d]} can hold {n} of {pods} pods" for d, n in ranked[:4]
+    ]
+    more = len(ranked) - len(shown)
+    return "; ".join(shown) + (f"; {more} more {domains.short}(s) hold fewer" if more else "")
+
+
+class GangPlacement:
+    """One gang's pods, placed all or nothing inside the domains its PodGroup asks for."""
+
+    def __init__(
+        self,
+        place_all: PlaceAll,
+        pods: tuple[PodInfo, ...],
+        txn: Transaction,
+        held: Held | None,
+    ) -> None:
+        self.place_all, self.pods, self.txn, self.held = place_all, pods, txn, held
+        self.state = txn.state
+
+    def within(self, domains: Domains, d: int, pods: tuple[PodInfo, ...]) -> Failure | None:
+        outside = restrict(
+            self.held, domains.outside(d), f"node(s) outside {domains.short} {domains.names[d]}"
+        )
+        return self.place_all(pods, self.txn, outside)
+
+    def first_fitting(
+        self, domains: Domains, order: Sequence[int]
+    ) -> tuple[int | None, dict[int, int], Failure | None]:
+        """The first domain of ``order`` that holds every pod (kept in the transaction),
+        how many pods each domain tried could hold, and the last failure."""
+        counts: dict[int, int] = {}
+        last: Failure | None = None
+        for d in order:
+            mark = self.txn.mark()
+            failure = self.within(domains, d, self.pods)
+            if failure is None:
+                return d, counts, None
+            counts[d] = failure.fitted
+            last = failure
+            self.txn.rollback(mark)
+        return None, counts, last
+
+    def count_untried(self, domains: Domains, counts: dict[int, int]) -> dict[int, int]:
+        """How many pods the untried domains with the most free GPU could hold (for the reason)."""
+        free = domains.free_milli(self.state)
+        untried = sorted(
+            (d for d in range(len(domains.names)) if d not in counts), key=lambda d: -int(free[d])
+        )
+        for d in untried[:4]:
+            mark = self.txn.mark()
+            failure = self.within(domains, d, self.pods)
+            counts[d] = len(self.pods) if failure is None else failure.fitted
+            self.txn.rollback(mark)
+        return counts
+
+    def spread_fewest(self, domains: Domains) -> Failure | None:
+        """Each pod in the domain with the most free GPU that holds it, else anywhere."""
+        free = domains.free_milli(self.state)
+        order = sorted(range(len(domains.names)), key=lambda d: (-int(free[d]), domains.names[d]))
+        mark = self.txn.mark()
+        for i, pod in enumerate(self.pods):
+            last: Failure | None = None
+            for d in [*order, None]:
+                if d is None:  # finally anywhere, nodes without the label too
+                    failure = self.place_all((pod,), self.txn, self.held)
+                else:
+                    failure = self.within(domains, d, (pod,))
+                if failure is None:
+                    break
+                last = failure
+            else:
+                self.txn.rollback(mark)
+                assert last is not None
+                return Failure(pod, last.status, i)
+        return None
+
+    def allocate(self, group: GroupSpec, topology: Sequence[str]) -> Failure | None:
+        """Place the gang under its PodGroup's topology constraint (the module's rules)."""
+        plan = levels_for(group, topology)
+        assert plan is not None
+        kind, levels = plan
+        needed = sum(p.spec.total_gpu_milli for p in self.pods)
+        reason = ""
+        last: Failure | None = None
+        for level in levels:
+            domains = Domains.of(self.state, level)
+            order = domain_order(domains, self.state, needed)
+            chosen, counts, failure = self.first_fitting(domains, order)
+            if chosen is not None:
+                return None
+            last = failure or last
+            if not reason:
+                reason = (
+                    per_domain_reason(domains, self.count_untried(domains, counts), len(self.pods))
+                    if domains.names
+                    else f"no node has the label {level}"
+                )
+        if kind == "preferred":
+            last = self.spread_fewest(Domains.of(self.state, levels[0]))
+            if last is None:
+                return None
+        status = (
+            last.status
+            if last is not None
+            else Status(Code.UNSCHEDULABLE, total_nodes=self.state.size)
+        )
+        pod = last.pod if last is not None else self.pods[0]
+        return Failure(pod, status, 0, f"topology {kind} {levels[0]}: {reason}")
