@@ -39,6 +39,7 @@ unit: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench.openb_speed
 	$(BIN)/python -m bench.cycle
+	$(BIN)/python -m bench.topology
 	$(BIN)/python -m bench.openb_headroom
 	$(BIN)/python -m bench.openb_gpufleet
 	$(BIN)/python -m bench.openb_fidelity

@@ -30,7 +30,7 @@ def test_node_quantities_labels_and_taints(tmp_path: Path) -> None:
     (n1,) = snap.nodes
     assert (n1.cpu_milli, n1.memory_mib, n1.gpus, n1.gpu_model) == (63500, 503 * 1024, 8, "H100")
     assert n1.taints == (Taint("dedicated", "ml", "NoSchedule"),)
-    assert [q.name for q in snap.queues] == ["default"]
+    assert snap.queues == ()
 
 
 def test_kind_list_and_pod_requests(tmp_path: Path) -> None:

@@ -422,8 +422,6 @@ def _queues(specs: list[tuple[QueueSpec, tuple[bool, ...]]], source: str) -> tup
                 )
             seen.add(parent)
             parent = queues[parent].parent
-    if DEFAULT_QUEUE not in queues:
-        queues[DEFAULT_QUEUE] = QueueSpec(DEFAULT_QUEUE)
     return tuple(queues[name] for name in sorted(queues))
 
 

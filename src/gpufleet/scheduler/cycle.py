@@ -34,11 +34,13 @@ from gpufleet.framework.status import Code, Status
 from gpufleet.model.cluster import BoolArray, ClusterState
 from gpufleet.model.fragmentation import FragmentIndex, typical_pods
 from gpufleet.model.workload import (
+    DEFAULT_QUEUE,
     NON_PREEMPTIBLE_PRIORITY,
     RESOURCES,
     UNITS,
     GroupSpec,
     PodInfo,
+    QueueSpec,
     Snapshot,
     request_vector,
     vector,
@@ -157,7 +159,10 @@ class Cycle:
         self.state = ClusterState(nodes)
         self.empty = ClusterState(nodes)
         self.node_index = {name: i for i, name in enumerate(self.state.names)}
-        self.tree = QueueTree.of(snapshot.queues)
+        queues = snapshot.queues
+        if DEFAULT_QUEUE not in {q.name for q in queues}:
+            queues = (*queues, QueueSpec(DEFAULT_QUEUE))  # pods without a queue go here
+        self.tree = QueueTree.of(queues)
         self.groups = {g.key: g for g in snapshot.groups}
         specs = [p.spec for p in snapshot.pods]
         self.framework = Framework(
