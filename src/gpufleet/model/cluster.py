@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from gpufleet.model.mig import MigLayouts, table_for
 from gpufleet.model.selectors import NodeLabels, Taint
 
 if TYPE_CHECKING:
@@ -51,6 +52,10 @@ class NodeSpec:
     gpu_model: str | None
     labels: dict[str, str] = field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
+    mig_slices: dict[str, int] = field(default_factory=dict)
+    """Static MIG: slices the node advertises per profile (``{"1g.10gb": 7}``)."""
+    mig_dynamic: bool = False
+    """Dynamic MIG: gpufleet chooses how the node's GPUs are partitioned."""
 
 
 class ClusterState:
@@ -68,6 +73,8 @@ class ClusterState:
         model_id: ``(N,)`` index into ``models``, ``NO_MODEL`` for nodes without GPUs.
         models: GPU model names, sorted.
         node_labels: labels and taints, with cached masks (shared by copies).
+        mig_profiles: static MIG profiles of the cluster; ``mig_free`` ``(N, P)`` free slices.
+        mig: the partitions of dynamic-MIG GPUs (None when the cluster has none).
         gpu_pod_kinds: ``(N, G + 1)`` pods per kind on each node: column 0 counts pods with
             a share of a GPU, column ``n`` pods with ``n`` whole GPUs (GPU "affinity").
         generation: ``(N,)`` counter bumped on every change of the node.
@@ -87,6 +94,9 @@ class ClusterState:
         "gpu_whole_free",
         "memory_capacity",
         "memory_free",
+        "mig",
+        "mig_free",
+        "mig_profiles",
         "model_id",
         "models",
         "names",
@@ -126,6 +136,21 @@ class ClusterState:
         self.generation: IntArray = np.zeros(n, dtype=np.int64)
         self.node_labels = NodeLabels(
             [node.labels for node in nodes], [node.taints for node in nodes]
+        )
+        self.mig_profiles: tuple[str, ...] = tuple(
+            sorted({p for node in nodes for p in node.mig_slices})
+        )
+        self.mig_free: IntArray = np.array(
+            [[node.mig_slices.get(p, 0) for p in self.mig_profiles] for node in nodes],
+            dtype=np.int64,
+        ).reshape(n, len(self.mig_profiles))
+        dynamic = {
+            i: table
+            for i, node in enumerate(nodes)
+            if node.mig_dynamic and (table := table_for(node.gpu_model)) is not None
+        }
+        self.mig: MigLayouts | None = (
+            MigLayouts(dynamic, {i: nodes[i].gpus for i in dynamic}) if dynamic else None
         )
         self.uid = next(_state_ids)
         self._model_masks: dict[frozenset[str] | None, BoolArray] = {}
@@ -168,10 +193,24 @@ class ClusterState:
             self._model_masks[allowed] = mask
         return mask
 
+    def mig_gpu(self, node: int, pod: PodSpec) -> tuple[int, ...] | None:
+        """Where ``pod``'s MIG slice goes on ``node``: ``(gpu,)`` on a dynamic-MIG node (the
+        best option of :meth:`MigLayouts.candidates`), ``()`` on a static one, None if the
+        node cannot serve it."""
+        assert pod.mig_profile is not None
+        if self.mig is not None and self.mig.is_dynamic(node):
+            whole = (self.gpu_free[node] == MILLI).tolist()
+            options = self.mig.candidates(node, pod.mig_profile, whole)
+            return (options[0][1],) if options else None
+        p = self.mig_profile_index(pod.mig_profile)
+        return () if p is not None and self.mig_free[node, p] > 0 else None
+
     def holds(self, node: int, pod: PodSpec) -> bool:
         """Whether ``node`` has ``pod``'s CPU, memory and GPUs free (one node, no masks)."""
         if self.cpu_free[node] < pod.cpu_milli or self.memory_free[node] < pod.memory_mib:
             return False
+        if pod.mig_profile is not None:
+            return self.mig_gpu(node, pod) is not None
         if not pod.num_gpu:
             return True
         return int(np.count_nonzero(self.gpu_free[node] >= pod.gpu_milli)) >= pod.num_gpu
@@ -182,6 +221,9 @@ class ClusterState:
         Raises ValueError if that would over-commit anything: a placement that does not fit
         is a bug in the caller, never a silent over-allocation.
         """
+        if pod.mig_profile is not None:
+            self._reserve_mig(node, pod, gpus)
+            return
         count = int(self.gpu_count[node])
         if len(gpus) != pod.num_gpu or len(set(gpus)) != len(gpus):
             raise ValueError(f"pod {pod.name} needs {pod.num_gpu} distinct GPU(s), got {gpus}")
@@ -201,8 +243,56 @@ class ClusterState:
             self.refresh_gpu_totals(node)
         self.generation[node] += 1
 
+    def _reserve_mig(self, node: int, pod: PodSpec, gpus: Sequence[int]) -> None:
+        if self.cpu_free[node] < pod.cpu_milli or self.memory_free[node] < pod.memory_mib:
+            raise ValueError(f"pod {pod.name} does not fit CPU/memory of {self.names[node]}")
+        assert pod.mig_profile is not None
+        if self.mig is not None and self.mig.is_dynamic(node):
+            if len(gpus) != 1:
+                raise ValueError(f"pod {pod.name}: a MIG slice lives on one GPU, got {gpus}")
+            (g,) = gpus
+            if not self.mig.partitioned(node, g) and self.gpu_free[node, g] != MILLI:
+                raise ValueError(f"pod {pod.name}: GPU {g} of {self.names[node]} is in use")
+            self.mig.place(node, g, pod.mig_profile, pod.name)
+            self.gpu_free[node, g] = 0  # a partitioned GPU serves no whole or shared pods
+            self.refresh_gpu_totals(node)
+        else:
+            p = self.mig_profile_index(pod.mig_profile)
+            if p is None or self.mig_free[node, p] < 1:
+                raise ValueError(
+                    f"pod {pod.name}: no free {pod.mig_resource} on {self.names[node]}"
+                )
+            self.mig_free[node, p] -= 1
+        self.cpu_free[node] -= pod.cpu_milli
+        self.memory_free[node] -= pod.memory_mib
+        self.generation[node] += 1
+
+    def _release_mig(self, node: int, pod: PodSpec, gpus: Sequence[int]) -> None:
+        assert pod.mig_profile is not None
+        if self.mig is not None and self.mig.is_dynamic(node):
+            self.mig.release(node, gpus[0], pod.name)
+            if not self.mig.partitioned(node, gpus[0]):
+                self.gpu_free[node, gpus[0]] = MILLI
+                self.refresh_gpu_totals(node)
+        else:
+            p = self.mig_profile_index(pod.mig_profile)
+            assert p is not None
+            self.mig_free[node, p] += 1
+        self.cpu_free[node] += pod.cpu_milli
+        self.memory_free[node] += pod.memory_mib
+        self.generation[node] += 1
+
+    def mig_profile_index(self, profile: str) -> int | None:
+        try:
+            return self.mig_profiles.index(profile)
+        except ValueError:
+            return None
+
     def release(self, node: int, pod: PodSpec, gpus: Sequence[int]) -> None:
         """Give back what :meth:`reserve` took (a pod finished or was evicted)."""
+        if pod.mig_profile is not None:
+            self._release_mig(node, pod, gpus)
+            return
         idx = np.asarray(gpus, dtype=np.int64)
         if np.any(self.gpu_free[node, idx] + pod.gpu_milli > MILLI):
             raise ValueError(f"pod {pod.name}: releasing GPUs {gpus} beyond their capacity")
@@ -228,6 +318,7 @@ class ClusterState:
             setattr(other, name, value.copy() if isinstance(value, np.ndarray) else value)
         other.uid = next(_state_ids)
         other._model_masks = dict(self._model_masks)
+        other.mig = None if self.mig is None else self.mig.copy()
         return other
 
 

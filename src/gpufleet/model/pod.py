@@ -31,6 +31,8 @@ class PodSpec:
     gpu_models: frozenset[str] | None = None
     constraint: NodeConstraint | None = None
     """Node selector, required node affinity and tolerations (None: any node, no taints)."""
+    mig_profile: str | None = None
+    """A MIG slice the pod asks for (``3g.40gb``: ``nvidia.com/mig-3g.40gb``), one per pod."""
 
     def __post_init__(self) -> None:
         if min(self.cpu_milli, self.memory_mib, self.num_gpu, self.gpu_milli) < 0:
@@ -41,6 +43,21 @@ class PodSpec:
             raise ValueError(f"pod {self.name}: gpu_milli must be in 1..{MILLI}")
         if self.num_gpu > 1 and self.gpu_milli != MILLI:
             raise ValueError(f"pod {self.name}: a share of a GPU is only possible with one GPU")
+        if self.mig_profile is not None and self.num_gpu:
+            raise ValueError(f"pod {self.name}: a MIG slice and whole GPUs in one pod")
+
+    @property
+    def mig_resource(self) -> str | None:
+        """The extended resource of the pod's MIG slice (``nvidia.com/mig-3g.40gb``)."""
+        return None if self.mig_profile is None else f"nvidia.com/mig-{self.mig_profile}"
+
+    @property
+    def gpu_equivalent(self) -> float:
+        """GPUs the pod takes from its queue: whole GPUs, a share, or a MIG slice's compute
+        slices out of 7."""
+        if self.mig_profile is not None:
+            return int(self.mig_profile.split("g.", 1)[0]) / 7
+        return self.total_gpu_milli / MILLI
 
     @property
     def is_gpu_share(self) -> bool:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpufleet.model.cluster import MILLI, FloatArray, NodeSpec
+from gpufleet.model.cluster import FloatArray, NodeSpec
 from gpufleet.model.pod import PodSpec
 
 RESOURCES = ("gpu", "cpu", "memory")
@@ -33,8 +33,9 @@ def vector(gpu: float = 0.0, cpu: float = 0.0, memory: float = 0.0) -> FloatArra
 
 
 def request_vector(pod: PodSpec) -> FloatArray:
-    """What ``pod`` takes from its queue: GPUs (a share counts as its fraction), CPU, memory."""
-    return vector(pod.total_gpu_milli / MILLI, pod.cpu_milli, pod.memory_mib)
+    """What ``pod`` takes from its queue: GPUs (a share or MIG slice as its fraction), CPU,
+    memory."""
+    return vector(pod.gpu_equivalent, pod.cpu_milli, pod.memory_mib)
 
 
 @dataclass(frozen=True, slots=True)

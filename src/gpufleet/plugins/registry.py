@@ -22,6 +22,7 @@ from gpufleet.plugins import (
     gpu_fit,
     gpu_packing,
     kube_default,
+    mig_fit,
     node_affinity,
     node_resources,
     random_score,
@@ -35,6 +36,7 @@ def plugin_registry() -> Registry[PluginFactory]:
     registry.register(node_resources.NAME, partial(node_resources.new, node_resources.Args()))
     registry.register(gpu_fit.NAME, partial(gpu_fit.new, gpu_fit.Args()))
     registry.register(node_affinity.NAME, partial(node_affinity.new, node_affinity.Args()))
+    registry.register(mig_fit.NAME, partial(mig_fit.new, mig_fit.Args()))
     registry.register(taint_toleration.NAME, partial(taint_toleration.new, taint_toleration.Args()))
     registry.register(gpu_choice.BEST_FIT, partial(gpu_choice.new_best_fit, gpu_choice.Args()))
     registry.register(gpu_choice.RANDOM, partial(gpu_choice.new_random, gpu_choice.Args()))
@@ -57,7 +59,13 @@ def plugin_registry() -> Registry[PluginFactory]:
     return registry
 
 
-_FIT = (node_affinity.NAME, taint_toleration.NAME, node_resources.NAME, gpu_fit.NAME)
+_FIT = (
+    node_affinity.NAME,
+    taint_toleration.NAME,
+    node_resources.NAME,
+    gpu_fit.NAME,
+    mig_fit.NAME,
+)
 _PUBLISHED_WEIGHT = 1000
 
 GPUFLEET_FGD_WEIGHT = 10

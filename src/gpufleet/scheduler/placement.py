@@ -38,7 +38,18 @@ def place(
         if nodes.size == 1
         else framework.select_host(nodes, framework.run_scores(state, pod, nodes))
     )
-    return Placement(pod, node, framework.chooser.choose_gpus(state, pod, node))
+    return Placement(pod, node, choose_gpus(framework, state, pod, node))
+
+
+def choose_gpus(
+    framework: Framework, state: ClusterState, pod: PodSpec, node: int
+) -> tuple[int, ...]:
+    """The GPUs ``pod`` takes on ``node`` (which fits it): the MIG choice or the profile's."""
+    if pod.mig_profile is not None:
+        gpus = state.mig_gpu(node, pod)
+        assert gpus is not None, "MigFit let the node through"
+        return gpus
+    return framework.chooser.choose_gpus(state, pod, node)
 
 
 def commit(state: ClusterState, placement: Placement) -> None:

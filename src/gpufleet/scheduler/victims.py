@@ -35,7 +35,7 @@ from gpufleet.framework.status import Code, Status
 from gpufleet.model.cluster import MILLI
 from gpufleet.model.workload import request_vector, vector
 from gpufleet.scheduler.fairshare import EPS
-from gpufleet.scheduler.placement import place
+from gpufleet.scheduler.placement import choose_gpus, place
 from gpufleet.scheduler.transaction import Running, Transaction
 
 if TYPE_CHECKING:
@@ -232,7 +232,7 @@ class VictimSearch:
             for r in chosen:
                 txn.release(r)
                 victims.append(r)
-            gpus = self.framework.chooser.choose_gpus(self.state, spec, node)
+            gpus = choose_gpus(self.framework, self.state, spec, node)
             txn.reserve(node, spec, gpus)
             placements.append((node, spec, gpus))
             if relocate:
@@ -338,7 +338,7 @@ class VictimSearch:
         self, spec: PodSpec, node: int, moved: list[Running], txn: Transaction
     ) -> bool:
         """With the pod on ``node``, can every moved pod be bound elsewhere?"""
-        txn.reserve(node, spec, self.framework.chooser.choose_gpus(self.state, spec, node))
+        txn.reserve(node, spec, choose_gpus(self.framework, self.state, spec, node))
         for r in moved:
             out = place(self.framework, self.state, r.spec, self.cycle.held)
             if isinstance(out, Status):
