@@ -271,6 +271,53 @@ POD = "apiVersion: v1\nkind: Pod\nmetadata: {{name: p, namespace: ml{meta}}}\nsp
             "expected one of the Topology's levels (rack), got 'zone'",
             id="unknown-topology-level",
         ),
+        pytest.param(
+            [NODE, POD.format(meta="", spec="nodeName: [n1], containers: [{name: c}]")],
+            "Pod p: field 'spec.nodeName': expected a string, got ['n1']",
+            id="node-name-not-string",
+        ),
+        pytest.param(
+            [NODE, POD.format(meta="", spec="containers: [{name: c, resources: [1]}]")],
+            "field 'spec.containers[0].resources': expected a mapping, got [1]",
+            id="resources-not-mapping",
+        ),
+        pytest.param(
+            [
+                "apiVersion: gpufleet.io/v1alpha1\nkind: Queue\nmetadata: {name: a}\n"
+                "spec: {resources: {gpu: {overQuotaWeight: .inf}}}"
+            ],
+            "field 'spec.resources.gpu.overQuotaWeight': expected a non-negative number",
+            id="infinite-weight",
+        ),
+        pytest.param(
+            [
+                "apiVersion: gpufleet.io/v1alpha1\nkind: Queue\nmetadata: {name: a}\n"
+                "spec: {preemptMinRuntime: -5}"
+            ],
+            "field 'spec.preemptMinRuntime': expected a non-negative duration",
+            id="negative-duration",
+        ),
+        pytest.param(
+            [
+                "apiVersion: v1\nkind: Node\nmetadata: {name: n}\n"
+                "status: {allocatable: {cpu: '4', memory: 1Gi, nvidia.com/gpu: 1e20}}"
+            ],
+            "field 'status.allocatable.nvidia.com/gpu': expected a non-negative quantity",
+            id="absurd-quantity",
+        ),
+        pytest.param(
+            [
+                NODE,
+                POD.format(
+                    meta="",
+                    spec="affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution:"
+                    " {nodeSelectorTerms: [{matchFields: [{key: spec.unschedulable, operator: In,"
+                    " values: ['true']}]}]}}}, containers: [{name: c}]",
+                ),
+            ],
+            "expected metadata.name with In or NotIn (the only node field)",
+            id="unsupported-match-field",
+        ),
         pytest.param(["key: [unclosed"], "is not valid YAML", id="bad-yaml"),
         pytest.param(["- just\n- a list"], "expected Kubernetes objects", id="not-objects"),
     ],

@@ -245,7 +245,7 @@ def schedule(
         raise typer.BadParameter(f"-o must be json or table, got {output!r}")
     config = _config(policy, starvation_after, stale_grace, non_preemptible_priority)
     snapshot = load_snapshot(filename)
-    result = _run(snapshot, _now(now), config)
+    result = _run(snapshot, _now(now), config, filename)
     if output == "json":
         sys.stdout.write(cycle_json(result))
         return
@@ -274,16 +274,16 @@ def explain(
     config = _config(
         policy, starvation_after, stale_grace, non_preemptible_priority, frozenset({pod})
     )
-    result = _run(snapshot, _now(now), config)
+    result = _run(snapshot, _now(now), config, filename)
     record = next((r for r in result.jobs if pod in r.pods), None)
     typer.echo("\n".join(explain_lines(result, pod, record)))
 
 
-def _run(snapshot: Snapshot, now: float, config: CycleConfig) -> CycleResult:
+def _run(snapshot: Snapshot, now: float, config: CycleConfig, source: Path) -> CycleResult:
     try:
         return run_cycle(snapshot, now, config)
     except SnapshotError as exc:
-        raise InputError("snapshot", str(exc)) from None
+        raise InputError(str(source), str(exc)) from None
 
 
 def main() -> None:

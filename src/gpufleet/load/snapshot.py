@@ -27,7 +27,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, TypeVar
@@ -39,6 +39,7 @@ from gpufleet.load.errors import InputError, reading
 from gpufleet.model.cluster import MILLI, NodeSpec
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.selectors import (
+    FIELD_NODE_NAME,
     OPERATORS,
     NodeConstraint,
     Requirement,
@@ -71,6 +72,10 @@ MIB = 1 << 20
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _DURATION_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
+KINDS = frozenset({"Node", "Pod", "PodGroup", "Queue", "PriorityClass", "Topology"})
+MAX_QUANTITY = Decimal(2) ** 52
+"""Quantities beyond this (in bytes, cores or devices) are typos, not clusters."""
+
 Obj = Mapping[str, Any]
 T = TypeVar("T")
 
@@ -90,6 +95,8 @@ class _Reader:
         self.where = f"{source}: {obj.get('kind')} {self.name}"
         if name is None or not isinstance(name, str) or not name:
             raise InputError(self.where, "expected a non-empty string", field="metadata.name")
+        if namespace is not None and not isinstance(namespace, str):
+            raise InputError(self.where, "expected a string", field="metadata.namespace")
 
     def fail(self, field: str, expected: str, got: object) -> InputError:
         return InputError(self.where, f"expected {expected}, got {got!r}", field=field)
@@ -138,9 +145,15 @@ class _Reader:
             parsed = parse_quantity(str(value))
         except ValueError:
             parsed = None
-        if parsed is None or parsed < 0:
+        if parsed is None or not 0 <= parsed < MAX_QUANTITY:
             raise self.fail(path, "a non-negative quantity such as '500m', '4' or '80Gi'", value)
         return parsed
+
+    def string(self, path: str, default: str | None = None) -> str | None:
+        value = self.get(path, default)
+        if value is not None and not isinstance(value, str):
+            raise self.fail(path, "a string", value)
+        return value
 
     def time(self, path: str) -> float | None:
         return self.time_of(path, self.get(path))
@@ -166,6 +179,8 @@ class _Reader:
         if value is None:
             return 0.0
         if isinstance(value, int | float) and not isinstance(value, bool):
+            if not math.isfinite(value) or value < 0:
+                raise self.fail(path, "a non-negative duration such as '90s' or 90", value)
             return float(value)
         text = str(value)
         parts = _DURATION.findall(text)
@@ -221,26 +236,55 @@ def load_snapshot(path: Path) -> Snapshot:
 
 
 def parse_snapshot(objects: Iterator[Obj] | list[Obj], source: str) -> Snapshot:
-    """A snapshot from Kubernetes objects as dictionaries (``source`` names them in errors)."""
+    """A snapshot from Kubernetes objects as dictionaries (``source`` names them in errors).
+
+    Every field the loader reads is checked with its own message; a structure no check
+    foresaw (a list where a string belongs, say) still ends as an InputError naming the
+    object, never a traceback.
+    """
+    try:
+        return _parse(objects, source)
+    except (TypeError, ValueError, AttributeError, KeyError, ArithmeticError) as exc:
+        if isinstance(exc, InputError):
+            raise
+        raise InputError(source, f"unexpected structure: {exc}") from None
+
+
+def _each(readers: list[_Reader], read: Callable[[_Reader], T]) -> list[T]:
+    """``read`` every object; a structure no field check foresaw names its object."""
+    out = []
+    for r in readers:
+        try:
+            out.append(read(r))
+        except InputError:
+            raise
+        except (TypeError, ValueError, AttributeError, KeyError, ArithmeticError) as exc:
+            raise InputError(r.where, f"unexpected structure: {exc}") from None
+    return out
+
+
+def _parse(objects: Iterator[Obj] | list[Obj], source: str) -> Snapshot:
     by_kind: dict[str, list[_Reader]] = {}
     for obj in objects:
         kind = obj.get("kind")
-        if kind in {"Node", "Pod", "PodGroup", "Queue", "PriorityClass", "Topology"}:
-            by_kind.setdefault(str(kind), []).append(_Reader(source, obj))
-    nodes = _unique([_node(r) for r in by_kind.get("Node", [])], lambda n: n.name, "Node", source)
-    classes = {r.name: _priority_class(r) for r in by_kind.get("PriorityClass", [])}
-    queues = _queues([_queue(r) for r in by_kind.get("Queue", [])], source)
+        if isinstance(kind, str) and kind in KINDS:
+            by_kind.setdefault(kind, []).append(_Reader(source, obj))
+    nodes = _unique(_each(by_kind.get("Node", []), _node), lambda n: n.name, "Node", source)
+    class_readers = by_kind.get("PriorityClass", [])
+    classes = dict(
+        zip((r.name for r in class_readers), _each(class_readers, _priority_class), strict=True)
+    )
+    queues = _queues(_each(by_kind.get("Queue", []), _queue), source)
     groups = _unique(
-        [_group(r) for r in by_kind.get("PodGroup", [])], lambda g: g.key, "PodGroup", source
+        _each(by_kind.get("PodGroup", []), _group), lambda g: g.key, "PodGroup", source
     )
     group_queues = {g.key: g.queue for g in groups}
     gpu_memory = _smallest_gpu_memory(by_kind.get("Node", []))
     node_gpus = {n.name: n.gpus for n in nodes}
-    pods = [
-        pod
-        for r in by_kind.get("Pod", [])
-        if (pod := _pod(r, classes, group_queues, gpu_memory, node_gpus)) is not None
-    ]
+    read_pods = _each(
+        by_kind.get("Pod", []), lambda r: _pod(r, classes, group_queues, gpu_memory, node_gpus)
+    )
+    pods = [pod for pod in read_pods if pod is not None]
     topologies = by_kind.get("Topology", [])
     if len(topologies) > 1:
         raise InputError(
@@ -336,7 +380,7 @@ def _smallest_gpu_memory(readers: list[_Reader]) -> int | None:
     for r in readers:
         raw = r.strings("metadata.labels").get(GPU_MEMORY_LABEL)
         if raw is not None:
-            if not raw.isdigit() or int(raw) == 0:
+            if not _INTEGER.fullmatch(raw) or int(raw) <= 0 or len(raw) > 9:
                 raise r.fail(
                     f"metadata.labels.{GPU_MEMORY_LABEL}", "MiB as a positive integer", raw
                 )
@@ -372,7 +416,12 @@ def _resource_spec(r: _Reader, resource: str) -> tuple[float, float, float, bool
 
     quota = amount("quota", 0.0)
     weight = spec.get("overQuotaWeight", 1)
-    if isinstance(weight, bool) or not isinstance(weight, int | float) or weight < 0:
+    if (
+        isinstance(weight, bool)
+        or not isinstance(weight, int | float)
+        or not math.isfinite(weight)
+        or weight < 0
+    ):
         raise r.fail(f"{base}.overQuotaWeight", "a non-negative number", weight)
     given = "quota" in spec and quota >= 0
     return max(quota, 0.0), amount("limit", math.inf), float(weight), given
@@ -449,6 +498,8 @@ def _requests(r: _Reader) -> dict[str, Decimal]:
             if not isinstance(container, Mapping):
                 raise r.fail(f"{path}[{i}]", "a container", container)
             resources = container.get("resources") or {}
+            if not isinstance(resources, Mapping):
+                raise r.fail(f"{path}[{i}].resources", "a mapping", resources)
             merged: dict[str, Decimal] = {}
             for part in ("limits", "requests"):  # requests win; limits default them
                 values = resources.get(part) or {}
@@ -511,6 +562,32 @@ def _gpu_request(
     return 1, milli
 
 
+NOTHING = Requirement("", "In", ())
+"""A requirement no node meets (what an empty node-selector term means)."""
+_INTEGER = re.compile(r"-?[0-9]+")
+
+
+def _requirement(r: _Reader, field: str, expr: object, kind: str) -> Requirement:
+    if not isinstance(expr, Mapping) or expr.get("operator") not in OPERATORS:
+        got = expr.get("operator") if isinstance(expr, Mapping) else expr
+        raise r.fail(f"{field}.operator", " | ".join(OPERATORS), got)
+    raw_values = expr.get("values") or []
+    if not isinstance(raw_values, list):
+        raise r.fail(f"{field}.values", "a list of strings", raw_values)
+    values = tuple(str(v) for v in raw_values)
+    op = str(expr["operator"])
+    if op in {"Gt", "Lt"} and (len(values) != 1 or not _INTEGER.fullmatch(values[0])):
+        raise r.fail(f"{field}.values", "one integer for Gt/Lt", list(values))
+    key = expr.get("key")
+    if not isinstance(key, str) or not key:
+        raise r.fail(f"{field}.key", "a label key", key)
+    if kind == "matchFields":
+        if key != "metadata.name" or op not in {"In", "NotIn"}:
+            raise r.fail(f"{field}", "metadata.name with In or NotIn (the only node field)", key)
+        key = FIELD_NODE_NAME
+    return Requirement(key, op, values)
+
+
 def _constraint(r: _Reader) -> NodeConstraint | None:
     selector = tuple(
         Requirement(k, "In", (v,)) for k, v in sorted(r.strings("spec.nodeSelector").items())
@@ -520,17 +597,17 @@ def _constraint(r: _Reader) -> NodeConstraint | None:
     for i, term in enumerate(r.sequence(f"{path}.nodeSelectorTerms")):
         if not isinstance(term, Mapping):
             raise r.fail(f"{path}.nodeSelectorTerms[{i}]", "a node selector term", term)
-        reqs = []
-        for j, expr in enumerate(term.get("matchExpressions") or []):
-            field = f"{path}.nodeSelectorTerms[{i}].matchExpressions[{j}]"
-            if not isinstance(expr, Mapping) or expr.get("operator") not in OPERATORS:
-                raise r.fail(f"{field}.operator", " | ".join(OPERATORS), expr)
-            values = tuple(str(v) for v in expr.get("values") or ())
-            op = str(expr["operator"])
-            if op in {"Gt", "Lt"} and (len(values) != 1 or not values[0].lstrip("-").isdigit()):
-                raise r.fail(f"{field}.values", "one integer for Gt/Lt", values)
-            reqs.append(Requirement(str(expr.get("key", "")), op, values))
-        terms.append(tuple(reqs))
+        reqs: list[Requirement] = []
+        for kind in ("matchExpressions", "matchFields"):
+            exprs = term.get(kind) or []
+            if not isinstance(exprs, list):
+                raise r.fail(f"{path}.nodeSelectorTerms[{i}].{kind}", "a list", exprs)
+            for j, expr in enumerate(exprs):
+                reqs.append(
+                    _requirement(r, f"{path}.nodeSelectorTerms[{i}].{kind}[{j}]", expr, kind)
+                )
+        # An empty term matches no node (Kubernetes); ORed with others it adds nothing.
+        terms.append(tuple(reqs) if reqs else (NOTHING,))
     if terms:
         full_terms = tuple(selector + term for term in terms)
     else:
@@ -562,7 +639,7 @@ def _pod(
     gpu_memory: int | None,
     node_gpus: dict[str, int],
 ) -> PodInfo | None:
-    phase = r.get("status.phase", "Pending")
+    phase = r.string("status.phase", "Pending")
     if phase in {"Succeeded", "Failed"}:
         return None
     requests = _requests(r)
@@ -578,12 +655,12 @@ def _pod(
     )
     labels = r.strings("metadata.labels")
     annotations = r.strings("metadata.annotations")
-    scheduler = r.get("spec.schedulerName", "default-scheduler")
+    scheduler = r.string("spec.schedulerName", "default-scheduler")
     managed = scheduler == SCHEDULER_NAME
     group = f"{r.namespace}/{labels[POD_GROUP_LABEL]}" if POD_GROUP_LABEL in labels else ""
     queue = labels.get(QUEUE_LABEL) or group_queues.get(group) or DEFAULT_QUEUE
     priority, can_preempt = _priority(r, classes)
-    node = r.get("spec.nodeName")
+    node = r.string("spec.nodeName")
     if node is not None and node not in node_gpus:
         raise r.fail("spec.nodeName", "a Node of the snapshot", node)
     gpus: tuple[int, ...] = ()
@@ -616,8 +693,8 @@ def _pod(
 
 
 def _priority(r: _Reader, classes: dict[str, tuple[int, bool, bool]]) -> tuple[int, bool]:
-    name = r.get("spec.priorityClassName")
-    can_preempt = r.get("spec.preemptionPolicy", "PreemptLowerPriority") != "Never"
+    name = r.string("spec.priorityClassName")
+    can_preempt = r.string("spec.preemptionPolicy", "PreemptLowerPriority") != "Never"
     if name is not None:
         if name not in classes:
             raise r.fail("spec.priorityClassName", "a PriorityClass of the snapshot", name)

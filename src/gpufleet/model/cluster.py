@@ -135,7 +135,7 @@ class ClusterState:
         self.gpu_pod_kinds: IntArray = np.zeros((n, g + 1), dtype=np.int64)
         self.generation: IntArray = np.zeros(n, dtype=np.int64)
         self.node_labels = NodeLabels(
-            [node.labels for node in nodes], [node.taints for node in nodes]
+            [node.labels for node in nodes], [node.taints for node in nodes], self.names
         )
         self.mig_profiles: tuple[str, ...] = tuple(
             sorted({p for node in nodes for p in node.mig_slices})

@@ -29,6 +29,9 @@ OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 
 BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 
+FIELD_NODE_NAME = "metadata.name"
+"""The one node field a ``matchFields`` requirement may name; matched against node names."""
+
 
 @dataclass(frozen=True, slots=True)
 class Requirement:
@@ -100,12 +103,16 @@ class NodeConstraint:
 class NodeLabels:
     """Labels and taints of every node, with cached masks (shared by state copies)."""
 
-    __slots__ = ("_masks", "_taint_masks", "blocking_taints", "labels", "taints")
+    __slots__ = ("_masks", "_taint_masks", "blocking_taints", "labels", "names", "taints")
 
     def __init__(
-        self, labels: Sequence[dict[str, str]], taints: Sequence[tuple[Taint, ...]]
+        self,
+        labels: Sequence[dict[str, str]],
+        taints: Sequence[tuple[Taint, ...]],
+        names: Sequence[str] = (),
     ) -> None:
         self.labels = tuple(labels)
+        self.names = tuple(names)
         self.taints = tuple(taints)
         self._masks: dict[Requirement, BoolArray] = {}
         self._taint_masks: dict[Taint, BoolArray] = {}
@@ -116,8 +123,12 @@ class NodeLabels:
     def requirement_mask(self, requirement: Requirement) -> BoolArray:
         mask = self._masks.get(requirement)
         if mask is None:
+            if requirement.key == FIELD_NODE_NAME:
+                fields = [{FIELD_NODE_NAME: name} for name in self.names]
+            else:
+                fields = list(self.labels)
             mask = np.fromiter(
-                (requirement.matches(labels) for labels in self.labels),
+                (requirement.matches(labels) for labels in fields),
                 dtype=np.bool_,
                 count=len(self.labels),
             )

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -96,6 +97,11 @@ class Job:
         return min(len(self.pods), max(0, self.min_member - self.running))
 
     @property
+    def incomplete(self) -> bool:
+        """Fewer pods exist (running and pending) than ``minMember``: it cannot start."""
+        return self.running + len(self.pods) < self.min_member
+
+    @property
     def core(self) -> tuple[PodInfo, ...]:
         return self.pods[: self.need]
 
@@ -164,16 +170,6 @@ class Cycle:
             queues = (*queues, QueueSpec(DEFAULT_QUEUE))  # pods without a queue go here
         self.tree = QueueTree.of(queues)
         self.groups = {g.key: g for g in snapshot.groups}
-        specs = [p.spec for p in snapshot.pods]
-        self.framework = Framework(
-            POLICIES[config.policy],
-            PLUGINS,
-            Handle(
-                np.random.default_rng(0),
-                FragmentIndex(typical_pods(specs)) if specs else None,
-                None,
-            ),
-        )
         self.running: dict[str, Running] = {}
         self.gang_running: dict[str, list[str]] = defaultdict(list)
         self.alloc: dict[str, FloatArray] = {q: vector() for q in self.tree.queues}
@@ -182,7 +178,7 @@ class Cycle:
         """Bumped when a queue's allocation changes (queue_order caches on it)."""
         self._order_cache: dict[str, tuple[tuple[int, ...], str, tuple[object, ...]]] = {}
         unqueued = vector()
-        for pod in sorted(snapshot.pods, key=lambda p: p.key):
+        for pod in sorted(snapshot.pods, key=lambda p: (not p.gpus, p.key)):
             if pod.node is not None:
                 self._bind_existing(pod)
                 if pod.queue not in self.tree.queues:
@@ -215,6 +211,7 @@ class Cycle:
         self.records: list[JobRecord] = []
         self.node_reasons: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {}
         self.evicted_nodes: set[int] = set()
+        self.freed_gpus: set[tuple[int, int]] = set()
         self.bound_now: set[str] = set()
         self.over_share = 0
         """Bindings that left a queue above its fair share (see make_room)."""
@@ -224,6 +221,19 @@ class Cycle:
         """Nodes held for starving jobs, with the job's GPUs: held against smaller jobs."""
         self.held: Held | None = None
         """The holds that apply to the job being scheduled."""
+
+    @cached_property
+    def framework(self) -> Framework:
+        """The policy's plugins; FGD's target workload is every pod of the snapshot.
+
+        Built on first use: a snapshot without pods has no workload and needs no placement.
+        """
+        specs = [p.spec for p in self.snapshot.pods]
+        return Framework(
+            POLICIES[self.config.policy],
+            PLUGINS,
+            Handle(np.random.default_rng(0), FragmentIndex(typical_pods(specs)), None),
+        )
 
     # -- state --------------------------------------------------------------------------
 
@@ -310,6 +320,10 @@ class Cycle:
         unknown = [j for j in self.jobs if j.queue not in self.tree.queues]
         for job in unknown:
             self._pend(job, job.pods, f"queue {job.queue} does not exist")
+        pending_gangs = {j.key for j in self.jobs}
+        for gang in sorted(self.groups):
+            if gang not in pending_gangs:
+                self._release_stale(gang, "")
         queues: dict[str, deque[Job]] = defaultdict(deque)
         for job in sorted(
             (j for j in self.jobs if j.queue in self.tree.queues),
@@ -344,11 +358,19 @@ class Cycle:
         record = (fair, self.alloc[job.queue].copy(), self.ratio(job.queue))
         notes: list[str] = []
         core = job.core
+        if job.incomplete:
+            reason = (
+                f"gang {job.key} has {job.running + len(job.pods)} pod(s), fewer than its "
+                f"minMember {job.min_member}; waiting for the rest to be created"
+            )
+            self._pend(job, job.pods, self._stale(job, reason), notes=notes, record=record)
+            return
         if core:
             request = sum((request_vector(p.spec) for p in core), vector())
             blocked = self.admission(job, request)
             if blocked is not None:
-                self._pend(job, job.pods, blocked, notes=notes, record=record)
+                reason = self._stale(job, blocked)
+                self._pend(job, job.pods, reason, notes=notes, record=record)
                 return
             txn = Transaction(self.state)
             failure = self.allocate_job(job, txn)
@@ -432,8 +454,9 @@ class Cycle:
             Binding(
                 pod.key,
                 self.state.names[node],
-                gpus if spec.num_gpu else None,
-                node in self.evicted_nodes,
+                gpus if spec.num_gpu or spec.mig_profile else None,
+                any((node, g) in self.freed_gpus for g in gpus)
+                or (not gpus and node in self.evicted_nodes),
             )
         )
 
@@ -467,28 +490,7 @@ class Cycle:
     def _give_up(
         self, job: Job, reason: str, notes: list[str], record: tuple[FloatArray, FloatArray, float]
     ) -> None:
-        group = self.groups.get(job.key)
-        running = len(self.gang_running.get(job.key, ()))
-        if group is not None and 0 < running < group.min_member:
-            stale = group.stale_since
-            if stale is not None and self.now - stale >= self.config.stale_grace_s:
-                for key in sorted(self.gang_running[job.key]):
-                    released = self._remove_running(key)
-                    self.state.release(released.node, released.spec, released.gpus)
-                    self.evicted_nodes.add(released.node)
-                    self.evictions.append(Eviction(key, "stale-gang", job.key))
-                reason = (
-                    f"gang {job.key} had {running} of {group.min_member} pods running for "
-                    f"{self.now - stale:.0f}s (grace {self.config.stale_grace_s:g}s); its "
-                    f"running pods were released. {reason}"
-                )
-            else:
-                since = "now" if stale is None else f"{self.now - stale:.0f}s ago"
-                reason = (
-                    f"gang {job.key} has {running} of {group.min_member} pods running and is "
-                    f"stale since {since}; its pods are released after "
-                    f"{self.config.stale_grace_s:g}s unless it is completed. {reason}"
-                )
+        reason = self._stale(job, reason)
         waited = self.now - job.created
         if waited >= self.config.starvation_after_s and any(p.spec.num_gpu for p in job.core):
             held = self._hold(job)
@@ -498,6 +500,40 @@ class Cycle:
                     f"holding node(s) {', '.join(held)} for it."
                 )
         self._pend(job, job.pods, reason, notes=notes, record=record)
+
+    def _stale(self, job: Job, reason: str) -> str:
+        """A gang running below ``minMember`` that cannot be completed: release it after the
+        grace period (the reason says which)."""
+        return self._release_stale(job.key, reason) if job.key in self.groups else reason
+
+    def _release_stale(self, gang: str, reason: str) -> str:
+        group = self.groups[gang]
+        running = len(self.gang_running.get(gang, ()))
+        if not 0 < running < group.min_member:
+            return reason
+        stale = group.stale_since
+        if stale is not None and self.now - stale >= self.config.stale_grace_s:
+            for key in sorted(self.gang_running[gang]):
+                released = self._remove_running(key)
+                self.state.release(released.node, released.spec, released.gpus)
+                self._freed(released)
+                self.evictions.append(Eviction(key, "stale-gang", gang))
+            return (
+                f"gang {gang} had {running} of {group.min_member} pods running for "
+                f"{self.now - stale:.0f}s (grace {self.config.stale_grace_s:g}s); its "
+                f"running pods were released. {reason}"
+            )
+        since = "now" if stale is None else f"{self.now - stale:.0f}s ago"
+        return (
+            f"gang {gang} has {running} of {group.min_member} pods running and is stale "
+            f"since {since}; its pods are released after {self.config.stale_grace_s:g}s "
+            f"unless it is completed. {reason}"
+        )
+
+    def _freed(self, running: Running) -> None:
+        """Remember what an eviction frees: bindings onto it are pipelined."""
+        self.evicted_nodes.add(running.node)
+        self.freed_gpus.update((running.node, g) for g in running.gpus)
 
     def _hold(self, job: Job) -> list[str]:
         """Hold, for the rest of the cycle, nodes that could run the starving job's pods."""
@@ -616,7 +652,7 @@ class Cycle:
     def _apply(self, job: Job, plan: Plan) -> None:
         for victim in plan.victims:
             self._remove_running(victim.pod.key)
-            self.evicted_nodes.add(victim.node)
+            self._freed(victim)
             self.evictions.append(Eviction(victim.pod.key, plan.action, job.key))
         for pod, (node, spec, gpus) in zip(job.core, plan.placements, strict=True):
             self._record_binding(pod, node, spec, gpus)

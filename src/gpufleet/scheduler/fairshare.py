@@ -130,3 +130,13 @@ def share_ratio(allocated: FloatArray, fair: FloatArray) -> float:
         if used > EPS:
             ratio = max(ratio, used / share if share > EPS else math.inf)
     return ratio
+
+
+def below_fair_share(allocated: FloatArray, fair: FloatArray) -> bool:
+    """Whether ``allocated`` is below ``fair`` (by the dominant share ratio).
+
+    A queue whose fair share is nothing is never below it, even with nothing allocated.
+    """
+    if not (fair > EPS).any():
+        return False
+    return share_ratio(allocated, fair) < 1 - EPS

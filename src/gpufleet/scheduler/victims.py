@@ -34,7 +34,7 @@ import numpy as np
 from gpufleet.framework.status import Code, Status
 from gpufleet.model.cluster import MILLI
 from gpufleet.model.workload import request_vector, vector
-from gpufleet.scheduler.fairshare import EPS
+from gpufleet.scheduler.fairshare import EPS, below_fair_share
 from gpufleet.scheduler.placement import choose_gpus, place
 from gpufleet.scheduler.transaction import Running, Transaction
 
@@ -134,8 +134,12 @@ class VictimSearch:
                 if cycle.ratio(q, -removed) <= 1 + EPS:
                     return False  # at or below its fair share: never a victim
                 if not self.whole_gang(unit):
-                    after = cycle.ratio(q, -(removed + request_vector(unit[0].spec)))
-                    if after < 1 - EPS:
+                    after = (
+                        cycle.alloc[q]
+                        - removed
+                        - sum((request_vector(r.spec) for r in unit), vector())
+                    )
+                    if below_fair_share(after, cycle.fair[q]):
                         return False
             return True
 
@@ -269,17 +273,23 @@ class VictimSearch:
         static = np.zeros(self.state.size, dtype=np.bool_)
         static[self.framework.run_filters(self.cycle.empty, spec, self.cycle.held).nodes] = True
         gone = {r.pod.key for r in taken} | self.cycle.bound_now
-        by_node: dict[int, list[Unit]] = {int(n): [] for n in nodes}
+        eligible = {pool.items[i].pod.key for i in np.flatnonzero(left)} - gone
+        by_node: dict[int, list[Running]] = {int(n): [] for n in nodes}
         for r in pool.on_nodes(left, nodes):
-            unit = self.unit(r, taken)
-            if any(member.pod.key in gone for member in unit):
-                continue
-            if unit not in by_node[r.node]:
-                by_node[r.node].append(unit)
+            if r.pod.key in eligible:
+                by_node[r.node].append(r)
         best: tuple[tuple[object, ...], int, list[Running]] | None = None
-        for node, units in by_node.items():
+        for node, pods in by_node.items():
             tried = self._try_node(
-                spec, node, units, txn, static=static, taken=taken, accept=accept, relocate=relocate
+                spec,
+                node,
+                pods,
+                txn,
+                static=static,
+                taken=taken,
+                eligible=eligible,
+                accept=accept,
+                relocate=relocate,
             )
             if tried is not None and (best is None or tried[0] < best[0]):
                 best = (tried[0], node, tried[1])
@@ -289,23 +299,32 @@ class VictimSearch:
         self,
         spec: PodSpec,
         node: int,
-        units: list[Unit],
+        pods: list[Running],
         txn: Transaction,
         *,
         static: BoolArray,
         taken: list[Running],
+        eligible: set[str],
         accept: Callable[[Unit, list[Running]], bool],
         relocate: bool,
     ) -> tuple[tuple[object, ...], list[Running]] | None:
-        """The fewest, cheapest victims on ``node`` that let ``spec`` fit (state unchanged)."""
+        """The fewest, cheapest victims on ``node`` that let ``spec`` fit (state unchanged).
+
+        A pod whose gang has no pod to spare brings its whole gang, and every member must be
+        an eligible victim itself; spares are counted against everything chosen so far.
+        """
         mark = txn.mark()
         chosen: list[Unit] = []
         fitted = False
-        for unit in sorted(units, key=self.cost):
-            if not accept(unit, taken + [r for u in chosen for r in u]):
+        for r in sorted(pods, key=lambda r: self.cost(self.unit(r, taken))):
+            flat = [v for u in chosen for v in u]
+            if any(v.pod.key == r.pod.key for v in flat):
                 continue
-            for r in unit:
-                txn.release(r)
+            unit = self.unit(r, taken + flat)
+            if any(m.pod.key not in eligible for m in unit) or not accept(unit, taken + flat):
+                continue
+            for m in unit:
+                txn.release(m)
             chosen.append(unit)
             if self.fits(spec, node, static):
                 fitted = True
@@ -314,22 +333,25 @@ class VictimSearch:
             txn.rollback(mark)
             return None
         for unit in sorted(chosen[:-1], key=self.cost, reverse=True):
+            gang = unit[0].pod.gang
+            if any(u is not unit and u[0].pod.gang == gang for u in chosen):
+                continue  # reprieving part of a gang could leave it below minMember
             inner = txn.mark()
-            for r in unit:
-                txn.restore(r)
+            for m in unit:
+                txn.restore(m)
             if self.fits(spec, node, static):
                 chosen.remove(unit)
             else:
                 txn.rollback(inner)
-        flat = [r for u in chosen for r in u]
+        flat = [v for u in chosen for v in u]
         ok = not relocate or self._relocatable(spec, node, flat, txn)
         txn.rollback(mark)
         if not ok:
             return None
         score = (
             len(flat),
-            max(r.pod.priority for r in flat),
-            sum(r.spec.is_gpu_share for r in flat),
+            max(v.pod.priority for v in flat),
+            sum(v.spec.is_gpu_share for v in flat),
             node,
         )
         return score, flat
