@@ -113,6 +113,29 @@ def test_queues(tmp_path: Path) -> None:
     assert team.preempt_min_runtime_s == 5400
 
 
+def test_mig_nodes_and_pods(tmp_path: Path) -> None:
+    static = (
+        "apiVersion: v1\nkind: Node\nmetadata: {name: s, labels: {nvidia.com/gpu.product: "
+        "NVIDIA-H100-80GB-HBM3, nvidia.com/mig.capable: 'true'}}\nstatus: {allocatable: "
+        "{cpu: '8', memory: 8Gi, nvidia.com/mig-1g.10gb: '7', nvidia.com/mig-3g.40gb: '2'}}"
+    )
+    dynamic = (
+        "apiVersion: v1\nkind: Node\nmetadata: {name: d, labels: {nvidia.com/gpu.product: "
+        "NVIDIA-H100-80GB-HBM3, nvidia.com/mig.capable: 'true'}}\nstatus: {allocatable: "
+        "{cpu: '8', memory: 8Gi, nvidia.com/gpu: '8'}}"
+    )
+    pod = (
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {schedulerName: gpufleet, "
+        "containers: [{name: c, resources: {limits: {nvidia.com/mig-3g.40gb: '1'}}}]}"
+    )
+    snap = load_snapshot(write(tmp_path, static, dynamic, pod))
+    s, d = snap.nodes
+    assert (s.mig_slices, s.mig_dynamic) == ({"1g.10gb": 7, "3g.40gb": 2}, False)
+    assert (d.mig_slices, d.mig_dynamic) == ({}, True)
+    assert snap.pods[0].spec.mig_profile == "3g.40gb"
+    assert snap.pods[0].spec.gpu_equivalent == pytest.approx(3 / 7)
+
+
 def test_topology_levels(tmp_path: Path) -> None:
     topology = (
         "apiVersion: gpufleet.io/v1alpha1\nkind: Topology\nmetadata: {name: default}\n"
@@ -317,6 +340,26 @@ POD = "apiVersion: v1\nkind: Pod\nmetadata: {{name: p, namespace: ml{meta}}}\nsp
             ],
             "expected metadata.name with In or NotIn (the only node field)",
             id="unsupported-match-field",
+        ),
+        pytest.param(
+            [
+                NODE,
+                POD.format(
+                    meta="",
+                    spec="containers: [{name: c, resources: "
+                    "{limits: {nvidia.com/mig-2g.20gb: '2'}}}]",
+                ),
+            ],
+            "field 'spec.containers[].resources': expected one MIG slice per pod",
+            id="two-mig-slices",
+        ),
+        pytest.param(
+            [
+                "apiVersion: v1\nkind: Node\nmetadata: {name: n}\n"
+                "status: {allocatable: {cpu: '4', memory: 1Gi, nvidia.com/mig-big: '1'}}"
+            ],
+            "expected a MIG profile such as nvidia.com/mig-3g.40gb",
+            id="bad-mig-profile",
         ),
         pytest.param(["key: [unclosed"], "is not valid YAML", id="bad-yaml"),
         pytest.param(["- just\n- a list"], "expected Kubernetes objects", id="not-objects"),

@@ -37,6 +37,7 @@ from lightkube.utils.quantity import parse_quantity
 
 from gpufleet.load.errors import InputError, reading
 from gpufleet.model.cluster import MILLI, NodeSpec
+from gpufleet.model.mig import table_for
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.selectors import (
     FIELD_NODE_NAME,
@@ -65,6 +66,9 @@ FRACTION_ANNOTATION = "gpufleet.io/gpu-fraction"
 GPU_MEMORY_ANNOTATION = "gpufleet.io/gpu-memory"
 GPU_INDEX_ANNOTATION = "gpufleet.io/gpu-index"
 STALE_ANNOTATION = "gpufleet.io/stale-since"
+MIG_PREFIX = "nvidia.com/mig-"
+MIG_CAPABLE_LABEL = "nvidia.com/mig.capable"
+_MIG_PROFILE = re.compile(r"[1-7]g\.[0-9]+gb(\+me)?")
 TOPOLOGY_REQUIRED = "gpufleet.io/topology-required"
 TOPOLOGY_PREFERRED = "gpufleet.io/topology-preferred"
 MIB = 1 << 20
@@ -364,15 +368,42 @@ def _node(r: _Reader) -> NodeSpec:
     if gpus != int(gpus):
         raise r.fail(f"status.allocatable.{GPU_RESOURCE}", "a whole number of GPUs", gpus)
     labels = r.strings("metadata.labels")
+    slices: dict[str, int] = {}
+    for resource, raw in allocatable.items():
+        profile = _mig_profile(r, f"status.allocatable.{resource}", str(resource))
+        if profile is not None:
+            count = r.quantity(f"status.allocatable.{resource}", raw)
+            if count != int(count):
+                raise r.fail(f"status.allocatable.{resource}", "a whole number of slices", raw)
+            slices[profile] = int(count)
+    product = labels.get(GPU_PRODUCT_LABEL)
+    dynamic = (
+        labels.get(MIG_CAPABLE_LABEL) == "true"
+        and not slices
+        and table_for(product) is not None
+        and gpus > 0
+    )
     return NodeSpec(
         r.name,
         _cpu_milli(cpu),
         _mib(memory, round_up=False),
         int(gpus),
-        labels.get(GPU_PRODUCT_LABEL),
+        product,
         labels,
         _taints(r),
+        slices,
+        dynamic,
     )
+
+
+def _mig_profile(r: _Reader, field: str, resource: str) -> str | None:
+    """``3g.40gb`` for ``nvidia.com/mig-3g.40gb``; None for other resources."""
+    if not resource.startswith(MIG_PREFIX):
+        return None
+    profile = resource.removeprefix(MIG_PREFIX)
+    if not _MIG_PROFILE.fullmatch(profile):
+        raise r.fail(field, "a MIG profile such as nvidia.com/mig-3g.40gb", resource)
+    return profile
 
 
 def _smallest_gpu_memory(readers: list[_Reader]) -> int | None:
@@ -588,6 +619,21 @@ def _requirement(r: _Reader, field: str, expr: object, kind: str) -> Requirement
     return Requirement(key, op, values)
 
 
+def _mig_request(r: _Reader, requests: dict[str, Decimal]) -> str | None:
+    """The pod's MIG profile: one slice of one profile per pod."""
+    asked = {
+        profile: count
+        for resource, count in requests.items()
+        if (profile := _mig_profile(r, f"spec.containers[].resources.{resource}", resource))
+        and count > 0
+    }
+    if not asked:
+        return None
+    if len(asked) > 1 or next(iter(asked.values())) != 1:
+        raise r.fail("spec.containers[].resources", "one MIG slice per pod", asked)
+    return next(iter(asked))
+
+
 def _constraint(r: _Reader) -> NodeConstraint | None:
     selector = tuple(
         Requirement(k, "In", (v,)) for k, v in sorted(r.strings("spec.nodeSelector").items())
@@ -644,6 +690,11 @@ def _pod(
         return None
     requests = _requests(r)
     num_gpu, gpu_milli = _gpu_request(r, requests, gpu_memory)
+    mig = _mig_request(r, requests)
+    if mig is not None and num_gpu:
+        raise r.fail(
+            f"spec.containers[].resources.{MIG_PREFIX}{mig}", "no whole GPUs with it", num_gpu
+        )
     spec = PodSpec(
         r.key,
         _cpu_milli(requests.get("cpu", Decimal(0))),
@@ -652,6 +703,7 @@ def _pod(
         gpu_milli,
         None,
         _constraint(r),
+        mig,
     )
     labels = r.strings("metadata.labels")
     annotations = r.strings("metadata.annotations")
@@ -670,10 +722,11 @@ def _pod(
             gpus = tuple(int(g) for g in raw.split(","))
         except ValueError:
             gpus = (-1,)
-        if len(gpus) != num_gpu or any(not 0 <= g < node_gpus[node] for g in gpus):
+        wanted = 1 if mig is not None else num_gpu
+        if len(gpus) != wanted or any(not 0 <= g < node_gpus[node] for g in gpus):
             raise r.fail(
                 f"metadata.annotations.{GPU_INDEX_ANNOTATION}",
-                f"{num_gpu} GPU index(es) of node {node} (0..{node_gpus[node] - 1})",
+                f"{wanted} GPU index(es) of node {node} (0..{node_gpus[node] - 1})",
                 raw,
             )
     created = r.time("metadata.creationTimestamp") or 0.0

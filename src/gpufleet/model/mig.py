@@ -46,24 +46,24 @@ class MigProfile:
     max_instances: int
 
 
-def _table(small: int, large: int, total: int) -> dict[str, MigProfile]:
-    """A GPU's table from its memory per small slice, per large slice and in total (GB)."""
+def _table(small: int, large: int, half: int, total: int) -> dict[str, MigProfile]:
+    """A GPU's table from the memory (GB) of its 1-, 2-, 4- and 8-memory-slice instances."""
     profiles = (
         MigProfile(f"1g.{small}gb", 1, 1, (0, 1, 2, 3, 4, 5, 6), 7),
         MigProfile(f"1g.{large}gb", 1, 2, (0, 2, 4, 6), 4),
         MigProfile(f"2g.{large}gb", 2, 2, (0, 2, 4), 3),
-        MigProfile(f"3g.{2 * large}gb", 3, 4, (0, 4), 2),
-        MigProfile(f"4g.{2 * large}gb", 4, 4, (0,), 1),
+        MigProfile(f"3g.{half}gb", 3, 4, (0, 4), 2),
+        MigProfile(f"4g.{half}gb", 4, 4, (0,), 1),
         MigProfile(f"7g.{total}gb", 7, 8, (0,), 1),
     )
     return {p.name: p for p in profiles}
 
 
 TABLES: dict[str, dict[str, MigProfile]] = {
-    "A100-40GB": _table(5, 10, 40),
-    "A100-80GB": _table(10, 20, 80),
-    "H100-80GB": _table(10, 20, 80),
-    "H200-141GB": _table(18, 35, 141),
+    "A100-40GB": _table(5, 10, 20, 40),
+    "A100-80GB": _table(10, 20, 40, 80),
+    "H100-80GB": _table(10, 20, 40, 80),
+    "H200-141GB": _table(18, 35, 71, 141),
 }
 
 

@@ -1,7 +1,9 @@
 """A cycle's result for people and programs: the what-if JSON, tables, and a pod's story.
 
 The JSON has exactly the shape of ARCHITECTURE.md ("What-if output"): ``bindings`` (with
-``gpus`` only for pods that use GPUs), ``evictions`` and ``pending``.
+``gpus`` only for pods that use GPUs), ``evictions`` and ``pending``, plus
+``reconfigurations`` (``{"node", "gpu", "layout": [profiles]}``) when the cycle changes the
+partition of a dynamic-MIG GPU.
 """
 
 from __future__ import annotations
@@ -32,6 +34,11 @@ def cycle_json(result: CycleResult) -> str:
         "evictions": [{"pod": e.pod, "action": e.action, "for": e.for_} for e in result.evictions],
         "pending": [{"pod": p.pod, "reason": p.reason} for p in result.pending],
     }
+    if result.reconfigurations:
+        document["reconfigurations"] = [
+            {"node": r.node, "gpu": r.gpu, "layout": list(r.layout)}
+            for r in result.reconfigurations
+        ]
     sections = []
     for key, items in document.items():
         rows = ",\n".join(f"    {json.dumps(item, ensure_ascii=False)}" for item in items)
@@ -56,7 +63,15 @@ def cycle_tables(result: CycleResult) -> list[Table]:
     pending.add_column("reason")
     for p in result.pending:
         pending.add_row(p.pod, p.reason)
-    return [bindings, evictions, pending]
+    tables = [bindings, evictions, pending]
+    if result.reconfigurations:
+        mig = Table(title=f"MIG reconfigurations ({len(result.reconfigurations)})")
+        for column in ("node", "gpu", "layout"):
+            mig.add_column(column)
+        for r in result.reconfigurations:
+            mig.add_row(r.node, str(r.gpu), " + ".join(r.layout) or "(MIG off)")
+        tables.append(mig)
+    return tables
 
 
 def _vector(values: object) -> str:

@@ -49,7 +49,14 @@ from gpufleet.model.workload import (
 from gpufleet.plugins.gpu_choice import first_free_gpus, tightest_gpu
 from gpufleet.plugins.registry import PLUGINS, POLICIES
 from gpufleet.scheduler.fairshare import EPS, QueueTree, fair_shares, share_ratio
-from gpufleet.scheduler.outcome import Binding, CycleResult, Eviction, JobRecord, Pending
+from gpufleet.scheduler.outcome import (
+    Binding,
+    CycleResult,
+    Eviction,
+    JobRecord,
+    Pending,
+    Reconfiguration,
+)
 from gpufleet.scheduler.placement import Placement, place
 from gpufleet.scheduler.pool import VictimPool
 from gpufleet.scheduler.topology import Domains, Failure, GangPlacement, levels_for, restrict
@@ -183,6 +190,8 @@ class Cycle:
                 self._bind_existing(pod)
                 if pod.queue not in self.tree.queues:
                     unqueued = unqueued + request_vector(pod.spec)
+        if self.state.mig is not None:
+            self.state.mig.mark_baseline()  # running pods' slices are the cluster's own
         self.pool = VictimPool(
             [
                 r
@@ -252,7 +261,13 @@ class Cycle:
         node = self.node_index[pod.node]
         spec = pod.spec
         gpus = pod.gpus
-        if not gpus and spec.num_gpu:
+        if spec.mig_profile is not None:
+            dynamic = self.state.mig is not None and self.state.mig.is_dynamic(node)
+            if not dynamic:
+                gpus = ()
+            elif not gpus:
+                gpus = self.state.mig_gpu(node, spec) or ()
+        elif not gpus and spec.num_gpu:
             if spec.is_gpu_share:
                 free = self.state.node_gpu_free(node)
                 gpus = (
@@ -336,6 +351,11 @@ class Cycle:
             if not queues[queue]:
                 del queues[queue]
             self.schedule(job)
+        mig = self.state.mig
+        reconfigurations = tuple(
+            Reconfiguration(self.state.names[node], gpu, tuple(layout))
+            for node, gpu, layout in (mig.reconfigurations() if mig is not None else ())
+        )
         return CycleResult(
             tuple(self.bindings),
             tuple(self.evictions),
@@ -343,6 +363,7 @@ class Cycle:
             tuple(self.records),
             self.node_reasons,
             dict(self.fair),
+            reconfigurations,
         )
 
     def held_for(self, job: Job) -> Held | None:
@@ -454,7 +475,7 @@ class Cycle:
             Binding(
                 pod.key,
                 self.state.names[node],
-                gpus if spec.num_gpu or spec.mig_profile else None,
+                gpus if spec.num_gpu or gpus else None,
                 any((node, g) in self.freed_gpus for g in gpus)
                 or (not gpus and node in self.evicted_nodes),
             )

@@ -39,6 +39,15 @@ class Pending:
 
 
 @dataclass(frozen=True, slots=True)
+class Reconfiguration:
+    """A dynamic-MIG GPU whose partition the cycle changes: its new layout, by start."""
+
+    node: str
+    gpu: int
+    layout: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class JobRecord:
     """One job's story, for ``gpufleet explain``."""
 
@@ -64,3 +73,4 @@ class CycleResult:
     """For watched pods: each node's name and the filters' reasons against it."""
     fair_shares: dict[str, FloatArray] = field(default_factory=dict)
     """Every queue's fair share in this cycle (GPUs, milli-CPU, MiB)."""
+    reconfigurations: tuple[Reconfiguration, ...] = ()

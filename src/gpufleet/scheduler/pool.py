@@ -54,6 +54,10 @@ class VictimPool:
             [queues[r.pod.queue].reclaim_min_runtime_s for r in self.items], dtype=np.float64
         )
         """Past the queue's reclaimMinRuntime."""
+        self.mig: BoolArray = np.array(
+            [r.spec.mig_profile is not None for r in self.items], dtype=np.bool_
+        )
+        """Pods holding a MIG slice: freed through the state, which knows the partitions."""
         self.single: BoolArray = np.array(
             [r.pod.gang == r.pod.key for r in self.items], dtype=np.bool_
         )
@@ -83,11 +87,15 @@ class VictimPool:
     def freed(self, state: ClusterState, mask: BoolArray) -> ClusterState:
         """A copy of ``state`` with every pod of ``mask`` gone (an upper bound for a search)."""
         freed = state.copy()
-        nodes = self.node[mask]
-        np.add.at(freed.cpu_free, nodes, self.cpu[mask])
-        np.add.at(freed.memory_free, nodes, self.memory[mask])
-        np.add.at(freed.gpu_free, nodes, self.gpu[mask])
+        plain = mask & ~self.mig
+        nodes = self.node[plain]
+        np.add.at(freed.cpu_free, nodes, self.cpu[plain])
+        np.add.at(freed.memory_free, nodes, self.memory[plain])
+        np.add.at(freed.gpu_free, nodes, self.gpu[plain])
         freed.refresh_gpu_totals(np.unique(nodes))
+        for i in np.flatnonzero(mask & self.mig):
+            r = self.items[i]
+            freed.release(r.node, r.spec, r.gpus)
         return freed
 
     def on_nodes(self, mask: BoolArray, nodes: IntArray) -> list[Running]:
