@@ -133,6 +133,10 @@ class GpuPartition:
         return all(u is None for u in self.users)
 
 
+Candidate = tuple[tuple[int, ...], int, int | None]
+"""(preference key, gpu, start or None) — see :meth:`MigLayouts.candidates`."""
+
+
 class MigLayouts:
     """The partitions of the dynamic-MIG GPUs of a cluster, changed as pods are placed.
 
@@ -145,9 +149,13 @@ class MigLayouts:
     def __init__(self, tables: dict[int, dict[str, MigProfile]], gpus: dict[int, int]) -> None:
         self.tables = tables
         """Per dynamic node index: its GPU's profile table."""
+        self.gpus = dict(gpus)
         self.parts: dict[tuple[int, int], GpuPartition] = {
             (node, g): GpuPartition([], []) for node, count in gpus.items() for g in range(count)
         }
+        self.version: dict[int, int] = dict.fromkeys(gpus, 0)
+        """Per node, bumped on every change (the candidates cache keys on it)."""
+        self._cache: dict[tuple[int, str, int, tuple[bool, ...]], list[Candidate]] = {}
         self.baseline: dict[tuple[int, int], list[str]] = {}
         self.created: set[tuple[int, int, Instance]] = set()
         self.replaced: dict[tuple[int, int], GpuPartition] = {}
@@ -167,14 +175,16 @@ class MigLayouts:
         ]
 
     def copy(self) -> MigLayouts:
-        return copy.deepcopy(self)
+        cache, self._cache = self._cache, {}
+        try:
+            return copy.deepcopy(self)
+        finally:
+            self._cache = cache
 
     def is_dynamic(self, node: int) -> bool:
         return node in self.tables
 
-    def candidates(
-        self, node: int, profile_name: str, whole_free: list[bool]
-    ) -> list[tuple[tuple[int, ...], int, int | None]]:
+    def candidates(self, node: int, profile_name: str, whole_free: list[bool]) -> list[Candidate]:
         """Where ``profile_name`` could go on ``node``: (preference key, gpu, start or None).
 
         A free instance of the profile comes first (no change), then a partitioned GPU with
@@ -184,11 +194,19 @@ class MigLayouts:
         table = self.tables.get(node)
         if table is None or profile_name not in table:
             return []
-        profile = table[profile_name]
-        out: list[tuple[tuple[int, ...], int, int | None]] = []
-        for (n, g), part in self.parts.items():
-            if n != node:
-                continue
+        key = (node, profile_name, self.version[node], tuple(whole_free))
+        cached = self._cache.get(key)
+        if cached is None:
+            cached = self._cache[key] = self._candidates(node, table[profile_name], whole_free)
+        return cached
+
+    def _candidates(
+        self, node: int, profile: MigProfile, whole_free: list[bool]
+    ) -> list[Candidate]:
+        profile_name = profile.name
+        out: list[Candidate] = []
+        for g in range(self.gpus[node]):
+            part = self.parts[node, g]
             free = [
                 i
                 for i, (inst, user) in enumerate(zip(part.instances, part.users, strict=True))
@@ -210,6 +228,7 @@ class MigLayouts:
         """Give ``pod`` an instance of ``profile_name`` on ``gpu``, creating one if needed."""
         part = self.parts[node, gpu]
         profile = self.tables[node][profile_name]
+        self.version[node] += 1
         for i, (inst, user) in enumerate(zip(part.instances, part.users, strict=True)):
             if user is None and inst.profile.name == profile_name:
                 part.users[i] = pod
@@ -244,6 +263,7 @@ class MigLayouts:
     def release(self, node: int, gpu: int, pod: str) -> None:
         """``pod`` no longer uses its instance (the instance stays, idle)."""
         part = self.parts[node, gpu]
+        self.version[node] += 1
         for i, user in enumerate(part.users):
             if user == pod:
                 part.users[i] = None
