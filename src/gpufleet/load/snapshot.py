@@ -28,6 +28,7 @@ import datetime as dt
 import math
 import re
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, TypeVar
@@ -76,7 +77,12 @@ MIB = 1 << 20
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _DURATION_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
-KINDS = frozenset({"Node", "Pod", "PodGroup", "Queue", "PriorityClass", "Topology"})
+KINDS = frozenset(
+    {"Node", "Pod", "PodGroup", "Queue", "PriorityClass", "Topology", "NodeResourceTopology"}
+)
+SINGLE_NUMA_POLICIES = frozenset(
+    {"single-numa-node", "SingleNUMANodeContainerLevel", "SingleNUMANodePodLevel"}
+)
 MAX_QUANTITY = Decimal(2) ** 52
 """Quantities beyond this (in bytes, cores or devices) are typos, not clusters."""
 
@@ -273,7 +279,13 @@ def _parse(objects: Iterator[Obj] | list[Obj], source: str) -> Snapshot:
         kind = obj.get("kind")
         if isinstance(kind, str) and kind in KINDS:
             by_kind.setdefault(kind, []).append(_Reader(source, obj))
-    nodes = _unique(_each(by_kind.get("Node", []), _node), lambda n: n.name, "Node", source)
+    numa = dict(_each(by_kind.get("NodeResourceTopology", []), _numa))
+    nodes = _unique(
+        [_with_numa(n, numa.get(n.name)) for n in _each(by_kind.get("Node", []), _node)],
+        lambda n: n.name,
+        "Node",
+        source,
+    )
     class_readers = by_kind.get("PriorityClass", [])
     classes = dict(
         zip((r.name for r in class_readers), _each(class_readers, _priority_class), strict=True)
@@ -394,6 +406,45 @@ def _node(r: _Reader) -> NodeSpec:
         slices,
         dynamic,
     )
+
+
+def _numa(r: _Reader) -> tuple[str, tuple[tuple[int, ...], tuple[int, ...], bool]]:
+    """A NodeResourceTopology: per GPU its zone (GPUs numbered zone by zone), per zone its
+    allocatable CPU, and whether the kubelet runs the single-numa-node policy."""
+    gpu_zones: list[int] = []
+    zone_cpu: list[int] = []
+    zones = [z for z in r.sequence("zones") if isinstance(z, Mapping) and z.get("type") == "Node"]
+    for i, zone in enumerate(zones):
+        cpu, gpus = Decimal(0), Decimal(0)
+        resources = zone.get("resources") or []
+        if not isinstance(resources, list):
+            raise r.fail(f"zones[{i}].resources", "a list", resources)
+        for j, res in enumerate(resources):
+            if not isinstance(res, Mapping):
+                raise r.fail(f"zones[{i}].resources[{j}]", "a resource", res)
+            amount = res.get("allocatable", res.get("capacity", 0))
+            if res.get("name") == "cpu":
+                cpu = r.quantity(f"zones[{i}].resources[{j}].allocatable", amount)
+            elif res.get("name") == GPU_RESOURCE:
+                gpus = r.quantity(f"zones[{i}].resources[{j}].allocatable", amount)
+        gpu_zones.extend([i] * int(gpus))
+        zone_cpu.append(_cpu_milli(cpu))
+    policies = {str(p) for p in r.sequence("topologyPolicies")}
+    for attribute in r.sequence("attributes"):
+        if isinstance(attribute, Mapping) and attribute.get("name") == "topologyManagerPolicy":
+            policies.add(str(attribute.get("value")))
+    return r.name, (tuple(gpu_zones), tuple(zone_cpu), bool(policies & SINGLE_NUMA_POLICIES))
+
+
+def _with_numa(
+    node: NodeSpec, numa: tuple[tuple[int, ...], tuple[int, ...], bool] | None
+) -> NodeSpec:
+    if numa is None:
+        return node
+    gpu_zones, zone_cpu, single = numa
+    if len(gpu_zones) != node.gpus:
+        gpu_zones = ()  # the topology does not account for every GPU: do not guess
+    return replace(node, gpu_zones=gpu_zones, zone_cpu_milli=zone_cpu, single_numa=single)
 
 
 def _mig_profile(r: _Reader, field: str, resource: str) -> str | None:
@@ -619,6 +670,27 @@ def _requirement(r: _Reader, field: str, expr: object, kind: str) -> Requirement
     return Requirement(key, op, values)
 
 
+def _guaranteed_whole_cpus(r: _Reader) -> bool:
+    """Guaranteed QoS (every container's CPU and memory limits set, requests equal to them)
+    with whole CPUs: what the kubelet's static CPU manager pins."""
+    containers = r.sequence("spec.containers")
+    for container in containers:
+        resources = container.get("resources") or {}
+        limits = resources.get("limits") or {}
+        requests = resources.get("requests") or {}
+        for name in ("cpu", "memory"):
+            if name not in limits:
+                return False
+            if name in requests and r.quantity("requests", requests[name]) != r.quantity(
+                "limits", limits[name]
+            ):
+                return False
+        cpu = r.quantity("limits.cpu", limits["cpu"])
+        if cpu != int(cpu):
+            return False
+    return bool(containers)
+
+
 def _mig_request(r: _Reader, requests: dict[str, Decimal]) -> str | None:
     """The pod's MIG profile: one slice of one profile per pod."""
     asked = {
@@ -704,6 +776,7 @@ def _pod(
         None,
         _constraint(r),
         mig,
+        _guaranteed_whole_cpus(r),
     )
     labels = r.strings("metadata.labels")
     annotations = r.strings("metadata.annotations")

@@ -56,6 +56,12 @@ class NodeSpec:
     """Static MIG: slices the node advertises per profile (``{"1g.10gb": 7}``)."""
     mig_dynamic: bool = False
     """Dynamic MIG: gpufleet chooses how the node's GPUs are partitioned."""
+    gpu_zones: tuple[int, ...] = ()
+    """NUMA zone of each GPU (empty: unknown)."""
+    zone_cpu_milli: tuple[int, ...] = ()
+    """Allocatable milli-CPU of each NUMA zone (empty: unknown)."""
+    single_numa: bool = False
+    """The kubelet's topology manager runs the single-numa-node policy."""
 
 
 class ClusterState:
@@ -75,6 +81,9 @@ class ClusterState:
         node_labels: labels and taints, with cached masks (shared by copies).
         mig_profiles: static MIG profiles of the cluster; ``mig_free`` ``(N, P)`` free slices.
         mig: the partitions of dynamic-MIG GPUs (None when the cluster has none).
+        gpu_zone: ``(N, G)`` NUMA zone of each GPU, -1 where unknown.
+        zone_cpu_free: ``(N, Z)`` milli-CPU free for exclusive (pinned) use per NUMA zone.
+        single_numa: ``(N,)`` nodes whose pinned pods must sit in one NUMA zone.
         gpu_pod_kinds: ``(N, G + 1)`` pods per kind on each node: column 0 counts pods with
             a share of a GPU, column ``n`` pods with ``n`` whole GPUs (GPU "affinity").
         generation: ``(N,)`` counter bumped on every change of the node.
@@ -92,6 +101,7 @@ class ClusterState:
         "gpu_pod_kinds",
         "gpu_present",
         "gpu_whole_free",
+        "gpu_zone",
         "memory_capacity",
         "memory_free",
         "mig",
@@ -101,7 +111,9 @@ class ClusterState:
         "models",
         "names",
         "node_labels",
+        "single_numa",
         "uid",
+        "zone_cpu_free",
     )
 
     def __init__(self, nodes: Sequence[NodeSpec]) -> None:
@@ -136,6 +148,16 @@ class ClusterState:
         self.generation: IntArray = np.zeros(n, dtype=np.int64)
         self.node_labels = NodeLabels(
             [node.labels for node in nodes], [node.taints for node in nodes], self.names
+        )
+        self.gpu_zone: IntArray = np.full((n, g), -1, dtype=np.int64)
+        for i, node in enumerate(nodes):
+            self.gpu_zone[i, : len(node.gpu_zones)] = node.gpu_zones
+        zones = max(1, *(len(node.zone_cpu_milli) for node in nodes))
+        self.zone_cpu_free: IntArray = np.zeros((n, zones), dtype=np.int64)
+        for i, node in enumerate(nodes):
+            self.zone_cpu_free[i, : len(node.zone_cpu_milli)] = node.zone_cpu_milli
+        self.single_numa: BoolArray = np.array(
+            [node.single_numa and bool(node.gpu_zones) for node in nodes], dtype=np.bool_
         )
         self.mig_profiles: tuple[str, ...] = tuple(
             sorted({p for node in nodes for p in node.mig_slices})
@@ -205,6 +227,22 @@ class ClusterState:
         p = self.mig_profile_index(pod.mig_profile)
         return () if p is not None and self.mig_free[node, p] > 0 else None
 
+    def pins_cpu(self, node: int, pod: PodSpec) -> bool:
+        """Whether ``pod`` takes pinned CPUs from one NUMA zone of ``node`` with its GPUs."""
+        return pod.exclusive_cpu and pod.num_gpu > 0 and bool(self.single_numa[node])
+
+    def numa_aligned(self, pod: PodSpec) -> BoolArray:
+        """Nodes with one NUMA zone holding ``pod``'s GPUs (and pinned CPUs, if it pins)."""
+        ok = np.zeros(self.size, dtype=np.bool_)
+        fits = self.gpu_free >= pod.gpu_milli
+        for zone in range(self.zone_cpu_free.shape[1]):
+            gpus = np.count_nonzero(fits & (self.gpu_zone == zone), axis=1) >= pod.num_gpu
+            ok |= gpus & (self.zone_cpu_free[:, zone] >= pod.cpu_milli)
+        return ok
+
+    def gpu_zone_of(self, node: int, gpus: Sequence[int]) -> int:
+        return int(self.gpu_zone[node, gpus[0]]) if gpus else -1
+
     def holds(self, node: int, pod: PodSpec) -> bool:
         """Whether ``node`` has ``pod``'s CPU, memory and GPUs free (one node, no masks)."""
         if self.cpu_free[node] < pod.cpu_milli or self.memory_free[node] < pod.memory_mib:
@@ -213,6 +251,8 @@ class ClusterState:
             return self.mig_gpu(node, pod) is not None
         if not pod.num_gpu:
             return True
+        if self.pins_cpu(node, pod) and not self.numa_aligned(pod)[node]:
+            return False
         return int(np.count_nonzero(self.gpu_free[node] >= pod.gpu_milli)) >= pod.num_gpu
 
     def reserve(self, node: int, pod: PodSpec, gpus: Sequence[int]) -> None:
@@ -234,6 +274,13 @@ class ClusterState:
         row = self.gpu_free[node]
         if any(row[g] < pod.gpu_milli for g in gpus):
             raise ValueError(f"pod {pod.name} does not fit GPUs {gpus} of {self.names[node]}")
+        if self.pins_cpu(node, pod):
+            zone = self.gpu_zone_of(node, gpus)
+            if any(self.gpu_zone[node, g] != zone for g in gpus) or (
+                self.zone_cpu_free[node, zone] < pod.cpu_milli
+            ):
+                raise ValueError(f"pod {pod.name}: GPUs {gpus} and CPUs not in one NUMA zone")
+            self.zone_cpu_free[node, zone] -= pod.cpu_milli
         self.cpu_free[node] -= pod.cpu_milli
         self.memory_free[node] -= pod.memory_mib
         for g in gpus:
@@ -296,6 +343,8 @@ class ClusterState:
         idx = np.asarray(gpus, dtype=np.int64)
         if np.any(self.gpu_free[node, idx] + pod.gpu_milli > MILLI):
             raise ValueError(f"pod {pod.name}: releasing GPUs {gpus} beyond their capacity")
+        if self.pins_cpu(node, pod):
+            self.zone_cpu_free[node, self.gpu_zone_of(node, gpus)] += pod.cpu_milli
         self.cpu_free[node] += pod.cpu_milli
         self.memory_free[node] += pod.memory_mib
         self.gpu_free[node, idx] += pod.gpu_milli

@@ -33,6 +33,8 @@ class PodSpec:
     """Node selector, required node affinity and tolerations (None: any node, no taints)."""
     mig_profile: str | None = None
     """A MIG slice the pod asks for (``3g.40gb``: ``nvidia.com/mig-3g.40gb``), one per pod."""
+    exclusive_cpu: bool = False
+    """Guaranteed QoS with whole CPUs: the kubelet pins its CPUs (static CPU manager)."""
 
     def __post_init__(self) -> None:
         if min(self.cpu_milli, self.memory_mib, self.num_gpu, self.gpu_milli) < 0:

@@ -27,9 +27,27 @@ class Args:
 
 
 def first_free_gpus(state: ClusterState, pod: PodSpec, node: int) -> tuple[int, ...]:
-    """The first ``num_gpu`` fully free GPUs of ``node``, in index order."""
+    """``num_gpu`` fully free GPUs of ``node``: the first in index order, or, where the node's
+    NUMA zones are known, from one zone — the one with the fewest free GPUs that holds them
+    (and the pod's pinned CPUs) — else from as few zones as possible, fullest of free first.
+    """
     free = np.flatnonzero(state.node_gpu_free(node) == MILLI)
-    return tuple(int(g) for g in free[: pod.num_gpu])
+    zones = state.gpu_zone[node, free]
+    if free.size == 0 or (zones < 0).any():
+        return tuple(int(g) for g in free[: pod.num_gpu])
+    counts = {int(z): int(np.count_nonzero(zones == z)) for z in np.unique(zones)}
+    pinned = state.pins_cpu(node, pod)
+    fitting = [
+        z
+        for z, c in counts.items()
+        if c >= pod.num_gpu and (not pinned or state.zone_cpu_free[node, z] >= pod.cpu_milli)
+    ]
+    if fitting:
+        zone = min(fitting, key=lambda z: (counts[z], z))
+        return tuple(int(g) for g in free[zones == zone][: pod.num_gpu])
+    order = sorted(counts, key=lambda z: (-counts[z], z))
+    ranked = [int(g) for z in order for g in free[zones == z]]
+    return tuple(ranked[: pod.num_gpu])
 
 
 def tightest_gpu(state: ClusterState, pod: PodSpec, node: int) -> int:

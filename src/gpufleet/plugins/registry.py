@@ -25,6 +25,7 @@ from gpufleet.plugins import (
     mig_fit,
     node_affinity,
     node_resources,
+    numa_align,
     random_score,
     stranding,
     taint_toleration,
@@ -37,6 +38,7 @@ def plugin_registry() -> Registry[PluginFactory]:
     registry.register(gpu_fit.NAME, partial(gpu_fit.new, gpu_fit.Args()))
     registry.register(node_affinity.NAME, partial(node_affinity.new, node_affinity.Args()))
     registry.register(mig_fit.NAME, partial(mig_fit.new, mig_fit.Args()))
+    registry.register(numa_align.NAME, partial(numa_align.new, numa_align.Args()))
     registry.register(taint_toleration.NAME, partial(taint_toleration.new, taint_toleration.Args()))
     registry.register(gpu_choice.BEST_FIT, partial(gpu_choice.new_best_fit, gpu_choice.Args()))
     registry.register(gpu_choice.RANDOM, partial(gpu_choice.new_random, gpu_choice.Args()))
@@ -65,6 +67,7 @@ _FIT = (
     node_resources.NAME,
     gpu_fit.NAME,
     mig_fit.NAME,
+    numa_align.NAME,
 )
 _PUBLISHED_WEIGHT = 1000
 
