@@ -17,7 +17,7 @@ ceil(N/8) pods of N/ceil(N/8) GPUs. One scheduling cycle places them, with:
 Printed per variant: multi-node gangs bound, the share of them inside one rack and inside
 one block, GPUs allocated, gangs pending, seconds.
 
-    python -m bench.topology [--philly PATH] [--seed 1]
+    python -m bench.topology [--philly PATH] [--seeds 5]
 """
 
 from __future__ import annotations
@@ -136,39 +136,72 @@ def measure(snap: Snapshot, nodes: tuple[NodeSpec, ...], policy: str) -> dict[st
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--philly", type=Path, default=PHILLY)
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seeds", type=int, default=5, help="seeds 1..N, summed")
     parser.add_argument("--no-docs", action="store_true")
     args = parser.parse_args()
 
     nodes = cluster()
-    base = snapshot(nodes, philly_sizes(args.philly), args.seed)
-    gangs = len(base.groups)
-    multi_node = sum(g.min_member > 1 for g in base.groups)
-    busy_share = 100 * sum(p.node is not None for p in base.pods) / (len(nodes) * GPUS)
-    preferred = replace(
-        base, groups=tuple(replace(g, topology_preferred=RACK) for g in base.groups)
+    sizes = philly_sizes(args.philly)
+    names = (
+        "kube-default scoring, unaware",
+        "gpufleet policy, unaware",
+        "gpufleet, preferred rack",
+        "gpufleet, required rack",
     )
-    required = replace(base, groups=tuple(replace(g, topology_required=RACK) for g in base.groups))
-    variants = {
-        "kube-default scoring, unaware": (base, "kube-default"),
-        "gpufleet policy, unaware": (base, "gpufleet"),
-        "gpufleet, preferred rack": (preferred, "gpufleet"),
-        "gpufleet, required rack": (required, "gpufleet"),
+    totals = {
+        name: {
+            "multi": 0.0,
+            "rack": 0.0,
+            "block": 0.0,
+            "allocated": 0.0,
+            "pending": 0.0,
+            "seconds": 0.0,
+        }
+        for name in names
     }
+    gangs = multi_node = 0
+    busy_share = 0.0
+    for seed in range(1, args.seeds + 1):
+        base = snapshot(nodes, sizes, seed)
+        gangs += len(base.groups)
+        multi_node += sum(g.min_member > 1 for g in base.groups)
+        busy_share += 100 * sum(p.node is not None for p in base.pods) / (len(nodes) * GPUS)
+        preferred = replace(
+            base, groups=tuple(replace(g, topology_preferred=RACK) for g in base.groups)
+        )
+        required = replace(
+            base, groups=tuple(replace(g, topology_required=RACK) for g in base.groups)
+        )
+        runs = (
+            (base, "kube-default"),
+            (base, "gpufleet"),
+            (preferred, "gpufleet"),
+            (required, "gpufleet"),
+        )
+        for name, (snap, policy) in zip(names, runs, strict=True):
+            m = measure(snap, nodes, policy)
+            t = totals[name]
+            t["rack"] += m["rack"] * m["multi"] / 100
+            t["block"] += m["block"] * m["multi"] / 100
+            for key in ("multi", "allocated", "pending", "seconds"):
+                t[key] += m[key]
     lines = [
         f"{BLOCKS} blocks x {RACKS} racks x {NODES} nodes x {GPUS} GPUs ({len(nodes)} nodes), "
-        f"{busy_share:.0f}% of GPUs busy (seed {args.seed}); {gangs} Philly jobs of >= 2 GPUs "
-        f"({multi_node} multi-node gangs) asking for every free GPU; one cycle.",
+        f"{busy_share / args.seeds:.0f}% of GPUs busy on average; seeds 1-{args.seeds} summed: "
+        f"{gangs} Philly jobs of >= 2 GPUs ({multi_node} multi-node gangs), each seed's jobs "
+        "asking for every free GPU; one cycle per seed.",
         "",
         "| placement | multi-node gangs bound | in one rack | in one block | GPUs allocated "
-        "| gangs pending | seconds |",
+        "(mean) | gangs pending | seconds (mean) |",
         "|---|---|---|---|---|---|---|",
     ]
-    for name, (snap, policy) in variants.items():
-        m = measure(snap, nodes, policy)
+    for name in names:
+        t = totals[name]
+        multi = max(1.0, t["multi"])
         lines.append(
-            f"| {name} | {m['multi']:.0f} | {m['rack']:.0f}% | {m['block']:.0f}% | "
-            f"{m['allocated']:.1f}% | {m['pending']:.0f} | {m['seconds']:.1f} |"
+            f"| {name} | {t['multi']:.0f} | {100 * t['rack'] / multi:.0f}% | "
+            f"{100 * t['block'] / multi:.0f}% | {t['allocated'] / args.seeds:.1f}% | "
+            f"{t['pending']:.0f} | {t['seconds'] / args.seeds:.1f} |"
         )
     lines += ["", "Reproduce: `python -m bench.topology`."]
     publish(SECTION, "\n".join(lines), write_docs=not args.no_docs)
