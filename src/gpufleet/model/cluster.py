@@ -355,6 +355,11 @@ class ClusterState:
 
     def refresh_gpu_totals(self, nodes: int | IntArray) -> None:
         """Recompute ``gpu_idle`` and ``gpu_whole_free`` of ``nodes`` from ``gpu_free``."""
+        if isinstance(nodes, int):  # one node: plain Python beats numpy on 8 numbers
+            row = self.gpu_free[nodes].tolist()
+            self.gpu_idle[nodes] = sum(row)
+            self.gpu_whole_free[nodes] = row.count(MILLI)
+            return
         rows = self.gpu_free[nodes]
         self.gpu_idle[nodes] = rows.sum(axis=-1)
         self.gpu_whole_free[nodes] = np.count_nonzero(rows == MILLI, axis=-1)
