@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from bench.docs import publish
+from bench.docs import publish_table
 from gpufleet.model.cluster import MILLI, NodeSpec
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, Snapshot, vector
@@ -145,9 +145,7 @@ def main() -> int:
             f"{len(result.evictions):,} | {len(result.pending):,} | {best:.2f} | "
             f"{median:.2f} | {len(result.bindings) / best:,.0f} | {args.pods / best:,.0f} |"
         )
-    lines += ["", "Reproduce: `python -m bench.cycle`."]
-    publish(SECTION, "\n".join(lines), write_docs=not args.no_docs)
-    return 0
+    return publish_table("bench.cycle", SECTION, lines, write_docs=not args.no_docs)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,14 @@ def publish(name: str, table: str, *, write_docs: bool) -> None:
         replace_section(BENCHMARKS, name, table)
 
 
+def publish_table(module: str, section: str, lines: list[str], *, write_docs: bool) -> int:
+    """Finish a benchmark: its lines plus how to reproduce them, published; exit code 0."""
+    publish(
+        section, "\n".join([*lines, "", f"Reproduce: `python -m {module}`."]), write_docs=write_docs
+    )
+    return 0
+
+
 def replace_section(path: Path, name: str, body: str) -> None:
     start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
     text = path.read_text(encoding="utf-8") if path.exists() else ""

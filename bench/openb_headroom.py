@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.docs import publish
+from bench.docs import publish_table
 from bench.openb_fidelity import TRACES
 from bench.published import NODES_FILE, published_unallocated
 from gpufleet.load.openb import load_nodes, load_pods
@@ -90,9 +90,7 @@ def main() -> int:
             f"| {workload.removeprefix('openb_pod_list_')} | {fgd:.2f} | {estimate:.2f} "
             f"| {fgd - estimate:+.2f} |"
         )
-    lines += ["", "Reproduce: `python -m bench.openb_headroom`."]
-    publish(SECTION, "\n".join(lines), write_docs=not args.no_docs)
-    return 0
+    return publish_table("bench.openb_headroom", SECTION, lines, write_docs=not args.no_docs)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import sys
 
 import numpy as np
 
-from bench.docs import publish
+from bench.docs import publish_table
 from gpufleet.load.openb import BUNDLED_NODES, BUNDLED_WORKLOAD, bundled, load_nodes, load_pods
 from gpufleet.plugins.registry import POLICIES
 from gpufleet.sim.fill import run_fill
@@ -54,9 +54,7 @@ def main() -> int:
         best = min(times)
         median = statistics.median(times)
         lines.append(f"| {name} | {pods} | {best:.2f} | {median:.2f} | {pods / best:,.0f} |")
-    lines += ["", "Reproduce: `python -m bench.openb_speed`."]
-    publish(SECTION, "\n".join(lines), write_docs=not args.no_docs)
-    return 0
+    return publish_table("bench.openb_speed", SECTION, lines, write_docs=not args.no_docs)
 
 
 if __name__ == "__main__":

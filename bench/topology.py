@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.docs import ROOT, publish
+from bench.docs import ROOT, publish_table
 from gpufleet.model.cluster import MILLI, NodeSpec
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.workload import GroupSpec, PodInfo, Snapshot
@@ -203,9 +203,7 @@ def main() -> int:
             f"{100 * t['block'] / multi:.0f}% | {t['allocated'] / args.seeds:.1f}% | "
             f"{t['pending']:.0f} | {t['seconds'] / args.seeds:.1f} |"
         )
-    lines += ["", "Reproduce: `python -m bench.topology`."]
-    publish(SECTION, "\n".join(lines), write_docs=not args.no_docs)
-    return 0
+    return publish_table("bench.topology", SECTION, lines, write_docs=not args.no_docs)
 
 
 if __name__ == "__main__":
