@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-if TYPE_CHECKING:
-    import numpy as np
+import numpy as np
 
+if TYPE_CHECKING:
     from gpufleet.model.cluster import BoolArray, ClusterState, FloatArray, IntArray
     from gpufleet.model.fragmentation import FragmentIndex
     from gpufleet.model.pod import PodSpec
@@ -33,6 +33,21 @@ class FilterVerdict:
     failures: tuple[tuple[str, BoolArray], ...] = ()
     unresolvable: bool = False
     """True when no eviction could make a rejected node feasible (e.g. a GPU model mismatch)."""
+    everything: bool = False
+    """Every node passes (the filter does not apply to this pod); the framework skips it."""
+
+    @staticmethod
+    def pass_all(size: int) -> FilterVerdict:
+        """The verdict of a filter that does not apply to the pod (cached per cluster size)."""
+        verdict = _PASS_ALL.get(size)
+        if verdict is None:
+            ones = np.ones(size, dtype=np.bool_)
+            ones.setflags(write=False)
+            verdict = _PASS_ALL[size] = FilterVerdict(ones, everything=True)
+        return verdict
+
+
+_PASS_ALL: dict[int, FilterVerdict] = {}
 
 
 @runtime_checkable

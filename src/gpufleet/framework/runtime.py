@@ -88,6 +88,8 @@ class Framework:
             alive = ~held.mask
         for plugin in self.filters:
             verdict = plugin.filter(state, pod)
+            if verdict.everything:
+                continue
             verdicts.append((plugin, verdict, alive))
             alive = alive & verdict.feasible
         nodes = np.flatnonzero(alive)

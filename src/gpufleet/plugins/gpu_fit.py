@@ -37,7 +37,7 @@ class GpuFit:
 
     def filter(self, state: ClusterState, pod: PodSpec) -> FilterVerdict:
         if pod.num_gpu == 0:
-            return FilterVerdict(np.ones(state.size, dtype=np.bool_))
+            return FilterVerdict.pass_all(state.size)
         capacity_ok = gpu_capacity_fits(state, pod)
         if pod.is_gpu_share:
             lacking = f"Insufficient GPU share ({pod.gpu_milli}m free on one GPU)"

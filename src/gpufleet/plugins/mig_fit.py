@@ -36,7 +36,7 @@ class MigFit:
 
     def filter(self, state: ClusterState, pod: PodSpec) -> FilterVerdict:
         if pod.mig_profile is None:
-            return FilterVerdict(np.ones(state.size, dtype=np.bool_))
+            return FilterVerdict.pass_all(state.size)
         p = state.mig_profile_index(pod.mig_profile)
         ok = state.mig_free[:, p] > 0 if p is not None else np.zeros(state.size, dtype=np.bool_)
         if state.mig is not None:

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from gpufleet.framework.protocols import FilterVerdict, Handle
 from gpufleet.model.cluster import ClusterState
 from gpufleet.model.pod import PodSpec
@@ -29,7 +27,7 @@ class NodeAffinity:
 
     def filter(self, state: ClusterState, pod: PodSpec) -> FilterVerdict:
         if pod.constraint is None or not pod.constraint.has_terms:
-            return FilterVerdict(np.ones(state.size, dtype=np.bool_))
+            return FilterVerdict.pass_all(state.size)
         ok = state.node_labels.affinity_mask(pod.constraint)
         return FilterVerdict(ok, ((MESSAGE, ~ok),), unresolvable=True)
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from gpufleet.framework.protocols import FilterVerdict, Handle
 from gpufleet.model.cluster import ClusterState
 from gpufleet.model.pod import PodSpec
@@ -32,7 +30,7 @@ class NumaAlign:
 
     def filter(self, state: ClusterState, pod: PodSpec) -> FilterVerdict:
         if not (pod.exclusive_cpu and pod.num_gpu) or not state.single_numa.any():
-            return FilterVerdict(np.ones(state.size, dtype=np.bool_))
+            return FilterVerdict.pass_all(state.size)
         misaligned = state.single_numa & ~state.numa_aligned(pod)
         return FilterVerdict(~misaligned, ((MESSAGE, misaligned),))
 

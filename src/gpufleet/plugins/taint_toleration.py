@@ -29,7 +29,7 @@ class TaintToleration:
     def filter(self, state: ClusterState, pod: PodSpec) -> FilterVerdict:
         labels = state.node_labels
         if not labels.blocking_taints:
-            return FilterVerdict(np.ones(state.size, dtype=np.bool_))
+            return FilterVerdict.pass_all(state.size)
         tolerations = pod.constraint.tolerations if pod.constraint else ()
         blocked = np.zeros(state.size, dtype=np.bool_)
         failures: list[tuple[str, BoolArray]] = []
