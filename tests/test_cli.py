@@ -209,7 +209,7 @@ def test_overcommitted_snapshot_is_a_clear_error(tmp_path: Path) -> None:
     )
     done = gpufleet("schedule", "-f", str(snapshot), cwd=tmp_path)
     assert done.returncode == 2
-    assert "Pod default/a is bound to node n1" in done.stderr
+    assert "Pod default/a cannot run on node n1 as the snapshot says" in done.stderr
 
 
 def test_the_readme_example(tmp_path: Path) -> None:
@@ -230,3 +230,19 @@ def test_the_readme_example(tmp_path: Path) -> None:
         "vision/detector-0",
         "vision/detector-1",
     }
+
+
+def test_a_running_slice_the_gpu_cannot_have_is_a_clear_error(tmp_path: Path) -> None:
+    snapshot = tmp_path / "mig.yaml"
+    snapshot.write_text(
+        "apiVersion: v1\nkind: Node\nmetadata: {name: h1, labels: {nvidia.com/gpu.product: "
+        "NVIDIA-H100-80GB-HBM3, nvidia.com/mig.capable: 'true'}}\n"
+        "status: {allocatable: {cpu: '8', memory: 8Gi, nvidia.com/gpu: '1'}}\n---\n"
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: big, annotations: "
+        "{gpufleet.io/gpu-index: '0'}}\nspec: {nodeName: h1, containers: [{name: c, "
+        "resources: {limits: {nvidia.com/mig-1g.5gb: '1'}}}]}\n"
+    )
+    done = gpufleet("schedule", "-f", str(snapshot), cwd=tmp_path)
+    assert done.returncode == 2
+    assert "no MIG profile 1g.5gb" in done.stderr
+    assert "Traceback" not in done.stderr

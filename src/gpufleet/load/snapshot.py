@@ -279,7 +279,14 @@ def _parse(objects: Iterator[Obj] | list[Obj], source: str) -> Snapshot:
         kind = obj.get("kind")
         if isinstance(kind, str) and kind in KINDS:
             by_kind.setdefault(kind, []).append(_Reader(source, obj))
-    numa = dict(_each(by_kind.get("NodeResourceTopology", []), _numa))
+    numa = dict(
+        _unique(
+            _each(by_kind.get("NodeResourceTopology", []), _numa),
+            lambda item: item[0],
+            "NodeResourceTopology",
+            source,
+        )
+    )
     nodes = _unique(
         [_with_numa(n, numa.get(n.name)) for n in _each(by_kind.get("Node", []), _node)],
         lambda n: n.name,

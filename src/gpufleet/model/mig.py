@@ -227,7 +227,9 @@ class MigLayouts:
     def place(self, node: int, gpu: int, profile_name: str, pod: str) -> Instance:
         """Give ``pod`` an instance of ``profile_name`` on ``gpu``, creating one if needed."""
         part = self.parts[node, gpu]
-        profile = self.tables[node][profile_name]
+        profile = self.tables[node].get(profile_name)
+        if profile is None:
+            raise ValueError(f"no MIG profile {profile_name} on the GPUs of node {node}")
         self.version[node] += 1
         for i, (inst, user) in enumerate(zip(part.instances, part.users, strict=True)):
             if user is None and inst.profile.name == profile_name:

@@ -51,9 +51,14 @@ def first_free_gpus(state: ClusterState, pod: PodSpec, node: int) -> tuple[int, 
 
 
 def tightest_gpu(state: ClusterState, pod: PodSpec, node: int) -> int:
-    """The GPU with the least free milli that holds ``pod``'s share (lowest index on ties)."""
+    """The GPU with the least free milli that holds ``pod``'s share (lowest index on ties);
+    for a pod that pins CPUs on a single-numa-node node, only GPUs of zones with its CPUs."""
     free = state.node_gpu_free(node)
-    return int(np.argmin(np.where(free >= pod.gpu_milli, free, MILLI + 1)))
+    usable = free >= pod.gpu_milli
+    if state.pins_cpu(node, pod):
+        zones = state.gpu_zone[node, : free.size]
+        usable &= state.zone_cpu_free[node, np.maximum(zones, 0)] >= pod.cpu_milli
+    return int(np.argmin(np.where(usable, free, MILLI + 1)))
 
 
 class GpuBestFit:

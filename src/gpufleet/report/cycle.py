@@ -109,7 +109,12 @@ def explain_lines(result: CycleResult, pod: str, record: JobRecord | None) -> li
         lines.extend(f"    {note}" for note in record.notes)
     failed = next((p for p in (pod, *record.pods) if p in result.node_reasons), None)
     nodes = result.node_reasons.get(failed) if failed is not None else None
-    if nodes:
+    if nodes and all(not reasons for _, reasons in nodes):
+        lines.append(
+            "  every node fits the pod by itself: the job waits on the gang or topology "
+            "reason above"
+        )
+    elif nodes:
         who = (
             "its turn"
             if failed == pod

@@ -32,7 +32,7 @@ import numpy as np
 from gpufleet.framework.protocols import Handle
 from gpufleet.framework.runtime import Framework, Held
 from gpufleet.framework.status import Code, Status
-from gpufleet.model.cluster import BoolArray, ClusterState
+from gpufleet.model.cluster import MILLI, BoolArray, ClusterState
 from gpufleet.model.fragmentation import FragmentIndex, typical_pods
 from gpufleet.model.workload import (
     DEFAULT_QUEUE,
@@ -185,7 +185,7 @@ class Cycle:
         """Bumped when a queue's allocation changes (queue_order caches on it)."""
         self._order_cache: dict[str, tuple[tuple[int, ...], str, tuple[object, ...]]] = {}
         unqueued = vector()
-        for pod in sorted(snapshot.pods, key=lambda p: (not p.gpus, p.key)):
+        for pod in sorted(snapshot.pods, key=lambda p: (not p.gpus, -p.spec.cpu_milli, p.key)):
             if pod.node is not None:
                 self._bind_existing(pod)
                 if pod.queue not in self.tree.queues:
@@ -273,16 +273,34 @@ class Cycle:
                 gpus = (
                     (tightest_gpu(self.state, spec, node),) if free.max() >= spec.gpu_milli else ()
                 )
+            elif self.state.pins_cpu(node, spec):
+                gpus = self._pinned_gpus(node, spec)
             else:
                 gpus = first_free_gpus(self.state, spec, node)
         try:
             self.state.reserve(node, spec, gpus)
-        except ValueError:
+        except ValueError as exc:
             raise SnapshotError(
-                f"Pod {pod.key} is bound to node {pod.node}, which does not have the "
-                f"capacity left for it (bound pods over-commit the node)"
+                f"Pod {pod.key} cannot run on node {pod.node} as the snapshot says ({exc}); "
+                "bound pods over-commit the node or ask for what it does not have"
             ) from None
         self._add_running(Running(pod, node, gpus, spec))
+
+    def _pinned_gpus(self, node: int, spec: PodSpec) -> tuple[int, ...]:
+        """GPUs for a running pinned pod whose GPUs the snapshot does not name: the zone
+        with the most free pinned CPU that has the GPUs (pods are taken largest CPU first)."""
+        free = np.flatnonzero(self.state.node_gpu_free(node) == MILLI)
+        zones = self.state.gpu_zone[node, free]
+        fitting = [
+            int(z)
+            for z in np.unique(zones)
+            if np.count_nonzero(zones == z) >= spec.num_gpu
+            and self.state.zone_cpu_free[node, z] >= spec.cpu_milli
+        ]
+        if not fitting:
+            return ()
+        zone = max(fitting, key=lambda z: (int(self.state.zone_cpu_free[node, z]), -z))
+        return tuple(int(g) for g in free[zones == zone][: spec.num_gpu])
 
     def _add_running(self, running: Running) -> None:
         self.running[running.pod.key] = running
@@ -454,8 +472,25 @@ class Cycle:
         group = self.groups.get(job.key)
         if group is not None and levels_for(group, self.snapshot.topology) is not None:
             gang = GangPlacement(self.allocate, job.core, txn, self.held)
-            return gang.allocate(group, self.snapshot.topology)
+            return gang.allocate(group, self.snapshot.topology, self.gang_nodes(job.key))
         return self.allocate(job.core, txn, self.held)
+
+    def gang_nodes(self, gang: str) -> list[int]:
+        """Nodes where the gang's pods run (at the snapshot or bound in this cycle)."""
+        return sorted({self.running[k].node for k in self.gang_running.get(gang, ())})
+
+    def extras_held(self, job: Job) -> Held | None:
+        """Where the job's elastic pods may go: its topology domain, if it has to keep one."""
+        group = self.groups.get(job.key)
+        plan = levels_for(group, self.snapshot.topology) if group is not None else None
+        nodes = self.gang_nodes(job.key)
+        if plan is None or plan[0] != "required" or not nodes:
+            return self.held
+        domains = Domains.of(self.state, plan[1][0])
+        domain = int(domains.ids[nodes[0]])
+        return restrict(
+            self.held, domains.outside(domain), f"node(s) outside the gang's {domains.short}"
+        )
 
     def _commit(self, txn: Transaction, pods: tuple[PodInfo, ...]) -> None:
         reserved = txn.reserved()
@@ -486,7 +521,7 @@ class Cycle:
             request = request_vector(pod.spec)
             blocked = self.admission(job, request)
             if blocked is None:
-                outcome = place(self.framework, self.state, pod.spec, self.held)
+                outcome = place(self.framework, self.state, pod.spec, self.extras_held(job))
                 if isinstance(outcome, Placement):
                     self.state.reserve(outcome.node, outcome.pod, outcome.gpus)
                     self._record_binding(pod, outcome.node, outcome.pod, outcome.gpus)
@@ -620,21 +655,24 @@ class Cycle:
         """
         base = self.held
         try:
-            for held in self._room_restrictions(job):
+            for where, held in self._room_restrictions(job):
                 self.held = held
-                plan = self._make_room_within(job, request, notes)
+                tried: list[str] = []
+                plan = self._make_room_within(job, request, tried)
+                notes.extend(f"{where}{note}" for note in tried)
                 if plan is not None:
                     return plan
         finally:
             self.held = base
         return None
 
-    def _room_restrictions(self, job: Job) -> list[Held | None]:
-        """Where victims may be sought: inside the largest topology domains, or anywhere."""
+    def _room_restrictions(self, job: Job) -> list[tuple[str, Held | None]]:
+        """Where victims may be sought: inside the largest topology domains, or anywhere
+        (with the prefix its notes get)."""
         group = self.groups.get(job.key)
         plan = levels_for(group, self.snapshot.topology) if group is not None else None
         if plan is None:
-            return [self.held]
+            return [("", self.held)]
         kind, levels = plan
         domains = Domains.of(self.state, levels[0])
         inside = domains.ids >= 0
@@ -642,11 +680,14 @@ class Cycle:
             domains.ids[inside], weights=self.state.gpu_count[inside], minlength=len(domains.names)
         )
         best = sorted(range(len(domains.names)), key=lambda d: (-capacity[d], domains.names[d]))
-        out: list[Held | None] = [
-            restrict(self.held, domains.outside(d), f"node(s) outside {domains.short}")
+        out: list[tuple[str, Held | None]] = [
+            (
+                f"in {domains.short} {domains.label(d)}: ",
+                restrict(self.held, domains.outside(d), f"node(s) outside {domains.short}"),
+            )
             for d in best[:MAX_ROOM_DOMAINS]
         ]
-        return [*out, self.held] if kind == "preferred" else out
+        return [*out, ("anywhere: ", self.held)] if kind == "preferred" else out
 
     def _make_room_within(self, job: Job, request: FloatArray, notes: list[str]) -> Plan | None:
         search = VictimSearch(self, job)

@@ -55,9 +55,14 @@ class VictimPool:
         )
         """Past the queue's reclaimMinRuntime."""
         self.mig: BoolArray = np.array(
-            [r.spec.mig_profile is not None for r in self.items], dtype=np.bool_
+            [
+                r.spec.mig_profile is not None or (r.spec.exclusive_cpu and r.spec.num_gpu > 0)
+                for r in self.items
+            ],
+            dtype=np.bool_,
         )
-        """Pods holding a MIG slice: freed through the state, which knows the partitions."""
+        """Pods holding a MIG slice or pinned CPUs: freed through the state, which knows the
+        partitions and NUMA zones."""
         self.single: BoolArray = np.array(
             [r.pod.gang == r.pod.key for r in self.items], dtype=np.bool_
         )

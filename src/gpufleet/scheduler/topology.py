@@ -60,6 +60,10 @@ class Domains:
         """The level as people say it: ``rack`` for ``topology.kubernetes.io/rack``."""
         return self.level.rsplit("/", 1)[-1]
 
+    def label(self, domain: int) -> str:
+        """The domain's label value as people read it (``""`` for an empty value)."""
+        return self.names[domain] or '""'
+
     def free_milli(self, state: ClusterState) -> IntArray:
         inside = self.ids >= 0
         return np.bincount(
@@ -109,7 +113,7 @@ def per_domain_reason(domains: Domains, counts: dict[int, int], pods: int) -> st
     """ "rack r1 can hold 3 of 4 pods; rack r2 can hold 2 of 4 pods" (best domains first)."""
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], domains.names[kv[0]]))
     shown = [
-        f"{domains.short} {domains.names[d]} can hold {n} of {pods} pods" for d, n in ranked[:4]
+        f"{domains.short} {domains.label(d)} can hold {n} of {pods} pods" for d, n in ranked[:4]
     ]
     more = len(ranked) - len(shown)
     return "; ".join(shown) + (f"; {more} more {domains.short}(s) hold fewer" if more else "")
@@ -185,8 +189,14 @@ class GangPlacement:
                 return Failure(pod, last.status, i)
         return None
 
-    def allocate(self, group: GroupSpec, topology: Sequence[str]) -> Failure | None:
-        """Place the gang under its PodGroup's topology constraint (the module's rules)."""
+    def allocate(
+        self, group: GroupSpec, topology: Sequence[str], running: Sequence[int] = ()
+    ) -> Failure | None:
+        """Place the gang under its PodGroup's topology constraint (the module's rules).
+
+        ``running``: nodes where pods of the gang already run; the rest of the gang joins
+        their domain (required: only there; preferred: there first).
+        """
         plan = levels_for(group, topology)
         assert plan is not None
         kind, levels = plan
@@ -196,6 +206,11 @@ class GangPlacement:
         for level in levels:
             domains = Domains.of(self.state, level)
             order = domain_order(domains, self.state, needed)
+            home = sorted({int(domains.ids[n]) for n in running if domains.ids[n] >= 0})
+            if home:
+                order = (
+                    home if kind == "required" else [*home, *(d for d in order if d not in home)]
+                )
             chosen, counts, failure = self.first_fitting(domains, order)
             if chosen is not None:
                 return None
