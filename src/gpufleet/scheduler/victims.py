@@ -273,10 +273,14 @@ class VictimSearch:
         static = np.zeros(self.state.size, dtype=np.bool_)
         static[self.framework.run_filters(self.cycle.empty, spec, self.cycle.held).nodes] = True
         gone = {r.pod.key for r in taken} | self.cycle.bound_now
-        eligible = {pool.items[i].pod.key for i in np.flatnonzero(left)} - gone
+
+        def eligible(key: str) -> bool:
+            i = pool.index.get(key)
+            return i is not None and bool(left[i]) and key not in gone
+
         by_node: dict[int, list[Running]] = {int(n): [] for n in nodes}
         for r in pool.on_nodes(left, nodes):
-            if r.pod.key in eligible:
+            if eligible(r.pod.key):
                 by_node[r.node].append(r)
         best: tuple[tuple[object, ...], int, list[Running]] | None = None
         for node, pods in by_node.items():
@@ -304,7 +308,7 @@ class VictimSearch:
         *,
         static: BoolArray,
         taken: list[Running],
-        eligible: set[str],
+        eligible: Callable[[str], bool],
         accept: Callable[[Unit, list[Running]], bool],
         relocate: bool,
     ) -> tuple[tuple[object, ...], list[Running]] | None:
@@ -321,7 +325,7 @@ class VictimSearch:
             if any(v.pod.key == r.pod.key for v in flat):
                 continue
             unit = self.unit(r, taken + flat)
-            if any(m.pod.key not in eligible for m in unit) or not accept(unit, taken + flat):
+            if not all(eligible(m.pod.key) for m in unit) or not accept(unit, taken + flat):
                 continue
             for m in unit:
                 txn.release(m)
