@@ -1,0 +1,1 @@
+"""Dynamic Resource Allocation: devices, claims, CEL selectors and the allocator."""

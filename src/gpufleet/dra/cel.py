@@ -1,0 +1,206 @@
+"""CEL device selectors in Kubernetes' environment, over the cel-python library.
+
+A DeviceClass or a request selects devices with expressions such as::
+
+    device.driver == "gpu.nvidia.com" &&
+    device.attributes["gpu.nvidia.com"].productName.startsWith("NVIDIA H100") &&
+    device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0
+
+The environment, as Kubernetes defines it (resource.k8s.io, structured parameters):
+``device.driver``; ``device.attributes[domain].name`` where an unqualified attribute name
+belongs to the driver's domain; ``device.capacity[domain].name`` as a quantity;
+``quantity("80Gi")`` with ``compareTo``, ``isGreaterThan``, ``isLessThan``, ``asInteger``
+and ``asApproximateFloat``; ``semver("1.2.3")`` (version attributes are semvers) with
+``compareTo``, ``isGreaterThan``, ``isLessThan``, ``major``, ``minor``, ``patch``; CEL's
+string functions. Each expression is compiled once; a broken one raises
+:class:`SelectorError`, which the allocator turns into a failure of the claims that use it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+import celpy
+from celpy import celtypes
+
+if TYPE_CHECKING:
+    from gpufleet.dra.model import Device
+
+_QUANTITY = re.compile(r"([+-]?\d+(?:\.\d*)?|\.\d+)(?:[eE]([+-]?\d+))?([a-zA-Z]*)")
+_SUFFIX = {
+    "": Decimal(1),
+    "m": Decimal("0.001"),
+    "k": Decimal(10) ** 3,
+    "M": Decimal(10) ** 6,
+    "G": Decimal(10) ** 9,
+    "T": Decimal(10) ** 12,
+    "P": Decimal(10) ** 15,
+    "E": Decimal(10) ** 18,
+    "Ki": Decimal(2) ** 10,
+    "Mi": Decimal(2) ** 20,
+    "Gi": Decimal(2) ** 30,
+    "Ti": Decimal(2) ** 40,
+    "Pi": Decimal(2) ** 50,
+    "Ei": Decimal(2) ** 60,
+}
+_SEMVER = re.compile(
+    r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?"
+)
+
+
+class SelectorError(Exception):
+    """A selector that does not compile or cannot be evaluated."""
+
+
+def parse_quantity(text: str) -> Decimal:
+    """A Kubernetes quantity ("500m", "80Gi", "1e3") as a decimal."""
+    match = _QUANTITY.fullmatch(text.strip())
+    if match is None or match.group(3) not in _SUFFIX:
+        raise SelectorError(f"not a quantity: {text!r}")
+    try:
+        value = Decimal(match.group(1)) * Decimal(10) ** int(match.group(2) or 0)
+    except InvalidOperation:
+        raise SelectorError(f"not a quantity: {text!r}") from None
+    return value * _SUFFIX[match.group(3)]
+
+
+class Quantity(celtypes.StringType):
+    """A quantity in CEL: compared by value, not by text."""
+
+    @property
+    def value(self) -> Decimal:
+        return parse_quantity(str(self))
+
+
+class Semver(celtypes.StringType):
+    """A semantic version in CEL."""
+
+    @property
+    def parts(self) -> tuple[int, int, int, tuple[tuple[int, object], ...]]:
+        match = _SEMVER.fullmatch(str(self))
+        if match is None:
+            raise SelectorError(f"not a semantic version: {self!s}")
+        pre = match.group(4)
+        # A release sorts after its pre-releases (semver 2.0 precedence).
+        tail: tuple[tuple[int, object], ...] = (
+            ((1, ""),)
+            if pre is None
+            else tuple((0, int(p)) if p.isdigit() else (0, p) for p in pre.split("."))
+        )
+        return int(match.group(1)), int(match.group(2)), int(match.group(3)), tail
+
+
+def _order(a: Any, b: Any) -> int:
+    if isinstance(a, Quantity) and isinstance(b, Quantity):
+        x: Any = a.value
+        y: Any = b.value
+    elif isinstance(a, Semver) and isinstance(b, Semver):
+        x, y = a.parts, b.parts
+    else:
+        raise SelectorError(f"cannot compare {type(a).__name__} with {type(b).__name__}")
+    return int(x > y) - int(x < y)
+
+
+def _semver(text: Any) -> Semver:
+    version = Semver(str(text))
+    _ = version.parts  # validates
+    return version
+
+
+def _quantity(text: Any) -> Quantity:
+    parse_quantity(str(text))  # validates
+    return Quantity(str(text))
+
+
+FUNCTIONS: dict[str, Any] = {
+    "quantity": _quantity,
+    "semver": _semver,
+    "isSemver": lambda text: celtypes.BoolType(_SEMVER.fullmatch(str(text)) is not None),
+    "compareTo": lambda a, b: celtypes.IntType(_order(a, b)),
+    "isGreaterThan": lambda a, b: celtypes.BoolType(_order(a, b) > 0),
+    "isLessThan": lambda a, b: celtypes.BoolType(_order(a, b) < 0),
+    "asInteger": lambda q: celtypes.IntType(int(q.value)),
+    "asApproximateFloat": lambda q: celtypes.DoubleType(float(q.value)),
+    "major": lambda v: celtypes.IntType(v.parts[0]),
+    "minor": lambda v: celtypes.IntType(v.parts[1]),
+    "patch": lambda v: celtypes.IntType(v.parts[2]),
+}
+
+_ENV = celpy.Environment()
+
+
+@dataclass(frozen=True, slots=True)
+class Selector:
+    expression: str
+    program: Any
+
+    def matches(self, device: Device) -> bool:
+        """Whether the device satisfies the expression (errors raise :class:`SelectorError`)."""
+        try:
+            result = self.program.evaluate(activation(device))
+        except Exception as exc:  # noqa: BLE001 (celpy raises many types; all mean "broken")
+            raise SelectorError(f"{self.expression!r}: {exc}") from None
+        if isinstance(result, Exception) or not isinstance(result, celtypes.BoolType | bool):
+            raise SelectorError(f"{self.expression!r} did not evaluate to a bool ({result!r})")
+        return bool(result)
+
+
+@cache
+def compile_selector(expression: str) -> Selector:
+    """The compiled selector (cached: every expression is compiled once)."""
+    try:
+        ast = _ENV.compile(expression)
+        return Selector(expression, _ENV.program(ast, functions=FUNCTIONS))
+    except Exception as exc:  # noqa: BLE001 (parse and type errors come as several types)
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SelectorError(f"{expression!r}: {first}") from None
+
+
+def _value(value: object) -> Any:
+    if isinstance(value, bool):
+        return celtypes.BoolType(value)
+    if isinstance(value, int):
+        return celtypes.IntType(value)
+    if isinstance(value, Semver):
+        return value
+    return celtypes.StringType(str(value))
+
+
+@cache
+def _domain_map(items: tuple[tuple[str, object], ...], driver: str, quantities: bool) -> Any:
+    domains: dict[str, dict[str, Any]] = {}
+    for name, value in items:
+        domain, _, short = name.rpartition("/")
+        converted = Quantity(str(value)) if quantities else _value(value)
+        domains.setdefault(domain or driver, {})[short] = converted
+    return celtypes.MapType(
+        {
+            celtypes.StringType(d): celtypes.MapType(
+                {celtypes.StringType(k): v for k, v in fields.items()}
+            )
+            for d, fields in domains.items()
+        }
+    )
+
+
+def activation(device: Device) -> dict[str, Any]:
+    """The ``device`` variable of a selector."""
+    return {
+        "device": celtypes.MapType(
+            {
+                celtypes.StringType("driver"): celtypes.StringType(device.driver),
+                celtypes.StringType("attributes"): _domain_map(
+                    tuple(sorted(device.attributes.items())), device.driver, False
+                ),
+                celtypes.StringType("capacity"): _domain_map(
+                    tuple(sorted((k, str(v)) for k, v in device.capacity.items())),
+                    device.driver,
+                    True,
+                ),
+            }
+        )
+    }

@@ -1,0 +1,137 @@
+"""DRA as the allocator sees it: devices in pools, device classes, claims and their requests.
+
+These mirror ``resource.k8s.io/v1`` (ResourceSlice, DeviceClass, ResourceClaim) with the
+fields the allocator reads; the loader turns Kubernetes objects into them. Attribute and
+capacity names are fully qualified (``gpu.nvidia.com/productName``): an unqualified name in
+a ResourceSlice belongs to the driver's domain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+MAX_DEVICES_PER_CLAIM = 32
+"""Kubernetes' limit on the devices one claim may be allocated (AllocationResultsMaxSize)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceTaint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceToleration:
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def tolerates(self, taint: DeviceTaint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.operator == "Exists":
+            return not self.key or self.key == taint.key
+        return self.key == taint.key and self.value == taint.value
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    driver: str
+    pool: str
+    name: str
+    node: str | None = None
+    """The node of a node-local device; None for network-attached ones."""
+    all_nodes: bool = False
+    attributes: Mapping[str, object] = field(default_factory=dict)
+    capacity: Mapping[str, Decimal] = field(default_factory=dict)
+    taints: tuple[DeviceTaint, ...] = ()
+    consumes: tuple[tuple[str, tuple[tuple[str, Decimal], ...]], ...] = ()
+    """Shared counters the device takes from its pool: (counter set, ((counter, amount), ...))."""
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.driver, self.pool, self.name)
+
+    def attribute(self, name: str) -> object | None:
+        """A qualified attribute (``domain/name``), or an unqualified one of the driver."""
+        if name in self.attributes:
+            return self.attributes[name]
+        return self.attributes.get(f"{self.driver}/{name}") if "/" not in name else None
+
+
+@dataclass(frozen=True, slots=True)
+class Pool:
+    """One pool of one driver at its newest generation."""
+
+    driver: str
+    name: str
+    generation: int
+    slice_count: int
+    slices_seen: int
+    devices: tuple[Device, ...]
+    counters: Mapping[str, Mapping[str, Decimal]] = field(default_factory=dict)
+    """Shared counter sets: name -> counter -> amount."""
+
+    @property
+    def complete(self) -> bool:
+        """All ``resourceSliceCount`` slices of the newest generation are there."""
+        return self.slices_seen == self.slice_count
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceClass:
+    name: str
+    selectors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Subrequest:
+    """What one request (or one of its ``firstAvailable`` alternatives) asks for."""
+
+    name: str
+    device_class: str
+    selectors: tuple[str, ...] = ()
+    count: int = 1
+    all_devices: bool = False
+    """``allocationMode: All``."""
+    admin_access: bool = False
+    tolerations: tuple[DeviceToleration, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    name: str
+    alternatives: tuple[Subrequest, ...]
+    """One for ``exactly``; several, in order of preference, for ``firstAvailable``."""
+    first_available: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Constraint:
+    requests: tuple[str, ...] = ()
+    """The requests it applies to (empty: all of the claim's)."""
+    match_attribute: str | None = None
+    distinct_attribute: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    key: str
+    requests: tuple[Request, ...]
+    constraints: tuple[Constraint, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceResult:
+    """One allocated device, as ``status.allocation.devices.results[]`` has it."""
+
+    request: str
+    """``<request>`` or, for firstAvailable, ``<request>/<subrequest>``."""
+    driver: str
+    pool: str
+    device: str
+    admin_access: bool = False
