@@ -41,6 +41,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.cycle
 	$(BIN)/python -m bench.topology
 	$(BIN)/python -m bench.mig
+	$(BIN)/python -m bench.dra
 	$(BIN)/python -m bench.openb_headroom
 	$(BIN)/python -m bench.openb_gpufleet
 	$(BIN)/python -m bench.openb_fidelity

@@ -239,3 +239,13 @@ def test_unsatisfiable_match_is_rejected_fast() -> None:
     )
     assert isinstance(result, Unsatisfiable)
     assert "no combination" in result.reason
+
+
+@pytest.mark.parametrize("driver", [DRIVER, "other.example.com"])
+def test_driver_fast_path_agrees_with_cel(driver: str) -> None:
+    fast = compile_selector(f'device.driver == "{driver}"')
+    slow = compile_selector(f'device.driver == "{driver}" && true')
+    assert fast.driver == driver
+    assert slow.driver is None
+    device = gpu("g0")
+    assert fast.matches(device) is slow.matches(device) is (driver == DRIVER)

@@ -23,7 +23,7 @@ the smallest sufficient device first (least capacity), so that large devices sta
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
@@ -292,8 +292,14 @@ class _Search:
             if len(fits) < need:
                 return False
             for kind, attribute, members in self._constraints(slot):
-                distinct = {d.attribute(attribute) for d in fits}
-                if kind == "distinct" and i in members and len(distinct) < need:
+                if i not in members:
+                    continue
+                values = [d.attribute(attribute) for d in fits]
+                if kind == "distinct" and len(set(values)) < need:
+                    return False
+                unset = kind == "match" and not any(chosen[m] for m in members)
+                # No value chosen yet: some value must have enough devices by itself.
+                if unset and max(Counter(values).values(), default=0) < need:
                     return False
         return True
 

@@ -133,13 +133,21 @@ FUNCTIONS: dict[str, Any] = {
 _ENV = celpy.Environment()
 
 
+_DRIVER_IS = re.compile(r'\s*device\.driver\s*==\s*"([^"\\]+)"\s*')
+"""The most common selector (a DeviceClass's), evaluated without the interpreter."""
+
+
 @dataclass(frozen=True, slots=True)
 class Selector:
     expression: str
     program: Any
+    driver: str | None = None
+    """Set when the expression is exactly ``device.driver == "<driver>"``."""
 
     def matches(self, device: Device) -> bool:
         """Whether the device satisfies the expression (errors raise :class:`SelectorError`)."""
+        if self.driver is not None:
+            return device.driver == self.driver
         try:
             result = self.program.evaluate(activation(device))
         except Exception as exc:  # noqa: BLE001 (celpy raises many types; all mean "broken")
@@ -154,10 +162,12 @@ def compile_selector(expression: str) -> Selector:
     """The compiled selector (cached: every expression is compiled once)."""
     try:
         ast = _ENV.compile(expression)
-        return Selector(expression, _ENV.program(ast, functions=FUNCTIONS))
+        program = _ENV.program(ast, functions=FUNCTIONS)
     except Exception as exc:  # noqa: BLE001 (parse and type errors come as several types)
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise SelectorError(f"{expression!r}: {first}") from None
+    simple = _DRIVER_IS.fullmatch(expression)
+    return Selector(expression, program, simple.group(1) if simple else None)
 
 
 def _value(value: object) -> Any:
