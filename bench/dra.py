@@ -18,7 +18,7 @@ from decimal import Decimal
 
 from bench.docs import publish_table
 from gpufleet.dra.allocator import Allocator, Unsatisfiable
-from gpufleet.dra.model import Claim, Constraint, Device, DeviceClass, Pool, Request, Subrequest
+from gpufleet.model.devices import Claim, Constraint, Device, DeviceClass, Pool, Request, Subrequest
 
 SECTION = "dra"
 DRIVER = "gpu.nvidia.com"

@@ -14,7 +14,7 @@ import pytest
 
 from gpufleet.dra.allocator import Allocator, Unsatisfiable
 from gpufleet.dra.cel import SelectorError, compile_selector
-from gpufleet.dra.model import (
+from gpufleet.model.devices import (
     Claim,
     Constraint,
     Device,

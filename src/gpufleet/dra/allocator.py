@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from gpufleet.dra.cel import SelectorError, compile_selector
-from gpufleet.dra.model import (
+from gpufleet.model.devices import (
     MAX_DEVICES_PER_CLAIM,
     Claim,
     Device,

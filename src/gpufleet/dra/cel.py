@@ -28,7 +28,7 @@ import celpy
 from celpy import celtypes
 
 if TYPE_CHECKING:
-    from gpufleet.dra.model import Device
+    from gpufleet.model.devices import Device
 
 _QUANTITY = re.compile(r"([+-]?\d+(?:\.\d*)?|\.\d+)(?:[eE]([+-]?\d+))?([a-zA-Z]*)")
 _SUFFIX = {

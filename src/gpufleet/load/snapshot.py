@@ -24,7 +24,6 @@ Choices worth knowing:
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -34,9 +33,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from lightkube.utils.quantity import parse_quantity
 
 from gpufleet.load.errors import InputError, reading
+from gpufleet.load.reader import Obj, Reader
 from gpufleet.model.cluster import MILLI, NodeSpec
 from gpufleet.model.mig import table_for
 from gpufleet.model.pod import PodSpec
@@ -74,8 +73,6 @@ TOPOLOGY_REQUIRED = "gpufleet.io/topology-required"
 TOPOLOGY_PREFERRED = "gpufleet.io/topology-preferred"
 MIB = 1 << 20
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
-_DURATION_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 KINDS = frozenset(
     {"Node", "Pod", "PodGroup", "Queue", "PriorityClass", "Topology", "NodeResourceTopology"}
@@ -83,120 +80,8 @@ KINDS = frozenset(
 SINGLE_NUMA_POLICIES = frozenset(
     {"single-numa-node", "SingleNUMANodeContainerLevel", "SingleNUMANodePodLevel"}
 )
-MAX_QUANTITY = Decimal(2) ** 52
-"""Quantities beyond this (in bytes, cores or devices) are typos, not clusters."""
 
-Obj = Mapping[str, Any]
 T = TypeVar("T")
-
-
-class _Reader:
-    """Typed access to one object's fields; every failure names the object and field."""
-
-    def __init__(self, source: str, obj: Obj) -> None:
-        self.obj = obj
-        meta = obj.get("metadata")
-        self.meta: Obj = meta if isinstance(meta, Mapping) else {}
-        name = self.meta.get("name")
-        namespace = self.meta.get("namespace")
-        self.name = str(name) if name is not None else "<unnamed>"
-        self.key = f"{namespace or 'default'}/{self.name}"
-        self.namespace = str(namespace or "default")
-        self.where = f"{source}: {obj.get('kind')} {self.name}"
-        if name is None or not isinstance(name, str) or not name:
-            raise InputError(self.where, "expected a non-empty string", field="metadata.name")
-        if namespace is not None and not isinstance(namespace, str):
-            raise InputError(self.where, "expected a string", field="metadata.namespace")
-
-    def fail(self, field: str, expected: str, got: object) -> InputError:
-        return InputError(self.where, f"expected {expected}, got {got!r}", field=field)
-
-    def get(self, path: str, default: Any = None) -> Any:
-        node: Any = self.obj
-        for part in path.split("."):
-            if node is None:
-                return default
-            if not isinstance(node, Mapping):
-                raise self.fail(path, "a mapping", node)
-            node = node.get(part)
-        return default if node is None else node
-
-    def mapping(self, path: str) -> Obj:
-        value = self.get(path, {})
-        if not isinstance(value, Mapping):
-            raise self.fail(path, "a mapping", value)
-        return value
-
-    def strings(self, path: str) -> dict[str, str]:
-        value = self.mapping(path)
-        for key, item in value.items():
-            if not isinstance(item, str | int | float | bool):
-                raise self.fail(f"{path}.{key}", "a string", item)
-        return {str(k): str(v) for k, v in value.items()}
-
-    def sequence(self, path: str) -> list[Any]:
-        value = self.get(path, [])
-        if not isinstance(value, list):
-            raise self.fail(path, "a list", value)
-        return value
-
-    def integer(self, path: str, default: int, *, minimum: int | None = None) -> int:
-        value = self.get(path, default)
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise self.fail(path, "an integer", value)
-        if minimum is not None and value < minimum:
-            raise self.fail(path, f"an integer >= {minimum}", value)
-        return value
-
-    def quantity(self, path: str, value: object) -> Decimal:
-        if isinstance(value, bool) or not isinstance(value, str | int | float):
-            raise self.fail(path, "a quantity such as '500m', '4' or '80Gi'", value)
-        try:
-            parsed = parse_quantity(str(value))
-        except ValueError:
-            parsed = None
-        if parsed is None or not 0 <= parsed < MAX_QUANTITY:
-            raise self.fail(path, "a non-negative quantity such as '500m', '4' or '80Gi'", value)
-        return parsed
-
-    def string(self, path: str, default: str | None = None) -> str | None:
-        value = self.get(path, default)
-        if value is not None and not isinstance(value, str):
-            raise self.fail(path, "a string", value)
-        return value
-
-    def time(self, path: str) -> float | None:
-        return self.time_of(path, self.get(path))
-
-    def time_of(self, path: str, value: object) -> float | None:
-        if value is None:
-            return None
-        if isinstance(value, dt.datetime):
-            stamp = value
-        else:
-            try:
-                stamp = dt.datetime.fromisoformat(str(value))
-            except ValueError:
-                raise self.fail(
-                    path, "an RFC 3339 time such as '2026-01-31T12:00:00Z'", value
-                ) from None
-        if stamp.tzinfo is None:
-            stamp = stamp.replace(tzinfo=dt.UTC)
-        return stamp.timestamp()
-
-    def duration(self, path: str) -> float:
-        value = self.get(path)
-        if value is None:
-            return 0.0
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            if not math.isfinite(value) or value < 0:
-                raise self.fail(path, "a non-negative duration such as '90s' or 90", value)
-            return float(value)
-        text = str(value)
-        parts = _DURATION.findall(text)
-        if not parts or "".join(n + u for n, u in parts) != text:
-            raise self.fail(path, "a duration such as '90s', '10m' or '1h30m'", value)
-        return sum(float(n) * _DURATION_SECONDS[u] for n, u in parts)
 
 
 def _cpu_milli(q: Decimal) -> int:
@@ -260,7 +145,7 @@ def parse_snapshot(objects: Iterator[Obj] | list[Obj], source: str) -> Snapshot:
         raise InputError(source, f"unexpected structure: {exc}") from None
 
 
-def _each(readers: list[_Reader], read: Callable[[_Reader], T]) -> list[T]:
+def _each(readers: list[Reader], read: Callable[[Reader], T]) -> list[T]:
     """``read`` every object; a structure no field check foresaw names its object."""
     out = []
     for r in readers:
@@ -274,11 +159,11 @@ def _each(readers: list[_Reader], read: Callable[[_Reader], T]) -> list[T]:
 
 
 def _parse(objects: Iterator[Obj] | list[Obj], source: str) -> Snapshot:
-    by_kind: dict[str, list[_Reader]] = {}
+    by_kind: dict[str, list[Reader]] = {}
     for obj in objects:
         kind = obj.get("kind")
         if isinstance(kind, str) and kind in KINDS:
-            by_kind.setdefault(kind, []).append(_Reader(source, obj))
+            by_kind.setdefault(kind, []).append(Reader(source, obj))
     numa = dict(
         _unique(
             _each(by_kind.get("NodeResourceTopology", []), _numa),
@@ -334,7 +219,7 @@ def _parse(objects: Iterator[Obj] | list[Obj], source: str) -> Snapshot:
     )
 
 
-def _topology(r: _Reader) -> tuple[str, ...]:
+def _topology(r: Reader) -> tuple[str, ...]:
     levels = []
     for i, level in enumerate(r.sequence("spec.levels")):
         label = level.get("nodeLabel") if isinstance(level, Mapping) else None
@@ -358,7 +243,7 @@ def _unique(items: list[T], key: Any, kind: str, source: str) -> list[T]:
     return items
 
 
-def _taints(r: _Reader) -> tuple[Taint, ...]:
+def _taints(r: Reader) -> tuple[Taint, ...]:
     taints = []
     for i, raw in enumerate(r.sequence("spec.taints")):
         if not isinstance(raw, Mapping) or not raw.get("key"):
@@ -374,7 +259,7 @@ def _taints(r: _Reader) -> tuple[Taint, ...]:
     return tuple(taints)
 
 
-def _node(r: _Reader) -> NodeSpec:
+def _node(r: Reader) -> NodeSpec:
     allocatable = r.mapping("status.allocatable")
     if not allocatable:
         raise r.fail("status.allocatable", "cpu, memory (and nvidia.com/gpu) quantities", None)
@@ -415,7 +300,7 @@ def _node(r: _Reader) -> NodeSpec:
     )
 
 
-def _numa(r: _Reader) -> tuple[str, tuple[tuple[int, ...], tuple[int, ...], bool]]:
+def _numa(r: Reader) -> tuple[str, tuple[tuple[int, ...], tuple[int, ...], bool]]:
     """A NodeResourceTopology: per GPU its zone (GPUs numbered zone by zone), per zone its
     allocatable CPU, and whether the kubelet runs the single-numa-node policy."""
     gpu_zones: list[int] = []
@@ -454,7 +339,7 @@ def _with_numa(
     return replace(node, gpu_zones=gpu_zones, zone_cpu_milli=zone_cpu, single_numa=single)
 
 
-def _mig_profile(r: _Reader, field: str, resource: str) -> str | None:
+def _mig_profile(r: Reader, field: str, resource: str) -> str | None:
     """``3g.40gb`` for ``nvidia.com/mig-3g.40gb``; None for other resources."""
     if not resource.startswith(MIG_PREFIX):
         return None
@@ -464,7 +349,7 @@ def _mig_profile(r: _Reader, field: str, resource: str) -> str | None:
     return profile
 
 
-def _smallest_gpu_memory(readers: list[_Reader]) -> int | None:
+def _smallest_gpu_memory(readers: list[Reader]) -> int | None:
     sizes = []
     for r in readers:
         raw = r.strings("metadata.labels").get(GPU_MEMORY_LABEL)
@@ -477,7 +362,7 @@ def _smallest_gpu_memory(readers: list[_Reader]) -> int | None:
     return min(sizes) if sizes else None
 
 
-def _priority_class(r: _Reader) -> tuple[int, bool, bool]:
+def _priority_class(r: Reader) -> tuple[int, bool, bool]:
     value = r.integer("value", 0)
     policy = r.get("preemptionPolicy", "PreemptLowerPriority")
     if policy not in {"PreemptLowerPriority", "Never"}:
@@ -485,7 +370,7 @@ def _priority_class(r: _Reader) -> tuple[int, bool, bool]:
     return value, policy == "PreemptLowerPriority", r.get("globalDefault") is True
 
 
-def _resource_spec(r: _Reader, resource: str) -> tuple[float, float, float, bool]:
+def _resource_spec(r: Reader, resource: str) -> tuple[float, float, float, bool]:
     """(quota, limit, weight, quota given) of one resource of a Queue."""
     base = f"spec.resources.{resource}"
     spec = r.mapping(base)
@@ -516,7 +401,7 @@ def _resource_spec(r: _Reader, resource: str) -> tuple[float, float, float, bool
     return max(quota, 0.0), amount("limit", math.inf), float(weight), given
 
 
-def _queue(r: _Reader) -> tuple[QueueSpec, tuple[bool, ...]]:
+def _queue(r: Reader) -> tuple[QueueSpec, tuple[bool, ...]]:
     quota, limit, weight, given = zip(
         *(_resource_spec(r, res) for res in ("gpu", "cpu", "memory")), strict=True
     )
@@ -563,7 +448,7 @@ def _queues(specs: list[tuple[QueueSpec, tuple[bool, ...]]], source: str) -> tup
     return tuple(queues[name] for name in sorted(queues))
 
 
-def _group(r: _Reader) -> GroupSpec:
+def _group(r: Reader) -> GroupSpec:
     labels = r.strings("metadata.labels")
     annotations = r.strings("metadata.annotations")
     stale = None
@@ -580,7 +465,7 @@ def _group(r: _Reader) -> GroupSpec:
     )
 
 
-def _requests(r: _Reader) -> dict[str, Decimal]:
+def _requests(r: Reader) -> dict[str, Decimal]:
     def container_requests(path: str) -> list[dict[str, Decimal]]:
         out = []
         for i, container in enumerate(r.sequence(path)):
@@ -614,7 +499,7 @@ def _requests(r: _Reader) -> dict[str, Decimal]:
 
 
 def _gpu_request(
-    r: _Reader, requests: dict[str, Decimal], gpu_memory: int | None
+    r: Reader, requests: dict[str, Decimal], gpu_memory: int | None
 ) -> tuple[int, int]:
     """(num_gpu, gpu_milli) of a pod."""
     whole = requests.get(GPU_RESOURCE, Decimal(0))
@@ -656,7 +541,7 @@ NOTHING = Requirement("", "In", ())
 _INTEGER = re.compile(r"-?[0-9]+")
 
 
-def _requirement(r: _Reader, field: str, expr: object, kind: str) -> Requirement:
+def _requirement(r: Reader, field: str, expr: object, kind: str) -> Requirement:
     if not isinstance(expr, Mapping) or expr.get("operator") not in OPERATORS:
         got = expr.get("operator") if isinstance(expr, Mapping) else expr
         raise r.fail(f"{field}.operator", " | ".join(OPERATORS), got)
@@ -677,7 +562,7 @@ def _requirement(r: _Reader, field: str, expr: object, kind: str) -> Requirement
     return Requirement(key, op, values)
 
 
-def _guaranteed_whole_cpus(r: _Reader) -> bool:
+def _guaranteed_whole_cpus(r: Reader) -> bool:
     """Guaranteed QoS (every container's CPU and memory limits set, requests equal to them)
     with whole CPUs: what the kubelet's static CPU manager pins."""
     containers = r.sequence("spec.containers")
@@ -698,7 +583,7 @@ def _guaranteed_whole_cpus(r: _Reader) -> bool:
     return bool(containers)
 
 
-def _mig_request(r: _Reader, requests: dict[str, Decimal]) -> str | None:
+def _mig_request(r: Reader, requests: dict[str, Decimal]) -> str | None:
     """The pod's MIG profile: one slice of one profile per pod."""
     asked = {
         profile: count
@@ -713,7 +598,7 @@ def _mig_request(r: _Reader, requests: dict[str, Decimal]) -> str | None:
     return next(iter(asked))
 
 
-def _constraint(r: _Reader) -> NodeConstraint | None:
+def _constraint(r: Reader) -> NodeConstraint | None:
     selector = tuple(
         Requirement(k, "In", (v,)) for k, v in sorted(r.strings("spec.nodeSelector").items())
     )
@@ -758,7 +643,7 @@ def _constraint(r: _Reader) -> NodeConstraint | None:
 
 
 def _pod(
-    r: _Reader,
+    r: Reader,
     classes: dict[str, tuple[int, bool, bool]],
     group_queues: dict[str, str],
     gpu_memory: int | None,
@@ -825,7 +710,7 @@ def _pod(
     )
 
 
-def _priority(r: _Reader, classes: dict[str, tuple[int, bool, bool]]) -> tuple[int, bool]:
+def _priority(r: Reader, classes: dict[str, tuple[int, bool, bool]]) -> tuple[int, bool]:
     name = r.string("spec.priorityClassName")
     can_preempt = r.string("spec.preemptionPolicy", "PreemptLowerPriority") != "Never"
     if name is not None:

@@ -1,0 +1,135 @@
+"""Typed access to one Kubernetes object's fields; every failure names the object and field.
+
+Shared by the snapshot readers (``load/snapshot.py``, ``load/devices.py``): a
+:class:`Reader` wraps one object as a mapping and turns each wrong or missing field into an
+:class:`~gpufleet.load.errors.InputError` ("FILE: Kind name: field 'x.y': expected ...").
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from collections.abc import Mapping
+from decimal import Decimal
+from typing import Any
+
+from lightkube.utils.quantity import parse_quantity
+
+from gpufleet.load.errors import InputError
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_DURATION_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+MAX_QUANTITY = Decimal(2) ** 52
+"""Quantities beyond this (in bytes, cores or devices) are typos, not clusters."""
+
+Obj = Mapping[str, Any]
+
+
+class Reader:
+    """Typed access to one object's fields; every failure names the object and field."""
+
+    def __init__(self, source: str, obj: Obj) -> None:
+        self.obj = obj
+        meta = obj.get("metadata")
+        self.meta: Obj = meta if isinstance(meta, Mapping) else {}
+        name = self.meta.get("name")
+        namespace = self.meta.get("namespace")
+        self.name = str(name) if name is not None else "<unnamed>"
+        self.key = f"{namespace or 'default'}/{self.name}"
+        self.namespace = str(namespace or "default")
+        self.where = f"{source}: {obj.get('kind')} {self.name}"
+        if name is None or not isinstance(name, str) or not name:
+            raise InputError(self.where, "expected a non-empty string", field="metadata.name")
+        if namespace is not None and not isinstance(namespace, str):
+            raise InputError(self.where, "expected a string", field="metadata.namespace")
+
+    def fail(self, field: str, expected: str, got: object) -> InputError:
+        return InputError(self.where, f"expected {expected}, got {got!r}", field=field)
+
+    def get(self, path: str, default: Any = None) -> Any:
+        node: Any = self.obj
+        for part in path.split("."):
+            if node is None:
+                return default
+            if not isinstance(node, Mapping):
+                raise self.fail(path, "a mapping", node)
+            node = node.get(part)
+        return default if node is None else node
+
+    def mapping(self, path: str) -> Obj:
+        value = self.get(path, {})
+        if not isinstance(value, Mapping):
+            raise self.fail(path, "a mapping", value)
+        return value
+
+    def strings(self, path: str) -> dict[str, str]:
+        value = self.mapping(path)
+        for key, item in value.items():
+            if not isinstance(item, str | int | float | bool):
+                raise self.fail(f"{path}.{key}", "a string", item)
+        return {str(k): str(v) for k, v in value.items()}
+
+    def sequence(self, path: str) -> list[Any]:
+        value = self.get(path, [])
+        if not isinstance(value, list):
+            raise self.fail(path, "a list", value)
+        return value
+
+    def integer(self, path: str, default: int, *, minimum: int | None = None) -> int:
+        value = self.get(path, default)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(path, "an integer", value)
+        if minimum is not None and value < minimum:
+            raise self.fail(path, f"an integer >= {minimum}", value)
+        return value
+
+    def quantity(self, path: str, value: object) -> Decimal:
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise self.fail(path, "a quantity such as '500m', '4' or '80Gi'", value)
+        try:
+            parsed = parse_quantity(str(value))
+        except ValueError:
+            parsed = None
+        if parsed is None or not 0 <= parsed < MAX_QUANTITY:
+            raise self.fail(path, "a non-negative quantity such as '500m', '4' or '80Gi'", value)
+        return parsed
+
+    def string(self, path: str, default: str | None = None) -> str | None:
+        value = self.get(path, default)
+        if value is not None and not isinstance(value, str):
+            raise self.fail(path, "a string", value)
+        return value
+
+    def time(self, path: str) -> float | None:
+        return self.time_of(path, self.get(path))
+
+    def time_of(self, path: str, value: object) -> float | None:
+        if value is None:
+            return None
+        if isinstance(value, dt.datetime):
+            stamp = value
+        else:
+            try:
+                stamp = dt.datetime.fromisoformat(str(value))
+            except ValueError:
+                raise self.fail(
+                    path, "an RFC 3339 time such as '2026-01-31T12:00:00Z'", value
+                ) from None
+        if stamp.tzinfo is None:
+            stamp = stamp.replace(tzinfo=dt.UTC)
+        return stamp.timestamp()
+
+    def duration(self, path: str) -> float:
+        value = self.get(path)
+        if value is None:
+            return 0.0
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            if not math.isfinite(value) or value < 0:
+                raise self.fail(path, "a non-negative duration such as '90s' or 90", value)
+            return float(value)
+        text = str(value)
+        parts = _DURATION.findall(text)
+        if not parts or "".join(n + u for n, u in parts) != text:
+            raise self.fail(path, "a duration such as '90s', '10m' or '1h30m'", value)
+        return sum(float(n) * _DURATION_SECONDS[u] for n, u in parts)
