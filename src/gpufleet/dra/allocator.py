@@ -73,11 +73,18 @@ class Allocator:
             if not pool.complete:
                 continue  # an incomplete pool is not used
             for device in pool.devices:
-                self.by_node[None if device.all_nodes else device.node].append(device)
+                if device.nodes is not None:
+                    for node in device.nodes:
+                        self.by_node[node].append(device)
+                else:
+                    self.by_node[None if device.all_nodes else device.node].append(device)
             for name, counters in pool.counters.items():
                 self.counters[pool.driver, pool.name, name] = dict(counters)
         for devices in self.by_node.values():
             devices.sort(key=_size)
+        self.devices: dict[Key, Device] = {
+            d.key: d for devices in self.by_node.values() for d in devices
+        }
         self.in_use: set[Key] = set()
         self._matching: dict[tuple[object, ...], list[Device]] = {}
         self.consumed: dict[tuple[str, str, str], dict[str, Decimal]] = defaultdict(dict)
@@ -93,12 +100,19 @@ class Allocator:
                     self.in_use.add((r.driver, r.pool, r.device))
                     self._consume(self._device(r), +1)
 
+    def release(self, results: Sequence[Sequence[DeviceResult]]) -> None:
+        """Undo :meth:`commit` (a gang rolled back, a pod evicted)."""
+        for claim_results in results:
+            for r in claim_results:
+                if not r.admin_access and (r.driver, r.pool, r.device) in self.in_use:
+                    self.in_use.discard((r.driver, r.pool, r.device))
+                    self._consume(self._device(r), -1)
+
     def _device(self, r: DeviceResult) -> Device:
-        for devices in self.by_node.values():
-            for d in devices:
-                if d.key == (r.driver, r.pool, r.device):
-                    return d
-        raise KeyError(r.device)
+        device = self.devices.get((r.driver, r.pool, r.device))
+        if device is None:
+            raise KeyError(r.device)
+        return device
 
     def _consume(self, device: Device, sign: int) -> None:
         for counter_set, amounts in device.consumes:

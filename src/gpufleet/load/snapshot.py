@@ -34,9 +34,11 @@ from typing import Any, TypeVar
 
 import yaml
 
+from gpufleet.load.devices import DRA_KINDS, allocation, claim_spec, device_class, pools
 from gpufleet.load.errors import InputError, reading
 from gpufleet.load.reader import Obj, Reader
 from gpufleet.model.cluster import MILLI, NodeSpec
+from gpufleet.model.devices import Allocation, Claim, Pool
 from gpufleet.model.mig import table_for
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.selectors import (
@@ -74,8 +76,11 @@ TOPOLOGY_PREFERRED = "gpufleet.io/topology-preferred"
 MIB = 1 << 20
 
 
-KINDS = frozenset(
-    {"Node", "Pod", "PodGroup", "Queue", "PriorityClass", "Topology", "NodeResourceTopology"}
+KINDS = (
+    frozenset(
+        {"Node", "Pod", "PodGroup", "Queue", "PriorityClass", "Topology", "NodeResourceTopology"}
+    )
+    | DRA_KINDS
 )
 SINGLE_NUMA_POLICIES = frozenset(
     {"single-numa-node", "SingleNUMANodeContainerLevel", "SingleNUMANodePodLevel"}
@@ -210,13 +215,31 @@ def _parse(objects: Iterator[Obj] | list[Obj], source: str) -> Snapshot:
                     f"expected one of the Topology's levels ({', '.join(levels)}), got {key!r}",
                     field=f"metadata.annotations.{annotation}",
                 )
+    claims, allocations = _claims(by_kind, pods)
+    node_labels = {n.name: n.labels for n in nodes}
     return Snapshot(
         tuple(nodes),
         tuple(_unique(pods, lambda p: p.key, "Pod", source)),
         tuple(groups),
         queues,
         levels,
+        tuple(_each(by_kind.get("DeviceClass", []), device_class)),
+        _each_pools(by_kind.get("ResourceSlice", []), node_labels),
+        tuple(claims),
+        allocations,
     )
+
+
+def _each_pools(
+    slices: list[Reader], node_labels: Mapping[str, Mapping[str, str]]
+) -> tuple[Pool, ...]:
+    try:
+        return pools(slices, node_labels)
+    except InputError:
+        raise
+    except (TypeError, ValueError, AttributeError, KeyError, ArithmeticError) as exc:
+        where = slices[0].where if slices else "ResourceSlice"
+        raise InputError(where, f"unexpected structure: {exc}") from None
 
 
 def _topology(r: Reader) -> tuple[str, ...]:
@@ -707,7 +730,62 @@ def _pod(
         gpus,
         r.time("status.startTime") or created,
         managed,
+        _pod_claims(r),
     )
+
+
+def _pod_claims(r: Reader) -> tuple[str, ...]:
+    """Keys of the pod's ResourceClaims (a template's claim is ``<pod>-<name>``)."""
+    keys = []
+    for i, ref in enumerate(r.sequence("spec.resourceClaims")):
+        if not isinstance(ref, Mapping) or not isinstance(ref.get("name"), str):
+            raise r.fail(f"spec.resourceClaims[{i}].name", "a claim reference name", ref)
+        if isinstance(ref.get("resourceClaimName"), str):
+            keys.append(f"{r.namespace}/{ref['resourceClaimName']}")
+        elif isinstance(ref.get("resourceClaimTemplateName"), str):
+            keys.append(f"{r.namespace}/{r.name}-{ref['name']}")
+        else:
+            raise r.fail(
+                f"spec.resourceClaims[{i}]", "resourceClaimName or resourceClaimTemplateName", ref
+            )
+    return tuple(keys)
+
+
+def _claims(
+    by_kind: dict[str, list[Reader]], pods: list[PodInfo]
+) -> tuple[list[Claim], dict[str, Allocation]]:
+    """Every claim pods use: the ResourceClaims, and the claims made from templates."""
+    claims = {}
+    allocations = {}
+    for r in by_kind.get("ResourceClaim", []):
+        claims[r.key] = _each([r], lambda r: claim_spec(r, "spec", r.key))[0]
+        found = allocation(r)
+        if found is not None:
+            allocations[r.key] = found
+    templates = {r.key: r for r in by_kind.get("ResourceClaimTemplate", [])}
+    pod_readers = {r.key: r for r in by_kind.get("Pod", [])}
+    for pod in pods:
+        r = pod_readers[pod.key]
+        for i, ref in enumerate(r.sequence("spec.resourceClaims")):
+            key = pod.claims[i]
+            name = ref.get("resourceClaimTemplateName")
+            if name is None:
+                if key not in claims:
+                    raise r.fail(
+                        f"spec.resourceClaims[{i}].resourceClaimName",
+                        "a ResourceClaim of the snapshot",
+                        ref.get("resourceClaimName"),
+                    )
+                continue
+            template = templates.get(f"{r.namespace}/{name}")
+            if template is None:
+                raise r.fail(
+                    f"spec.resourceClaims[{i}].resourceClaimTemplateName",
+                    "a ResourceClaimTemplate of the snapshot",
+                    name,
+                )
+            claims.setdefault(key, claim_spec(template, "spec.spec", key))
+    return list(claims.values()), allocations
 
 
 def _priority(r: Reader, classes: dict[str, tuple[int, bool, bool]]) -> tuple[int, bool]:

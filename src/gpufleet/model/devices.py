@@ -46,6 +46,8 @@ class Device:
     node: str | None = None
     """The node of a node-local device; None for network-attached ones."""
     all_nodes: bool = False
+    nodes: frozenset[str] | None = None
+    """The nodes a slice's ``nodeSelector`` reaches (None: not selector-based)."""
     attributes: Mapping[str, object] = field(default_factory=dict)
     capacity: Mapping[str, Decimal] = field(default_factory=dict)
     taints: tuple[DeviceTaint, ...] = ()
@@ -123,6 +125,14 @@ class Claim:
     key: str
     requests: tuple[Request, ...]
     constraints: tuple[Constraint, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """A claim's allocation: its devices, and the node they tie its pods to (None: any)."""
+
+    results: tuple[DeviceResult, ...]
+    node: str | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,11 +10,13 @@ Time is seconds since the epoch, as floats; the cycle is handed ``now``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from gpufleet.model.cluster import FloatArray, NodeSpec
+from gpufleet.model.devices import Allocation, Claim, DeviceClass, Pool
 from gpufleet.model.pod import PodSpec
 
 RESOURCES = ("gpu", "cpu", "memory")
@@ -79,6 +81,8 @@ class PodInfo:
     gpus: tuple[int, ...] = ()
     started: float | None = None
     managed: bool = True
+    claims: tuple[str, ...] = ()
+    """Keys (``namespace/name``) of the ResourceClaims the pod uses."""
 
     @property
     def gang(self) -> str:
@@ -114,3 +118,8 @@ class Snapshot:
     queues: tuple[QueueSpec, ...] = ()
     topology: tuple[str, ...] = ()
     """Node-label keys of the topology levels, widest first (the Topology object)."""
+    device_classes: tuple[DeviceClass, ...] = ()
+    pools: tuple[Pool, ...] = ()
+    claims: tuple[Claim, ...] = ()
+    allocations: Mapping[str, Allocation] = field(default_factory=dict)
+    """Claims already allocated (by key)."""
