@@ -24,6 +24,14 @@ def binding_json(binding: Binding) -> dict[str, object]:
     if binding.gpus is not None:
         out["gpus"] = list(binding.gpus)
     out["pipelined"] = binding.pipelined
+    if binding.claims:
+        out["claims"] = {
+            key: [
+                {"request": r.request, "driver": r.driver, "pool": r.pool, "device": r.device}
+                for r in results
+            ]
+            for key, results in binding.claims.items()
+        }
     return out
 
 

@@ -29,10 +29,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from gpufleet.dra.allocator import Allocator, Unsatisfiable
 from gpufleet.framework.protocols import Handle
 from gpufleet.framework.runtime import Framework, Held
 from gpufleet.framework.status import Code, Status
 from gpufleet.model.cluster import MILLI, BoolArray, ClusterState
+from gpufleet.model.devices import Allocation, Claim, DeviceResult
 from gpufleet.model.fragmentation import FragmentIndex, typical_pods
 from gpufleet.model.workload import (
     DEFAULT_QUEUE,
@@ -219,6 +221,7 @@ class Cycle:
         self.pending: list[Pending] = []
         self.records: list[JobRecord] = []
         self.node_reasons: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {}
+        self._init_claims(snapshot)
         self.evicted_nodes: set[int] = set()
         self.freed_gpus: set[tuple[int, int]] = set()
         self.bound_now: set[str] = set()
@@ -230,6 +233,20 @@ class Cycle:
         """Nodes held for starving jobs, with the job's GPUs: held against smaller jobs."""
         self.held: Held | None = None
         """The holds that apply to the job being scheduled."""
+
+    def _init_claims(self, snapshot: Snapshot) -> None:
+        """DRA: the claims pods use, those already allocated, and the allocator."""
+        self.claims = {c.key: c for c in snapshot.claims}
+        self.allocations: dict[str, Allocation] = dict(snapshot.allocations)
+        self.allocator = (
+            Allocator(snapshot.pools, {c.name: c for c in snapshot.device_classes})
+            if self.claims
+            else None
+        )
+        if self.allocator is not None:
+            self.allocator.commit([a.results for a in self.allocations.values()])
+        self.pod_claims: dict[str, dict[str, tuple[DeviceResult, ...]]] = {}
+        """Per pod bound in this cycle, its claims' devices (for the binding)."""
 
     @cached_property
     def framework(self) -> Framework:
@@ -461,11 +478,75 @@ class Cycle:
     ) -> Failure | None:
         """Place ``pods`` in ``txn`` off ``held`` nodes; on failure the first that did not fit."""
         for i, pod in enumerate(pods):
-            outcome = place(self.framework, self.state, pod.spec, held)
+            limit = held
+            if pod.claims:
+                allowed, why = self._claim_nodes(pod)
+                if not allowed.any():
+                    status = Status(Code.UNSCHEDULABLE, total_nodes=self.state.size)
+                    return Failure(pod, status, i, f"pod {pod.key}: {why}")
+                limit = restrict(held, ~allowed, "node(s) cannot allocate the pod's ResourceClaims")
+            outcome = place(self.framework, self.state, pod.spec, limit)
             if isinstance(outcome, Status):
                 return Failure(pod, outcome, i)
             txn.reserve(outcome.node, outcome.pod, outcome.gpus)
+            if pod.claims:
+                self._take_claims(pod, outcome.node, txn)
         return None
+
+    def _open_claims(self, pod: PodInfo) -> list[Claim]:
+        return [self.claims[k] for k in pod.claims if k not in self.allocations]
+
+    def _claim_nodes(self, pod: PodInfo) -> tuple[BoolArray, str]:
+        """Nodes where every claim of ``pod`` can be allocated (or already is), and why not."""
+        assert self.allocator is not None
+        allowed = np.zeros(self.state.size, dtype=np.bool_)
+        fixed = {
+            tied
+            for k in pod.claims
+            if k in self.allocations and (tied := self.allocations[k].node) is not None
+        }
+        if len(fixed) > 1:
+            return allowed, "its allocated claims are tied to different nodes"
+        names = sorted(fixed) if fixed else list(self.state.names)
+        open_claims = self._open_claims(pod)
+        reasons: dict[str, int] = {}
+        for name in names:
+            node = self.node_index.get(name)
+            if node is None:
+                continue
+            result = self.allocator.allocate(open_claims, name) if open_claims else []
+            if isinstance(result, Unsatisfiable):
+                reasons[result.reason] = reasons.get(result.reason, 0) + 1
+            else:
+                allowed[node] = True
+        why = "; ".join(
+            f"{n} node(s): {r}" for r, n in sorted(reasons.items(), key=lambda kv: -kv[1])[:3]
+        )
+        return allowed, why or "no node can hold its claims"
+
+    def _take_claims(self, pod: PodInfo, node: int, txn: Transaction) -> None:
+        assert self.allocator is not None
+        name = self.state.names[node]
+        open_claims = self._open_claims(pod)
+        results = self.allocator.allocate(open_claims, name) if open_claims else []
+        assert not isinstance(results, Unsatisfiable), "the node was checked"
+        self.allocator.commit(results)
+        for claim, claim_results in zip(open_claims, results, strict=True):
+            local = any(
+                self.allocator.devices[r.driver, r.pool, r.device].node is not None
+                for r in claim_results
+            )
+            self.allocations[claim.key] = Allocation(tuple(claim_results), name if local else None)
+        self.pod_claims[pod.key] = {k: self.allocations[k].results for k in pod.claims}
+
+        def undo() -> None:
+            assert self.allocator is not None
+            self.allocator.release(results)
+            for claim in open_claims:
+                self.allocations.pop(claim.key, None)
+            self.pod_claims.pop(pod.key, None)
+
+        txn.on_rollback(undo)
 
     def allocate_job(self, job: Job, txn: Transaction) -> Failure | None:
         """Place the job's core, inside a topology domain when its PodGroup asks for one."""
@@ -513,6 +594,7 @@ class Cycle:
                 gpus if spec.num_gpu or gpus else None,
                 any((node, g) in self.freed_gpus for g in gpus)
                 or (not gpus and node in self.evicted_nodes),
+                self.pod_claims.get(pod.key),
             )
         )
 
@@ -535,6 +617,8 @@ class Cycle:
     def _failure_reason(self, job: Job, failure: Failure) -> str:
         pod, status, fitted = failure.pod, failure.status, failure.fitted
         if failure.reason is not None:
+            if len(job.core) == 1:
+                return failure.reason
             return f"gang {job.key} of {len(job.core)} pods: {failure.reason}"
         if len(job.core) == 1:
             return status.message()
@@ -645,6 +729,14 @@ class Cycle:
     # -- making room --------------------------------------------------------------------
 
     def make_room(self, job: Job, request: FloatArray, notes: list[str]) -> Plan | None:
+        if any(p.claims for p in job.core):
+            notes.append(
+                "evictions: not tried for pods with ResourceClaims (devices are not freed)"
+            )
+            return None
+        return self._make_room(job, request, notes)
+
+    def _make_room(self, job: Job, request: FloatArray, notes: list[str]) -> Plan | None:
         """The first action that makes room for ``job``, or None (notes say why not).
 
         A search that failed for a job of the same shape, queue and priority fails again as

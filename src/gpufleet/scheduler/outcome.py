@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from gpufleet.model.cluster import FloatArray
+    from gpufleet.model.devices import DeviceResult
 
 ACTIONS = ("preempt", "reclaim", "consolidate", "stale-gang")
 """Why a pod is evicted: for a higher-priority job of its queue, for a queue below its fair
@@ -22,6 +23,8 @@ class Binding:
     """GPU indexes on the node; None for pods without GPUs."""
     pipelined: bool = False
     """Placed on capacity that this cycle's evictions free."""
+    claims: dict[str, tuple[DeviceResult, ...]] | None = None
+    """The pod's ResourceClaims and their devices."""
 
 
 @dataclass(frozen=True, slots=True)

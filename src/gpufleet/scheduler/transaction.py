@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from gpufleet.model.cluster import ClusterState
     from gpufleet.model.pod import PodSpec
     from gpufleet.model.workload import PodInfo
@@ -32,7 +34,11 @@ class Transaction:
 
     def __init__(self, state: ClusterState) -> None:
         self.state = state
-        self._log: list[tuple[bool, int, PodSpec, tuple[int, ...]]] = []
+        self._log: list[tuple[bool, int, PodSpec, tuple[int, ...]] | Callable[[], None]] = []
+
+    def on_rollback(self, undo: Callable[[], None]) -> None:
+        """Run ``undo`` if the transaction rolls back past this point (e.g. device claims)."""
+        self._log.append(undo)
 
     def reserve(self, node: int, spec: PodSpec, gpus: tuple[int, ...]) -> None:
         self.state.reserve(node, spec, gpus)
@@ -48,7 +54,7 @@ class Transaction:
 
     def reserved(self) -> list[tuple[int, PodSpec, tuple[int, ...]]]:
         """What this transaction reserved and still holds, in order."""
-        return [(node, spec, gpus) for held, node, spec, gpus in self._log if held]
+        return [entry[1:] for entry in self._log if isinstance(entry, tuple) and entry[0]]
 
     def mark(self) -> int:
         return len(self._log)
@@ -56,7 +62,11 @@ class Transaction:
     def rollback(self, to: int = 0) -> None:
         """Undo everything since ``mark()`` returned ``to`` (everything by default)."""
         while len(self._log) > to:
-            reserved, node, spec, gpus = self._log.pop()
+            entry = self._log.pop()
+            if not isinstance(entry, tuple):
+                entry()
+                continue
+            reserved, node, spec, gpus = entry
             if reserved:
                 self.state.release(node, spec, gpus)
             else:
