@@ -11,6 +11,8 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpufleet.dra.allocator import Allocator, Unsatisfiable
 from gpufleet.dra.cel import SelectorError, compile_selector
@@ -249,3 +251,73 @@ def test_driver_fast_path_agrees_with_cel(driver: str) -> None:
     assert slow.driver is None
     device = gpu("g0")
     assert fast.matches(device) is slow.matches(device) is (driver == DRIVER)
+
+
+@st.composite
+def cluster_and_claims(draw: st.DrawFn) -> tuple[list[Pool], list[list[Claim]]]:
+    pools = []
+    for n in range(draw(st.integers(1, 3))):
+        node = f"n{n}"
+        devices = tuple(
+            Device(
+                DRIVER,
+                node,
+                f"g{g}",
+                node,
+                attributes={f"{DRIVER}/numa": draw(st.integers(0, 1)), f"{DRIVER}/index": g},
+                capacity={f"{DRIVER}/memory": Decimal(draw(st.sampled_from([16, 48, 80])) * 2**30)},
+                consumes=(("slots", (("units", Decimal(draw(st.integers(1, 3)))),)),),
+            )
+            for g in range(draw(st.integers(1, 6)))
+        )
+        pools.append(Pool(DRIVER, node, 1, 1, 1, devices, {"slots": {"units": Decimal(8)}}))
+    pods = []
+    for p in range(draw(st.integers(1, 8))):
+        constraint = draw(st.sampled_from([None, "match", "distinct"]))
+        constraints: tuple[Constraint, ...] = ()
+        if constraint == "match":
+            constraints = (Constraint(match_attribute=f"{DRIVER}/numa"),)
+        elif constraint == "distinct":
+            constraints = (Constraint(distinct_attribute=f"{DRIVER}/numa"),)
+        selector = draw(st.sampled_from([(), (CLASSES["big"].selectors[0],)]))
+        request = Request("r", (Subrequest("r", "gpu", selector, draw(st.integers(1, 3))),))
+        pods.append([Claim(f"ns/c{p}", (request,), constraints)])
+    return pools, pods
+
+
+@settings(max_examples=150, deadline=None)
+@given(cluster_and_claims())
+def test_allocations_are_valid(data: tuple[list[Pool], list[list[Claim]]]) -> None:
+    """No device twice, counters never exceeded, selectors and constraints always hold."""
+    pools, pods = data
+    allocator = Allocator(pools, CLASSES)
+    devices = {d.key: d for p in pools for d in p.devices}
+    used: set[tuple[str, str, str]] = set()
+    units: dict[str, Decimal] = {}
+    for claims in pods:
+        for node in sorted({p.name for p in pools}):
+            result = allocator.allocate(claims, node)
+            if isinstance(result, Unsatisfiable):
+                continue
+            allocator.commit(result)
+            for claim, claim_results in zip(claims, result, strict=True):
+                chosen = [devices[DRIVER, r.pool, r.device] for r in claim_results]
+                assert len(chosen) == claim.requests[0].alternatives[0].count
+                for d in chosen:
+                    assert d.key not in used
+                    used.add(d.key)
+                    assert d.node == node
+                    for expression in (
+                        *CLASSES["gpu"].selectors,
+                        *claim.requests[0].alternatives[0].selectors,
+                    ):
+                        assert compile_selector(expression).matches(d)
+                    units[d.pool] = units.get(d.pool, Decimal(0)) + d.consumes[0][1][0][1]
+                    assert units[d.pool] <= 8
+                numa = [d.attribute(f"{DRIVER}/numa") for d in chosen]
+                for constraint in claim.constraints:
+                    if constraint.match_attribute:
+                        assert len(set(numa)) == 1
+                    if constraint.distinct_attribute:
+                        assert len(set(numa)) == len(numa)
+            break
