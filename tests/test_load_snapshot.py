@@ -361,6 +361,55 @@ POD = "apiVersion: v1\nkind: Pod\nmetadata: {{name: p, namespace: ml{meta}}}\nsp
             "expected a MIG profile such as nvidia.com/mig-3g.40gb",
             id="bad-mig-profile",
         ),
+        pytest.param(
+            [
+                "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: c}\n"
+                "spec: {devices: {requests: [{name: gpu, exactly: {count: 1}}]}}"
+            ],
+            "ResourceClaim c: field 'spec.devices.requests[0].exactly.deviceClassName': "
+            "expected a DeviceClass name",
+            id="claim-without-class",
+        ),
+        pytest.param(
+            [
+                "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: c}\n"
+                "spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: g, "
+                "allocationMode: Some}}]}}"
+            ],
+            "field 'spec.devices.requests[0].exactly.allocationMode': expected ExactCount or All",
+            id="bad-allocation-mode",
+        ),
+        pytest.param(
+            [
+                NODE,
+                POD.format(
+                    meta="",
+                    spec="resourceClaims: [{name: gpu, resourceClaimName: nowhere}], "
+                    "containers: [{name: c}]",
+                ),
+            ],
+            "field 'spec.resourceClaims[0].resourceClaimName': expected a ResourceClaim of "
+            "the snapshot, got 'nowhere'",
+            id="unknown-claim",
+        ),
+        pytest.param(
+            [
+                "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: s}\n"
+                "spec: {driver: d, nodeName: n1, allNodes: true, pool: {name: p}, devices: []}"
+            ],
+            "ResourceSlice s: field 'spec': expected exactly one of nodeName, allNodes",
+            id="slice-two-placements",
+        ),
+        pytest.param(
+            [
+                "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: s}\n"
+                "spec: {driver: d, nodeName: n1, pool: {name: p}, devices: [{name: g, "
+                "attributes: {numa: {float: 1.5}}}]}"
+            ],
+            "field 'spec.devices[0].attributes.numa.float': expected an int, bool, string or "
+            "version value",
+            id="bad-attribute",
+        ),
         pytest.param(["key: [unclosed"], "is not valid YAML", id="bad-yaml"),
         pytest.param(["- just\n- a list"], "expected Kubernetes objects", id="not-objects"),
     ],
