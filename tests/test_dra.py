@@ -321,3 +321,13 @@ def test_allocations_are_valid(data: tuple[list[Pool], list[list[Claim]]]) -> No
                     if constraint.distinct_attribute:
                         assert len(set(numa)) == len(numa)
             break
+
+
+def test_invalid_pool_is_reported_only_when_nothing_else_fits() -> None:
+    broken = Pool(DRIVER, "bad", 1, 1, 1, (gpu("x", node="n1"),), invalid="device x twice")
+    good = pool(gpu("g0"))
+    allocator = Allocator([broken, good], CLASSES)
+    assert names(allocator.allocate([claim(req())], "n1")) == [["g0"]]
+    result = allocator.allocate([claim(req(count=2))], "n1")
+    assert isinstance(result, Unsatisfiable)
+    assert "pool gpu.example.com/bad is invalid: device x twice" in result.reason

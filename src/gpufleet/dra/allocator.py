@@ -69,7 +69,11 @@ class Allocator:
         self.classes = classes
         self.by_node: dict[str | None, list[Device]] = defaultdict(list)
         self.counters: dict[tuple[str, str, str], dict[str, Decimal]] = {}
+        self.invalid: list[str] = []
         for pool in pools:
+            if pool.invalid is not None:
+                self.invalid.append(f"pool {pool.driver}/{pool.name} is invalid: {pool.invalid}")
+                continue
             if not pool.complete:
                 continue  # an incomplete pool is not used
             for device in pool.devices:
@@ -165,9 +169,13 @@ class Allocator:
     ) -> list[list[DeviceResult]] | Unsatisfiable:
         """Devices for every request of ``claims`` on ``node``, or why there are none."""
         try:
-            return self._allocate(claims, node)
+            result = self._allocate(claims, node)
         except SelectorError as exc:
             return Unsatisfiable(f"selector error: {exc}")
+        if isinstance(result, Unsatisfiable) and self.invalid:
+            # An invalid pool is an error only when nothing else satisfies the claim.
+            return Unsatisfiable(f"{result.reason}; {'; '.join(self.invalid)}")
+        return result
 
     def _allocate(
         self, claims: Sequence[Claim], node: str

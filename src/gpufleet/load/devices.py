@@ -138,8 +138,15 @@ def pools(slices: list[Reader], node_labels: Mapping[str, Mapping[str, str]]) ->
         devices: list[Device] = []
         counters: dict[str, dict[str, Decimal]] = {}
         for _, r in current:
-            placement = _placement(r, node_labels)
+            per_device = r.get("spec.perDeviceNodeSelection") is True
+            spec = r.mapping("spec")
+            placement = None if per_device else _placement(r, spec, "spec", node_labels)
             for i, raw in enumerate(r.sequence("spec.devices")):
+                if per_device:
+                    if not isinstance(raw, Mapping):
+                        raise r.fail(f"spec.devices[{i}]", "a device", raw)
+                    placement = _placement(r, raw, f"spec.devices[{i}]", node_labels)
+                assert placement is not None
                 devices.append(
                     _device(
                         r, f"spec.devices[{i}]", raw, driver=driver, pool=name, placement=placement
@@ -154,23 +161,44 @@ def pools(slices: list[Reader], node_labels: Mapping[str, Mapping[str, str]]) ->
                     )
                     for k, v in (shared.get("counters") or {}).items()
                 }
+        names = [d.name for d in devices]
+        invalid = None
+        if len(set(names)) != len(names):
+            twice = sorted({n for n in names if names.count(n) > 1})
+            invalid = f"device name(s) {', '.join(twice)} appear in more than one slice"
+        elif len({count for count, _ in current}) > 1:
+            invalid = "its slices disagree on resourceSliceCount"
         out.append(
-            Pool(driver, name, newest, current[0][0], len(current), tuple(devices), counters)
+            Pool(
+                driver,
+                name,
+                newest,
+                current[0][0],
+                len(current),
+                tuple(devices),
+                counters,
+                invalid,
+            )
         )
     return tuple(out)
 
 
-def _placement(r: Reader, node_labels: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
-    node = r.string("spec.nodeName")
-    all_nodes = r.get("spec.allNodes") is True
-    selector = r.get("spec.nodeSelector")
+def _placement(
+    r: Reader, obj: Mapping[str, Any], path: str, node_labels: Mapping[str, Mapping[str, str]]
+) -> dict[str, Any]:
+    """Where a slice's devices (or, with ``perDeviceNodeSelection``, one device) can be used."""
+    node = obj.get("nodeName")
+    if node is not None and not isinstance(node, str):
+        raise r.fail(f"{path}.nodeName", "a node name", node)
+    all_nodes = obj.get("allNodes") is True
+    selector = obj.get("nodeSelector")
     nodes = None
     if selector is not None:
         nodes = frozenset(
             name for name, labels in node_labels.items() if _selects(r, selector, labels)
         )
     if sum(x is not None and x is not False for x in (node, all_nodes or None, selector)) != 1:
-        raise r.fail("spec", "exactly one of nodeName, allNodes or nodeSelector", None)
+        raise r.fail(path, "exactly one of nodeName, allNodes or nodeSelector", None)
     return {"node": node, "all_nodes": all_nodes, "nodes": nodes}
 
 

@@ -77,6 +77,8 @@ class Pool:
     devices: tuple[Device, ...]
     counters: Mapping[str, Mapping[str, Decimal]] = field(default_factory=dict)
     """Shared counter sets: name -> counter -> amount."""
+    invalid: str | None = None
+    """Why the pool cannot be used (e.g. a device name in two slices), or None."""
 
     @property
     def complete(self) -> bool:
