@@ -331,3 +331,21 @@ def test_invalid_pool_is_reported_only_when_nothing_else_fits() -> None:
     result = allocator.allocate([claim(req(count=2))], "n1")
     assert isinstance(result, Unsatisfiable)
     assert "pool gpu.example.com/bad is invalid: device x twice" in result.reason
+
+
+def test_consumable_capacity_shares_a_device() -> None:
+    shared = Device(
+        DRIVER, "n1", "big", "n1", capacity={f"{DRIVER}/memory": Decimal(80)}, multi=True
+    )
+    allocator = Allocator([pool(shared)], CLASSES)
+    third = Request("r", (Subrequest("r", "gpu", capacity=(("memory", Decimal(30)),)),))
+    for key in ("ns/a", "ns/b"):
+        result = allocator.allocate([Claim(key, (third,))], "n1")
+        assert not isinstance(result, Unsatisfiable)
+        assert result[0][0].consumed == ((f"{DRIVER}/memory", Decimal(30)),)
+        allocator.commit(result)
+    assert isinstance(allocator.allocate([Claim("ns/c", (third,))], "n1"), Unsatisfiable)
+    allocator.release(
+        [[DeviceResult("r", DRIVER, "n1", "big", consumed=((f"{DRIVER}/memory", Decimal(30)),))]]
+    )
+    assert not isinstance(allocator.allocate([Claim("ns/c", (third,))], "n1"), Unsatisfiable)

@@ -90,6 +90,8 @@ class Allocator:
             d.key: d for devices in self.by_node.values() for d in devices
         }
         self.in_use: set[Key] = set()
+        self.shared: dict[Key, dict[str, Decimal]] = defaultdict(dict)
+        """Capacity consumed on multi-allocatable devices."""
         self._matching: dict[tuple[object, ...], list[Device]] = {}
         self.consumed: dict[tuple[str, str, str], dict[str, Decimal]] = defaultdict(dict)
 
@@ -100,16 +102,27 @@ class Allocator:
         """Mark allocated devices as in use (admin access takes nothing)."""
         for claim_results in results:
             for r in claim_results:
-                if not r.admin_access:
-                    self.in_use.add((r.driver, r.pool, r.device))
-                    self._consume(self._device(r), +1)
+                if r.admin_access:
+                    continue
+                key = (r.driver, r.pool, r.device)
+                if self._device(r).multi:
+                    shared = self.shared[key]
+                    for name, amount in r.consumed:
+                        shared[name] = shared.get(name, Decimal(0)) + amount
+                    continue
+                self.in_use.add(key)
+                self._consume(self._device(r), +1)
 
     def release(self, results: Sequence[Sequence[DeviceResult]]) -> None:
         """Undo :meth:`commit` (a gang rolled back, a pod evicted)."""
         for claim_results in results:
             for r in claim_results:
-                if not r.admin_access and (r.driver, r.pool, r.device) in self.in_use:
-                    self.in_use.discard((r.driver, r.pool, r.device))
+                key = (r.driver, r.pool, r.device)
+                if not r.admin_access and self._device(r).multi:
+                    for name, amount in r.consumed:
+                        self.shared[key][name] -= amount
+                elif not r.admin_access and key in self.in_use:
+                    self.in_use.discard(key)
                     self._consume(self._device(r), -1)
 
     def _device(self, r: DeviceResult) -> Device:
@@ -123,6 +136,21 @@ class Allocator:
             used = self.consumed[device.driver, device.pool, counter_set]
             for counter, amount in amounts:
                 used[counter] = used.get(counter, Decimal(0)) + sign * amount
+
+    def fits_capacity(
+        self,
+        device: Device,
+        sub: Subrequest,
+        extra: Mapping[Key, Mapping[str, Decimal]] | None = None,
+    ) -> bool:
+        """Whether a multi-allocatable device has the capacity the request consumes left."""
+        used = self.shared.get(device.key, {})
+        pending = (extra or {}).get(device.key, {})
+        for name, amount in _consumption(device, sub):
+            total = device.capacity.get(name, Decimal(0))
+            if used.get(name, Decimal(0)) + pending.get(name, Decimal(0)) + amount > total:
+                return False
+        return True
 
     def _counters_fit(self, device: Device, extra: Mapping[tuple[str, str, str], Decimal]) -> bool:
         for counter_set, amounts in device.consumes:
@@ -203,7 +231,12 @@ class Allocator:
                 for sub in request.alternatives:
                     name = f"{request.name}/{sub.name}" if request.first_available else request.name
                     found = self.candidates(sub, node)
-                    available = [d for d in found if sub.admin_access or d.key not in self.in_use]
+                    available = [
+                        d
+                        for d in found
+                        if sub.admin_access
+                        or (self.fits_capacity(d, sub) if d.multi else d.key not in self.in_use)
+                    ]
                     if sub.all_devices:
                         if len(available) < len(found) or not found:
                             continue  # All needs every matching device, and at least one
@@ -228,6 +261,16 @@ def _product(options: list[list[_Slot]]) -> Iterator[list[_Slot]]:
             yield [first, *rest]
 
 
+def _consumption(device: Device, sub: Subrequest) -> list[tuple[str, Decimal]]:
+    """What ``sub`` takes of each capacity of a multi-allocatable device (qualified names);
+    a capacity it does not mention is taken whole."""
+    asked = {
+        (name if "/" in name else f"{device.driver}/{name}"): amount
+        for name, amount in sub.capacity
+    }
+    return [(name, asked.get(name, total)) for name, total in sorted(device.capacity.items())]
+
+
 def _size(device: Device) -> tuple[Decimal, str]:
     """Smaller devices first: the sum of their capacities, then the name."""
     return (sum(device.capacity.values(), Decimal(0)), device.name)
@@ -240,6 +283,8 @@ class _Search:
         self.allocator = allocator
         self.slots = slots
         self.steps = 0
+        self.consumed: dict[Key, dict[str, Decimal]] = {}
+        """Capacity of multi-allocatable devices taken by the slots chosen so far."""
 
     def run(self) -> list[list[DeviceResult]] | Unsatisfiable:
         per_claim: dict[str, int] = defaultdict(int)
@@ -264,7 +309,14 @@ class _Search:
         results: dict[str, list[DeviceResult]] = defaultdict(list)
         for slot, devices in zip(self.slots, chosen, strict=True):
             results[slot.claim.key].extend(
-                DeviceResult(slot.result_name, d.driver, d.pool, d.name, slot.sub.admin_access)
+                DeviceResult(
+                    slot.result_name,
+                    d.driver,
+                    d.pool,
+                    d.name,
+                    slot.sub.admin_access,
+                    tuple(_consumption(d, slot.sub)) if d.multi else (),
+                )
                 for d in devices
             )
         order = list(dict.fromkeys(slot.claim.key for slot in self.slots))
@@ -352,17 +404,31 @@ class _Search:
                 continue
             if not slot.sub.admin_access and not self.allocator._counters_fit(device, extra):
                 continue
+            if device.multi and not self.allocator.fits_capacity(device, slot.sub, self.consumed):
+                continue
             chosen[index].append(device)
-            added = [] if slot.sub.admin_access else [device.key]
+            added = [] if slot.sub.admin_access or device.multi else [device.key]
             taken.update(added)
             spent = _spend(extra, device) if not slot.sub.admin_access else []
+            taken_capacity = self._take_capacity(device, slot.sub)
             if self._descend(index, chosen, taken, extra):
                 return True
+            for name, amount in taken_capacity:
+                self.consumed[device.key][name] -= amount
             for key, amount in spent:
                 extra[key] -= amount
             taken.difference_update(added)
             chosen[index].pop()
         return False
+
+    def _take_capacity(self, device: Device, sub: Subrequest) -> list[tuple[str, Decimal]]:
+        if not device.multi or sub.admin_access:
+            return []
+        taken = _consumption(device, sub)
+        mine = self.consumed.setdefault(device.key, {})
+        for name, amount in taken:
+            mine[name] = mine.get(name, Decimal(0)) + amount
+        return taken
 
 
 def _spend(

@@ -113,6 +113,7 @@ def _device(
         capacity,
         tuple(taints),
         tuple(consumes),
+        raw.get("allowMultipleAllocations") is True,
     )
 
 

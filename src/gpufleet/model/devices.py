@@ -53,6 +53,8 @@ class Device:
     taints: tuple[DeviceTaint, ...] = ()
     consumes: tuple[tuple[str, tuple[tuple[str, Decimal], ...]], ...] = ()
     """Shared counters the device takes from its pool: (counter set, ((counter, amount), ...))."""
+    multi: bool = False
+    """``allowMultipleAllocations``: consumable capacity, shared by several claims."""
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -104,6 +106,8 @@ class Subrequest:
     """``allocationMode: All``."""
     admin_access: bool = False
     tolerations: tuple[DeviceToleration, ...] = ()
+    capacity: tuple[tuple[str, Decimal], ...] = ()
+    """``capacity.requests``: what the request consumes of a multi-allocatable device."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,3 +151,5 @@ class DeviceResult:
     pool: str
     device: str
     admin_access: bool = False
+    consumed: tuple[tuple[str, Decimal], ...] = ()
+    """Capacity taken from a multi-allocatable device (``consumedCapacity``)."""
