@@ -106,6 +106,13 @@ def explain_lines(result: CycleResult, pod: str, record: JobRecord | None) -> li
             gpus = f" GPUs {list(binding.gpus)}" if binding.gpus is not None else ""
             how = " (pipelined: on capacity freed by evictions)" if binding.pipelined else ""
             lines.append(f"  bound to {binding.node}{gpus}{how}")
+            for key, results in (binding.claims or {}).items():
+                lines.append(f"  claim {key}: status.allocation.devices.results:")
+                lines.extend(
+                    f"    - {{request: {r.request}, driver: {r.driver}, pool: {r.pool}, "
+                    f"device: {r.device}}}"
+                    for r in results
+                )
     for pending in result.pending:
         if pending.pod == pod:
             lines.append(f"  pending: {pending.reason}")
