@@ -12,30 +12,27 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from gpufleet.model.selectors import Taint as DeviceTaint
+from gpufleet.model.selectors import Toleration as DeviceToleration
+
+# Device taints and tolerations follow the rules of node taints (model/selectors.py).
+__all__ = [
+    "MAX_DEVICES_PER_CLAIM",
+    "Allocation",
+    "Claim",
+    "Constraint",
+    "Device",
+    "DeviceClass",
+    "DeviceResult",
+    "DeviceTaint",
+    "DeviceToleration",
+    "Pool",
+    "Request",
+    "Subrequest",
+]
+
 MAX_DEVICES_PER_CLAIM = 32
 """Kubernetes' limit on the devices one claim may be allocated (AllocationResultsMaxSize)."""
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceTaint:
-    key: str
-    value: str = ""
-    effect: str = "NoSchedule"
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceToleration:
-    key: str = ""
-    operator: str = "Equal"
-    value: str = ""
-    effect: str = ""
-
-    def tolerates(self, taint: DeviceTaint) -> bool:
-        if self.effect and self.effect != taint.effect:
-            return False
-        if self.operator == "Exists":
-            return not self.key or self.key == taint.key
-        return self.key == taint.key and self.value == taint.value
 
 
 @dataclass(frozen=True, slots=True)
