@@ -204,7 +204,11 @@ def test_broken_selector_fails_the_claim_not_the_call() -> None:
     allocator = Allocator([pool(gpu("g0"))], CLASSES)
     result = allocator.allocate([claim(req("r", 1, "gpu", "device.driver =="))], "n1")
     assert isinstance(result, Unsatisfiable)
-    assert "selector error" in result.reason
+    assert "selector error: claim ns/c request r: 'device.driver =='" in result.reason
+    broken_class = {"gpu": DeviceClass("gpu", ("device.nope(",))}
+    result = Allocator([pool(gpu("g0"))], broken_class).allocate([claim(req())], "n1")
+    assert isinstance(result, Unsatisfiable)
+    assert "selector error: DeviceClass gpu:" in result.reason
     with pytest.raises(SelectorError):
         compile_selector("device.driver ==")
 

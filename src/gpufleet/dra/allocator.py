@@ -181,12 +181,20 @@ class Allocator:
         device_class = self.classes.get(sub.device_class)
         if device_class is None:
             raise SelectorError(f"DeviceClass {sub.device_class} does not exist")
-        selectors = [compile_selector(e) for e in (*device_class.selectors, *sub.selectors)]
+        try:
+            class_selectors = [compile_selector(e) for e in device_class.selectors]
+        except SelectorError as exc:
+            raise SelectorError(f"DeviceClass {device_class.name}: {exc}") from None
+        selectors = [compile_selector(e) for e in sub.selectors]
         out = []
         for device in self.devices_for(node):
             if any(not any(t.tolerates(taint) for t in sub.tolerations) for taint in device.taints):
                 continue
-            if all(s.matches(device) for s in selectors):
+            try:
+                selected = all(s.matches(device) for s in class_selectors)
+            except SelectorError as exc:
+                raise SelectorError(f"DeviceClass {device_class.name}: {exc}") from None
+            if selected and all(s.matches(device) for s in selectors):
                 out.append(device)
         return out
 
@@ -230,7 +238,15 @@ class Allocator:
                 options = []
                 for sub in request.alternatives:
                     name = f"{request.name}/{sub.name}" if request.first_available else request.name
-                    found = self.candidates(sub, node)
+                    try:
+                        found = self.candidates(sub, node)
+                    except SelectorError as exc:
+                        where = (
+                            str(exc)
+                            if str(exc).startswith("DeviceClass")
+                            else (f"claim {claim.key} request {name}: {exc}")
+                        )
+                        raise SelectorError(where) from None
                     available = [
                         d
                         for d in found
