@@ -247,6 +247,8 @@ class Cycle:
             self.allocator.commit([a.results for a in self.allocations.values()])
         self.pod_claims: dict[str, dict[str, tuple[DeviceResult, ...]]] = {}
         """Per pod bound in this cycle, its claims' devices (for the binding)."""
+        self._released: dict[str, dict[str, Allocation]] = {}
+        """Claims a victim search gave back, per victim (to reprieve them)."""
 
     @cached_property
     def framework(self) -> Framework:
@@ -490,7 +492,7 @@ class Cycle:
                 return Failure(pod, outcome, i)
             txn.reserve(outcome.node, outcome.pod, outcome.gpus)
             if pod.claims:
-                self._take_claims(pod, outcome.node, txn)
+                self.take_claims(pod, outcome.node, txn)
         return None
 
     def _open_claims(self, pod: PodInfo) -> list[Claim]:
@@ -524,7 +526,61 @@ class Cycle:
         )
         return allowed, why or "no node can hold its claims"
 
-    def _take_claims(self, pod: PodInfo, node: int, txn: Transaction) -> None:
+    def held_for_claims(self, pod: PodInfo) -> Held | None:
+        """The held nodes, plus, for a pod with claims, the nodes that cannot allocate them."""
+        if not pod.claims:
+            return self.held
+        allowed, _ = self._claim_nodes(pod)
+        return restrict(self.held, ~allowed, "node(s) cannot allocate the pod's ResourceClaims")
+
+    def claims_fit(self, pod: PodInfo, node: int) -> bool:
+        """Whether ``pod``'s claims can be allocated on ``node`` now."""
+        assert self.allocator is not None
+        name = self.state.names[node]
+        tied = {self.allocations[k].node for k in pod.claims if k in self.allocations}
+        if tied - {None, name}:
+            return False
+        open_claims = self._open_claims(pod)
+        if not open_claims:
+            return True
+        return not isinstance(self.allocator.allocate(open_claims, name), Unsatisfiable)
+
+    def release_claims(self, pod: PodInfo, txn: Transaction) -> None:
+        """An evicted pod's claims that no other running pod uses give their devices back."""
+        if self.allocator is None or not pod.claims:
+            return
+        others = {k for r in self.running.values() if r.pod.key != pod.key for k in r.pod.claims}
+        owned = [k for k in pod.claims if k in self.allocations and k not in others]
+        freed = {k: self.allocations.pop(k) for k in owned}
+        self.allocator.release([a.results for a in freed.values()])
+
+        def undo() -> None:
+            assert self.allocator is not None
+            self.allocator.commit([a.results for a in freed.values()])
+            self.allocations.update(freed)
+            self._released.pop(pod.key, None)
+
+        txn.on_rollback(undo)
+        self._released[pod.key] = freed
+
+    def retake_claims(self, pod: PodInfo, txn: Transaction) -> None:
+        """A reprieved victim keeps its claims' devices after all."""
+        freed = self._released.pop(pod.key, {})
+        if self.allocator is None or not freed:
+            return
+        self.allocator.commit([a.results for a in freed.values()])
+        self.allocations.update(freed)
+
+        def undo() -> None:
+            assert self.allocator is not None
+            self.allocator.release([a.results for a in freed.values()])
+            for k in freed:
+                self.allocations.pop(k, None)
+            self._released[pod.key] = freed
+
+        txn.on_rollback(undo)
+
+    def take_claims(self, pod: PodInfo, node: int, txn: Transaction) -> None:
         assert self.allocator is not None
         name = self.state.names[node]
         open_claims = self._open_claims(pod)
@@ -729,14 +785,6 @@ class Cycle:
     # -- making room --------------------------------------------------------------------
 
     def make_room(self, job: Job, request: FloatArray, notes: list[str]) -> Plan | None:
-        if any(p.claims for p in job.core):
-            notes.append(
-                "evictions: not tried for pods with ResourceClaims (devices are not freed)"
-            )
-            return None
-        return self._make_room(job, request, notes)
-
-    def _make_room(self, job: Job, request: FloatArray, notes: list[str]) -> Plan | None:
         """The first action that makes room for ``job``, or None (notes say why not).
 
         A search that failed for a job of the same shape, queue and priority fails again as
@@ -788,6 +836,7 @@ class Cycle:
             job.priority,
             job.can_preempt,
             tuple(replace(p.spec, name="") for p in job.core),
+            tuple(k for p in job.core for k in p.claims),
             None if self.held is None else self.held.mask.tobytes(),
         )
         for action in self.config.actions:

@@ -63,6 +63,8 @@ class VictimPool:
         )
         """Pods holding a MIG slice or pinned CPUs: freed through the state, which knows the
         partitions and NUMA zones."""
+        self.claims: BoolArray = np.array([bool(r.pod.claims) for r in self.items], dtype=np.bool_)
+        """Pods with ResourceClaims (they are not moved by consolidation)."""
         self.single: BoolArray = np.array(
             [r.pod.gang == r.pod.key for r in self.items], dtype=np.bool_
         )

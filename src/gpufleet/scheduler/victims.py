@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
     from gpufleet.model.cluster import BoolArray, FloatArray
     from gpufleet.model.pod import PodSpec
+    from gpufleet.model.workload import PodInfo
     from gpufleet.scheduler.cycle import Cycle, Job
 
 MAX_NODES_TRIED = 16
@@ -70,6 +71,8 @@ class VictimSearch:
         self.state = cycle.state
         self.framework = cycle.framework
         self.pool = cycle.pool
+        self.pod: PodInfo | None = None
+        """The pod of the job whose room is being made (its claims must fit too)."""
 
     def run(self, action: str, request: FloatArray) -> tuple[Plan | None, str]:
         if action in {"preempt", "reclaim"} and not self.job.can_preempt:
@@ -172,7 +175,7 @@ class VictimSearch:
             or state.memory_free.sum() < request[2]
         ):
             return None, "the job does not fit in the cluster's total free capacity"
-        mask = pool.alive & pool.single
+        mask = pool.alive & pool.single & ~pool.claims
         plan = self._search("consolidate", mask, _always, relocate=True)
         return plan, "moves found" if plan else "no preemptible pods can be moved to make room"
 
@@ -203,8 +206,20 @@ class VictimSearch:
         )
 
     def fits(self, spec: PodSpec, node: int, static: BoolArray) -> bool:
-        """``spec`` fits ``node`` now; ``static`` are the nodes its constraints allow."""
-        return bool(static[node]) and self.state.holds(node, spec)
+        """``spec`` fits ``node`` now; ``static`` are the nodes its constraints allow; the
+        pod's ResourceClaims can be allocated there."""
+        if not (static[node] and self.state.holds(node, spec)):
+            return False
+        return self.pod is None or not self.pod.claims or self.cycle.claims_fit(self.pod, node)
+
+    def _evict(self, txn: Transaction, running: Running) -> None:
+        """Take a victim's capacity and the devices of the claims only it uses."""
+        txn.release(running)
+        self.cycle.release_claims(running.pod, txn)
+
+    def _reprieve(self, txn: Transaction, running: Running) -> None:
+        txn.restore(running)
+        self.cycle.retake_claims(running.pod, txn)
 
     def _search(
         self,
@@ -219,10 +234,13 @@ class VictimSearch:
         placements: list[Slot] = []
         moved: list[tuple[Running, Slot]] = []
         for pod in self.job.core:
-            outcome = place(self.framework, self.state, pod.spec, self.cycle.held)
+            self.pod = pod
+            outcome = place(self.framework, self.state, pod.spec, self.cycle.held_for_claims(pod))
             if not isinstance(outcome, Status):
                 txn.reserve(outcome.node, outcome.pod, outcome.gpus)
                 placements.append((outcome.node, outcome.pod, outcome.gpus))
+                if pod.claims:
+                    self.cycle.take_claims(pod, outcome.node, txn)
                 continue
             if outcome.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                 txn.rollback()
@@ -234,11 +252,13 @@ class VictimSearch:
                 return None
             node, chosen = best
             for r in chosen:
-                txn.release(r)
+                self._evict(txn, r)
                 victims.append(r)
             gpus = choose_gpus(self.framework, self.state, spec, node)
             txn.reserve(node, spec, gpus)
             placements.append((node, spec, gpus))
+            if pod.claims:
+                self.cycle.take_claims(pod, node, txn)
             if relocate:
                 for r in chosen:
                     out = place(self.framework, self.state, r.spec, self.cycle.held)
@@ -328,7 +348,7 @@ class VictimSearch:
             if not all(eligible(m.pod.key) for m in unit) or not accept(unit, taken + flat):
                 continue
             for m in unit:
-                txn.release(m)
+                self._evict(txn, m)
             chosen.append(unit)
             if self.fits(spec, node, static):
                 fitted = True
@@ -342,7 +362,7 @@ class VictimSearch:
                 continue  # reprieving part of a gang could leave it below minMember
             inner = txn.mark()
             for m in unit:
-                txn.restore(m)
+                self._reprieve(txn, m)
             if self.fits(spec, node, static):
                 chosen.remove(unit)
             else:
