@@ -246,3 +246,20 @@ def test_a_running_slice_the_gpu_cannot_have_is_a_clear_error(tmp_path: Path) ->
     assert done.returncode == 2
     assert "no MIG profile 1g.5gb" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_explain_prints_the_claim_allocation_as_kubernetes_writes_it(tmp_path: Path) -> None:
+    done = gpufleet(
+        "explain",
+        "-f",
+        str(SCENARIOS / "dra-config-and-tolerations.yaml"),
+        "ml/p",
+        NOW,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "tolerations: [{key: maintenance, operator: Exists}]" in out
+    assert '{source: FromClass, opaque: {driver: gpu.nvidia.com, parameters: {"sharing": ' in out
+    assert "{source: FromClaim, requests: [gpu]" in out
+    assert "values: [n1]" in out

@@ -332,6 +332,8 @@ class _Search:
                     d.name,
                     slot.sub.admin_access,
                     tuple(_consumption(d, slot.sub)) if d.multi else (),
+                    slot.sub.tolerations,
+                    slot.sub.device_class,
                 )
                 for d in devices
             )

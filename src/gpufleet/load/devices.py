@@ -9,6 +9,7 @@ are compiled by the allocator, which reports a broken one against the claims tha
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Mapping
 from decimal import Decimal
@@ -25,6 +26,7 @@ from gpufleet.model.devices import (
     DeviceResult,
     DeviceTaint,
     DeviceToleration,
+    OpaqueConfig,
     Pool,
     Request,
     Subrequest,
@@ -45,8 +47,22 @@ def _selectors(r: Reader, path: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _config(r: Reader, path: str, *, with_requests: bool) -> tuple[OpaqueConfig, ...]:
+    out = []
+    for i, raw in enumerate(r.sequence(path)):
+        opaque = raw.get("opaque") if isinstance(raw, Mapping) else None
+        if not isinstance(opaque, Mapping) or not isinstance(opaque.get("driver"), str):
+            raise r.fail(f"{path}[{i}].opaque.driver", "opaque driver configuration", raw)
+        requests = tuple(str(x) for x in raw.get("requests") or []) if with_requests else ()
+        parameters = json.dumps(opaque.get("parameters"), sort_keys=True, default=str)
+        out.append(OpaqueConfig(opaque["driver"], parameters, requests))
+    return tuple(out)
+
+
 def device_class(r: Reader) -> DeviceClass:
-    return DeviceClass(r.name, _selectors(r, "spec.selectors"))
+    return DeviceClass(
+        r.name, _selectors(r, "spec.selectors"), _config(r, "spec.config", with_requests=False)
+    )
 
 
 def _qualified(name: str, driver: str) -> str:
@@ -290,7 +306,12 @@ def claim_spec(r: Reader, path: str, key: str) -> Claim:
                 raw.get("distinctAttribute"),
             )
         )
-    return Claim(key, tuple(requests), tuple(constraints))
+    return Claim(
+        key,
+        tuple(requests),
+        tuple(constraints),
+        _config(r, f"{path}.devices.config", with_requests=True),
+    )
 
 
 def allocation(r: Reader) -> Allocation | None:

@@ -26,6 +26,7 @@ __all__ = [
     "DeviceResult",
     "DeviceTaint",
     "DeviceToleration",
+    "OpaqueConfig",
     "Pool",
     "Request",
     "Subrequest",
@@ -86,9 +87,21 @@ class Pool:
 
 
 @dataclass(frozen=True, slots=True)
+class OpaqueConfig:
+    """Driver configuration a DeviceClass or claim carries into the allocation result."""
+
+    driver: str
+    parameters: str
+    """The opaque parameters, as JSON text."""
+    requests: tuple[str, ...] = ()
+    """The requests it is for (empty: all)."""
+
+
+@dataclass(frozen=True, slots=True)
 class DeviceClass:
     name: str
     selectors: tuple[str, ...] = ()
+    config: tuple[OpaqueConfig, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +141,7 @@ class Claim:
     key: str
     requests: tuple[Request, ...]
     constraints: tuple[Constraint, ...] = ()
+    config: tuple[OpaqueConfig, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,3 +164,7 @@ class DeviceResult:
     admin_access: bool = False
     consumed: tuple[tuple[str, Decimal], ...] = ()
     """Capacity taken from a multi-allocatable device (``consumedCapacity``)."""
+    tolerations: tuple[DeviceToleration, ...] = ()
+    """The request's tolerations, copied into the result as Kubernetes does."""
+    device_class: str = ""
+    """The DeviceClass the device was allocated through (its config applies)."""

@@ -16,7 +16,8 @@ from rich.table import Table
 from gpufleet.model.workload import RESOURCES
 
 if TYPE_CHECKING:
-    from gpufleet.scheduler.outcome import Binding, CycleResult, JobRecord
+    from gpufleet.model.devices import DeviceResult
+    from gpufleet.scheduler.outcome import Binding, ClaimStatus, CycleResult, JobRecord
 
 
 def binding_json(binding: Binding) -> dict[str, object]:
@@ -87,6 +88,49 @@ def _vector(values: object) -> str:
     return f"{gpu:g} GPUs, {cpu / 1000:g} CPU, {memory / 1024:g} GiB"
 
 
+def claim_status_lines(
+    key: str, results: tuple[DeviceResult, ...], status: ClaimStatus | None
+) -> list[str]:
+    """A claim's ``status.allocation`` as Kubernetes writes it (YAML flow style)."""
+    lines = [f"  claim {key}:", "    status.allocation:", "      devices:", "        results:"]
+    for r in results:
+        fields = f"request: {r.request}, driver: {r.driver}, pool: {r.pool}, device: {r.device}"
+        if r.admin_access:
+            fields += ", adminAccess: true"
+        if r.tolerations:
+            tolerations = ", ".join(
+                "{"
+                + ", ".join(
+                    f"{k}: {v}"
+                    for k, v in (
+                        ("key", t.key),
+                        ("operator", t.operator),
+                        ("value", t.value),
+                        ("effect", t.effect),
+                    )
+                    if v
+                )
+                + "}"
+                for t in r.tolerations
+            )
+            fields += f", tolerations: [{tolerations}]"
+        lines.append(f"        - {{{fields}}}")
+    if status is not None and status.config:
+        lines.append("        config:")
+        for source, c in status.config:
+            requests = f", requests: [{', '.join(c.requests)}]" if c.requests else ""
+            lines.append(
+                f"        - {{source: {source}{requests}, opaque: {{driver: {c.driver}, "
+                f"parameters: {c.parameters}}}}}"
+            )
+    if status is not None and status.node is not None:
+        lines.append(
+            "      nodeSelector: {nodeSelectorTerms: [{matchFields: [{key: metadata.name, "
+            f"operator: In, values: [{status.node}]}}]}}]}}"
+        )
+    return lines
+
+
 def explain_lines(result: CycleResult, pod: str, record: JobRecord | None) -> list[str]:
     """One pod's story: queue and fair share, outcome, actions considered, node by node."""
     lines = [f"pod {pod}"]
@@ -107,12 +151,7 @@ def explain_lines(result: CycleResult, pod: str, record: JobRecord | None) -> li
             how = " (pipelined: on capacity freed by evictions)" if binding.pipelined else ""
             lines.append(f"  bound to {binding.node}{gpus}{how}")
             for key, results in (binding.claims or {}).items():
-                lines.append(f"  claim {key}: status.allocation.devices.results:")
-                lines.extend(
-                    f"    - {{request: {r.request}, driver: {r.driver}, pool: {r.pool}, "
-                    f"device: {r.device}}}"
-                    for r in results
-                )
+                lines += claim_status_lines(key, results, result.claim_status.get(key))
     for pending in result.pending:
         if pending.pod == pod:
             lines.append(f"  pending: {pending.reason}")

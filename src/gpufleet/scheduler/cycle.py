@@ -53,6 +53,7 @@ from gpufleet.plugins.registry import PLUGINS, POLICIES
 from gpufleet.scheduler.fairshare import EPS, QueueTree, fair_shares, share_ratio
 from gpufleet.scheduler.outcome import (
     Binding,
+    ClaimStatus,
     CycleResult,
     Eviction,
     JobRecord,
@@ -237,6 +238,7 @@ class Cycle:
     def _init_claims(self, snapshot: Snapshot) -> None:
         """DRA: the claims pods use, those already allocated, and the allocator."""
         self.claims = {c.key: c for c in snapshot.claims}
+        self.classes = {c.name: c for c in snapshot.device_classes}
         self.allocations: dict[str, Allocation] = dict(snapshot.allocations)
         self.allocator = (
             Allocator(snapshot.pools, {c.name: c for c in snapshot.device_classes})
@@ -401,7 +403,26 @@ class Cycle:
             self.node_reasons,
             dict(self.fair),
             reconfigurations,
+            self._claim_status(),
         )
+
+    def _claim_status(self) -> dict[str, ClaimStatus]:
+        """The claims this cycle allocated, with the configuration Kubernetes copies in."""
+        out = {}
+        new = {k for claims in self.pod_claims.values() for k in claims}
+        for key in sorted(new - set(self.snapshot.allocations)):
+            allocation = self.allocations.get(key)
+            if allocation is None:
+                continue
+            classes = dict.fromkeys(r.device_class for r in allocation.results)
+            config = [
+                ("FromClass", c)
+                for name in classes
+                for c in (self.classes[name].config if name in self.classes else ())
+            ]
+            config += [("FromClaim", c) for c in self.claims[key].config]
+            out[key] = ClaimStatus(allocation.results, allocation.node, tuple(config))
+        return out
 
     def held_for(self, job: Job) -> Held | None:
         gpus = job_gpus(job)

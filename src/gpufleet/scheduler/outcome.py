@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from gpufleet.model.cluster import FloatArray
-    from gpufleet.model.devices import DeviceResult
+    from gpufleet.model.devices import DeviceResult, OpaqueConfig
 
 ACTIONS = ("preempt", "reclaim", "consolidate", "stale-gang")
 """Why a pod is evicted: for a higher-priority job of its queue, for a queue below its fair
@@ -51,6 +51,16 @@ class Reconfiguration:
 
 
 @dataclass(frozen=True, slots=True)
+class ClaimStatus:
+    """A claim allocated by this cycle, as its ``status.allocation`` will read."""
+
+    results: tuple[DeviceResult, ...]
+    node: str | None
+    config: tuple[tuple[str, OpaqueConfig], ...]
+    """(``FromClass`` or ``FromClaim``, the configuration)."""
+
+
+@dataclass(frozen=True, slots=True)
 class JobRecord:
     """One job's story, for ``gpufleet explain``."""
 
@@ -77,3 +87,4 @@ class CycleResult:
     fair_shares: dict[str, FloatArray] = field(default_factory=dict)
     """Every queue's fair share in this cycle (GPUs, milli-CPU, MiB)."""
     reconfigurations: tuple[Reconfiguration, ...] = ()
+    claim_status: dict[str, ClaimStatus] = field(default_factory=dict)
