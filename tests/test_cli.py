@@ -263,3 +263,23 @@ def test_explain_prints_the_claim_allocation_as_kubernetes_writes_it(tmp_path: P
     assert '{source: FromClass, opaque: {driver: gpu.nvidia.com, parameters: {"sharing": ' in out
     assert "{source: FromClaim, requests: [gpu]" in out
     assert "values: [n1]" in out
+
+
+def test_gang_devices_share_the_attribute(tmp_path: Path) -> None:
+    done = gpufleet(
+        "schedule",
+        "-f",
+        str(SCENARIOS / "dra-gang-device-match.yaml"),
+        "-o",
+        "json",
+        NOW,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    devices = {
+        (result["pool"], result["device"])
+        for binding in json.loads(done.stdout)["bindings"]
+        for results in binding["claims"].values()
+        for result in results
+    }
+    assert devices == {("n1", "g2"), ("n1", "g3"), ("n2", "g0"), ("n2", "g1")}  # clique "b"

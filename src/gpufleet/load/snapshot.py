@@ -73,6 +73,7 @@ MIG_CAPABLE_LABEL = "nvidia.com/mig.capable"
 _MIG_PROFILE = re.compile(r"[1-7]g\.[0-9]+gb(\+me)?")
 TOPOLOGY_REQUIRED = "gpufleet.io/topology-required"
 TOPOLOGY_PREFERRED = "gpufleet.io/topology-preferred"
+DEVICE_MATCH = "gpufleet.io/device-match-attribute"
 MIB = 1 << 20
 
 
@@ -485,6 +486,7 @@ def _group(r: Reader) -> GroupSpec:
         stale,
         annotations.get(TOPOLOGY_REQUIRED) or None,
         annotations.get(TOPOLOGY_PREFERRED) or None,
+        annotations.get(DEVICE_MATCH) or None,
     )
 
 

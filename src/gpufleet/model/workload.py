@@ -106,6 +106,9 @@ class GroupSpec:
     """Node-label key of the level whose one domain must hold the whole gang."""
     topology_preferred: str | None = None
     """Node-label key of the level whose one domain should hold the gang, if any can."""
+    device_match: str | None = None
+    """A device attribute (``gpu.nvidia.com/clique``) every device of the gang's claims must
+    share: the gang's claims are allocated as one problem."""
 
 
 @dataclass(frozen=True, slots=True)

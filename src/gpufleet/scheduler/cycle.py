@@ -22,6 +22,7 @@ The cycle decides; it changes nothing outside its own copy of the state. Its res
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict, deque
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -138,6 +139,13 @@ def job_gpus(job: Job) -> float:
     return sum(p.spec.total_gpu_milli for p in job.core) / 1000
 
 
+def _equals_selector(attribute: str, value: object) -> str:
+    """CEL requiring ``attribute`` (``domain/name``) to equal ``value``."""
+    domain, _, name = attribute.rpartition("/")
+    literal = json.dumps(value) if not isinstance(value, bool) else str(value).lower()
+    return f'device.attributes["{domain}"].{name} == {literal}'
+
+
 def build_jobs(snapshot: Snapshot) -> list[Job]:
     groups: dict[str, GroupSpec] = {g.key: g for g in snapshot.groups}
     pending: dict[str, list[PodInfo]] = defaultdict(list)
@@ -250,6 +258,8 @@ class Cycle:
         self.pod_claims: dict[str, dict[str, tuple[DeviceResult, ...]]] = {}
         """Per pod bound in this cycle, its claims' devices (for the binding)."""
         self._released: dict[str, dict[str, Allocation]] = {}
+        self._device_match: str | None = None
+        """A selector every device must meet while a device-matched gang is placed."""
         """Claims a victim search gave back, per victim (to reprieve them)."""
 
     @cached_property
@@ -517,7 +527,26 @@ class Cycle:
         return None
 
     def _open_claims(self, pod: PodInfo) -> list[Claim]:
-        return [self.claims[k] for k in pod.claims if k not in self.allocations]
+        claims = [self.claims[k] for k in pod.claims if k not in self.allocations]
+        if self._device_match is None:
+            return claims
+        selector = self._device_match
+        return [
+            replace(
+                claim,
+                requests=tuple(
+                    replace(
+                        request,
+                        alternatives=tuple(
+                            replace(sub, selectors=(*sub.selectors, selector))
+                            for sub in request.alternatives
+                        ),
+                    )
+                    for request in claim.requests
+                ),
+            )
+            for claim in claims
+        ]
 
     def _claim_nodes(self, pod: PodInfo) -> tuple[BoolArray, str]:
         """Nodes where every claim of ``pod`` can be allocated (or already is), and why not."""
@@ -626,7 +655,36 @@ class Cycle:
         txn.on_rollback(undo)
 
     def allocate_job(self, job: Job, txn: Transaction) -> Failure | None:
-        """Place the job's core, inside a topology domain when its PodGroup asks for one."""
+        """Place the job's core; a gang whose devices must share an attribute value is tried
+        value by value, the value with the fewest free devices first (the fullest that fits)."""
+        group = self.groups.get(job.key)
+        if group is None or group.device_match is None or self.allocator is None:
+            return self._allocate_job(job, txn)
+        last: Failure | None = None
+        try:
+            for value in self._match_values(group.device_match):
+                self._device_match = _equals_selector(group.device_match, value)
+                mark = txn.mark()
+                failure = self._allocate_job(job, txn)
+                if failure is None:
+                    return None
+                txn.rollback(mark)
+                last = failure
+        finally:
+            self._device_match = None
+        return last or self._allocate_job(job, txn)
+
+    def _match_values(self, attribute: str) -> list[object]:
+        """Values of ``attribute`` among the cluster's devices, fewest free devices first."""
+        assert self.allocator is not None
+        free: dict[object, int] = {}
+        for device in self.allocator.devices.values():
+            value = device.attribute(attribute)
+            if value is not None:
+                free[value] = free.get(value, 0) + (device.key not in self.allocator.in_use)
+        return sorted(free, key=lambda v: (free[v], str(v)))
+
+    def _allocate_job(self, job: Job, txn: Transaction) -> Failure | None:
         group = self.groups.get(job.key)
         if group is not None and levels_for(group, self.snapshot.topology) is not None:
             gang = GangPlacement(self.allocate, job.core, txn, self.held)
