@@ -353,3 +353,20 @@ def test_consumable_capacity_shares_a_device() -> None:
         [[DeviceResult("r", DRIVER, "n1", "big", consumed=((f"{DRIVER}/memory", Decimal(30)),))]]
     )
     assert not isinstance(allocator.allocate([Claim("ns/c", (third,))], "n1"), Unsatisfiable)
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        'device.attributes["gpu.example.com"].product.lowerAscii() == "nvidia h100"',
+        'device.attributes["gpu.example.com"].product.upperAscii().startsWith("NVIDIA")',
+        'device.attributes["gpu.example.com"].product.split(" ")[1] == "H100"',
+        '["a", "b"].join("-") == "a-b"',
+        'device.attributes["gpu.example.com"].product.replace("H100", "H200") == "NVIDIA H200"',
+        'device.attributes["gpu.example.com"].product.indexOf("H") == 7',
+        'device.attributes["gpu.example.com"].product.substring(0, 6) == "NVIDIA"',
+        '"  x ".trim() == "x"',
+    ],
+)
+def test_kubernetes_string_library(expression: str) -> None:
+    assert compile_selector(expression).matches(gpu("g0", product="NVIDIA H100"))

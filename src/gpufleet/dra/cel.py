@@ -12,8 +12,9 @@ belongs to the driver's domain; ``device.capacity[domain].name`` as a quantity;
 ``quantity("80Gi")`` with ``compareTo``, ``isGreaterThan``, ``isLessThan``, ``asInteger``
 and ``asApproximateFloat``; ``semver("1.2.3")`` (version attributes are semvers) with
 ``compareTo``, ``isGreaterThan``, ``isLessThan``, ``major``, ``minor``, ``patch``; CEL's
-string functions. Each expression is compiled once; a broken one raises
-:class:`SelectorError`, which the allocator turns into a failure of the claims that use it.
+string functions and Kubernetes' string library (``lowerAscii``, ``upperAscii``, ``trim``,
+``replace``, ``split``, ``join``, ``indexOf``, ``lastIndexOf``, ``substring``, ``charAt``).
+Each expression is compiled once; a broken one raises :class:`SelectorError`, which the allocator turns into a failure of the claims that use it.
 """
 
 from __future__ import annotations
@@ -116,7 +117,42 @@ def _quantity(text: Any) -> Quantity:
     return Quantity(str(text))
 
 
+def _str(value: Any) -> celtypes.StringType:
+    return celtypes.StringType(str(value))
+
+
+def _replace(text: Any, old: Any, new: Any, count: Any = -1) -> celtypes.StringType:
+    return _str(str(text).replace(str(old), str(new), int(count)))
+
+
+def _split(text: Any, sep: Any, limit: Any = -1) -> celtypes.ListType:
+    parts = (
+        str(text).split(str(sep)) if int(limit) < 0 else str(text).split(str(sep), int(limit) - 1)
+    )
+    return celtypes.ListType([_str(p) for p in parts])
+
+
+def _substring(text: Any, start: Any, end: Any = None) -> celtypes.StringType:
+    value = str(text)
+    return _str(value[int(start) : len(value) if end is None else int(end)])
+
+
+STRING_FUNCTIONS: dict[str, Any] = {
+    "lowerAscii": lambda t: _str(str(t).lower()),
+    "upperAscii": lambda t: _str(str(t).upper()),
+    "trim": lambda t: _str(str(t).strip()),
+    "replace": _replace,
+    "split": _split,
+    "join": lambda items, sep="": _str(str(sep).join(str(i) for i in items)),
+    "indexOf": lambda t, s: celtypes.IntType(str(t).find(str(s))),
+    "lastIndexOf": lambda t, s: celtypes.IntType(str(t).rfind(str(s))),
+    "substring": _substring,
+    "charAt": lambda t, i: _str(str(t)[int(i)] if int(i) < len(str(t)) else ""),
+}
+"""Kubernetes' CEL string library (the ext strings functions) on top of CEL's own."""
+
 FUNCTIONS: dict[str, Any] = {
+    **STRING_FUNCTIONS,
     "quantity": _quantity,
     "semver": _semver,
     "isSemver": lambda text: celtypes.BoolType(_SEMVER.fullmatch(str(text)) is not None),
