@@ -14,7 +14,8 @@ and ``asApproximateFloat``; ``semver("1.2.3")`` (version attributes are semvers)
 ``compareTo``, ``isGreaterThan``, ``isLessThan``, ``major``, ``minor``, ``patch``; CEL's
 string functions and Kubernetes' string library (``lowerAscii``, ``upperAscii``, ``trim``,
 ``replace``, ``split``, ``join``, ``indexOf``, ``lastIndexOf``, ``substring``, ``charAt``).
-Each expression is compiled once; a broken one raises :class:`SelectorError`, which the allocator turns into a failure of the claims that use it.
+Each expression is compiled once; a broken one raises :class:`SelectorError`, which the
+allocator turns into a failure of the claims that use it.
 """
 
 from __future__ import annotations
