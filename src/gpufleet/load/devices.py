@@ -35,12 +35,15 @@ from gpufleet.model.devices import (
 DRA_KINDS = frozenset({"DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate"})
 
 
-def _selectors(r: Reader, path: str) -> tuple[str, ...]:
+def _selectors(r: Reader, path: str, raw: object = None) -> tuple[str, ...]:
+    """The CEL expressions of a ``selectors`` list (read at ``path`` unless given)."""
+    items = r.sequence(path) if raw is None else raw
+    if not isinstance(items, list):
+        raise r.fail(path, "a list of selectors", items)
     out = []
-    for i, selector in enumerate(r.sequence(path)):
-        expression = (
-            selector.get("cel", {}).get("expression") if isinstance(selector, Mapping) else None
-        )
+    for i, selector in enumerate(items):
+        cel = selector.get("cel") if isinstance(selector, Mapping) else None
+        expression = cel.get("expression") if isinstance(cel, Mapping) else None
         if not isinstance(expression, str) or not expression:
             raise r.fail(f"{path}[{i}].cel.expression", "a CEL expression", expression)
         out.append(expression)
@@ -255,18 +258,11 @@ def _subrequest(r: Reader, path: str, raw: Mapping[str, Any], name: str) -> Subr
         for t in raw.get("tolerations") or []
         if isinstance(t, Mapping)
     )
-    selectors = []
-    for i, selector in enumerate(raw.get("selectors") or []):
-        expression = (
-            selector.get("cel", {}).get("expression") if isinstance(selector, Mapping) else None
-        )
-        if not isinstance(expression, str):
-            raise r.fail(f"{path}.selectors[{i}].cel.expression", "a CEL expression", expression)
-        selectors.append(expression)
+    selectors = _selectors(r, f"{path}.selectors", raw.get("selectors") or [])
     return Subrequest(
         name,
         cls,
-        tuple(selectors),
+        selectors,
         count,
         mode == "All",
         raw.get("adminAccess") is True,
