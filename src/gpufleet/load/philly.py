@@ -1,0 +1,120 @@
+"""Read the Microsoft Philly trace (``philly.csv``): one job per row, as the replay needs it.
+
+Columns: ``timestamp`` (submission, ``YYYY-MM-DD HH:MM:SS``), ``duration`` (seconds the job
+ran), ``num_gpus``, ``gpu_time`` (ignored: duration x GPUs) and ``cluster`` (the virtual
+cluster, which becomes the job's queue). A job of N GPUs is a gang of ceil(N/8) pods of
+N/ceil(N/8) GPUs each (8-GPU servers, as in Philly). Jobs come sorted by submission time,
+arrivals in seconds from the first one.
+
+Every row is checked; the first bad value stops the load with an :class:`InputError` naming
+the file, the line and the field.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gpufleet.load.errors import InputError, reading
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+COLUMNS = ("timestamp", "duration", "num_gpus", "cluster")
+GPUS_PER_SERVER = 8
+
+
+@dataclass(frozen=True, slots=True)
+class TraceJob:
+    """One job of a trace: when it arrives, how long it runs, its gang and its queue."""
+
+    name: str
+    arrival_s: float
+    duration_s: float
+    pods: int
+    gpus_per_pod: int
+    queue: str
+
+    @property
+    def gpus(self) -> int:
+        return self.pods * self.gpus_per_pod
+
+
+def gang_shape(gpus: int) -> tuple[int, int]:
+    """(pods, GPUs per pod) of a job of ``gpus`` GPUs on 8-GPU servers."""
+    pods = max(1, math.ceil(gpus / GPUS_PER_SERVER))
+    return pods, math.ceil(gpus / pods)
+
+
+def load_philly(path: Path) -> list[TraceJob]:
+    """The jobs of a Philly trace CSV, in submission order."""
+    source = str(path)
+    with reading(path, "a CSV file"):
+        text = path.read_text(encoding="utf-8")
+    reader = csv.DictReader(text.splitlines())
+    missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise InputError(
+            source,
+            f"missing column(s) {', '.join(missing)}; expected a header with {', '.join(COLUMNS)}",
+            line=1,
+        )
+    rows = []
+    for row in reader:
+        line = reader.line_num
+        try:
+            stamp = dt.datetime.strptime(row["timestamp"], "%Y-%m-%d %H:%M:%S")  # noqa: DTZ007
+        except (TypeError, ValueError):
+            raise InputError(
+                source,
+                f"expected a time like 2017-10-09 07:01:55, got {row['timestamp']!r}",
+                line=line,
+                field="timestamp",
+            ) from None
+        duration = _number(source, line, row, "duration")
+        gpus = _number(source, line, row, "num_gpus")
+        if gpus != int(gpus) or gpus < 1:
+            raise InputError(
+                source,
+                f"expected a whole number of GPUs >= 1, got {row['num_gpus']!r}",
+                line=line,
+                field="num_gpus",
+            )
+        queue = (row.get("cluster") or "").strip()
+        if not queue:
+            raise InputError(source, "expected a cluster name", line=line, field="cluster")
+        rows.append((stamp, line, duration, int(gpus), queue))
+    if not rows:
+        raise InputError(source, "no jobs in the trace")
+    rows.sort(key=lambda r: (r[0], r[1]))
+    start = rows[0][0]
+    jobs = []
+    for stamp, line, duration, gpus, queue in rows:
+        pods, per_pod = gang_shape(gpus)
+        jobs.append(
+            TraceJob(
+                f"philly-{line:06d}",
+                (stamp - start).total_seconds(),
+                duration,
+                pods,
+                per_pod,
+                queue,
+            )
+        )
+    return jobs
+
+
+def _number(source: str, line: int, row: dict[str, str], field: str) -> float:
+    raw = row.get(field)
+    try:
+        value = float(raw) if raw is not None else math.nan
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise InputError(
+            source, f"expected a non-negative number, got {raw!r}", line=line, field=field
+        )
+    return value
