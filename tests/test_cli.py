@@ -283,3 +283,21 @@ def test_gang_devices_share_the_attribute(tmp_path: Path) -> None:
         for result in results
     }
     assert devices == {("n1", "g2"), ("n1", "g3"), ("n2", "g0"), ("n2", "g1")}  # clique "b"
+
+
+def test_a_stale_device_in_an_allocation_is_ignored(tmp_path: Path) -> None:
+    snapshot = tmp_path / "stale.yaml"
+    snapshot.write_text(
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n"
+        "status: {allocatable: {cpu: '8', memory: 8Gi}}\n---\n"
+        "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: g}\n---\n"
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: s}\n"
+        "spec: {driver: d, nodeName: n1, pool: {name: n1}, devices: [{name: gpu-0}]}\n---\n"
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: old}\n"
+        "spec: {devices: {requests: [{name: r, exactly: {deviceClassName: g}}]}}\n"
+        "status: {allocation: {devices: {results: [{request: r, driver: d, pool: n1, "
+        "device: gpu-9}]}}}\n"
+    )
+    done = gpufleet("schedule", "-f", str(snapshot), "-o", "json", NOW, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr

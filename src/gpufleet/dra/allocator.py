@@ -102,9 +102,9 @@ class Allocator:
         """Mark allocated devices as in use (admin access takes nothing)."""
         for claim_results in results:
             for r in claim_results:
-                if r.admin_access:
-                    continue
                 key = (r.driver, r.pool, r.device)
+                if r.admin_access or key not in self.devices:
+                    continue  # a stale result names a device the slices no longer list
                 if self._device(r).multi:
                     shared = self.shared[key]
                     for name, amount in r.consumed:
@@ -118,9 +118,11 @@ class Allocator:
         for claim_results in results:
             for r in claim_results:
                 key = (r.driver, r.pool, r.device)
+                if key not in self.devices:
+                    continue
                 if not r.admin_access and self._device(r).multi:
                     for name, amount in r.consumed:
-                        self.shared[key][name] -= amount
+                        self.shared[key][name] = self.shared[key].get(name, Decimal(0)) - amount
                 elif not r.admin_access and key in self.in_use:
                     self.in_use.discard(key)
                     self._consume(self._device(r), -1)

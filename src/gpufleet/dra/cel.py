@@ -71,11 +71,33 @@ def parse_quantity(text: str) -> Decimal:
 
 
 class Quantity(celtypes.StringType):
-    """A quantity in CEL: compared by value, not by text."""
+    """A quantity in CEL: compared by value, not by text ("80Gi" == "81920Mi")."""
 
     @property
     def value(self) -> Decimal:
         return parse_quantity(str(self))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Quantity):
+            return self.value == other.value
+        return super().__eq__(other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+
+class _Domains(celtypes.MapType):
+    """``device.attributes`` / ``device.capacity``: an unknown domain is an empty map, as in
+    Kubernetes, so that ``"x" in device.attributes["other.domain"]`` is simply false."""
+
+    def __getitem__(self, key: Any) -> Any:
+        try:
+            return super().__getitem__(key)
+        except KeyError:
+            return celtypes.MapType({})
 
 
 class Semver(celtypes.StringType):
@@ -224,7 +246,7 @@ def _domain_map(items: tuple[tuple[str, object], ...], driver: str, quantities: 
         domain, _, short = name.rpartition("/")
         converted = Quantity(str(value)) if quantities else _value(value)
         domains.setdefault(domain or driver, {})[short] = converted
-    return celtypes.MapType(
+    return _Domains(
         {
             celtypes.StringType(d): celtypes.MapType(
                 {celtypes.StringType(k): v for k, v in fields.items()}

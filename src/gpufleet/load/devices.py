@@ -259,6 +259,13 @@ def _subrequest(r: Reader, path: str, raw: Mapping[str, Any], name: str) -> Subr
         if isinstance(t, Mapping)
     )
     selectors = _selectors(r, f"{path}.selectors", raw.get("selectors") or [])
+    capacity = raw.get("capacity") or {}
+    asked = capacity.get("requests") if isinstance(capacity, Mapping) else None
+    if asked is not None and not isinstance(asked, Mapping):
+        raise r.fail(f"{path}.capacity.requests", "capacity names with quantities", asked)
+    consumes = tuple(
+        (str(k), r.quantity(f"{path}.capacity.requests.{k}", v)) for k, v in (asked or {}).items()
+    )
     return Subrequest(
         name,
         cls,
@@ -267,6 +274,7 @@ def _subrequest(r: Reader, path: str, raw: Mapping[str, Any], name: str) -> Subr
         mode == "All",
         raw.get("adminAccess") is True,
         tolerations,
+        consumes,
     )
 
 
@@ -322,6 +330,10 @@ def allocation(r: Reader) -> Allocation | None:
             str(x.get("pool")),
             str(x.get("device")),
             x.get("adminAccess") is True,
+            tuple(
+                (_qualified(str(k), str(x.get("driver"))), r.quantity("consumedCapacity", v))
+                for k, v in (x.get("consumedCapacity") or {}).items()
+            ),
         )
         for x in r.sequence("status.allocation.devices.results")
         if isinstance(x, Mapping)

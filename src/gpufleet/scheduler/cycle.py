@@ -143,7 +143,8 @@ def _equals_selector(attribute: str, value: object) -> str:
     """CEL requiring ``attribute`` (``domain/name``) to equal ``value``."""
     domain, _, name = attribute.rpartition("/")
     literal = json.dumps(value) if not isinstance(value, bool) else str(value).lower()
-    return f'device.attributes["{domain}"].{name} == {literal}'
+    # Devices of other drivers (a NIC claim of the same gang) are not constrained.
+    return f'device.driver != "{domain}" || device.attributes["{domain}"].{name} == {literal}'
 
 
 def build_jobs(snapshot: Snapshot) -> list[Job]:
@@ -258,6 +259,8 @@ class Cycle:
         self.pod_claims: dict[str, dict[str, tuple[DeviceResult, ...]]] = {}
         """Per pod bound in this cycle, its claims' devices (for the binding)."""
         self._released: dict[str, dict[str, Allocation]] = {}
+        self._evicting: set[str] = set()
+        """Pods a victim search has evicted so far (a claim they share goes with the last)."""
         self._device_match: str | None = None
         """A selector every device must meet while a device-matched gang is placed."""
         """Claims a victim search gave back, per victim (to reprieve them)."""
@@ -599,7 +602,13 @@ class Cycle:
         """An evicted pod's claims that no other running pod uses give their devices back."""
         if self.allocator is None or not pod.claims:
             return
-        others = {k for r in self.running.values() if r.pod.key != pod.key for k in r.pod.claims}
+        self._evicting.add(pod.key)
+        others = {
+            k
+            for r in self.running.values()
+            if r.pod.key not in self._evicting
+            for k in r.pod.claims
+        }
         owned = [k for k in pod.claims if k in self.allocations and k not in others]
         freed = {k: self.allocations.pop(k) for k in owned}
         self.allocator.release([a.results for a in freed.values()])
@@ -609,26 +618,34 @@ class Cycle:
             self.allocator.commit([a.results for a in freed.values()])
             self.allocations.update(freed)
             self._released.pop(pod.key, None)
+            self._evicting.discard(pod.key)
 
         txn.on_rollback(undo)
         self._released[pod.key] = freed
 
     def retake_claims(self, pod: PodInfo, txn: Transaction) -> None:
-        """A reprieved victim keeps its claims' devices after all."""
-        freed = self._released.pop(pod.key, {})
-        if self.allocator is None or not freed:
+        """A reprieved victim runs on: its claims that evictions in this search freed (its
+        own, or a co-victim's it shares) take their devices back."""
+        self._evicting.discard(pod.key)
+        if self.allocator is None:
             return
-        self.allocator.commit([a.results for a in freed.values()])
-        self.allocations.update(freed)
+        for key in pod.claims:
+            holder = next((h for h, freed in self._released.items() if key in freed), None)
+            if key in self.allocations or holder is None:
+                continue
+            allocation = self._released[holder].pop(key)
+            self.allocator.commit([allocation.results])
+            self.allocations[key] = allocation
 
-        def undo() -> None:
-            assert self.allocator is not None
-            self.allocator.release([a.results for a in freed.values()])
-            for k in freed:
-                self.allocations.pop(k, None)
-            self._released[pod.key] = freed
+            def undo(
+                key: str = key, holder: str = holder, allocation: Allocation = allocation
+            ) -> None:
+                assert self.allocator is not None
+                self.allocator.release([allocation.results])
+                self.allocations.pop(key, None)
+                self._released.setdefault(holder, {})[key] = allocation
 
-        txn.on_rollback(undo)
+            txn.on_rollback(undo)
 
     def take_claims(self, pod: PodInfo, node: int, txn: Transaction) -> None:
         assert self.allocator is not None
