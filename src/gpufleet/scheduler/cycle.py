@@ -30,12 +30,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpufleet.dra.allocator import Allocator, Unsatisfiable
+from gpufleet.dra.allocator import Unsatisfiable
 from gpufleet.framework.protocols import Handle
 from gpufleet.framework.runtime import Framework, Held
 from gpufleet.framework.status import Code, Status
 from gpufleet.model.cluster import MILLI, BoolArray, ClusterState
-from gpufleet.model.devices import Allocation, Claim, DeviceResult
 from gpufleet.model.fragmentation import FragmentIndex, typical_pods
 from gpufleet.model.workload import (
     DEFAULT_QUEUE,
@@ -51,10 +50,10 @@ from gpufleet.model.workload import (
 )
 from gpufleet.plugins.gpu_choice import first_free_gpus, tightest_gpu
 from gpufleet.plugins.registry import PLUGINS, POLICIES
+from gpufleet.scheduler.claims import ClaimBook
 from gpufleet.scheduler.fairshare import EPS, QueueTree, fair_shares, share_ratio
 from gpufleet.scheduler.outcome import (
     Binding,
-    ClaimStatus,
     CycleResult,
     Eviction,
     JobRecord,
@@ -231,7 +230,8 @@ class Cycle:
         self.pending: list[Pending] = []
         self.records: list[JobRecord] = []
         self.node_reasons: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {}
-        self._init_claims(snapshot)
+        self.book = ClaimBook(snapshot)
+        """DRA: the claims pods use, their allocations, and the allocator."""
         self.evicted_nodes: set[int] = set()
         self.freed_gpus: set[tuple[int, int]] = set()
         self.bound_now: set[str] = set()
@@ -243,27 +243,6 @@ class Cycle:
         """Nodes held for starving jobs, with the job's GPUs: held against smaller jobs."""
         self.held: Held | None = None
         """The holds that apply to the job being scheduled."""
-
-    def _init_claims(self, snapshot: Snapshot) -> None:
-        """DRA: the claims pods use, those already allocated, and the allocator."""
-        self.claims = {c.key: c for c in snapshot.claims}
-        self.classes = {c.name: c for c in snapshot.device_classes}
-        self.allocations: dict[str, Allocation] = dict(snapshot.allocations)
-        self.allocator = (
-            Allocator(snapshot.pools, {c.name: c for c in snapshot.device_classes})
-            if self.claims
-            else None
-        )
-        if self.allocator is not None:
-            self.allocator.commit([a.results for a in self.allocations.values()])
-        self.pod_claims: dict[str, dict[str, tuple[DeviceResult, ...]]] = {}
-        """Per pod bound in this cycle, its claims' devices (for the binding)."""
-        self._released: dict[str, dict[str, Allocation]] = {}
-        self._evicting: set[str] = set()
-        """Pods a victim search has evicted so far (a claim they share goes with the last)."""
-        self._device_match: str | None = None
-        """A selector every device must meet while a device-matched gang is placed."""
-        """Claims a victim search gave back, per victim (to reprieve them)."""
 
     @cached_property
     def framework(self) -> Framework:
@@ -416,26 +395,8 @@ class Cycle:
             self.node_reasons,
             dict(self.fair),
             reconfigurations,
-            self._claim_status(),
+            self.book.status(),
         )
-
-    def _claim_status(self) -> dict[str, ClaimStatus]:
-        """The claims this cycle allocated, with the configuration Kubernetes copies in."""
-        out = {}
-        new = {k for claims in self.pod_claims.values() for k in claims}
-        for key in sorted(new - set(self.snapshot.allocations)):
-            allocation = self.allocations.get(key)
-            if allocation is None:
-                continue
-            classes = dict.fromkeys(r.device_class for r in allocation.results)
-            config = [
-                ("FromClass", c)
-                for name in classes
-                for c in (self.classes[name].config if name in self.classes else ())
-            ]
-            config += [("FromClaim", c) for c in self.claims[key].config]
-            out[key] = ClaimStatus(allocation.results, allocation.node, tuple(config))
-        return out
 
     def held_for(self, job: Job) -> Held | None:
         gpus = job_gpus(job)
@@ -516,7 +477,7 @@ class Cycle:
         for i, pod in enumerate(pods):
             limit = held
             if pod.claims:
-                allowed, why = self._claim_nodes(pod)
+                allowed, why = self.book.nodes(pod, self.state.names)
                 if not allowed.any():
                     status = Status(Code.UNSCHEDULABLE, total_nodes=self.state.size)
                     return Failure(pod, status, i, f"pod {pod.key}: {why}")
@@ -526,161 +487,30 @@ class Cycle:
                 return Failure(pod, outcome, i)
             txn.reserve(outcome.node, outcome.pod, outcome.gpus)
             if pod.claims:
-                self.take_claims(pod, outcome.node, txn)
+                self.book.take(pod, self.state.names[outcome.node], txn)
         return None
-
-    def _open_claims(self, pod: PodInfo) -> list[Claim]:
-        claims = [self.claims[k] for k in pod.claims if k not in self.allocations]
-        if self._device_match is None:
-            return claims
-        selector = self._device_match
-        return [
-            replace(
-                claim,
-                requests=tuple(
-                    replace(
-                        request,
-                        alternatives=tuple(
-                            replace(sub, selectors=(*sub.selectors, selector))
-                            for sub in request.alternatives
-                        ),
-                    )
-                    for request in claim.requests
-                ),
-            )
-            for claim in claims
-        ]
-
-    def _claim_nodes(self, pod: PodInfo) -> tuple[BoolArray, str]:
-        """Nodes where every claim of ``pod`` can be allocated (or already is), and why not."""
-        assert self.allocator is not None
-        allowed = np.zeros(self.state.size, dtype=np.bool_)
-        fixed = {
-            tied
-            for k in pod.claims
-            if k in self.allocations and (tied := self.allocations[k].node) is not None
-        }
-        if len(fixed) > 1:
-            return allowed, "its allocated claims are tied to different nodes"
-        names = sorted(fixed) if fixed else list(self.state.names)
-        open_claims = self._open_claims(pod)
-        reasons: dict[str, int] = {}
-        for name in names:
-            node = self.node_index.get(name)
-            if node is None:
-                continue
-            result = self.allocator.allocate(open_claims, name) if open_claims else []
-            if isinstance(result, Unsatisfiable):
-                reasons[result.reason] = reasons.get(result.reason, 0) + 1
-            else:
-                allowed[node] = True
-        why = "; ".join(
-            f"{n} node(s): {r}" for r, n in sorted(reasons.items(), key=lambda kv: -kv[1])[:3]
-        )
-        return allowed, why or "no node can hold its claims"
 
     def held_for_claims(self, pod: PodInfo) -> Held | None:
         """The held nodes, plus, for a pod with claims, the nodes that cannot allocate them."""
         if not pod.claims:
             return self.held
-        allowed, _ = self._claim_nodes(pod)
+        allowed, _ = self.book.nodes(pod, self.state.names)
         return restrict(self.held, ~allowed, "node(s) cannot allocate the pod's ResourceClaims")
 
     def claims_fit(self, pod: PodInfo, node: int) -> bool:
         """Whether ``pod``'s claims can be allocated on ``node`` now."""
-        assert self.allocator is not None
-        name = self.state.names[node]
-        tied = {self.allocations[k].node for k in pod.claims if k in self.allocations}
-        if tied - {None, name}:
-            return False
-        open_claims = self._open_claims(pod)
-        if not open_claims:
-            return True
-        return not isinstance(self.allocator.allocate(open_claims, name), Unsatisfiable)
-
-    def release_claims(self, pod: PodInfo, txn: Transaction) -> None:
-        """An evicted pod's claims that no other running pod uses give their devices back."""
-        if self.allocator is None or not pod.claims:
-            return
-        self._evicting.add(pod.key)
-        others = {
-            k
-            for r in self.running.values()
-            if r.pod.key not in self._evicting
-            for k in r.pod.claims
-        }
-        owned = [k for k in pod.claims if k in self.allocations and k not in others]
-        freed = {k: self.allocations.pop(k) for k in owned}
-        self.allocator.release([a.results for a in freed.values()])
-
-        def undo() -> None:
-            assert self.allocator is not None
-            self.allocator.commit([a.results for a in freed.values()])
-            self.allocations.update(freed)
-            self._released.pop(pod.key, None)
-            self._evicting.discard(pod.key)
-
-        txn.on_rollback(undo)
-        self._released[pod.key] = freed
-
-    def retake_claims(self, pod: PodInfo, txn: Transaction) -> None:
-        """A reprieved victim runs on: its claims that evictions in this search freed (its
-        own, or a co-victim's it shares) take their devices back."""
-        self._evicting.discard(pod.key)
-        if self.allocator is None:
-            return
-        for key in pod.claims:
-            holder = next((h for h, freed in self._released.items() if key in freed), None)
-            if key in self.allocations or holder is None:
-                continue
-            allocation = self._released[holder].pop(key)
-            self.allocator.commit([allocation.results])
-            self.allocations[key] = allocation
-
-            def undo(
-                key: str = key, holder: str = holder, allocation: Allocation = allocation
-            ) -> None:
-                assert self.allocator is not None
-                self.allocator.release([allocation.results])
-                self.allocations.pop(key, None)
-                self._released.setdefault(holder, {})[key] = allocation
-
-            txn.on_rollback(undo)
-
-    def take_claims(self, pod: PodInfo, node: int, txn: Transaction) -> None:
-        assert self.allocator is not None
-        name = self.state.names[node]
-        open_claims = self._open_claims(pod)
-        results = self.allocator.allocate(open_claims, name) if open_claims else []
-        assert not isinstance(results, Unsatisfiable), "the node was checked"
-        self.allocator.commit(results)
-        for claim, claim_results in zip(open_claims, results, strict=True):
-            local = any(
-                self.allocator.devices[r.driver, r.pool, r.device].node is not None
-                for r in claim_results
-            )
-            self.allocations[claim.key] = Allocation(tuple(claim_results), name if local else None)
-        self.pod_claims[pod.key] = {k: self.allocations[k].results for k in pod.claims}
-
-        def undo() -> None:
-            assert self.allocator is not None
-            self.allocator.release(results)
-            for claim in open_claims:
-                self.allocations.pop(claim.key, None)
-            self.pod_claims.pop(pod.key, None)
-
-        txn.on_rollback(undo)
+        return not isinstance(self.book.try_on(pod, self.state.names[node]), Unsatisfiable)
 
     def allocate_job(self, job: Job, txn: Transaction) -> Failure | None:
         """Place the job's core; a gang whose devices must share an attribute value is tried
         value by value, the value with the fewest free devices first (the fullest that fits)."""
         group = self.groups.get(job.key)
-        if group is None or group.device_match is None or self.allocator is None:
+        if group is None or group.device_match is None or self.book.allocator is None:
             return self._allocate_job(job, txn)
         last: Failure | None = None
         try:
-            for value in self._match_values(group.device_match):
-                self._device_match = _equals_selector(group.device_match, value)
+            for value in self.book.match_values(group.device_match):
+                self.book.device_match = _equals_selector(group.device_match, value)
                 mark = txn.mark()
                 failure = self._allocate_job(job, txn)
                 if failure is None:
@@ -688,18 +518,8 @@ class Cycle:
                 txn.rollback(mark)
                 last = failure
         finally:
-            self._device_match = None
+            self.book.device_match = None
         return last or self._allocate_job(job, txn)
-
-    def _match_values(self, attribute: str) -> list[object]:
-        """Values of ``attribute`` among the cluster's devices, fewest free devices first."""
-        assert self.allocator is not None
-        free: dict[object, int] = {}
-        for device in self.allocator.devices.values():
-            value = device.attribute(attribute)
-            if value is not None:
-                free[value] = free.get(value, 0) + (device.key not in self.allocator.in_use)
-        return sorted(free, key=lambda v: (free[v], str(v)))
 
     def _allocate_job(self, job: Job, txn: Transaction) -> Failure | None:
         group = self.groups.get(job.key)
@@ -746,7 +566,7 @@ class Cycle:
                 gpus if spec.num_gpu or gpus else None,
                 any((node, g) in self.freed_gpus for g in gpus)
                 or (not gpus and node in self.evicted_nodes),
-                self.pod_claims.get(pod.key),
+                self.book.pod_claims.get(pod.key),
             )
         )
 

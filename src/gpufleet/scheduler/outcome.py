@@ -9,12 +9,6 @@ if TYPE_CHECKING:
     from gpufleet.model.cluster import FloatArray
     from gpufleet.model.devices import DeviceResult, OpaqueConfig
 
-ACTIONS = ("preempt", "reclaim", "consolidate", "stale-gang")
-"""Why a pod is evicted: for a higher-priority job of its queue, for a queue below its fair
-share, to make room by moving it (it is bound again elsewhere), or because its gang fell
-below ``minMember`` for longer than the grace period."""
-
-
 @dataclass(frozen=True, slots=True)
 class Binding:
     pod: str
@@ -31,6 +25,9 @@ class Binding:
 class Eviction:
     pod: str
     action: str
+    """``preempt`` (for a higher-priority job of its queue), ``reclaim`` (for a queue below its
+    fair share), ``consolidate`` (moved: it is bound again elsewhere) or ``stale-gang`` (its
+    gang fell below ``minMember`` for longer than the grace period)."""
     for_: str
     """The job (gang key) the eviction makes room for."""
 

@@ -215,11 +215,11 @@ class VictimSearch:
     def _evict(self, txn: Transaction, running: Running) -> None:
         """Take a victim's capacity and the devices of the claims only it uses."""
         txn.release(running)
-        self.cycle.release_claims(running.pod, txn)
+        self.cycle.book.release(running.pod, self.cycle.running.values(), txn)
 
     def _reprieve(self, txn: Transaction, running: Running) -> None:
         txn.restore(running)
-        self.cycle.retake_claims(running.pod, txn)
+        self.cycle.book.retake(running.pod, txn)
 
     def _search(
         self,
@@ -240,7 +240,7 @@ class VictimSearch:
                 txn.reserve(outcome.node, outcome.pod, outcome.gpus)
                 placements.append((outcome.node, outcome.pod, outcome.gpus))
                 if pod.claims:
-                    self.cycle.take_claims(pod, outcome.node, txn)
+                    self.cycle.book.take(pod, self.state.names[outcome.node], txn)
                 continue
             if outcome.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                 txn.rollback()
@@ -258,7 +258,7 @@ class VictimSearch:
             txn.reserve(node, spec, gpus)
             placements.append((node, spec, gpus))
             if pod.claims:
-                self.cycle.take_claims(pod, node, txn)
+                self.cycle.book.take(pod, self.state.names[node], txn)
             if relocate:
                 for r in chosen:
                     out = place(self.framework, self.state, r.spec, self.cycle.held)
