@@ -25,7 +25,6 @@ Choices worth knowing:
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from decimal import Decimal
@@ -36,18 +35,28 @@ import yaml
 
 from gpufleet.load.devices import DRA_KINDS, allocation, claim_spec, device_class, pools
 from gpufleet.load.errors import InputError, reading
+from gpufleet.load.pods import read_pod
 from gpufleet.load.reader import Obj, Reader
-from gpufleet.model.cluster import MILLI, NodeSpec
+from gpufleet.load.vocabulary import (
+    DEVICE_MATCH,
+    GPU_MEMORY_LABEL,
+    GPU_PRODUCT_LABEL,
+    GPU_RESOURCE,
+    INTEGER,
+    MIG_CAPABLE_LABEL,
+    QUEUE_LABEL,
+    STALE_ANNOTATION,
+    TOPOLOGY_PREFERRED,
+    TOPOLOGY_REQUIRED,
+    cpu_milli,
+    mib,
+    mig_profile,
+)
+from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.devices import Allocation, Claim, Pool
 from gpufleet.model.mig import table_for
-from gpufleet.model.pod import PodSpec
 from gpufleet.model.selectors import (
-    FIELD_NODE_NAME,
-    OPERATORS,
-    NodeConstraint,
-    Requirement,
     Taint,
-    Toleration,
 )
 from gpufleet.model.workload import (
     DEFAULT_QUEUE,
@@ -57,25 +66,6 @@ from gpufleet.model.workload import (
     Snapshot,
     vector,
 )
-
-SCHEDULER_NAME = "gpufleet"
-GPU_RESOURCE = "nvidia.com/gpu"
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
-GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
-QUEUE_LABEL = "gpufleet.io/queue"
-POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
-FRACTION_ANNOTATION = "gpufleet.io/gpu-fraction"
-GPU_MEMORY_ANNOTATION = "gpufleet.io/gpu-memory"
-GPU_INDEX_ANNOTATION = "gpufleet.io/gpu-index"
-STALE_ANNOTATION = "gpufleet.io/stale-since"
-MIG_PREFIX = "nvidia.com/mig-"
-MIG_CAPABLE_LABEL = "nvidia.com/mig.capable"
-_MIG_PROFILE = re.compile(r"[1-7]g\.[0-9]+gb(\+me)?")
-TOPOLOGY_REQUIRED = "gpufleet.io/topology-required"
-TOPOLOGY_PREFERRED = "gpufleet.io/topology-preferred"
-DEVICE_MATCH = "gpufleet.io/device-match-attribute"
-MIB = 1 << 20
-
 
 KINDS = (
     frozenset(
@@ -88,15 +78,6 @@ SINGLE_NUMA_POLICIES = frozenset(
 )
 
 T = TypeVar("T")
-
-
-def _cpu_milli(q: Decimal) -> int:
-    return math.ceil(q * 1000)
-
-
-def _mib(q: Decimal, *, round_up: bool) -> int:
-    value = q / MIB
-    return math.ceil(value) if round_up else math.floor(value)
 
 
 def _documents(path: Path) -> Iterator[Any]:
@@ -196,7 +177,7 @@ def _parse(objects: Iterator[Obj] | list[Obj], source: str) -> Snapshot:
     gpu_memory = _smallest_gpu_memory(by_kind.get("Node", []))
     node_gpus = {n.name: n.gpus for n in nodes}
     read_pods = _each(
-        by_kind.get("Pod", []), lambda r: _pod(r, classes, group_queues, gpu_memory, node_gpus)
+        by_kind.get("Pod", []), lambda r: read_pod(r, classes, group_queues, gpu_memory, node_gpus)
     )
     pods = [pod for pod in read_pods if pod is not None]
     topologies = by_kind.get("Topology", [])
@@ -298,7 +279,7 @@ def _node(r: Reader) -> NodeSpec:
     labels = r.strings("metadata.labels")
     slices: dict[str, int] = {}
     for resource, raw in allocatable.items():
-        profile = _mig_profile(r, f"status.allocatable.{resource}", str(resource))
+        profile = mig_profile(r, f"status.allocatable.{resource}", str(resource))
         if profile is not None:
             count = r.quantity(f"status.allocatable.{resource}", raw)
             if count != int(count):
@@ -313,8 +294,8 @@ def _node(r: Reader) -> NodeSpec:
     )
     return NodeSpec(
         r.name,
-        _cpu_milli(cpu),
-        _mib(memory, round_up=False),
+        cpu_milli(cpu),
+        mib(memory, round_up=False),
         int(gpus),
         product,
         labels,
@@ -344,7 +325,7 @@ def _numa(r: Reader) -> tuple[str, tuple[tuple[int, ...], tuple[int, ...], bool]
             elif res.get("name") == GPU_RESOURCE:
                 gpus = r.quantity(f"zones[{i}].resources[{j}].allocatable", amount)
         gpu_zones.extend([i] * int(gpus))
-        zone_cpu.append(_cpu_milli(cpu))
+        zone_cpu.append(cpu_milli(cpu))
     policies = {str(p) for p in r.sequence("topologyPolicies")}
     for attribute in r.sequence("attributes"):
         if isinstance(attribute, Mapping) and attribute.get("name") == "topologyManagerPolicy":
@@ -363,22 +344,12 @@ def _with_numa(
     return replace(node, gpu_zones=gpu_zones, zone_cpu_milli=zone_cpu, single_numa=single)
 
 
-def _mig_profile(r: Reader, field: str, resource: str) -> str | None:
-    """``3g.40gb`` for ``nvidia.com/mig-3g.40gb``; None for other resources."""
-    if not resource.startswith(MIG_PREFIX):
-        return None
-    profile = resource.removeprefix(MIG_PREFIX)
-    if not _MIG_PROFILE.fullmatch(profile):
-        raise r.fail(field, "a MIG profile such as nvidia.com/mig-3g.40gb", resource)
-    return profile
-
-
 def _smallest_gpu_memory(readers: list[Reader]) -> int | None:
     sizes = []
     for r in readers:
         raw = r.strings("metadata.labels").get(GPU_MEMORY_LABEL)
         if raw is not None:
-            if not _INTEGER.fullmatch(raw) or int(raw) <= 0 or len(raw) > 9:
+            if not INTEGER.fullmatch(raw) or int(raw) <= 0 or len(raw) > 9:
                 raise r.fail(
                     f"metadata.labels.{GPU_MEMORY_LABEL}", "MiB as a positive integer", raw
                 )
@@ -407,9 +378,9 @@ def _resource_spec(r: Reader, resource: str) -> tuple[float, float, float, bool]
             return math.inf if field == "limit" else -1.0
         q = r.quantity(f"{base}.{field}", raw)
         if resource == "cpu":
-            return float(_cpu_milli(q))
+            return float(cpu_milli(q))
         if resource == "memory":
-            return float(_mib(q, round_up=False))
+            return float(mib(q, round_up=False))
         return float(q)
 
     quota = amount("quota", 0.0)
@@ -490,269 +461,6 @@ def _group(r: Reader) -> GroupSpec:
     )
 
 
-def _requests(r: Reader) -> dict[str, Decimal]:
-    def container_requests(path: str) -> list[dict[str, Decimal]]:
-        out = []
-        for i, container in enumerate(r.sequence(path)):
-            if not isinstance(container, Mapping):
-                raise r.fail(f"{path}[{i}]", "a container", container)
-            resources = container.get("resources") or {}
-            if not isinstance(resources, Mapping):
-                raise r.fail(f"{path}[{i}].resources", "a mapping", resources)
-            merged: dict[str, Decimal] = {}
-            for part in ("limits", "requests"):  # requests win; limits default them
-                values = resources.get(part) or {}
-                if not isinstance(values, Mapping):
-                    raise r.fail(f"{path}[{i}].resources.{part}", "a mapping", values)
-                for name, raw in values.items():
-                    field = f"{path}[{i}].resources.{part}.{name}"
-                    merged[str(name)] = r.quantity(field, raw)
-            out.append(merged)
-        return out
-
-    containers = container_requests("spec.containers")
-    if not containers:
-        raise r.fail("spec.containers", "at least one container", r.get("spec.containers"))
-    total: dict[str, Decimal] = {}
-    for c in containers:
-        for name, q in c.items():
-            total[name] = total.get(name, Decimal(0)) + q
-    for c in container_requests("spec.initContainers"):
-        for name, q in c.items():
-            total[name] = max(total.get(name, Decimal(0)), q)
-    return total
-
-
-def _gpu_request(
-    r: Reader, requests: dict[str, Decimal], gpu_memory: int | None
-) -> tuple[int, int]:
-    """(num_gpu, gpu_milli) of a pod."""
-    whole = requests.get(GPU_RESOURCE, Decimal(0))
-    if whole != int(whole):
-        raise r.fail(f"spec.containers[].resources.{GPU_RESOURCE}", "a whole number", whole)
-    annotations = r.strings("metadata.annotations")
-    fraction_field = f"metadata.annotations.{FRACTION_ANNOTATION}"
-    memory_field = f"metadata.annotations.{GPU_MEMORY_ANNOTATION}"
-    milli = None
-    if FRACTION_ANNOTATION in annotations:
-        raw = annotations[FRACTION_ANNOTATION]
-        try:
-            fraction = float(raw)
-        except ValueError:
-            fraction = -1.0
-        if not 0 < fraction <= 1:
-            raise r.fail(fraction_field, "a fraction of one GPU in (0, 1], such as '0.5'", raw)
-        milli = max(1, round(fraction * MILLI))
-    elif GPU_MEMORY_ANNOTATION in annotations:
-        if gpu_memory is None:
-            raise r.fail(
-                memory_field,
-                f"nodes labelled {GPU_MEMORY_LABEL} (MiB) to size the share against",
-                annotations[GPU_MEMORY_ANNOTATION],
-            )
-        mib = _mib(r.quantity(memory_field, annotations[GPU_MEMORY_ANNOTATION]), round_up=True)
-        if not 0 < mib <= gpu_memory:
-            raise r.fail(memory_field, f"at most the smallest GPU's {gpu_memory} MiB", mib)
-        milli = math.ceil(mib * MILLI / gpu_memory)
-    if milli is None:
-        return int(whole), MILLI if whole else 0
-    if whole > 1:
-        raise r.fail(fraction_field, f"no fraction with {whole} whole GPUs", whole)
-    return 1, milli
-
-
-NOTHING = Requirement("", "In", ())
-"""A requirement no node meets (what an empty node-selector term means)."""
-_INTEGER = re.compile(r"-?[0-9]+")
-
-
-def _requirement(r: Reader, field: str, expr: object, kind: str) -> Requirement:
-    if not isinstance(expr, Mapping) or expr.get("operator") not in OPERATORS:
-        got = expr.get("operator") if isinstance(expr, Mapping) else expr
-        raise r.fail(f"{field}.operator", " | ".join(OPERATORS), got)
-    raw_values = expr.get("values") or []
-    if not isinstance(raw_values, list):
-        raise r.fail(f"{field}.values", "a list of strings", raw_values)
-    values = tuple(str(v) for v in raw_values)
-    op = str(expr["operator"])
-    if op in {"Gt", "Lt"} and (len(values) != 1 or not _INTEGER.fullmatch(values[0])):
-        raise r.fail(f"{field}.values", "one integer for Gt/Lt", list(values))
-    key = expr.get("key")
-    if not isinstance(key, str) or not key:
-        raise r.fail(f"{field}.key", "a label key", key)
-    if kind == "matchFields":
-        if key != "metadata.name" or op not in {"In", "NotIn"}:
-            raise r.fail(f"{field}", "metadata.name with In or NotIn (the only node field)", key)
-        key = FIELD_NODE_NAME
-    return Requirement(key, op, values)
-
-
-def _guaranteed_whole_cpus(r: Reader) -> bool:
-    """Guaranteed QoS (every container's CPU and memory limits set, requests equal to them)
-    with whole CPUs: what the kubelet's static CPU manager pins."""
-    containers = r.sequence("spec.containers")
-    for container in containers:
-        resources = container.get("resources") or {}
-        limits = resources.get("limits") or {}
-        requests = resources.get("requests") or {}
-        for name in ("cpu", "memory"):
-            if name not in limits:
-                return False
-            if name in requests and r.quantity("requests", requests[name]) != r.quantity(
-                "limits", limits[name]
-            ):
-                return False
-        cpu = r.quantity("limits.cpu", limits["cpu"])
-        if cpu != int(cpu):
-            return False
-    return bool(containers)
-
-
-def _mig_request(r: Reader, requests: dict[str, Decimal]) -> str | None:
-    """The pod's MIG profile: one slice of one profile per pod."""
-    asked = {
-        profile: count
-        for resource, count in requests.items()
-        if (profile := _mig_profile(r, f"spec.containers[].resources.{resource}", resource))
-        and count > 0
-    }
-    if not asked:
-        return None
-    if len(asked) > 1 or next(iter(asked.values())) != 1:
-        raise r.fail("spec.containers[].resources", "one MIG slice per pod", asked)
-    return next(iter(asked))
-
-
-def _constraint(r: Reader) -> NodeConstraint | None:
-    selector = tuple(
-        Requirement(k, "In", (v,)) for k, v in sorted(r.strings("spec.nodeSelector").items())
-    )
-    path = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-    terms: list[tuple[Requirement, ...]] = []
-    for i, term in enumerate(r.sequence(f"{path}.nodeSelectorTerms")):
-        if not isinstance(term, Mapping):
-            raise r.fail(f"{path}.nodeSelectorTerms[{i}]", "a node selector term", term)
-        reqs: list[Requirement] = []
-        for kind in ("matchExpressions", "matchFields"):
-            exprs = term.get(kind) or []
-            if not isinstance(exprs, list):
-                raise r.fail(f"{path}.nodeSelectorTerms[{i}].{kind}", "a list", exprs)
-            for j, expr in enumerate(exprs):
-                reqs.append(
-                    _requirement(r, f"{path}.nodeSelectorTerms[{i}].{kind}[{j}]", expr, kind)
-                )
-        # An empty term matches no node (Kubernetes); ORed with others it adds nothing.
-        terms.append(tuple(reqs) if reqs else (NOTHING,))
-    if terms:
-        full_terms = tuple(selector + term for term in terms)
-    else:
-        full_terms = (selector,) if selector else ()
-    tolerations = []
-    for i, raw in enumerate(r.sequence("spec.tolerations")):
-        if not isinstance(raw, Mapping):
-            raise r.fail(f"spec.tolerations[{i}]", "a toleration", raw)
-        operator = str(raw.get("operator", "Equal"))
-        if operator not in {"Equal", "Exists"}:
-            raise r.fail(f"spec.tolerations[{i}].operator", "Equal or Exists", operator)
-        tolerations.append(
-            Toleration(
-                str(raw.get("key") or ""),
-                operator,
-                str(raw.get("value") or ""),
-                str(raw.get("effect") or ""),
-            )
-        )
-    if not full_terms and not tolerations:
-        return None
-    return NodeConstraint(full_terms, tuple(tolerations))
-
-
-def _pod(
-    r: Reader,
-    classes: dict[str, tuple[int, bool, bool]],
-    group_queues: dict[str, str],
-    gpu_memory: int | None,
-    node_gpus: dict[str, int],
-) -> PodInfo | None:
-    phase = r.string("status.phase", "Pending")
-    if phase in {"Succeeded", "Failed"}:
-        return None
-    requests = _requests(r)
-    num_gpu, gpu_milli = _gpu_request(r, requests, gpu_memory)
-    mig = _mig_request(r, requests)
-    if mig is not None and num_gpu:
-        raise r.fail(
-            f"spec.containers[].resources.{MIG_PREFIX}{mig}", "no whole GPUs with it", num_gpu
-        )
-    spec = PodSpec(
-        r.key,
-        _cpu_milli(requests.get("cpu", Decimal(0))),
-        _mib(requests.get("memory", Decimal(0)), round_up=True),
-        num_gpu,
-        gpu_milli,
-        None,
-        _constraint(r),
-        mig,
-        _guaranteed_whole_cpus(r),
-    )
-    labels = r.strings("metadata.labels")
-    annotations = r.strings("metadata.annotations")
-    scheduler = r.string("spec.schedulerName", "default-scheduler")
-    managed = scheduler == SCHEDULER_NAME
-    group = f"{r.namespace}/{labels[POD_GROUP_LABEL]}" if POD_GROUP_LABEL in labels else ""
-    queue = labels.get(QUEUE_LABEL) or group_queues.get(group) or DEFAULT_QUEUE
-    priority, can_preempt = _priority(r, classes)
-    node = r.string("spec.nodeName")
-    if node is not None and node not in node_gpus:
-        raise r.fail("spec.nodeName", "a Node of the snapshot", node)
-    gpus: tuple[int, ...] = ()
-    if node is not None and GPU_INDEX_ANNOTATION in annotations:
-        raw = annotations[GPU_INDEX_ANNOTATION]
-        try:
-            gpus = tuple(int(g) for g in raw.split(","))
-        except ValueError:
-            gpus = (-1,)
-        wanted = 1 if mig is not None else num_gpu
-        if len(gpus) != wanted or any(not 0 <= g < node_gpus[node] for g in gpus):
-            raise r.fail(
-                f"metadata.annotations.{GPU_INDEX_ANNOTATION}",
-                f"{wanted} GPU index(es) of node {node} (0..{node_gpus[node] - 1})",
-                raw,
-            )
-    created = r.time("metadata.creationTimestamp") or 0.0
-    return PodInfo(
-        r.key,
-        spec,
-        queue if managed or QUEUE_LABEL in labels or group else "",
-        group,
-        priority,
-        can_preempt,
-        created,
-        node,
-        gpus,
-        r.time("status.startTime") or created,
-        managed,
-        _pod_claims(r),
-    )
-
-
-def _pod_claims(r: Reader) -> tuple[str, ...]:
-    """Keys of the pod's ResourceClaims (a template's claim is ``<pod>-<name>``)."""
-    keys = []
-    for i, ref in enumerate(r.sequence("spec.resourceClaims")):
-        if not isinstance(ref, Mapping) or not isinstance(ref.get("name"), str):
-            raise r.fail(f"spec.resourceClaims[{i}].name", "a claim reference name", ref)
-        if isinstance(ref.get("resourceClaimName"), str):
-            keys.append(f"{r.namespace}/{ref['resourceClaimName']}")
-        elif isinstance(ref.get("resourceClaimTemplateName"), str):
-            keys.append(f"{r.namespace}/{r.name}-{ref['name']}")
-        else:
-            raise r.fail(
-                f"spec.resourceClaims[{i}]", "resourceClaimName or resourceClaimTemplateName", ref
-            )
-    return tuple(keys)
-
-
 def _claims(
     by_kind: dict[str, list[Reader]], pods: list[PodInfo]
 ) -> tuple[list[Claim], dict[str, Allocation]]:
@@ -788,17 +496,3 @@ def _claims(
                 )
             claims.setdefault(key, claim_spec(template, "spec.spec", key))
     return list(claims.values()), allocations
-
-
-def _priority(r: Reader, classes: dict[str, tuple[int, bool, bool]]) -> tuple[int, bool]:
-    name = r.string("spec.priorityClassName")
-    can_preempt = r.string("spec.preemptionPolicy", "PreemptLowerPriority") != "Never"
-    if name is not None:
-        if name not in classes:
-            raise r.fail("spec.priorityClassName", "a PriorityClass of the snapshot", name)
-        value, class_preempts, _ = classes[name]
-        return r.integer("spec.priority", value), can_preempt and class_preempts
-    defaults = [c for c in classes.values() if c[2]]
-    if defaults:
-        return r.integer("spec.priority", defaults[0][0]), can_preempt and defaults[0][1]
-    return r.integer("spec.priority", 0), can_preempt

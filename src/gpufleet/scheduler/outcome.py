@@ -9,6 +9,7 @@ if TYPE_CHECKING:
     from gpufleet.model.cluster import FloatArray
     from gpufleet.model.devices import DeviceResult, OpaqueConfig
 
+
 @dataclass(frozen=True, slots=True)
 class Binding:
     pod: str

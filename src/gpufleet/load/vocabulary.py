@@ -1,0 +1,49 @@
+"""The names gpufleet reads in a snapshot: resources, labels and annotations, and the unit
+conversions every reader shares."""
+
+from __future__ import annotations
+
+import math
+import re
+from decimal import Decimal
+
+from gpufleet.load.reader import Reader
+
+SCHEDULER_NAME = "gpufleet"
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
+QUEUE_LABEL = "gpufleet.io/queue"
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+FRACTION_ANNOTATION = "gpufleet.io/gpu-fraction"
+GPU_MEMORY_ANNOTATION = "gpufleet.io/gpu-memory"
+GPU_INDEX_ANNOTATION = "gpufleet.io/gpu-index"
+STALE_ANNOTATION = "gpufleet.io/stale-since"
+MIG_PREFIX = "nvidia.com/mig-"
+MIG_CAPABLE_LABEL = "nvidia.com/mig.capable"
+MIG_PROFILE = re.compile(r"[1-7]g\.[0-9]+gb(\+me)?")
+TOPOLOGY_REQUIRED = "gpufleet.io/topology-required"
+TOPOLOGY_PREFERRED = "gpufleet.io/topology-preferred"
+DEVICE_MATCH = "gpufleet.io/device-match-attribute"
+MIB = 1 << 20
+
+INTEGER = re.compile(r"-?[0-9]+")
+
+
+def cpu_milli(q: Decimal) -> int:
+    return math.ceil(q * 1000)
+
+
+def mib(q: Decimal, *, round_up: bool) -> int:
+    value = q / MIB
+    return math.ceil(value) if round_up else math.floor(value)
+
+
+def mig_profile(r: Reader, field: str, resource: str) -> str | None:
+    """``3g.40gb`` for ``nvidia.com/mig-3g.40gb``; None for other resources."""
+    if not resource.startswith(MIG_PREFIX):
+        return None
+    profile = resource.removeprefix(MIG_PREFIX)
+    if not MIG_PROFILE.fullmatch(profile):
+        raise r.fail(field, "a MIG profile such as nvidia.com/mig-3g.40gb", resource)
+    return profile
