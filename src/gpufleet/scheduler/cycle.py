@@ -23,7 +23,8 @@ The cycle decides; it changes nothing outside its own copy of the state. Its res
 from __future__ import annotations
 
 import json
-from collections import defaultdict, deque
+from collections import defaultdict
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -50,6 +51,7 @@ from gpufleet.model.workload import (
 )
 from gpufleet.plugins.gpu_choice import first_free_gpus, tightest_gpu
 from gpufleet.plugins.registry import PLUGINS, POLICIES
+from gpufleet.scheduler.backlog import Backlog
 from gpufleet.scheduler.claims import ClaimBook
 from gpufleet.scheduler.fairshare import EPS, QueueTree, fair_shares, share_ratio
 from gpufleet.scheduler.outcome import (
@@ -88,6 +90,9 @@ class CycleConfig:
     actions: tuple[str, ...] = ("consolidate", "reclaim", "preempt")
     watch: frozenset[str] = frozenset()
     """Pods whose per-node filter reasons the result should carry (for explain)."""
+    strict_fifo: bool = False
+    """A queue's first job that cannot be placed blocks the jobs behind it (Kueue's
+    StrictFIFO); by default they may pass it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,8 +182,22 @@ def build_jobs(snapshot: Snapshot) -> list[Job]:
 class Cycle:
     """The mutable working state of one cycle; :func:`run_cycle` is the entry point."""
 
-    def __init__(self, snapshot: Snapshot, config: CycleConfig, now: float) -> None:
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        config: CycleConfig,
+        now: float,
+        workload: Sequence[PodSpec] | None = None,
+        backlog: Backlog | None = None,
+    ) -> None:
+        """The cluster of ``snapshot`` with its bound pods, ready for a cycle at ``now``.
+
+        ``workload`` is the pods FGD's fragmentation is measured against (default: the
+        snapshot's); ``backlog`` the pending jobs (default: the snapshot's). A replay keeps
+        one Cycle for a whole trace and calls :meth:`begin` before each cycle.
+        """
         self.config, self.now, self.snapshot = config, now, snapshot
+        self.workload = workload
         nodes = sorted(snapshot.nodes, key=lambda n: n.name)
         self.state = ClusterState(nodes)
         self.empty = ClusterState(nodes)
@@ -192,57 +211,79 @@ class Cycle:
         self.gang_running: dict[str, list[str]] = defaultdict(list)
         self.alloc: dict[str, FloatArray] = {q: vector() for q in self.tree.queues}
         self.alloc_np: dict[str, FloatArray] = {q: vector() for q in self.tree.queues}
+        self.own: dict[str, FloatArray] = {q: vector() for q in self.tree.queues}
+        """What each queue's own pods hold (its children's not counted)."""
         self.versions: dict[str, int] = dict.fromkeys(self.tree.queues, 0)
         """Bumped when a queue's allocation changes (queue_order caches on it)."""
         self._order_cache: dict[str, tuple[tuple[int, ...], str, tuple[object, ...]]] = {}
-        unqueued = vector()
+        self.released = 0
+        """Pods whose capacity went back to the cluster (evicted or finished), ever."""
+        self.cycles = 0
+        self.unqueued = vector()
         for pod in sorted(snapshot.pods, key=lambda p: (not p.gpus, -p.spec.cpu_milli, p.key)):
             if pod.node is not None:
                 self._bind_existing(pod)
                 if pod.queue not in self.tree.queues:
-                    unqueued = unqueued + request_vector(pod.spec)
+                    self.unqueued = self.unqueued + request_vector(pod.spec)
         if self.state.mig is not None:
             self.state.mig.mark_baseline()  # running pods' slices are the cluster's own
         self.pool = VictimPool(
-            [
-                r
-                for r in self.running.values()
-                if r.pod.managed and r.pod.queue in self.tree.queues and self.preemptible(r.pod)
-            ],
+            [r for r in self.running.values() if self._victim(r)],
             self.tree.queues,
             now,
             self.state.gpu_slots,
         )
-        self.jobs = build_jobs(snapshot)
-        demand = {q: self.own_alloc(q) for q in self.tree.queues}
-        for job in self.jobs:
-            if job.queue in demand:
-                for pod in job.pods:
-                    demand[job.queue] = demand[job.queue] + request_vector(pod.spec)
-        capacity = vector(
+        self.backlog = backlog if backlog is not None else Backlog.of(build_jobs(snapshot))
+        self.capacity = vector(
             self.state.total_gpus,
             float(self.state.cpu_capacity.sum()),
             float(self.state.memory_capacity.sum()),
         )
-        self.fair = fair_shares(self.tree, demand, np.maximum(capacity - unqueued, 0.0))
+        self.book = ClaimBook(snapshot)
+        """DRA: the claims pods use, their allocations, and the allocator."""
         self.bindings: list[Binding] = []
+        self._start(now)
+
+    def _victim(self, r: Running) -> bool:
+        return r.pod.managed and r.pod.queue in self.tree.queues and self.preemptible(r.pod)
+
+    def begin(self, now: float) -> None:
+        """Start another cycle at ``now`` on the state the previous ones left: the pods they
+        bound become possible victims, fair shares follow the backlog."""
+        self.pool.add([r for b in self.bindings if self._victim(r := self.running[b.pod])])
+        self.pool.at(now)
+        self._start(now)
+
+    def _start(self, now: float) -> None:
+        self.now = now
+        self.cycles += 1
+        demand = {
+            q: self.own[q] + self.backlog.demand[q] if q in self.backlog.demand else self.own[q]
+            for q in self.tree.queues
+        }
+        self.fair = fair_shares(self.tree, demand, np.maximum(self.capacity - self.unqueued, 0.0))
+        self.bindings = []
         self.evictions: list[Eviction] = []
         self.pending: list[Pending] = []
         self.records: list[JobRecord] = []
         self.node_reasons: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {}
-        self.book = ClaimBook(snapshot)
-        """DRA: the claims pods use, their allocations, and the allocator."""
         self.evicted_nodes: set[int] = set()
         self.freed_gpus: set[tuple[int, int]] = set()
         self.bound_now: set[str] = set()
+        """Pods bound (or moved) in this cycle: never victims of the same cycle."""
         self.over_share = 0
         """Bindings that left a queue above its fair share (see make_room)."""
         self.room_failures: dict[tuple[str, object], tuple[tuple[int, int], str]] = {}
-        """Pods bound (or moved) in this cycle: never victims of the same cycle."""
         self.holds: list[tuple[BoolArray, float]] = []
         """Nodes held for starving jobs, with the job's GPUs: held against smaller jobs."""
         self.held: Held | None = None
         """The holds that apply to the job being scheduled."""
+
+    def finish(self, key: str) -> Running:
+        """Pod ``key`` ended (its job completed, or it was stopped): free what it held."""
+        running = self._remove_running(key)
+        self.state.release(running.node, running.spec, running.gpus)
+        return running
 
     @cached_property
     def framework(self) -> Framework:
@@ -250,7 +291,7 @@ class Cycle:
 
         Built on first use: a snapshot without pods has no workload and needs no placement.
         """
-        specs = [p.spec for p in self.snapshot.pods]
+        specs = [p.spec for p in self.snapshot.pods] if self.workload is None else self.workload
         return Framework(
             POLICIES[self.config.policy],
             PLUGINS,
@@ -258,13 +299,6 @@ class Cycle:
         )
 
     # -- state --------------------------------------------------------------------------
-
-    def own_alloc(self, queue: str) -> FloatArray:
-        total = vector()
-        for r in self.running.values():
-            if r.pod.queue == queue:
-                total = total + request_vector(r.spec)
-        return total
 
     def preemptible(self, pod: PodInfo) -> bool:
         return pod.priority < self.config.non_preemptible_priority
@@ -322,8 +356,12 @@ class Cycle:
 
     def _remove_running(self, key: str) -> Running:
         running = self.running.pop(key)
+        self.released += 1
         self.pool.discard(key)
-        self.gang_running[running.pod.gang].remove(key)
+        keys = self.gang_running[running.pod.gang]
+        keys.remove(key)
+        if not keys:
+            del self.gang_running[running.pod.gang]
         self._account(running.pod, running.spec, -1)
         return running
 
@@ -331,6 +369,7 @@ class Cycle:
         if pod.queue not in self.tree.queues:
             return
         amount = sign * request_vector(spec)
+        self.own[pod.queue] = self.own[pod.queue] + amount
         for q in self.tree.paths[pod.queue]:
             self.versions[q] += 1
             self.alloc[q] = self.alloc[q] + amount
@@ -363,25 +402,16 @@ class Cycle:
     # -- the cycle ----------------------------------------------------------------------
 
     def run(self) -> CycleResult:
-        unknown = [j for j in self.jobs if j.queue not in self.tree.queues]
-        for job in unknown:
-            self._pend(job, job.pods, f"queue {job.queue} does not exist")
-        pending_gangs = {j.key for j in self.jobs}
+        backlog = self.backlog
+        backlog.start()
+        unknown = [q for q in backlog.queues() if q not in self.tree.queues]
+        for queue in unknown:
+            for job in backlog.behind(queue):
+                self._pend(job, job.pods, f"queue {job.queue} does not exist")
         for gang in sorted(self.groups):
-            if gang not in pending_gangs:
+            if gang not in backlog:
                 self._release_stale(gang, "")
-        queues: dict[str, deque[Job]] = defaultdict(deque)
-        for job in sorted(
-            (j for j in self.jobs if j.queue in self.tree.queues),
-            key=lambda j: (-j.priority, j.created, j.key),
-        ):
-            queues[job.queue].append(job)
-        while queues:
-            queue = min(queues, key=lambda q: self.queue_order(q, queues[q][0]))
-            job = queues[queue].popleft()
-            if not queues[queue]:
-                del queues[queue]
-            self.schedule(job)
+        self._serve(backlog)
         mig = self.state.mig
         reconfigurations = tuple(
             Reconfiguration(self.state.names[node], gpu, tuple(layout))
@@ -398,6 +428,48 @@ class Cycle:
             self.book.status(),
         )
 
+    def _serve(self, backlog: Backlog) -> None:
+        """Serve the queues' jobs, one at a time, the queue furthest below its share first."""
+        heads: dict[str, Job] = {}
+        for queue in backlog.queues():
+            if queue in self.tree.queues:
+                head = backlog.head(queue, 0, self._failure_token)
+                if head is not None:
+                    heads[queue] = head
+        bound: list[Job] = []
+        while heads:
+            queue = min(heads, key=lambda q: self.queue_order(q, heads[q]))
+            job = heads[queue]
+            backlog.passed(job)
+            if self.schedule(job):
+                bound.append(job)
+            elif self.config.strict_fifo:
+                backlog.block(queue)
+                if not backlog.skip_failed:
+                    for behind in backlog.behind(queue):
+                        self._pend(behind, behind.pods, f"behind {job.key} (strict FIFO)")
+            else:
+                backlog.failed(job, len(self.evictions), self._failure_token(job))
+            head = backlog.head(queue, len(self.evictions), self._failure_token)
+            if head is None:
+                del heads[queue]
+            else:
+                heads[queue] = head
+        for job in bound:
+            backlog.remove(job)
+
+    def _failure_token(self, job: Job) -> Hashable:
+        """What a failed job's class waits on: freed capacity, a new fair share, the end of
+        holds. A starving job is tried every cycle (its failure renews its hold)."""
+        if self.now - job.created >= self.config.starvation_after_s:
+            return object()
+        fair = self.fair.get(job.queue)
+        return (
+            self.released,
+            None if fair is None else fair.tobytes(),
+            self.cycles if self.holds else None,
+        )
+
     def held_for(self, job: Job) -> Held | None:
         gpus = job_gpus(job)
         masks = [mask for mask, held_gpus in self.holds if held_gpus > gpus]
@@ -405,7 +477,8 @@ class Cycle:
             return None
         return Held(np.logical_or.reduce(masks), "node(s) were held for a starving job")
 
-    def schedule(self, job: Job) -> None:
+    def schedule(self, job: Job) -> bool:
+        """Place ``job`` (or make room for it); False if it stays pending."""
         self.held = self.held_for(job)
         fair = self.fair.get(job.queue, vector())
         record = (fair, self.alloc[job.queue].copy(), self.ratio(job.queue))
@@ -417,14 +490,14 @@ class Cycle:
                 f"minMember {job.min_member}; waiting for the rest to be created"
             )
             self._pend(job, job.pods, self._stale(job, reason), notes=notes, record=record)
-            return
+            return False
         if core:
             request = sum((request_vector(p.spec) for p in core), vector())
             blocked = self.admission(job, request)
             if blocked is not None:
                 reason = self._stale(job, blocked)
                 self._pend(job, job.pods, reason, notes=notes, record=record)
-                return
+                return False
             txn = Transaction(self.state)
             failure = self.allocate_job(job, txn)
             if failure is not None:
@@ -436,12 +509,13 @@ class Cycle:
                 if plan is None:
                     reason = self._failure_reason(job, failure)
                     self._give_up(job, reason, notes, record)
-                    return
+                    return False
                 self._apply(job, plan)
             else:
                 self._commit(txn, core)
         self._extras(job)
         self._record(job, record, "bound" if core else "elastic", notes)
+        return True
 
     def admission(self, job: Job, request: FloatArray) -> str | None:
         """Why the queue cannot take ``request`` now (limit, quota), or None."""

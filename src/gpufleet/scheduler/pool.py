@@ -17,13 +17,19 @@ import numpy as np
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from gpufleet.model.cluster import BoolArray, ClusterState, IntArray
+    from gpufleet.model.cluster import BoolArray, ClusterState, FloatArray, IntArray
     from gpufleet.model.workload import QueueSpec
     from gpufleet.scheduler.transaction import Running
 
 
 class VictimPool:
-    """Arrays over the candidate victims (in name order); ``alive`` drops evicted pods."""
+    """Arrays over the candidate victims; ``alive`` drops evicted and finished pods.
+
+    A what-if cycle builds the pool once, in name order. A replay keeps it across cycles:
+    pods bound by one cycle join it before the next (:meth:`add`), finished ones leave it
+    (:meth:`discard`), and :meth:`at` re-judges the min-runtime protection at each cycle's
+    time.
+    """
 
     def __init__(
         self,
@@ -32,50 +38,98 @@ class VictimPool:
         now: float,
         gpu_slots: int,
     ) -> None:
-        self.items = sorted(running, key=lambda r: r.pod.key)
-        self.index = {r.pod.key: i for i, r in enumerate(self.items)}
-        self.queue_names = sorted({r.pod.queue for r in self.items})
-        queue_id = {q: i for i, q in enumerate(self.queue_names)}
-        n = len(self.items)
-        self.node: IntArray = np.array([r.node for r in self.items], dtype=np.int64)
-        self.queue: IntArray = np.array([queue_id[r.pod.queue] for r in self.items], dtype=np.int64)
-        self.priority: IntArray = np.array([r.pod.priority for r in self.items], dtype=np.int64)
-        self.cpu: IntArray = np.array([r.spec.cpu_milli for r in self.items], dtype=np.int64)
-        self.memory: IntArray = np.array([r.spec.memory_mib for r in self.items], dtype=np.int64)
-        self.gpu: IntArray = np.zeros((n, gpu_slots), dtype=np.int64)
-        for i, r in enumerate(self.items):
-            self.gpu[i, list(r.gpus)] = r.spec.gpu_milli
-        runtime = np.array([now - (r.pod.started or 0.0) for r in self.items], dtype=np.float64)
-        self.preempt_ok: BoolArray = runtime >= np.array(
-            [queues[r.pod.queue].preempt_min_runtime_s for r in self.items], dtype=np.float64
-        )
-        """Past the queue's preemptMinRuntime."""
-        self.reclaim_ok: BoolArray = runtime >= np.array(
-            [queues[r.pod.queue].reclaim_min_runtime_s for r in self.items], dtype=np.float64
-        )
-        """Past the queue's reclaimMinRuntime."""
-        self.mig: BoolArray = np.array(
-            [
-                r.spec.mig_profile is not None or (r.spec.exclusive_cpu and r.spec.num_gpu > 0)
-                for r in self.items
-            ],
-            dtype=np.bool_,
-        )
+        self.queues = queues
+        self.queue_names = sorted(queues)
+        self._queue_id = {q: i for i, q in enumerate(self.queue_names)}
+        self.gpu_slots = gpu_slots
+        self.items: list[Running] = []
+        self.index: dict[str, int] = {}
+        self._columns(0)
+        self.add(sorted(running, key=lambda r: r.pod.key))
+        self.at(now)
+
+    def _columns(self, n: int) -> None:
+        self.node: IntArray = np.zeros(n, dtype=np.int64)
+        self.queue: IntArray = np.zeros(n, dtype=np.int64)
+        self.priority: IntArray = np.zeros(n, dtype=np.int64)
+        self.cpu: IntArray = np.zeros(n, dtype=np.int64)
+        self.memory: IntArray = np.zeros(n, dtype=np.int64)
+        self.gpu: IntArray = np.zeros((n, self.gpu_slots), dtype=np.int64)
+        self.started: FloatArray = np.zeros(n, dtype=np.float64)
+        self.preempt_min: FloatArray = np.zeros(n, dtype=np.float64)
+        self.reclaim_min: FloatArray = np.zeros(n, dtype=np.float64)
+        self.mig: BoolArray = np.zeros(n, dtype=np.bool_)
         """Pods holding a MIG slice or pinned CPUs: freed through the state, which knows the
         partitions and NUMA zones."""
-        self.claims: BoolArray = np.array([bool(r.pod.claims) for r in self.items], dtype=np.bool_)
+        self.claims: BoolArray = np.zeros(n, dtype=np.bool_)
         """Pods with ResourceClaims (they are not moved by consolidation)."""
-        self.single: BoolArray = np.array(
-            [r.pod.gang == r.pod.key for r in self.items], dtype=np.bool_
-        )
-        self.alive: BoolArray = np.ones(n, dtype=np.bool_)
+        self.single: BoolArray = np.zeros(n, dtype=np.bool_)
+        self.alive: BoolArray = np.zeros(n, dtype=np.bool_)
+        self.preempt_ok: BoolArray = np.zeros(n, dtype=np.bool_)
+        """Past the queue's preemptMinRuntime (as of :meth:`at`)."""
+        self.reclaim_ok: BoolArray = np.zeros(n, dtype=np.bool_)
+        """Past the queue's reclaimMinRuntime (as of :meth:`at`)."""
+
+    def add(self, running: Sequence[Running]) -> None:
+        """Make ``running`` candidates (after those already in the pool)."""
+        if not running:
+            return
+        if len(self.items) >= 64 and np.count_nonzero(self.alive) * 2 < len(self.items):
+            self._compact()
+        start = len(self.items)
+        self.items.extend(running)
+        for i, r in enumerate(running, start):
+            self.index[r.pod.key] = i
+        specs = [self.queues[r.pod.queue] for r in running]
+        gpu = np.zeros((len(running), self.gpu_slots), dtype=np.int64)
+        for i, r in enumerate(running):
+            gpu[i, list(r.gpus)] = r.spec.gpu_milli
+        columns = {
+            "node": [r.node for r in running],
+            "queue": [self._queue_id[r.pod.queue] for r in running],
+            "priority": [r.pod.priority for r in running],
+            "cpu": [r.spec.cpu_milli for r in running],
+            "memory": [r.spec.memory_mib for r in running],
+            "started": [r.pod.started or 0.0 for r in running],
+            "preempt_min": [q.preempt_min_runtime_s for q in specs],
+            "reclaim_min": [q.reclaim_min_runtime_s for q in specs],
+            "mig": [
+                r.spec.mig_profile is not None or (r.spec.exclusive_cpu and r.spec.num_gpu > 0)
+                for r in running
+            ],
+            "claims": [bool(r.pod.claims) for r in running],
+            "single": [r.pod.gang == r.pod.key for r in running],
+            "alive": [True] * len(running),
+            "preempt_ok": [False] * len(running),
+            "reclaim_ok": [False] * len(running),
+        }
+        for name, values in columns.items():
+            old = getattr(self, name)
+            setattr(self, name, np.concatenate([old, np.array(values, dtype=old.dtype)]))
+        self.gpu = np.concatenate([self.gpu, gpu])
+
+    def _compact(self) -> None:
+        keep = np.flatnonzero(self.alive)
+        for name in (
+            "node", "queue", "priority", "cpu", "memory", "gpu", "started", "preempt_min",
+            "reclaim_min", "mig", "claims", "single", "alive", "preempt_ok", "reclaim_ok",
+        ):  # fmt: skip
+            setattr(self, name, getattr(self, name)[keep])
+        self.items = [self.items[i] for i in keep]
+        self.index = {r.pod.key: i for i, r in enumerate(self.items)}
+
+    def at(self, now: float) -> None:
+        """Judge min-runtime protection at ``now``."""
+        runtime = now - self.started
+        self.preempt_ok = runtime >= self.preempt_min
+        self.reclaim_ok = runtime >= self.reclaim_min
 
     def __len__(self) -> int:
         return len(self.items)
 
     def discard(self, key: str) -> None:
-        """``key`` was evicted (or moved): it can no longer be a victim."""
-        i = self.index.get(key)
+        """``key`` was evicted, moved or finished: it can no longer be a victim."""
+        i = self.index.pop(key, None)
         if i is not None:
             self.alive[i] = False
 
