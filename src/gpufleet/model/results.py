@@ -47,3 +47,103 @@ class FillRun:
             "pods": self.pods,
             "elapsed_s": round(self.elapsed_s, 3),
         }
+
+
+@dataclass(frozen=True, slots=True)
+class QueueUsage:
+    """One tenant over a replay: GPU-hours it held, and what its fair share would have
+    given it (the fair share integrated over time, while it had demand)."""
+
+    queue: str
+    jobs: int
+    gpu_hours: float
+    fair_share_gpu_hours: float
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "queue": self.queue,
+            "jobs": self.jobs,
+            "gpu_hours": round(self.gpu_hours, 3),
+            "fair_share_gpu_hours": round(self.fair_share_gpu_hours, 3),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    """Samples over simulated time: GPUs allocated per queue and GPUs pending."""
+
+    time_s: tuple[float, ...]
+    allocated: dict[str, tuple[float, ...]]
+    pending_gpus: tuple[float, ...]
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "time_s": list(self.time_s),
+            "allocated_gpus": {q: list(v) for q, v in self.allocated.items()},
+            "pending_gpus": list(self.pending_gpus),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayRun:
+    """One time-driven replay of a trace under a policy (protocol ``replay``).
+
+    Waits are from arrival to the start of the job's first run, over the jobs that
+    started; JCT from arrival to finish, over the finished ones. ``gpu_allocation_mean`` is
+    the time-weighted share of the cluster's GPUs held by pods, in %. ``lost_gpu_hours``
+    is the GPU time of runs that were evicted before they finished (they rerun from the
+    start). ``wait_quantiles_s[q]`` is the q-th percentile of the waits (q = 0..100).
+    """
+
+    workload: str
+    policy: str
+    seed: int
+    jobs: int
+    finished_jobs: int
+    running_jobs: int
+    pending_jobs: int
+    mean_wait_s: float | None
+    p50_wait_s: float | None
+    p95_wait_s: float | None
+    mean_jct_s: float | None
+    gpu_allocation_mean: float
+    preemptions: int
+    lost_gpu_hours: float
+    gpu_hours: float
+    capacity_gpu_hours: float
+    simulated_s: float
+    cycles: int
+    queues: tuple[QueueUsage, ...]
+    wait_quantiles_s: tuple[float, ...]
+    timeline: Timeline
+    elapsed_s: float
+
+    def to_json(self) -> dict[str, object]:
+        def rounded(value: float | None) -> float | None:
+            return None if value is None else round(value, 3)
+
+        return {
+            "protocol": "replay",
+            "workload": self.workload,
+            "policy": self.policy,
+            "seed": self.seed,
+            "jobs": self.jobs,
+            "finished_jobs": self.finished_jobs,
+            "running_jobs": self.running_jobs,
+            "pending_jobs": self.pending_jobs,
+            "mean_wait_s": rounded(self.mean_wait_s),
+            "p50_wait_s": rounded(self.p50_wait_s),
+            "p95_wait_s": rounded(self.p95_wait_s),
+            "mean_jct_s": rounded(self.mean_jct_s),
+            "gpu_allocation_mean": round(self.gpu_allocation_mean, 3),
+            "preemptions": self.preemptions,
+            "lost_gpu_hours": round(self.lost_gpu_hours, 3),
+            "gpu_hours": round(self.gpu_hours, 3),
+            "capacity_gpu_hours": round(self.capacity_gpu_hours, 3),
+            "simulated_s": self.simulated_s,
+            "cycles": self.cycles,
+            "queues": [q.to_json() for q in self.queues],
+            "wait_quantiles_s": [round(w, 3) for w in self.wait_quantiles_s],
+            "timeline": self.timeline.to_json(),
+            "elapsed_s": round(self.elapsed_s, 3),
+        }

@@ -187,17 +187,21 @@ class Cycle:
         snapshot: Snapshot,
         config: CycleConfig,
         now: float,
+        *,
         workload: Sequence[PodSpec] | None = None,
         backlog: Backlog | None = None,
+        rng: np.random.Generator | None = None,
     ) -> None:
         """The cluster of ``snapshot`` with its bound pods, ready for a cycle at ``now``.
 
         ``workload`` is the pods FGD's fragmentation is measured against (default: the
-        snapshot's); ``backlog`` the pending jobs (default: the snapshot's). A replay keeps
+        snapshot's); ``backlog`` the pending jobs (default: the snapshot's); ``rng`` the
+        policy's random source (default: seed 0). A replay keeps
         one Cycle for a whole trace and calls :meth:`begin` before each cycle.
         """
         self.config, self.now, self.snapshot = config, now, snapshot
         self.workload = workload
+        self.rng = rng if rng is not None else np.random.default_rng(0)
         nodes = sorted(snapshot.nodes, key=lambda n: n.name)
         self.state = ClusterState(nodes)
         self.empty = ClusterState(nodes)
@@ -250,7 +254,8 @@ class Cycle:
     def begin(self, now: float) -> None:
         """Start another cycle at ``now`` on the state the previous ones left: the pods they
         bound become possible victims, fair shares follow the backlog."""
-        self.pool.add([r for b in self.bindings if self._victim(r := self.running[b.pod])])
+        fresh = [self.running[b.pod] for b in self.bindings if b.pod in self.running]
+        self.pool.add([r for r in fresh if self._victim(r)])
         self.pool.at(now)
         self._start(now)
 
@@ -295,7 +300,7 @@ class Cycle:
         return Framework(
             POLICIES[self.config.policy],
             PLUGINS,
-            Handle(np.random.default_rng(0), FragmentIndex(typical_pods(specs)), None),
+            Handle(self.rng, FragmentIndex(typical_pods(specs)), None),
         )
 
     # -- state --------------------------------------------------------------------------
@@ -627,7 +632,7 @@ class Cycle:
     def _record_binding(
         self, pod: PodInfo, node: int, spec: PodSpec, gpus: tuple[int, ...]
     ) -> None:
-        self._add_running(Running(pod, node, gpus, spec))
+        self._add_running(Running(replace(pod, started=self.now), node, gpus, spec))
         self.bound_now.add(pod.key)
         if pod.queue in self.tree.queues and any(
             self.ratio(q) > 1 + EPS for q in self.tree.paths[pod.queue]

@@ -43,6 +43,8 @@ class QueueTree:
     queues: Mapping[str, QueueSpec]
     children: Mapping[str | None, tuple[str, ...]]
     paths: Mapping[str, tuple[str, ...]]
+    terms: Mapping[str | None, tuple[FloatArray, FloatArray, FloatArray]]
+    """Per parent: its children's quota, limit and weight, stacked ``(k, R)``."""
 
     @staticmethod
     def of(queues: Sequence[QueueSpec]) -> QueueTree:
@@ -56,14 +58,22 @@ class QueueTree:
             while (parent := by_name[path[-1]].parent) is not None:
                 path.append(parent)
             paths[name] = tuple(reversed(path))
-        return QueueTree(by_name, {k: tuple(v) for k, v in children.items()}, paths)
+        terms = {
+            parent: (
+                np.array([by_name[k].quota for k in kids]),
+                np.array([by_name[k].limit for k in kids]),
+                np.array([by_name[k].weight for k in kids]),
+            )
+            for parent, kids in children.items()
+        }
+        return QueueTree(by_name, {k: tuple(v) for k, v in children.items()}, paths, terms)
 
     def subtree_sum(self, own: Mapping[str, FloatArray]) -> dict[str, FloatArray]:
         """Per queue: ``own`` summed over the queue and all its descendants."""
         total = {name: vector() for name in self.queues}
         for name, value in own.items():
             for ancestor in self.paths.get(name, ()):
-                total[ancestor] = total[ancestor] + value
+                total[ancestor] += value
         return total
 
 
@@ -106,18 +116,16 @@ def fair_shares(
         kids = tree.children.get(parent, ())
         if not kids:
             return
-        specs = [tree.queues[k] for k in kids]
-        own = demand.get(parent, vector()) if parent is not None else vector()
+        own = demand.get(parent) if parent is not None else None
         split = divide(
-            np.maximum(available - own, 0.0),
-            np.array([q.quota for q in specs]),
-            np.array([q.limit for q in specs]),
-            np.array([q.weight for q in specs]),
+            available if own is None else np.maximum(available - own, 0.0),
+            *tree.terms[parent],
             np.array([subtree_demand[k] for k in kids]),
         )
         for kid, share in zip(kids, split, strict=True):
             shares[kid] = share
-            visit(kid, share)
+            if kid in tree.children:
+                visit(kid, share)
 
     visit(None, capacity)
     return shares

@@ -43,6 +43,10 @@ class EventQueue(Generic[T]):
             raise ValueError(f"event at {time} is in the past (now {self.now})")
         heapq.heappush(self._heap, Event(time, priority, next(self._seq), payload))
 
+    def peek_time(self) -> float:
+        """Time of the next event."""
+        return self._heap[0].time
+
     def pop_batch(self) -> list[Event[T]]:
         """Every event of the next time, in order; the clock moves to that time."""
         first = heapq.heappop(self._heap)

@@ -1,0 +1,98 @@
+"""The time-driven replay: determinism, conservation, and each policy's defining behaviour."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gpufleet.model.cluster import NodeSpec
+from gpufleet.model.pod import PodSpec
+from gpufleet.sim.replay import REPLAY_POLICIES, Replay, ReplayJob
+
+
+def gpu_job(  # noqa: PLR0917 (a table row)
+    name: str, queue: str, arrival: float, duration: float, pods: int, gpus: int
+) -> ReplayJob:
+    return ReplayJob(
+        name, queue, arrival, duration, PodSpec(name, 1000 * gpus, 1024 * gpus, gpus, 1000), pods
+    )
+
+
+def nodes(count: int, gpus: int = 8) -> list[NodeSpec]:
+    return [NodeSpec(f"node-{i}", 64_000, 512 * 1024, gpus, "V100") for i in range(count)]
+
+
+def trace() -> list[ReplayJob]:
+    jobs = []
+    for i in range(60):
+        pods = 2 if i % 7 == 0 else 1
+        gpus = 8 if pods == 2 else 1 + i % 4
+        jobs.append(gpu_job(f"j{i:03d}", "ab"[i % 2], 10.0 * i, 300.0 + 37 * (i % 11), pods, gpus))
+    return jobs
+
+
+@pytest.mark.parametrize("policy", sorted(REPLAY_POLICIES))
+def test_same_input_same_json(policy: str) -> None:
+    runs = [Replay(nodes(4), trace(), REPLAY_POLICIES[policy], seed=7).run() for _ in range(2)]
+    first, second = (r.to_json() for r in runs)
+    first.pop("elapsed_s")
+    second.pop("elapsed_s")
+    assert json.dumps(first) == json.dumps(second)
+
+
+@pytest.mark.parametrize("policy", sorted(REPLAY_POLICIES))
+@pytest.mark.parametrize("until", [None, 400.0])
+def test_every_job_is_accounted_and_gpu_time_fits_capacity(
+    policy: str, until: float | None
+) -> None:
+    run = Replay(nodes(3), trace(), REPLAY_POLICIES[policy]).run(until=until)
+    assert run.jobs == run.finished_jobs + run.running_jobs + run.pending_jobs
+    assert run.gpu_hours <= run.capacity_gpu_hours + 1e-9
+    assert sum(q.gpu_hours for q in run.queues) == pytest.approx(run.gpu_hours)
+    if until is None:
+        assert run.finished_jobs == run.jobs  # every job fits the cluster: all finish
+    else:
+        assert run.jobs < len(trace())
+        assert run.simulated_s == until
+
+
+def test_kube_default_lets_a_job_hold_gpus_while_the_rest_of_it_waits() -> None:
+    # One 8-GPU node: a 2-pod job of 8 GPUs per pod can never start. kube-default binds
+    # its first pod anyway and the 1-GPU job behind it waits; gangs keep the node free.
+    jobs = [gpu_job("big", "a", 0.0, 100.0, 2, 8), gpu_job("small", "a", 1.0, 100.0, 1, 1)]
+    kube = Replay(nodes(1), jobs, REPLAY_POLICIES["kube-default"]).run(until=500.0)
+    assert (kube.finished_jobs, kube.pending_jobs) == (0, 2)
+    assert kube.gpu_hours == pytest.approx(8 * 500 / 3600)
+    gang = Replay(nodes(1), jobs, REPLAY_POLICIES["gpufleet"]).run(until=500.0)
+    assert (gang.finished_jobs, gang.pending_jobs) == (1, 1)
+    assert gang.gpu_hours == pytest.approx(100 / 3600)
+
+
+def test_strict_fifo_blocks_behind_the_first_job_that_does_not_fit() -> None:
+    # 8 GPUs: a 6-GPU job runs; an 8-GPU job waits for it; the 1-GPU job arriving next
+    # waits behind it under fifo-gang, and passes it under gpufleet (backfill).
+    jobs = [
+        gpu_job("first", "a", 0.0, 1000.0, 1, 6),
+        gpu_job("wide", "a", 1.0, 100.0, 1, 8),
+        gpu_job("small", "a", 2.0, 100.0, 1, 1),
+    ]
+    fifo = Replay(nodes(1), jobs, REPLAY_POLICIES["fifo-gang"]).run()
+    backfill = Replay(nodes(1), jobs, REPLAY_POLICIES["gpufleet"]).run()
+    assert fifo.wait_quantiles_s[-1] == pytest.approx(1100.0 - 2.0)  # small: after wide
+    assert sorted([backfill.p50_wait_s or 0.0, backfill.wait_quantiles_s[-1]]) == [0.0, 999.0]
+
+
+def test_reclaim_evicts_and_reruns_a_job_and_counts_the_lost_gpu_time() -> None:
+    # Queue a fills the 8-GPU node before b arrives; b's quota (half, by demand) is
+    # reclaimed after a's min runtime (30 min). The evicted job reruns from the start.
+    jobs = [
+        *(gpu_job(f"a{i}", "a", 0.0, 20_000.0, 1, 4) for i in range(2)),
+        gpu_job("b0", "b", 10.0, 40_000.0, 1, 4),
+    ]
+    run = Replay(nodes(1), jobs, REPLAY_POLICIES["gpufleet"]).run()
+    assert run.preemptions == 1
+    assert run.finished_jobs == 3
+    assert run.lost_gpu_hours == pytest.approx(4 * 1800 / 3600, rel=0.2)
+    usage = {q.queue: q for q in run.queues}
+    assert usage["b"].gpu_hours == pytest.approx(4 * 40_000 / 3600)
