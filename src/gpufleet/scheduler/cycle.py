@@ -196,8 +196,8 @@ class Cycle:
 
         ``workload`` is the pods FGD's fragmentation is measured against (default: the
         snapshot's); ``backlog`` the pending jobs (default: the snapshot's); ``rng`` the
-        policy's random source (default: seed 0). A replay keeps
-        one Cycle for a whole trace and calls :meth:`begin` before each cycle.
+        policy's random source (default: seed 0). A replay keeps one Cycle for a whole
+        trace and calls :meth:`begin` before each cycle.
         """
         self.config, self.now, self.snapshot = config, now, snapshot
         self.workload = workload

@@ -432,7 +432,7 @@ class _Meter:
             gpu_hours=self.gpu_s / 3600,
             capacity_gpu_hours=capacity_s / 3600,
             simulated_s=end,
-            cycles=replay.cycle.cycles,
+            cycles=replay.cycles,
             queues=tuple(
                 QueueUsage(q, jobs_of.get(q, 0), self.held_s[q] / 3600, self.fair_s[q] / 3600)
                 for q in self.tenants
