@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from gpufleet.load.philly import TraceJob
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.results import QueueUsage, ReplayRun, Timeline
@@ -447,3 +448,53 @@ class _Meter:
             ),
             elapsed_s=elapsed,
         )
+
+
+PHILLY_NODES = 80
+"""The default cluster for the Philly trace: 80 servers of 8 GPUs (640 GPUs), in racks of
+8. The trace asks for 374 GPUs on average, 626 at the median moment and 1,243 at its peak
+(demand if nothing ever waited), so the cluster is busy and, in the peak weeks, short."""
+
+PHILLY_RACK = 8
+RACK_LABEL = "topology.gpufleet.io/rack"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+CPU_MILLI_PER_GPU = 6000
+MEMORY_MIB_PER_GPU = 48 * 1024
+
+
+def philly_cluster(count: int = PHILLY_NODES) -> tuple[tuple[NodeSpec, ...], tuple[str, ...]]:
+    """Nodes of the default Philly cluster and its topology levels (rack, host)."""
+    nodes = tuple(
+        NodeSpec(
+            f"philly-{i:03d}",
+            64_000,
+            512 * 1024,
+            8,
+            "P100",
+            labels={RACK_LABEL: f"rack-{i // PHILLY_RACK:02d}", HOSTNAME_LABEL: f"philly-{i:03d}"},
+        )
+        for i in range(count)
+    )
+    return nodes, (RACK_LABEL, HOSTNAME_LABEL)
+
+
+def philly_jobs(jobs: Sequence[TraceJob]) -> list[ReplayJob]:
+    """Philly jobs as replay jobs: each pod asks for its GPUs and, per GPU, 6 CPUs and
+    48 GiB (the servers' CPU and memory divided by their GPUs, less the system's part)."""
+    return [
+        ReplayJob(
+            job.name,
+            job.queue,
+            job.arrival_s,
+            job.duration_s,
+            PodSpec(
+                job.name,
+                CPU_MILLI_PER_GPU * job.gpus_per_pod,
+                MEMORY_MIB_PER_GPU * job.gpus_per_pod,
+                job.gpus_per_pod,
+                1000,
+            ),
+            job.pods,
+        )
+        for job in jobs
+    ]
