@@ -67,6 +67,10 @@ class ReplayJob:
         return self.pods * self.spec.gpu_equivalent
 
 
+def pod_names(job: ReplayJob) -> list[str]:
+    return [f"{job.name}/{k}" for k in range(job.pods)]
+
+
 @dataclass(frozen=True, slots=True)
 class ReplayPolicy:
     """How the one cycle is configured to behave like a scheduler."""
@@ -206,7 +210,7 @@ class Replay:
         """Job ``i`` waits (again): as one gang, or as pods of their own."""
         job, progress = self.jobs[i], self.progress[i]
         queue = self._cycle_queue(job)
-        names = [f"{job.name}/{k}" for k in range(job.pods)]
+        names = pod_names(job)
         for name in names:
             self.pod_job[name] = i
         gang = self.policy.gangs and job.pods > 1
@@ -239,8 +243,7 @@ class Replay:
         the ones it moved)."""
         job = self.jobs[i]
         self.held[self.queue_of[job.queue]] -= self.progress[i].bound * job.spec.gpu_equivalent
-        for k in range(job.pods):
-            name = f"{job.name}/{k}"
+        for name in pod_names(job):
             if name in self.cycle.running and name not in keep:
                 self.cycle.finish(name)
         self.cycle.groups.pop(job.name, None)
@@ -253,6 +256,9 @@ class Replay:
         progress.finish = now
 
     def _evicted(self, key: str, now: float, moved: frozenset[str]) -> None:
+        """Job of pod ``key`` lost its run: back to its queue, or, if the cycle moved the
+        pod (consolidation moves only jobs of one pod), restarted by the binding that
+        follows in the same result."""
         i = self.pod_job[key]
         progress = self.progress[i]
         job = self.jobs[i]
@@ -261,7 +267,12 @@ class Replay:
         self.preemptions += 1
         progress.attempt += 1
         self._stop(i, moved)
-        self._enqueue(i)
+        if key in moved:
+            self.waiting[self.queue_of[job.queue]] += job.gpus
+            progress.bound = 0
+            progress.start = math.nan
+        else:
+            self._enqueue(i)
 
     def _bound(self, key: str, now: float) -> None:
         i = self.pod_job[key]
@@ -327,19 +338,7 @@ class Replay:
                 evicted.add(self.pod_job[eviction.pod])
                 self._evicted(eviction.pod, now, moved)
         for binding in result.bindings:
-            if binding.pod in moved:
-                # A moved pod restarts its job on the new node: the eviction above requeued
-                # the job; the cycle has already placed this pod again.
-                self._moved(binding.pod, now)
-            else:
-                self._bound(binding.pod, now)
-
-    def _moved(self, key: str, now: float) -> None:
-        i = self.pod_job[key]
-        job = self.jobs[i]
-        for unit in [j for j in self.cycle.backlog.jobs() if j.key in (key, job.name)]:
-            self.cycle.backlog.remove(unit)
-        self._bound(key, now)
+            self._bound(binding.pod, now)
 
 
 class _Meter:
