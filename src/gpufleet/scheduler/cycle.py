@@ -34,7 +34,7 @@ import numpy as np
 from gpufleet.dra.allocator import Unsatisfiable
 from gpufleet.framework.protocols import Handle
 from gpufleet.framework.runtime import Framework, Held
-from gpufleet.framework.status import Code, Status
+from gpufleet.framework.status import Code, Reason, Status
 from gpufleet.model.cluster import MILLI, BoolArray, ClusterState
 from gpufleet.model.fragmentation import FragmentIndex, typical_pods
 from gpufleet.model.workload import (
@@ -223,6 +223,15 @@ class Cycle:
         self.released = 0
         """Pods whose capacity went back to the cluster (evicted or finished), ever."""
         self.cycles = 0
+        self.holds: dict[str, tuple[BoolArray, float]] = {}
+        """Per starving job: the nodes held for it, and its GPUs (held against smaller
+        jobs). A hold lasts until the job is tried again (or the next cycle starts, for
+        a what-if); in a replay the job's class is retried only when capacity was freed."""
+        self.hold_version = 0
+        self.room_failures: dict[tuple[str, object], tuple[Hashable, str]] = {}
+        """Room searches that failed, with the epoch they failed in (see make_room)."""
+        self.act = True
+        """Whether this cycle may evict (consolidate, reclaim, preempt)."""
         self.unqueued = vector()
         for pod in sorted(snapshot.pods, key=lambda p: (not p.gpus, -p.spec.cpu_milli, p.key)):
             if pod.node is not None:
@@ -251,12 +260,14 @@ class Cycle:
     def _victim(self, r: Running) -> bool:
         return r.pod.managed and r.pod.queue in self.tree.queues and self.preemptible(r.pod)
 
-    def begin(self, now: float) -> None:
+    def begin(self, now: float, *, act: bool = True) -> None:
         """Start another cycle at ``now`` on the state the previous ones left: the pods they
-        bound become possible victims, fair shares follow the backlog."""
+        bound become possible victims, fair shares follow the backlog. Without ``act`` the
+        cycle only places jobs (a replay evicts on its periodic cycle only)."""
         fresh = [self.running[b.pod] for b in self.bindings if b.pod in self.running]
         self.pool.add([r for r in fresh if self._victim(r)])
         self.pool.at(now)
+        self.act = act
         self._start(now)
 
     def _start(self, now: float) -> None:
@@ -278,9 +289,6 @@ class Cycle:
         """Pods bound (or moved) in this cycle: never victims of the same cycle."""
         self.over_share = 0
         """Bindings that left a queue above its fair share (see make_room)."""
-        self.room_failures: dict[tuple[str, object], tuple[tuple[int, int], str]] = {}
-        self.holds: list[tuple[BoolArray, float]] = []
-        """Nodes held for starving jobs, with the job's GPUs: held against smaller jobs."""
         self.held: Held | None = None
         """The holds that apply to the job being scheduled."""
 
@@ -463,27 +471,23 @@ class Cycle:
         for job in bound:
             backlog.remove(job)
 
-    def _failure_token(self, job: Job) -> Hashable:
-        """What a failed job's class waits on: freed capacity, a new fair share, the end of
-        holds. A starving job is tried every cycle (its failure renews its hold)."""
-        if self.now - job.created >= self.config.starvation_after_s:
-            return object()
-        fair = self.fair.get(job.queue)
-        return (
-            self.released,
-            None if fair is None else fair.tobytes(),
-            self.cycles if self.holds else None,
-        )
+    def _failure_token(self, _job: Job) -> Hashable:
+        """What a failed job's class waits on: freed capacity or a change of holds (later
+        bindings only take capacity). A cycle that may evict forgets every failure first
+        (:meth:`Backlog.forget`), so fair shares and min runtimes are judged there."""
+        return (self.released, self.hold_version)
 
     def held_for(self, job: Job) -> Held | None:
         gpus = job_gpus(job)
-        masks = [mask for mask, held_gpus in self.holds if held_gpus > gpus]
+        masks = [mask for mask, held_gpus in self.holds.values() if held_gpus > gpus]
         if not masks:
             return None
         return Held(np.logical_or.reduce(masks), "node(s) were held for a starving job")
 
     def schedule(self, job: Job) -> bool:
         """Place ``job`` (or make room for it); False if it stays pending."""
+        if self.holds.pop(job.key, None) is not None:
+            self.hold_version += 1
         self.held = self.held_for(job)
         fair = self.fair.get(job.queue, vector())
         record = (fair, self.alloc[job.queue].copy(), self.ratio(job.queue))
@@ -509,7 +513,7 @@ class Cycle:
                 self._watch(job, failure.pod)
                 txn.rollback()
                 plan = None
-                if failure.status.code is not Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                if self.act and failure.status.code is not Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                     plan = self.make_room(job, request, notes)
                 if plan is None:
                     reason = self._failure_reason(job, failure)
@@ -601,11 +605,48 @@ class Cycle:
         return last or self._allocate_job(job, txn)
 
     def _allocate_job(self, job: Job, txn: Transaction) -> Failure | None:
+        core = job.core
+        if len(core) > 1 and (slots := self.slots(core)) < len(core):
+            # The cluster cannot take the gang, whatever the domain: say so without trying
+            # (a saturated cluster has many such gangs waiting).
+            fitted = int(slots)
+            full = "node(s) had no room left for another pod of the gang"
+            status = Status(
+                Code.UNSCHEDULABLE, (Reason("GangFit", full, self.state.size),), "GangFit",
+                self.state.size,
+            )  # fmt: skip
+            return Failure(core[fitted], status, fitted)
         group = self.groups.get(job.key)
         if group is not None and levels_for(group, self.snapshot.topology) is not None:
             gang = GangPlacement(self.allocate, job.core, txn, self.held)
             return gang.allocate(group, self.snapshot.topology, self.gang_nodes(job.key))
         return self.allocate(job.core, txn, self.held)
+
+    def slots(self, pods: tuple[PodInfo, ...]) -> float:
+        """At most how many of ``pods`` the cluster could take now, off the held nodes — for
+        pods of one plain spec (whole GPUs, no claims, no MIG, no pinned CPUs); infinite
+        for others (no bound is known). Placing one such pod on a node takes exactly one of
+        the node's slots, so the bound is exact for them."""
+        first = pods[0].spec
+        if (
+            first.is_gpu_share
+            or first.mig_profile is not None
+            or first.exclusive_cpu
+            or any(p.claims or replace(p.spec, name=first.name) != first for p in pods)
+        ):
+            return np.inf
+        spec = self.framework.prepare(first)
+        nodes = self.framework.run_filters(self.state, spec, self.held).nodes
+        state = self.state
+        per_node = np.full(nodes.size, np.iinfo(np.int64).max, dtype=np.int64)
+        if spec.num_gpu:
+            whole = np.count_nonzero(state.gpu_free[nodes] == MILLI, axis=1)
+            per_node = np.minimum(per_node, whole // spec.num_gpu)
+        if spec.cpu_milli:
+            per_node = np.minimum(per_node, state.cpu_free[nodes] // spec.cpu_milli)
+        if spec.memory_mib:
+            per_node = np.minimum(per_node, state.memory_free[nodes] // spec.memory_mib)
+        return float(np.minimum(per_node, len(pods)).sum())
 
     def gang_nodes(self, gang: str) -> list[int]:
         """Nodes where the gang's pods run (at the snapshot or bound in this cycle)."""
@@ -728,7 +769,7 @@ class Cycle:
 
     def _hold(self, job: Job) -> list[str]:
         """Hold, for the rest of the cycle, nodes that could run the starving job's pods."""
-        taken = [m for m, _ in self.holds]
+        taken = [m for m, _ in self.holds.values()]
         mask = np.logical_or.reduce(taken) if taken else np.zeros(self.state.size, dtype=np.bool_)
         mine = np.zeros(self.state.size, dtype=np.bool_)
         names = []
@@ -744,7 +785,8 @@ class Cycle:
             mask[node] = mine[node] = True
             names.append(self.state.names[node])
         if names:
-            self.holds.append((mine, job_gpus(job)))
+            self.holds[job.key] = (mine, job_gpus(job))
+            self.hold_version += 1
         return names
 
     def _pend(
@@ -783,10 +825,13 @@ class Cycle:
         """The first action that makes room for ``job``, or None (notes say why not).
 
         A search that failed for a job of the same shape, queue and priority fails again as
-        long as nothing was evicted since: later bindings only take capacity, and pods bound
-        in this cycle are never victims. Reclaim is also retried when a queue went over its
-        fair share (its pods may have become reclaimable). So the many identical jobs of a
-        saturated cluster cost one search, not one each (KAI skips such jobs alike).
+        long as no capacity was freed since: later bindings only take capacity, and pods
+        bound in this cycle are never victims. Reclaim is also retried when a queue went
+        over its fair share (its pods may have become reclaimable). So the many identical
+        jobs of a saturated cluster cost one search, not one each (KAI skips such jobs
+        alike). Preemption and reclaim depend on the cycle's time (min runtimes) and fair
+        shares, so their failures last one cycle; consolidation depends only on what runs
+        where, so its failures last until capacity is freed, across cycles.
         """
         base = self.held
         try:
@@ -835,7 +880,11 @@ class Cycle:
             None if self.held is None else self.held.mask.tobytes(),
         )
         for action in self.config.actions:
-            epoch = (len(self.evictions), self.over_share if action == "reclaim" else 0)
+            epoch: Hashable = (
+                self.released
+                if action == "consolidate"
+                else (self.cycles, self.released, self.over_share if action == "reclaim" else 0)
+            )
             known = self.room_failures.get((action, shape))
             if known is not None and known[0] == epoch:
                 notes.append(f"{action}: {known[1]}")

@@ -31,11 +31,17 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from gpufleet.load.philly import TraceJob
 from gpufleet.model.cluster import NodeSpec
-from gpufleet.model.pod import PodSpec
 from gpufleet.model.results import QueueUsage, ReplayRun, Timeline
-from gpufleet.model.workload import DEFAULT_QUEUE, GroupSpec, PodInfo, QueueSpec, Snapshot, vector
+from gpufleet.model.workload import (
+    DEFAULT_QUEUE,
+    GroupSpec,
+    PodInfo,
+    QueueSpec,
+    ReplayJob,
+    Snapshot,
+    vector,
+)
 from gpufleet.scheduler.backlog import Backlog, job_shape
 from gpufleet.scheduler.cycle import Cycle, CycleConfig, Job
 from gpufleet.scheduler.fairshare import QueueTree, fair_shares
@@ -49,22 +55,6 @@ PROGRESS_EVERY = 2048
 
 Progress = Callable[[float], None]
 """Called with the simulated time reached."""
-
-
-@dataclass(frozen=True, slots=True)
-class ReplayJob:
-    """One job of a trace: ``pods`` identical pods of ``spec``, from ``queue`` (the tenant)."""
-
-    name: str
-    queue: str
-    arrival_s: float
-    duration_s: float
-    spec: PodSpec
-    pods: int = 1
-
-    @property
-    def gpus(self) -> float:
-        return self.pods * self.spec.gpu_equivalent
 
 
 def pod_names(job: ReplayJob) -> list[str]:
@@ -154,7 +144,9 @@ class Replay:
         topology: tuple[str, ...] = (),
         seed: int = 0,
         period_s: float = 300.0,
+        workload: str = "",
     ) -> None:
+        self.workload, self.seed = workload, seed
         self.jobs = sorted(jobs, key=lambda j: (j.arrival_s, j.name))
         self.policy = policy
         self.period_s = period_s
@@ -328,7 +320,7 @@ class Replay:
         cycle = self.cycle
         if periodic:
             cycle.backlog.forget()
-        cycle.begin(now)
+        cycle.begin(now, act=periodic)
         self.cycles += 1
         result = cycle.run()
         moved = frozenset(e.pod for e in result.evictions if e.action == "consolidate")
@@ -415,9 +407,9 @@ class _Meter:
             tenant = replay.queue_of[replay.jobs[i].queue]
             jobs_of[tenant] = jobs_of.get(tenant, 0) + 1
         return ReplayRun(
-            workload="",
+            workload=replay.workload,
             policy=replay.policy.name,
-            seed=0,
+            seed=replay.seed,
             jobs=len(arrived),
             finished_jobs=len(finished),
             running_jobs=len(running),
@@ -447,53 +439,3 @@ class _Meter:
             ),
             elapsed_s=elapsed,
         )
-
-
-PHILLY_NODES = 80
-"""The default cluster for the Philly trace: 80 servers of 8 GPUs (640 GPUs), in racks of
-8. The trace asks for 374 GPUs on average, 626 at the median moment and 1,243 at its peak
-(demand if nothing ever waited), so the cluster is busy and, in the peak weeks, short."""
-
-PHILLY_RACK = 8
-RACK_LABEL = "topology.gpufleet.io/rack"
-HOSTNAME_LABEL = "kubernetes.io/hostname"
-CPU_MILLI_PER_GPU = 6000
-MEMORY_MIB_PER_GPU = 48 * 1024
-
-
-def philly_cluster(count: int = PHILLY_NODES) -> tuple[tuple[NodeSpec, ...], tuple[str, ...]]:
-    """Nodes of the default Philly cluster and its topology levels (rack, host)."""
-    nodes = tuple(
-        NodeSpec(
-            f"philly-{i:03d}",
-            64_000,
-            512 * 1024,
-            8,
-            "P100",
-            labels={RACK_LABEL: f"rack-{i // PHILLY_RACK:02d}", HOSTNAME_LABEL: f"philly-{i:03d}"},
-        )
-        for i in range(count)
-    )
-    return nodes, (RACK_LABEL, HOSTNAME_LABEL)
-
-
-def philly_jobs(jobs: Sequence[TraceJob]) -> list[ReplayJob]:
-    """Philly jobs as replay jobs: each pod asks for its GPUs and, per GPU, 6 CPUs and
-    48 GiB (the servers' CPU and memory divided by their GPUs, less the system's part)."""
-    return [
-        ReplayJob(
-            job.name,
-            job.queue,
-            job.arrival_s,
-            job.duration_s,
-            PodSpec(
-                job.name,
-                CPU_MILLI_PER_GPU * job.gpus_per_pod,
-                MEMORY_MIB_PER_GPU * job.gpus_per_pod,
-                job.gpus_per_pod,
-                1000,
-            ),
-            job.pods,
-        )
-        for job in jobs
-    ]
