@@ -20,8 +20,9 @@ which it would fit once all eligible victims were gone is tried: victims are tak
 cheapest first (lowest priority, whole-GPU pods before pods sharing a GPU, newest first,
 smallest unit) until the pod fits, then each is reprieved, most expensive first, if the pod
 still fits without evicting it. The node with the fewest victims (then lowest priorities,
-fewest broken GPU shares) wins. Everything happens in one transaction, so a job that
-cannot be completed leaves no evictions behind.
+fewest broken GPU shares, least work lost — the GPU-time its victims have run) wins.
+Everything happens in one transaction, so a job that cannot be completed leaves no
+evictions behind.
 """
 
 from __future__ import annotations
@@ -205,6 +206,15 @@ class VictimSearch:
             unit[0].pod.key,
         )
 
+    def lost_work(self, victims: list[Running]) -> float:
+        """GPU-seconds the victims have run (their work is lost unless they checkpoint)."""
+        now = self.cycle.now
+        return sum(
+            v.spec.gpu_equivalent * (now - v.pod.started)
+            for v in victims
+            if v.pod.started is not None
+        )
+
     def fits(self, spec: PodSpec, node: int, static: BoolArray) -> bool:
         """``spec`` fits ``node`` now; ``static`` are the nodes its constraints allow; the
         pod's ResourceClaims can be allocated there."""
@@ -376,6 +386,7 @@ class VictimSearch:
             len(flat),
             max(v.pod.priority for v in flat),
             sum(v.spec.is_gpu_share for v in flat),
+            self.lost_work(flat),
             node,
         )
         return score, flat
