@@ -1,10 +1,12 @@
-"""Time-driven replay of the Philly trace on the default Philly cluster, per policy.
+"""Time-driven replay of openb default and of the Philly trace (full), per policy.
 
-Prints, per policy: jobs, finished, mean / p50 / p95 wait, mean JCT, time-weighted GPU
-allocation, preemptions, lost GPU-hours and the run time. ``--until`` cuts the replay
-short (seconds of trace time); ``--policy`` picks policies (repeatable).
+Prints, per trace and policy: jobs, finished, mean / p50 / p95 wait, mean JCT,
+time-weighted GPU allocation, preemptions, lost GPU-hours and the run time. openb default
+replays on its own 1,213 nodes; Philly on the bundled default cluster (80 x 8 GPUs, racks
+of 8). ``--until`` cuts the replays short (seconds of trace time); ``--policy`` picks
+policies and ``--trace`` traces (both repeatable).
 
-    python -m bench.replay [--until 2200000] [--policy kube-default --policy fifo-gang]
+    python -m bench.replay [--trace philly] [--policy gpufleet] [--until 2200000]
 """
 
 from __future__ import annotations
@@ -13,48 +15,42 @@ import argparse
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
-from gpufleet.load.philly import load_philly
-from gpufleet.sim.replay import REPLAY_POLICIES, Replay, philly_cluster, philly_jobs
+from gpufleet.load.traces import load_replay
+from gpufleet.report.replay import replay_table
+from gpufleet.sim.replay import REPLAY_POLICIES, Replay
 
-TRACE = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "philly" / "philly.csv"
-
-
-def hours(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds / 3600:.2f}"
+TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
+FILES = {
+    "openb-default": TRACES / "alibaba-gpu-v2023" / "openb_pod_list_default.csv",
+    "philly": TRACES / "philly" / "philly.csv",
+}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--trace", type=Path, default=TRACE)
+    parser.add_argument("--trace", action="append", choices=sorted(FILES))
     parser.add_argument("--policy", action="append", choices=sorted(REPLAY_POLICIES))
     parser.add_argument("--until", type=float, default=None)
     args = parser.parse_args()
-    jobs = philly_jobs(load_philly(args.trace))
-    nodes, topology = philly_cluster()
-    table = Table(title=f"Philly replay, {len(jobs):,} jobs, {len(nodes) * 8} GPUs")
-    for column in (
-        "policy", "jobs", "finished", "mean wait h", "p50 wait h", "p95 wait h", "mean JCT h",
-        "alloc %", "preemptions", "lost GPU-h", "run time s",
-    ):  # fmt: skip
-        table.add_column(column, justify="right")
-    for name in args.policy or list(REPLAY_POLICIES):
-        run = Replay(nodes, jobs, REPLAY_POLICIES[name], topology=topology).run(until=args.until)
-        table.add_row(
-            name,
-            f"{run.jobs:,}",
-            f"{run.finished_jobs:,}",
-            hours(run.mean_wait_s),
-            hours(run.p50_wait_s),
-            hours(run.p95_wait_s),
-            hours(run.mean_jct_s),
-            f"{run.gpu_allocation_mean:.1f}",
-            str(run.preemptions),
-            f"{run.lost_gpu_hours:,.0f}",
-            f"{run.elapsed_s:.1f}",
+    console = Console(width=200)
+    for trace in args.trace or list(FILES):
+        data = load_replay(FILES[trace])
+        runs = [
+            Replay(
+                data.nodes,
+                data.jobs,
+                REPLAY_POLICIES[name],
+                queues=data.queues,
+                topology=data.topology,
+                workload=data.workload,
+            ).run(until=args.until)
+            for name in args.policy or list(REPLAY_POLICIES)
+        ]
+        gpus = sum(n.gpus for n in data.nodes)
+        console.print(
+            replay_table(runs, f"{trace}: {len(data.jobs):,} jobs, {gpus:,} GPUs ({data.cluster})")
         )
-    Console().print(table)
 
 
 if __name__ == "__main__":

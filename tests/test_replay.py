@@ -8,7 +8,8 @@ import pytest
 
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.pod import PodSpec
-from gpufleet.sim.replay import REPLAY_POLICIES, Replay, ReplayJob
+from gpufleet.model.workload import ReplayJob
+from gpufleet.sim.replay import REPLAY_POLICIES, Replay
 
 
 def gpu_job(  # noqa: PLR0917 (a table row)

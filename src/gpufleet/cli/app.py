@@ -27,12 +27,14 @@ from gpufleet import __version__
 from gpufleet.load.errors import InputError
 from gpufleet.load.openb import BUNDLED_NODES, BUNDLED_WORKLOAD, bundled, load_nodes, load_pods
 from gpufleet.load.snapshot import load_snapshot
-from gpufleet.model.results import FillRun
+from gpufleet.load.traces import load_replay
+from gpufleet.model.results import FillRun, ReplayRun
 from gpufleet.model.workload import Snapshot
 from gpufleet.plugins.registry import POLICIES
 from gpufleet.report.cycle import cycle_json, cycle_tables, explain_lines
 from gpufleet.report.html import report_html
 from gpufleet.report.plot import plot_unallocated
+from gpufleet.report.replay import plot_replay, replay_html, replay_table
 from gpufleet.report.results import results_json
 from gpufleet.report.summary import summarise
 from gpufleet.report.table import summary_table
@@ -40,6 +42,7 @@ from gpufleet.scheduler.cycle import CycleConfig, SnapshotError, run_cycle
 from gpufleet.scheduler.outcome import CycleResult
 from gpufleet.sim.batch import seed_range
 from gpufleet.sim.fill import run_fill
+from gpufleet.sim.replay import REPLAY_POLICIES, Replay
 
 DEFAULT_POLICIES = ("kube-default", "best-fit", "fgd", "gpufleet")
 
@@ -62,6 +65,10 @@ def parse_seeds(text: str) -> list[int]:
 
 def _advance(progress: Progress, task: TaskID, done: int) -> None:
     progress.update(task, completed=done)
+
+
+def _days(progress: Progress, task: TaskID, now: float) -> None:
+    progress.update(task, completed=round(now / 86400, 1))
 
 
 def _positive(value: float, option: str) -> float:
@@ -91,7 +98,10 @@ def _root(
 def simulate(
     workload: Annotated[
         Path | None,
-        typer.Option(help="openb pod CSV.", show_default="the bundled openb_pod_list_default"),
+        typer.Option(
+            help="Trace CSV: an openb pod list, or (replay) the Philly trace.",
+            show_default="the bundled openb_pod_list_default",
+        ),
     ] = None,
     nodes: Annotated[
         Path | None,
@@ -100,44 +110,115 @@ def simulate(
     policy: Annotated[
         list[str] | None,
         typer.Option(
-            help=f"Placement policy, repeatable: {', '.join(POLICIES)}.",
-            show_default=", ".join(DEFAULT_POLICIES),
+            help=f"Policy, repeatable. fill: {', '.join(POLICIES)}; "
+            f"replay: {', '.join(REPLAY_POLICIES)}.",
+            show_default=f"fill: {', '.join(DEFAULT_POLICIES)}; replay: all",
         ),
     ] = None,
     seeds: Annotated[str, typer.Option(help="A seed (42) or an inclusive range (42-51).")] = "42",
     inflate: Annotated[
-        float,
+        float | None,
         typer.Option(
-            callback=lambda v: _positive(v, "--inflate"),
-            help="Tune the workload to this multiple of the cluster's GPU capacity.",
+            help="fill: tune the workload to this multiple of the cluster's GPU capacity.",
+            show_default="1.3",
         ),
-    ] = 1.3,
+    ] = None,
+    protocol: Annotated[
+        str,
+        typer.Option(
+            help="fill: place pods until the cluster is full (the FGD paper's protocol); "
+            "replay: jobs arrive, wait, run and finish on a simulated clock."
+        ),
+    ] = "fill",
+    trace_format: Annotated[
+        str | None,
+        typer.Option(
+            "--format", help="replay: openb or philly.", show_default="read from the header"
+        ),
+    ] = None,
+    cluster: Annotated[
+        Path | None,
+        typer.Option(
+            help="replay: cluster YAML (Node objects or NodePools, a Topology, Queues).",
+            show_default="openb: the bundled nodes; philly: the bundled philly-cluster.yaml",
+        ),
+    ] = None,
+    queues: Annotated[
+        Path | None,
+        typer.Option(
+            help="replay: Queue YAML; tenants without a queue go to 'default'.",
+            show_default="one per tenant, quota by GPU-time demand",
+        ),
+    ] = None,
+    until: Annotated[
+        float | None,
+        typer.Option(help="replay: stop at this many seconds of trace time.", show_default="end"),
+    ] = None,
     out: Annotated[Path, typer.Option(help="Report directory.")] = Path("gpufleet-report"),
     json_path: Annotated[
         str | None, typer.Option("--json", help="Also write results JSON here ('-' = stdout).")
     ] = None,
 ) -> None:
-    """Fill a cluster pod by pod with each policy (the FGD paper's protocol) and compare.
+    """Compare policies on a trace: fill a cluster pod by pod (default), or replay it in time.
 
-    Prints a table, and writes OUT/results.json, OUT/unallocated.png and OUT/index.html.
+    Prints a table, and writes OUT/results.json, the plots and OUT/index.html.
     """
+    if protocol not in {"fill", "replay"}:
+        raise typer.BadParameter(f"--protocol must be fill or replay, got {protocol!r}")
+    fill_only = {"--inflate": inflate is not None}
+    replay_only = {
+        "--format": trace_format is not None,
+        "--cluster": cluster is not None,
+        "--queues": queues is not None,
+        "--until": until is not None,
+    }
+    wrong = fill_only if protocol == "replay" else replay_only
+    for option, given in wrong.items():
+        if given:
+            other = "fill" if protocol == "replay" else "replay"
+            raise typer.BadParameter(f"{option} applies to --protocol {other} only")
     seed_list = parse_seeds(seeds)
-    policies = check_policies(policy)
-    pods = load_pods(workload or bundled(BUNDLED_WORKLOAD))
-    node_specs = load_nodes(nodes or bundled(BUNDLED_NODES))
     to_stdout = json_path == "-"
     console = Console(stderr=to_stdout)
-    errors = Console(stderr=True)
+    if protocol == "replay":
+        document = _replay(
+            workload, nodes, policy, seed_list, trace_format, cluster, queues, until, out, console
+        )
+    else:
+        document = _fill(workload, nodes, policy, seed_list, inflate or 1.3, out, console)
+    if to_stdout:
+        sys.stdout.write(document)
+    elif json_path is not None:
+        Path(json_path).write_text(document, encoding="utf-8")
+    console.print(f"report: {out / 'index.html'}")
 
-    runs: list[FillRun] = []
-    with Progress(
+
+def _progress() -> Progress:
+    return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=errors,
+        console=Console(stderr=True),
         transient=True,
-    ) as progress:
+    )
+
+
+def _fill(
+    workload: Path | None,
+    nodes: Path | None,
+    policy: list[str] | None,
+    seed_list: list[int],
+    inflate: float,
+    out: Path,
+    console: Console,
+) -> str:
+    policies = check_policies(policy)
+    _positive(inflate, "--inflate")
+    pods = load_pods(workload or bundled(BUNDLED_WORKLOAD))
+    node_specs = load_nodes(nodes or bundled(BUNDLED_NODES))
+    runs: list[FillRun] = []
+    with _progress() as progress:
         for name in policies:
             for seed in seed_list:
                 task = progress.add_task(f"{pods.name} · {name} · seed {seed}", total=None)
@@ -165,11 +246,68 @@ def simulate(
         f"seeds {seed_list[0]}-{seed_list[-1]}"
     )
     (out / "index.html").write_text(report_html(summaries, subtitle), encoding="utf-8")
-    if to_stdout:
-        sys.stdout.write(document)
-    elif json_path is not None:
-        Path(json_path).write_text(document, encoding="utf-8")
-    console.print(f"report: {out / 'index.html'}")
+    return document
+
+
+def _replay(
+    workload: Path | None,
+    nodes: Path | None,
+    policy: list[str] | None,
+    seed_list: list[int],
+    trace_format: str | None,
+    cluster: Path | None,
+    queues: Path | None,
+    until: float | None,
+    out: Path,
+    console: Console,
+) -> str:
+    policies = list(dict.fromkeys(policy or REPLAY_POLICIES))
+    for name in policies:
+        if name not in REPLAY_POLICIES:
+            raise typer.BadParameter(
+                f"unknown replay policy {name!r}; known: {', '.join(REPLAY_POLICIES)}"
+            )
+    if until is not None:
+        _positive(until, "--until")
+    data = load_replay(
+        workload or bundled(BUNDLED_WORKLOAD),
+        fmt=trace_format,
+        nodes=nodes,
+        cluster=cluster,
+        queues=queues,
+    )
+    end = until if until is not None else max(j.arrival_s for j in data.jobs)
+    days = max(end / 86400, 1e-9)
+    runs: list[ReplayRun] = []
+    with _progress() as progress:
+        for name in policies:
+            for seed in seed_list:
+                task = progress.add_task(
+                    f"{data.workload} · {name} · seed {seed} · trace days", total=round(days, 1)
+                )
+                replay = Replay(
+                    data.nodes,
+                    data.jobs,
+                    REPLAY_POLICIES[name],
+                    queues=data.queues,
+                    topology=data.topology,
+                    seed=seed,
+                    workload=data.workload,
+                )
+                runs.append(replay.run(until=until, progress=partial(_days, progress, task)))
+                progress.remove_task(task)
+    capacity = sum(n.gpus for n in data.nodes)
+    title = (
+        f"{data.workload} replay — {len(data.jobs):,} jobs, {capacity:,} GPUs ({data.cluster})"
+        + (f", until {until:g}s" if until is not None else "")
+    )
+    console.print(replay_table(runs, title))
+    document = results_json(runs)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(document, encoding="utf-8")
+    plot_replay(runs, out / "replay.png", capacity)
+    (out / "index.html").write_text(replay_html(runs, title), encoding="utf-8")
+    return document
 
 
 def _now(text: str | None) -> float:

@@ -1,8 +1,10 @@
 """Read the Alibaba openb trace (alibaba/clusterdata, cluster-trace-gpu-v2023): pods, nodes.
 
 Pod CSV columns: ``name, cpu_milli, memory_mib, num_gpu, gpu_milli`` and optionally
-``gpu_spec`` (allowed GPU models, ``|``-separated); other columns (times, QoS) are kept out
-of the model. Node CSV columns: ``sn, cpu_milli, memory_mib, gpu, model``.
+``gpu_spec`` (allowed GPU models, ``|``-separated); the fill protocol ignores the other
+columns (times, QoS). The replay reads the times too (:func:`load_timed_pods`):
+``creation_time``, ``scheduled_time`` and ``deletion_time``, seconds from the trace's start.
+Node CSV columns: ``sn, cpu_milli, memory_mib, gpu, model``.
 
 Every row is checked; the first bad value stops the load with an :class:`InputError` naming
 the file, the line (the header is line 1) and the field — no row is dropped silently.
@@ -24,6 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
 POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
+TIME_COLUMNS = ("creation_time", "scheduled_time", "deletion_time")
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 
 BUNDLED_WORKLOAD = "openb_pod_list_default.csv"
@@ -85,12 +88,77 @@ def _int(source: str, line: int, row: dict[str, str], field: str) -> int:
     return value
 
 
+@dataclass(frozen=True, slots=True)
+class TimedPod:
+    """A pod of the trace with its life: it arrives at ``arrival_s`` and runs ``duration_s``."""
+
+    spec: PodSpec
+    arrival_s: float
+    duration_s: float
+
+
 def load_pods(path: Path) -> Workload:
     """The pods of an openb pod CSV."""
+    return Workload(path.stem, tuple(spec for spec, _ in _pods(path, POD_COLUMNS)))
+
+
+def load_timed_pods(path: Path) -> list[TimedPod]:
+    """The pods of an openb pod CSV with their times, for the time-driven replay.
+
+    A pod arrives at ``creation_time`` and runs ``deletion_time - scheduled_time``. A pod
+    the trace never scheduled (no ``scheduled_time``; it was deleted while pending) asks
+    for its resources from creation to deletion; a pod never deleted runs to the end of the
+    trace (the latest time in the file).
+    """
     source = str(path)
-    pods: list[PodSpec] = []
+    rows = []
+    end = 0
+    for spec, (line, row) in _pods(path, (*POD_COLUMNS, *TIME_COLUMNS)):
+        created = _int(source, line, row, "creation_time")
+        scheduled = _optional_int(source, line, row, "scheduled_time")
+        deleted = _optional_int(source, line, row, "deletion_time")
+        for field, value in (("scheduled_time", scheduled), ("deletion_time", deleted)):
+            if value is not None and value < created:
+                raise InputError(
+                    source,
+                    f"expected a time at or after creation_time {created}, got {value}",
+                    line=line,
+                    field=field,
+                )
+        if scheduled is not None and deleted is not None and deleted < scheduled:
+            raise InputError(
+                source,
+                f"expected a time at or after scheduled_time {scheduled}, got {deleted}",
+                line=line,
+                field="deletion_time",
+            )
+        end = max(end, created, scheduled or 0, deleted or 0)
+        rows.append((spec, created, scheduled, deleted))
+    return [
+        TimedPod(
+            spec,
+            float(created),
+            float(
+                (end if deleted is None else deleted)
+                - (created if scheduled is None else scheduled)
+            ),
+        )
+        for spec, created, scheduled, deleted in rows
+    ]
+
+
+def _optional_int(source: str, line: int, row: dict[str, str], field: str) -> int | None:
+    return None if not (row.get(field) or "").strip() else _int(source, line, row, field)
+
+
+def _pods(
+    path: Path, columns: Sequence[str]
+) -> Iterator[tuple[PodSpec, tuple[int, dict[str, str]]]]:
+    """Each pod of an openb pod CSV with its line and row (every field checked)."""
+    source = str(path)
     seen: set[str] = set()
-    for line, row in _rows(path, POD_COLUMNS):
+    count = 0
+    for line, row in _rows(path, columns):
         name = (row.get("name") or "").strip()
         if not name:
             raise InputError(
@@ -127,10 +195,10 @@ def load_pods(path: Path) -> Workload:
             )
         spec = (row.get("gpu_spec") or "").strip()
         models = frozenset(m.strip() for m in spec.split("|") if m.strip()) or None
-        pods.append(PodSpec(name, cpu, memory, num_gpu, gpu_milli, models))
-    if not pods:
+        count += 1
+        yield PodSpec(name, cpu, memory, num_gpu, gpu_milli, models), (line, row)
+    if not count:
         raise InputError(source, "has no pods (expected at least one data row)")
-    return Workload(path.stem, tuple(pods))
 
 
 def load_nodes(path: Path) -> tuple[NodeSpec, ...]:

@@ -30,7 +30,7 @@ class Reader:
     """Typed access to one object's fields; every failure names the object and field."""
 
     def __init__(self, source: str, obj: Obj) -> None:
-        self.obj = obj
+        self.obj, self.source = obj, source
         meta = obj.get("metadata")
         self.meta: Obj = meta if isinstance(meta, Mapping) else {}
         name = self.meta.get("name")

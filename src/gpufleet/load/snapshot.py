@@ -20,6 +20,12 @@ Choices worth knowing:
 * Succeeded and Failed pods hold nothing and are skipped. Pods bound by any scheduler take
   capacity; pods of other schedulers count towards a queue only if they carry its label.
 * ``spec.unschedulable`` on a Node acts as the taint ``node.kubernetes.io/unschedulable``.
+* A ``NodePool`` (``gpufleet.io``) is the compact form of many identical nodes, for a
+  cluster that is only a description (a replay's): ``spec.count`` nodes made from
+  ``spec.template`` (a Node without a name), named ``POOL-000``, ``POOL-001``, …, each
+  labelled ``kubernetes.io/hostname``; ``spec.domains`` (widest first) gives each run of
+  ``size`` consecutive nodes its own value of a topology label (``POOL-rack-00``, …). With
+  no ``Topology`` object, the pools' domain labels, then the hostname, are the topology.
 """
 
 from __future__ import annotations
@@ -69,13 +75,24 @@ from gpufleet.model.workload import (
 
 KINDS = (
     frozenset(
-        {"Node", "Pod", "PodGroup", "Queue", "PriorityClass", "Topology", "NodeResourceTopology"}
+        {
+            "Node",
+            "NodePool",
+            "Pod",
+            "PodGroup",
+            "Queue",
+            "PriorityClass",
+            "Topology",
+            "NodeResourceTopology",
+        }
     )
     | DRA_KINDS
 )
 SINGLE_NUMA_POLICIES = frozenset(
     {"single-numa-node", "SingleNUMANodeContainerLevel", "SingleNUMANodePodLevel"}
 )
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 T = TypeVar("T")
 
@@ -151,6 +168,9 @@ def _parse(objects: Iterator[Obj] | list[Obj], source: str) -> Snapshot:
         kind = obj.get("kind")
         if isinstance(kind, str) and kind in KINDS:
             by_kind.setdefault(kind, []).append(Reader(source, obj))
+    pools = _each(by_kind.get("NodePool", []), _node_pool)
+    for _, pool_nodes in pools:
+        by_kind.setdefault("Node", []).extend(pool_nodes)
     numa = dict(
         _unique(
             _each(by_kind.get("NodeResourceTopology", []), _numa),
@@ -185,7 +205,7 @@ def _parse(objects: Iterator[Obj] | list[Obj], source: str) -> Snapshot:
         raise InputError(
             f"{source}: Topology {topologies[1].name}", "a snapshot holds at most one Topology"
         )
-    levels = _topology(topologies[0]) if topologies else ()
+    levels = _topology(topologies[0]) if topologies else _pool_levels(pools)
     for group in groups:
         for annotation, key in (
             (TOPOLOGY_REQUIRED, group.topology_required),
@@ -236,6 +256,51 @@ def _topology(r: Reader) -> tuple[str, ...]:
     if len(set(levels)) != len(levels):
         raise r.fail("spec.levels", "distinct node labels", levels)
     return tuple(levels)
+
+
+def _node_pool(r: Reader) -> tuple[tuple[str, ...], list[Reader]]:
+    """A NodePool: its domain labels (widest first) and its nodes, as Node readers."""
+    count = r.integer("spec.count", 0, minimum=1)
+    template = r.mapping("spec.template")
+    if not template:
+        raise r.fail("spec.template", "a Node (metadata.labels, status.allocatable)", None)
+    domains: list[tuple[str, int]] = []
+    for i, raw in enumerate(r.sequence("spec.domains")):
+        label = raw.get("label") if isinstance(raw, Mapping) else None
+        size = raw.get("size") if isinstance(raw, Mapping) else None
+        if not isinstance(label, str) or not label:
+            raise r.fail(f"spec.domains[{i}].label", "a node-label key", label)
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise r.fail(f"spec.domains[{i}].size", "a number of nodes >= 1", size)
+        domains.append((label, size))
+    meta = template.get("metadata") or {}
+    if not isinstance(meta, Mapping):
+        raise r.fail("spec.template.metadata", "a mapping", meta)
+    labels = meta.get("labels") or {}
+    if not isinstance(labels, Mapping):
+        raise r.fail("spec.template.metadata.labels", "a mapping", labels)
+    width = max(3, len(str(count - 1)))
+    nodes = []
+    for i in range(count):
+        name = f"{r.name}-{i:0{width}d}"
+        own = {label: f"{r.name}-{_short(label)}-{i // size:02d}" for label, size in domains}
+        node = {
+            **template,
+            "kind": "Node",
+            "metadata": {**meta, "name": name, "labels": {**labels, **own, HOSTNAME_LABEL: name}},
+        }
+        nodes.append(Reader(r.source, node))
+    return tuple(label for label, _ in domains), nodes
+
+
+def _short(label: str) -> str:
+    """``topology.gpufleet.io/rack`` -> ``rack``."""
+    return label.rpartition("/")[2] or label
+
+
+def _pool_levels(pools: list[tuple[tuple[str, ...], list[Reader]]]) -> tuple[str, ...]:
+    levels = list(dict.fromkeys(label for labels, _ in pools for label in labels))
+    return (*levels, HOSTNAME_LABEL) if levels else ()
 
 
 def _unique(items: list[T], key: Any, kind: str, source: str) -> list[T]:

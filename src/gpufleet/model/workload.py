@@ -126,3 +126,19 @@ class Snapshot:
     claims: tuple[Claim, ...] = ()
     allocations: Mapping[str, Allocation] = field(default_factory=dict)
     """Claims already allocated (by key)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayJob:
+    """One job of a trace: ``pods`` identical pods of ``spec``, from ``queue`` (the tenant)."""
+
+    name: str
+    queue: str
+    arrival_s: float
+    duration_s: float
+    spec: PodSpec
+    pods: int = 1
+
+    @property
+    def gpus(self) -> float:
+        return self.pods * self.spec.gpu_equivalent
