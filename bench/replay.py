@@ -4,7 +4,8 @@ Prints, per trace and policy: jobs, finished, mean / p50 / p95 wait, mean JCT,
 time-weighted GPU allocation, preemptions, lost GPU-hours and the run time. openb default
 replays on its own 1,213 nodes; Philly on the bundled default cluster (80 x 8 GPUs, racks
 of 8). ``--until`` cuts the replays short (seconds of trace time); ``--policy`` picks
-policies and ``--trace`` traces (both repeatable).
+policies and ``--trace`` traces (both repeatable). A run of everything (no option) writes
+its table into docs/benchmarks.md unless ``--no-docs``.
 
     python -m bench.replay [--trace philly] [--policy gpufleet] [--until 2200000]
 """
@@ -16,8 +17,9 @@ from pathlib import Path
 
 from rich.console import Console
 
+from bench.docs import publish
 from gpufleet.load.traces import load_replay
-from gpufleet.report.replay import replay_table
+from gpufleet.report.replay import COLUMNS, replay_table, rows
 from gpufleet.sim.replay import REPLAY_POLICIES, Replay
 
 TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
@@ -32,8 +34,11 @@ def main() -> None:
     parser.add_argument("--trace", action="append", choices=sorted(FILES))
     parser.add_argument("--policy", action="append", choices=sorted(REPLAY_POLICIES))
     parser.add_argument("--until", type=float, default=None)
+    parser.add_argument("--no-docs", action="store_true")
     args = parser.parse_args()
     console = Console(width=200)
+    lines = ["| trace | " + " | ".join(COLUMNS[:1] + COLUMNS[2:]) + " |"]
+    lines.append("|---" * (len(COLUMNS)) + "|")
     for trace in args.trace or list(FILES):
         data = load_replay(FILES[trace])
         runs = [
@@ -51,6 +56,11 @@ def main() -> None:
         console.print(
             replay_table(runs, f"{trace}: {len(data.jobs):,} jobs, {gpus:,} GPUs ({data.cluster})")
         )
+        lines += [f"| {trace} | " + " | ".join(row[:1] + row[2:]) + " |" for row in rows(runs)]
+    lines += ["", "Reproduce: `python -m bench.replay` (hours; run time in seconds)."]
+    everything = args.trace is None and args.policy is None and args.until is None
+    if everything:
+        publish("replay", "\n".join(lines), write_docs=not args.no_docs)
 
 
 if __name__ == "__main__":

@@ -622,8 +622,9 @@ class Cycle:
             return gang.allocate(group, self.snapshot.topology, self.gang_nodes(job.key))
         return self.allocate(job.core, txn, self.held)
 
-    def slots(self, pods: tuple[PodInfo, ...]) -> float:
-        """At most how many of ``pods`` the cluster could take now, off the held nodes — for
+    def slots(self, pods: tuple[PodInfo, ...], state: ClusterState | None = None) -> float:
+        """At most how many of ``pods`` the cluster (or ``state``) could take, off the held
+        nodes — for
         pods of one plain spec (whole GPUs, no claims, no MIG, no pinned CPUs); infinite
         for others (no bound is known). Placing one such pod on a node takes exactly one of
         the node's slots, so the bound is exact for them."""
@@ -636,8 +637,8 @@ class Cycle:
         ):
             return np.inf
         spec = self.framework.prepare(first)
-        nodes = self.framework.run_filters(self.state, spec, self.held).nodes
-        state = self.state
+        state = self.state if state is None else state
+        nodes = self.framework.run_filters(state, spec, self.held).nodes
         per_node = np.full(nodes.size, np.iinfo(np.int64).max, dtype=np.int64)
         if spec.num_gpu:
             whole = np.count_nonzero(state.gpu_free[nodes] == MILLI, axis=1)

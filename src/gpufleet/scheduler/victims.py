@@ -177,6 +177,9 @@ class VictimSearch:
         ):
             return None, "the job does not fit in the cluster's total free capacity"
         mask = pool.alive & pool.single & ~pool.claims
+        core = self.job.core
+        if self.cycle.slots(core, pool.freed(state, mask)) < len(core):
+            return None, "moving every pod that can move would still leave no room for the job"
         plan = self._search("consolidate", mask, _always, relocate=True)
         return plan, "moves found" if plan else "no preemptible pods can be moved to make room"
 
