@@ -13,7 +13,7 @@ PAGE = Template("""<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
-<title>gpufleet simulation report</title>
+<title>$title</title>
 <style>
  body { font-family: system-ui, sans-serif; margin: 2rem; color: #222; }
  table { border-collapse: collapse; margin: 1rem 0; }
@@ -25,28 +25,37 @@ PAGE = Template("""<!doctype html>
 </style>
 </head>
 <body>
-<h1>gpufleet simulation report</h1>
+<h1>$title</h1>
 <p>$subtitle</p>
-<table>
-<thead><tr>$header</tr></thead>
-<tbody>
-$body
-</tbody>
-</table>
-<img src="unallocated.png" alt="unallocated GPU % against arrived workload, per policy">
-<p class="note">Fill protocol of the FGD paper (USENIX ATC '23): pods arrive in a seeded random
-order, each is placed once and never deleted, until the arrived GPU demand reaches the
-inflation target. Lower unallocated GPU at arrived 100% is better. Every run's curves are in
-<a href="results.json">results.json</a>.</p>
+$content
 </body>
 </html>
 """)
 
+FILL = """$table
+<img src="unallocated.png" alt="unallocated GPU % against arrived workload, per policy">
+<p class="note">Fill protocol of the FGD paper (USENIX ATC '23): pods arrive in a seeded random
+order, each is placed once and never deleted, until the arrived GPU demand reaches the
+inflation target. Lower unallocated GPU at arrived 100% is better. Every run's curves are in
+<a href="results.json">results.json</a>.</p>"""
+
+
+def page(title: str, subtitle: str, content: str) -> str:
+    """A report page that needs no server; ``content`` is HTML."""
+    return PAGE.substitute(title=title, subtitle=html.escape(subtitle), content=content)
+
+
+def table_html(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
+    def cells(row: Sequence[str], tag: str) -> str:
+        return "".join(f"<{tag}>{html.escape(c)}</{tag}>" for c in row)
+
+    rows_html = "\n".join(f"<tr>{cells(row, 'td')}</tr>" for row in body)
+    return (
+        f"<table>\n<thead><tr>{cells(header, 'th')}</tr></thead>\n"
+        f"<tbody>\n{rows_html}\n</tbody>\n</table>"
+    )
+
 
 def report_html(summaries: Sequence[PolicySummary], subtitle: str) -> str:
-    header = "".join(f"<th>{html.escape(c)}</th>" for c in COLUMNS)
-    body = "\n".join(
-        "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>"
-        for row in rows(summaries)
-    )
-    return PAGE.substitute(subtitle=html.escape(subtitle), header=header, body=body)
+    content = FILL.replace("$table", table_html(COLUMNS, rows(summaries)))
+    return page("gpufleet simulation report", subtitle, content)

@@ -7,10 +7,8 @@ policy. With several seeds, the plots show each policy's first seed; the table a
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from pathlib import Path
-from string import Template
 
 import matplotlib as mpl
 
@@ -21,6 +19,7 @@ import numpy as np
 from rich.table import Table
 
 from gpufleet.model.results import ReplayRun
+from gpufleet.report.html import page, table_html
 
 COLUMNS = (
     "policy",
@@ -125,52 +124,15 @@ def plot_replay(runs: Sequence[ReplayRun], path: Path, capacity_gpus: float) -> 
     plt.close(fig)
 
 
-PAGE = Template("""<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>gpufleet replay report</title>
-<style>
- body { font-family: system-ui, sans-serif; margin: 2rem; color: #222; }
- table { border-collapse: collapse; margin: 1rem 0; }
- th, td { border: 1px solid #ccc; padding: .35rem .7rem; text-align: right; }
- th:first-child, td:first-child { text-align: left; }
- th { background: #f3f3f3; }
- img { max-width: 100%; border: 1px solid #ddd; }
- p.note { color: #555; max-width: 60rem; }
-</style>
-</head>
-<body>
-<h1>gpufleet replay report</h1>
-<p>$subtitle</p>
-<table>
-<thead><tr>$header</tr></thead>
-<tbody>
-$body
-</tbody>
-</table>
-<h2>GPU-hours per queue against fair share</h2>
-<table>
-<thead><tr>$queue_header</tr></thead>
-<tbody>
-$queue_body
-</tbody>
-</table>
-<img src="replay.png"
+NOTE = """<img src="replay.png"
  alt="GPUs allocated per queue over time, pending GPUs and job waits, per policy">
 <p class="note">Time-driven replay: jobs arrive at their trace time, wait in their queue,
 run for their trace duration and leave; an evicted job loses its run and waits again. Wait
 is arrival to first start; JCT arrival to finish; allocation the time-weighted share of
-GPUs held. Every run, with its timeline, is in <a href="results.json">results.json</a>.</p>
-</body>
-</html>
-""")
+GPUs held. Every run, with its timeline, is in <a href="results.json">results.json</a>.</p>"""
 
 
 def replay_html(runs: Sequence[ReplayRun], subtitle: str) -> str:
-    def cells(row: Sequence[str], tag: str = "td") -> str:
-        return "".join(f"<{tag}>{html.escape(c)}</{tag}>" for c in row)
-
     shown = first_seed(runs)
     queues = sorted({q.queue for r in shown for q in r.queues})
     usage = {(r.policy, q.queue): q for r in shown for q in r.queues}
@@ -186,10 +148,12 @@ def replay_html(runs: Sequence[ReplayRun], subtitle: str) -> str:
         ]
         for queue in queues
     ]
-    return PAGE.substitute(
-        subtitle=html.escape(subtitle),
-        header=cells(COLUMNS, "th"),
-        body="\n".join(f"<tr>{cells(row)}</tr>" for row in rows(runs)),
-        queue_header=cells(["queue", *(f"{r.policy} (held / fair)" for r in shown)], "th"),
-        queue_body="\n".join(f"<tr>{cells(row)}</tr>" for row in queue_rows),
+    content = "\n".join(
+        (
+            table_html(COLUMNS, rows(runs)),
+            "<h2>GPU-hours per queue against fair share</h2>",
+            table_html(["queue", *(f"{r.policy} (held / fair)" for r in shown)], queue_rows),
+            NOTE,
+        )
     )
+    return page("gpufleet replay report", subtitle, content)
