@@ -69,7 +69,7 @@ from gpufleet.scheduler.transaction import Running, Transaction
 from gpufleet.scheduler.victims import Plan, VictimSearch
 
 if TYPE_CHECKING:
-    from gpufleet.model.cluster import FloatArray
+    from gpufleet.model.cluster import FloatArray, IntArray
     from gpufleet.model.pod import PodSpec
 
 
@@ -149,6 +149,12 @@ def _equals_selector(attribute: str, value: object) -> str:
     literal = json.dumps(value) if not isinstance(value, bool) else str(value).lower()
     # Devices of other drivers (a NIC claim of the same gang) are not constrained.
     return f'device.driver != "{domain}" || device.attributes["{domain}"].{name} == {literal}'
+
+
+def _changed(before: tuple[BoolArray, float] | None, after: tuple[BoolArray, float] | None) -> bool:
+    if before is None or after is None:
+        return before is not after
+    return not np.array_equal(before[0], after[0])
 
 
 def build_jobs(snapshot: Snapshot) -> list[Job]:
@@ -231,6 +237,7 @@ class Cycle:
         self.room_failures: dict[tuple[str, object], tuple[Hashable, str]] = {}
         """Room searches that failed, with the epoch they failed in (see make_room)."""
         self.act = True
+        self._static: dict[PodSpec, IntArray] = {}
         """Whether this cycle may evict (consolidate, reclaim, preempt)."""
         self.unqueued = vector()
         for pod in sorted(snapshot.pods, key=lambda p: (not p.gpus, -p.spec.cpu_milli, p.key)):
@@ -485,9 +492,17 @@ class Cycle:
         return Held(np.logical_or.reduce(masks), "node(s) were held for a starving job")
 
     def schedule(self, job: Job) -> bool:
-        """Place ``job`` (or make room for it); False if it stays pending."""
-        if self.holds.pop(job.key, None) is not None:
-            self.hold_version += 1
+        """Place ``job`` (or make room for it); False if it stays pending. A starving job's
+        hold is made anew; the holds count as changed only if it holds other nodes now."""
+        before = self.holds.pop(job.key, None)
+        try:
+            return self._schedule(job)
+        finally:
+            after = self.holds.get(job.key)
+            if _changed(before, after):
+                self.hold_version += 1
+
+    def _schedule(self, job: Job) -> bool:
         self.held = self.held_for(job)
         fair = self.fair.get(job.queue, vector())
         record = (fair, self.alloc[job.queue].copy(), self.ratio(job.queue))
@@ -769,15 +784,13 @@ class Cycle:
         self.freed_gpus.update((running.node, g) for g in running.gpus)
 
     def _hold(self, job: Job) -> list[str]:
-        """Hold, for the rest of the cycle, nodes that could run the starving job's pods."""
+        """Hold, until the job is tried again, nodes that could run the starving job's pods."""
         taken = [m for m, _ in self.holds.values()]
         mask = np.logical_or.reduce(taken) if taken else np.zeros(self.state.size, dtype=np.bool_)
         mine = np.zeros(self.state.size, dtype=np.bool_)
         names = []
         for pod in job.core:
-            possible = self.framework.run_filters(
-                self.empty, self.framework.prepare(pod.spec)
-            ).nodes
+            possible = self.static_nodes(pod.spec)
             possible = possible[~mask[possible]]
             if possible.size == 0:
                 continue
@@ -787,8 +800,16 @@ class Cycle:
             names.append(self.state.names[node])
         if names:
             self.holds[job.key] = (mine, job_gpus(job))
-            self.hold_version += 1
         return names
+
+    def static_nodes(self, spec: PodSpec) -> IntArray:
+        """Nodes that could run ``spec`` if they were empty (its constraints allow them)."""
+        key = replace(spec, name="")
+        nodes = self._static.get(key)
+        if nodes is None:
+            nodes = self.framework.run_filters(self.empty, self.framework.prepare(spec)).nodes
+            self._static[key] = nodes
+        return nodes
 
     def _pend(
         self,
@@ -833,19 +854,36 @@ class Cycle:
         alike). Preemption and reclaim depend on the cycle's time (min runtimes) and fair
         shares, so their failures last one cycle; consolidation depends only on what runs
         where, so its failures last until capacity is freed, across cycles.
+
+        A gang that prefers a domain is searched for anywhere first: where no room can be
+        made anywhere, none can be made inside one domain, and the domains are not tried.
+        Otherwise a plan inside a domain wins over the one found anywhere.
         """
+        restrictions = self._room_restrictions(job)
         base = self.held
+        fallback: Plan | None = None
         try:
-            for where, held in self._room_restrictions(job):
-                self.held = held
-                tried: list[str] = []
-                plan = self._make_room_within(job, request, tried)
-                notes.extend(f"{where}{note}" for note in tried)
+            if len(restrictions) > 1 and restrictions[-1][1] is base:
+                fallback = self._room_within(job, request, notes, *restrictions[-1])
+                if fallback is None:
+                    return None
+                restrictions = restrictions[:-1]
+            for where, held in restrictions:
+                plan = self._room_within(job, request, notes, where, held)
                 if plan is not None:
                     return plan
         finally:
             self.held = base
-        return None
+        return fallback
+
+    def _room_within(
+        self, job: Job, request: FloatArray, notes: list[str], where: str, held: Held | None
+    ) -> Plan | None:
+        self.held = held
+        tried: list[str] = []
+        plan = self._make_room_within(job, request, tried)
+        notes.extend(f"{where}{note}" for note in tried)
+        return plan
 
     def _room_restrictions(self, job: Job) -> list[tuple[str, Held | None]]:
         """Where victims may be sought: inside the largest topology domains, or anywhere

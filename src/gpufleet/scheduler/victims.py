@@ -176,12 +176,32 @@ class VictimSearch:
             or state.memory_free.sum() < request[2]
         ):
             return None, "the job does not fit in the cluster's total free capacity"
-        mask = pool.alive & pool.single & ~pool.claims
+        mask = self._relocatable_alone(pool.alive & pool.single & ~pool.claims)
         core = self.job.core
         if self.cycle.slots(core, pool.freed(state, mask)) < len(core):
             return None, "moving every pod that can move would still leave no room for the job"
         plan = self._search("consolidate", mask, _always, relocate=True)
         return plan, "moves found" if plan else "no preemptible pods can be moved to make room"
+
+    def _relocatable_alone(self, mask: BoolArray) -> BoolArray:
+        """The pods of ``mask`` that fit, each on its own, on another node now (a pod that
+        does not can never be moved; the search need not consider it)."""
+        pool, state, framework = self.pool, self.state, self.framework
+        keep = mask.copy()
+        fits: dict[tuple[object, ...], BoolArray] = {}
+        for i in np.flatnonzero(mask):
+            r = pool.items[i]
+            spec = r.spec
+            key = (spec.cpu_milli, spec.memory_mib, spec.num_gpu, spec.gpu_milli,
+                   spec.gpu_models, spec.constraint, spec.mig_profile)  # fmt: skip
+            where = fits.get(key)
+            if where is None:
+                where = np.zeros(state.size, dtype=np.bool_)
+                where[framework.run_filters(state, spec, self.cycle.held).nodes] = True
+                fits[key] = where
+            if not (where.any() and (not where[r.node] or np.count_nonzero(where) > 1)):
+                keep[i] = False
+        return keep
 
     # -- the search ---------------------------------------------------------------------
 
