@@ -8,7 +8,8 @@ import pytest
 
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.pod import PodSpec
-from gpufleet.model.workload import ReplayJob
+from gpufleet.model.workload import GroupSpec, PodInfo, ReplayJob, Snapshot
+from gpufleet.scheduler.cycle import Cycle, CycleConfig
 from gpufleet.sim.replay import REPLAY_POLICIES, Replay
 
 
@@ -97,3 +98,36 @@ def test_reclaim_evicts_and_reruns_a_job_and_counts_the_lost_gpu_time() -> None:
     assert run.lost_gpu_hours == pytest.approx(4 * 1800 / 3600, rel=0.2)
     usage = {q.queue: q for q in run.queues}
     assert usage["b"].gpu_hours == pytest.approx(4 * 40_000 / 3600)
+
+
+def test_room_probed_anywhere_is_made_once_inside_a_rack() -> None:
+    """A rack-preferred gang that needs preemption: the search anywhere is only a probe, so
+    the cluster's state afterwards is exactly what the bindings and evictions say."""
+    rack = "topology.gpufleet.io/rack"
+    racks = [
+        NodeSpec(f"n{i}", 64_000, 512 * 1024, 8, "V100", labels={rack: f"r{i // 2}"})
+        for i in range(4)
+    ]
+    low = [
+        PodInfo(f"ns/low{i}", PodSpec(f"low{i}", 1000, 1024, 4, 1000), node=f"n{i}", started=0.0)
+        for i in range(4)
+    ]
+    gang = [
+        PodInfo(f"ns/g{k}", PodSpec(f"g{k}", 1000, 1024, 8, 1000), group="ns/g", priority=10)
+        for k in range(2)
+    ]
+    snapshot = Snapshot(
+        tuple(racks),
+        (*low, *gang),
+        (GroupSpec("ns/g", 2, topology_preferred=rack),),
+        topology=(rack,),
+    )
+    cycle = Cycle(snapshot, CycleConfig(actions=("preempt",)), 10_000.0)
+    result = cycle.run()
+    assert sorted(b.pod for b in result.bindings) == ["ns/g0", "ns/g1"]
+    nodes = {b.node for b in result.bindings}
+    assert len({n.labels[rack] for n in racks if n.name in nodes}) == 1  # one rack
+    evicted = {e.pod for e in result.evictions}
+    assert evicted in ({"ns/low0", "ns/low1"}, {"ns/low2", "ns/low3"})
+    used = 8 * 4 - int(cycle.state.gpu_idle.sum()) // 1000
+    assert used == sum(r.spec.num_gpu for r in cycle.running.values()) == 16 + 8

@@ -855,33 +855,40 @@ class Cycle:
         shares, so their failures last one cycle; consolidation depends only on what runs
         where, so its failures last until capacity is freed, across cycles.
 
-        A gang that prefers a domain is searched for anywhere first: where no room can be
-        made anywhere, none can be made inside one domain, and the domains are not tried.
-        Otherwise a plan inside a domain wins over the one found anywhere.
+        A gang that prefers a domain is first searched for anywhere, as a probe: where no
+        room can be made anywhere, none can be made inside one domain, and the domains are
+        not tried. Otherwise the domains are tried in turn, then anywhere.
         """
         restrictions = self._room_restrictions(job)
         base = self.held
-        fallback: Plan | None = None
         try:
             if len(restrictions) > 1 and restrictions[-1][1] is base:
-                fallback = self._room_within(job, request, notes, *restrictions[-1])
-                if fallback is None:
+                tried: list[str] = []
+                if self._room_within(job, request, tried, *restrictions[-1], probe=True) is None:
+                    notes.extend(tried)
                     return None
-                restrictions = restrictions[:-1]
             for where, held in restrictions:
                 plan = self._room_within(job, request, notes, where, held)
                 if plan is not None:
                     return plan
         finally:
             self.held = base
-        return fallback
+        return None
 
     def _room_within(
-        self, job: Job, request: FloatArray, notes: list[str], where: str, held: Held | None
+        self,
+        job: Job,
+        request: FloatArray,
+        notes: list[str],
+        where: str,
+        held: Held | None,
+        *,
+        probe: bool = False,
     ) -> Plan | None:
+        """Room for ``job`` with victims off ``held``; a probe's plan is taken back."""
         self.held = held
         tried: list[str] = []
-        plan = self._make_room_within(job, request, tried)
+        plan = self._make_room_within(job, request, tried, probe=probe)
         notes.extend(f"{where}{note}" for note in tried)
         return plan
 
@@ -908,7 +915,9 @@ class Cycle:
         ]
         return [*out, ("anywhere: ", self.held)] if kind == "preferred" else out
 
-    def _make_room_within(self, job: Job, request: FloatArray, notes: list[str]) -> Plan | None:
+    def _make_room_within(
+        self, job: Job, request: FloatArray, notes: list[str], *, probe: bool = False
+    ) -> Plan | None:
         search = VictimSearch(self, job)
         shape = (
             job.queue,
@@ -931,6 +940,8 @@ class Cycle:
             plan, note = search.run(action, request)
             notes.append(f"{action}: {note}")
             if plan is not None:
+                if probe:
+                    search.undo()
                 return plan
             self.room_failures[action, shape] = (epoch, note)
         return None

@@ -87,6 +87,9 @@ def divide(
     """Shares ``(k, R)`` of ``available`` ``(R,)`` among ``k`` siblings (the module's rule)."""
     cap = np.minimum(limit, demand)
     share = np.minimum(quota, cap)
+    if (cap.sum(axis=0) <= available).all():
+        # Enough for every cap: a queue with weight gets it; one without keeps its quota.
+        return np.asarray(np.where(weight > 0, cap, share), dtype=np.float64)
     asked = share.sum(axis=0)
     scale = np.where(asked > available, available / np.maximum(asked, EPS), 1.0)
     share = share * scale

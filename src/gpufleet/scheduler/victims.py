@@ -74,6 +74,14 @@ class VictimSearch:
         self.pool = cycle.pool
         self.pod: PodInfo | None = None
         """The pod of the job whose room is being made (its claims must fit too)."""
+        self.txn: Transaction | None = None
+        """The transaction of the plan found last: its changes stand until :meth:`undo`."""
+
+    def undo(self) -> None:
+        """Take back the plan found last (the state is as before the search)."""
+        if self.txn is not None:
+            self.txn.rollback()
+            self.txn = None
 
     def run(self, action: str, request: FloatArray) -> tuple[Plan | None, str]:
         if action in {"preempt", "reclaim"} and not self.job.can_preempt:
@@ -298,6 +306,7 @@ class VictimSearch:
                     assert not isinstance(out, Status), "relocation was checked"
                     txn.reserve(out.node, out.pod, out.gpus)
                     moved.append((r, (out.node, out.pod, out.gpus)))
+        self.txn = txn
         return Plan(action, tuple(victims), tuple(placements), tuple(moved))
 
     def _best_node(
