@@ -356,6 +356,7 @@ class VictimSearch:
                 eligible=eligible,
                 accept=accept,
                 relocate=relocate,
+                beat=None if best is None else best[0],
             )
             if tried is not None and (best is None or tried[0] < best[0]):
                 best = (tried[0], node, tried[1])
@@ -373,11 +374,13 @@ class VictimSearch:
         eligible: Callable[[str], bool],
         accept: Callable[[Unit, list[Running]], bool],
         relocate: bool,
+        beat: tuple[object, ...] | None = None,
     ) -> tuple[tuple[object, ...], list[Running]] | None:
         """The fewest, cheapest victims on ``node`` that let ``spec`` fit (state unchanged).
 
         A pod whose gang has no pod to spare brings its whole gang, and every member must be
-        an eligible victim itself; spares are counted against everything chosen so far.
+        an eligible victim itself; spares are counted against everything chosen so far. A
+        node whose score does not ``beat`` the best so far is not checked for relocation.
         """
         mark = txn.mark()
         chosen: list[Unit] = []
@@ -410,10 +413,6 @@ class VictimSearch:
             else:
                 txn.rollback(inner)
         flat = [v for u in chosen for v in u]
-        ok = not relocate or self._relocatable(spec, node, flat, txn)
-        txn.rollback(mark)
-        if not ok:
-            return None
         score = (
             len(flat),
             max(v.pod.priority for v in flat),
@@ -421,7 +420,11 @@ class VictimSearch:
             self.lost_work(flat),
             node,
         )
-        return score, flat
+        ok = (beat is None or score < beat) and (
+            not relocate or self._relocatable(spec, node, flat, txn)
+        )
+        txn.rollback(mark)
+        return (score, flat) if ok else None
 
     def _relocatable(
         self, spec: PodSpec, node: int, moved: list[Running], txn: Transaction
