@@ -114,7 +114,8 @@ def test_bad_workload_row_is_one_line_and_exit_2(tmp_path: Path, row: str, expec
         (("--seeds", "51-42"), "ascending range"),
         (("--seeds", "abc"), "expected a seed"),
         (("--policy", "tetris"), "unknown policy 'tetris'"),
-        (("--inflate", "-1"), "must be positive"),
+        (("--inflate", "-1"), "must be a positive number"),
+        (("--inflate", "0"), "must be a positive number"),
     ],
 )
 def test_bad_options_exit_2(tmp_path: Path, args: tuple[str, ...], expected: str) -> None:

@@ -8,8 +8,9 @@ import pytest
 
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.pod import PodSpec
-from gpufleet.model.workload import GroupSpec, PodInfo, ReplayJob, Snapshot
-from gpufleet.scheduler.cycle import Cycle, CycleConfig
+from gpufleet.model.workload import DEFAULT_QUEUE, GroupSpec, PodInfo, ReplayJob, Snapshot
+from gpufleet.scheduler.backlog import Backlog, job_shape
+from gpufleet.scheduler.cycle import Cycle, CycleConfig, Job
 from gpufleet.sim.replay import REPLAY_POLICIES, Replay
 
 
@@ -131,3 +132,47 @@ def test_room_probed_anywhere_is_made_once_inside_a_rack() -> None:
     assert evicted in ({"ns/low0", "ns/low1"}, {"ns/low2", "ns/low3"})
     used = 8 * 4 - int(cycle.state.gpu_idle.sum()) // 1000
     assert used == sum(r.spec.num_gpu for r in cycle.running.values()) == 16 + 8
+
+
+def test_consolidation_may_move_a_shared_pod_to_another_gpu_of_its_node() -> None:
+    node = NodeSpec("n1", 64_000, 512 * 1024, 2, "V100")
+    pods = (
+        PodInfo("ns/r", PodSpec("r", 1000, 1024, 1, 300), node="n1", gpus=(0,), started=0.0),
+        PodInfo("ns/s", PodSpec("s", 1000, 1024, 1, 600), node="n1", gpus=(1,), started=0.0),
+        PodInfo("ns/new", PodSpec("new", 1000, 1024, 1, 800)),
+    )
+    result = Cycle(Snapshot((node,), pods), CycleConfig(actions=("consolidate",)), 100.0).run()
+    assert [e.pod for e in result.evictions] == ["ns/r"]
+    assert {b.pod: b.gpus for b in result.bindings} == {"ns/new": (0,), "ns/r": (1,)}
+
+
+def test_a_gang_no_node_can_run_keeps_the_filters_reason() -> None:
+    node = NodeSpec("n1", 64_000, 512 * 1024, 8, "V100")
+    spec = PodSpec("g", 1000, 1024, 8, 1000, frozenset({"H100"}))
+    pods = tuple(PodInfo(f"ns/g{k}", spec, group="ns/g") for k in range(2))
+    result = Cycle(Snapshot((node,), pods, (GroupSpec("ns/g", 2),)), CycleConfig(), 0.0).run()
+    assert "GPU model" in result.pending[0].reason
+
+
+def test_consolidation_is_retried_once_new_pods_may_move() -> None:
+    """A failed consolidation is remembered until capacity is freed or pods join the pool."""
+    nodes = tuple(NodeSpec(f"n{i}", 64_000, 512 * 1024, 2, "V100") for i in (1, 2))
+    fixed = PodInfo("ns/fixed", PodSpec("fixed", 1000, 1024, 1, 1000), node="n1", priority=200)
+    cycle = Cycle(
+        Snapshot(nodes, (fixed,)),
+        CycleConfig(policy="kube-default", actions=("consolidate",)),
+        0.0,
+        backlog=Backlog(skip_failed=True),
+    )
+    for name, gpus in (("a", 1), ("b", 2)):
+        pod = PodInfo(f"ns/{name}", PodSpec(name, 1000, 1024, gpus, 1000), created=len(name))
+        job = Job(pod.key, DEFAULT_QUEUE, 0, pod.created, 1, (pod,), 0, True)
+        cycle.backlog.add(job, job_shape(job))
+    cycle.begin(0.0)
+    first = cycle.run()
+    assert [b.pod for b in first.bindings] == ["ns/a"]
+    cycle.backlog.forget()  # the replay's periodic cycle
+    cycle.begin(10.0)
+    second = cycle.run()
+    assert [e.pod for e in second.evictions] == ["ns/a"]
+    assert sorted(b.pod for b in second.bindings) == ["ns/a", "ns/b"]

@@ -116,7 +116,20 @@ def test_node_pool_expands_to_nodes_with_topology(tmp_path: Path) -> None:
     [
         (("count: 3", "count: 0"), "spec.count"),
         (("size: 2", "size: -1"), "spec.domains[0].size"),
-        (('nvidia.com/gpu: "8"', "nvidia.com/gpu: lots"), "status.allocatable.nvidia.com/gpu"),
+        (
+            ('nvidia.com/gpu: "8"', "nvidia.com/gpu: lots"),
+            "spec.template.status.allocatable.nvidia.com/gpu",
+        ),
+        (("count: 3", "count: 1000000"), "spec.count"),
+        (
+            ("size: 2", "size: 2}\n  - {label: topology.gpufleet.io/rack, size: 1"),
+            "spec.domains[1].label",
+        ),
+        (
+            ("size: 2", "size: 2}\n  - {label: topology.gpufleet.io/zone, size: 3"),
+            "spec.domains[1].size",
+        ),
+        (("topology.gpufleet.io/rack", "kubernetes.io/hostname"), "spec.domains[0].label"),
     ],
 )
 def test_bad_node_pool_names_the_field(tmp_path: Path, change: tuple[str, str], field: str) -> None:
@@ -124,6 +137,7 @@ def test_bad_node_pool_names_the_field(tmp_path: Path, change: tuple[str, str], 
     with pytest.raises(InputError) as error:
         load_snapshot(path)
     assert error.value.field == field
+    assert "NodePool pool" in str(error.value)
 
 
 def test_philly_defaults_to_the_bundled_cluster_and_tenant_queues(tmp_path: Path) -> None:
@@ -194,7 +208,8 @@ def test_until_cuts_the_replay_short(tmp_path: Path) -> None:
         (("--protocol", "replay", "--policy", "best-fit"), "unknown replay policy 'best-fit'"),
         (("--protocol", "replay", "--inflate", "2"), "--inflate applies to --protocol fill"),
         (("--until", "10"), "--until applies to --protocol replay"),
-        (("--protocol", "replay", "--until", "0"), "--until must be positive"),
+        (("--protocol", "replay", "--until", "0"), "--until must be a positive number"),
+        (("--protocol", "replay", "--until", "inf"), "--until must be a positive number"),
         (("--protocol", "rewind"), "--protocol must be fill or replay"),
         (("--protocol", "replay", "--format", "csv"), "expected one of openb, philly"),
         (("--protocol", "replay", "--cluster", "missing.yaml"), "missing.yaml: no such file"),

@@ -7,6 +7,7 @@ stderr naming the file, the line and the field, and exit code 2 — never a trac
 from __future__ import annotations
 
 import datetime as dt
+import math
 import sys
 from functools import partial
 from pathlib import Path
@@ -72,8 +73,8 @@ def _days(progress: Progress, task: TaskID, now: float) -> None:
 
 
 def _positive(value: float, option: str) -> float:
-    if not value > 0:
-        raise typer.BadParameter(f"{option} must be positive, got {value}")
+    if not 0 < value < math.inf:
+        raise typer.BadParameter(f"{option} must be a positive number, got {value}")
     return value
 
 
@@ -185,7 +186,9 @@ def simulate(
             workload, nodes, policy, seed_list, trace_format, cluster, queues, until, out, console
         )
     else:
-        document = _fill(workload, nodes, policy, seed_list, inflate or 1.3, out, console)
+        document = _fill(
+            workload, nodes, policy, seed_list, 1.3 if inflate is None else inflate, out, console
+        )
     if to_stdout:
         sys.stdout.write(document)
     elif json_path is not None:

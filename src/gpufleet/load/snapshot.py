@@ -93,6 +93,8 @@ SINGLE_NUMA_POLICIES = frozenset(
 )
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+MAX_POOL_NODES = 100_000
+"""A NodePool larger than this is a typo, not a cluster."""
 
 T = TypeVar("T")
 
@@ -261,6 +263,8 @@ def _topology(r: Reader) -> tuple[str, ...]:
 def _node_pool(r: Reader) -> tuple[tuple[str, ...], list[Reader]]:
     """A NodePool: its domain labels (widest first) and its nodes, as Node readers."""
     count = r.integer("spec.count", 0, minimum=1)
+    if count > MAX_POOL_NODES:
+        raise r.fail("spec.count", f"at most {MAX_POOL_NODES:,} nodes", count)
     template = r.mapping("spec.template")
     if not template:
         raise r.fail("spec.template", "a Node (metadata.labels, status.allocatable)", None)
@@ -268,10 +272,19 @@ def _node_pool(r: Reader) -> tuple[tuple[str, ...], list[Reader]]:
     for i, raw in enumerate(r.sequence("spec.domains")):
         label = raw.get("label") if isinstance(raw, Mapping) else None
         size = raw.get("size") if isinstance(raw, Mapping) else None
-        if not isinstance(label, str) or not label:
-            raise r.fail(f"spec.domains[{i}].label", "a node-label key", label)
+        taken = {HOSTNAME_LABEL, *(known for known, _ in domains)}
+        if not isinstance(label, str) or not label or label in taken:
+            raise r.fail(
+                f"spec.domains[{i}].label", f"a node-label key other than {sorted(taken)}", label
+            )
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise r.fail(f"spec.domains[{i}].size", "a number of nodes >= 1", size)
+        if domains and (size >= domains[-1][1] or domains[-1][1] % size):
+            raise r.fail(
+                f"spec.domains[{i}].size",
+                f"fewer nodes than the wider domain before it, dividing its {domains[-1][1]}",
+                size,
+            )
         domains.append((label, size))
     meta = template.get("metadata") or {}
     if not isinstance(meta, Mapping):
@@ -290,6 +303,11 @@ def _node_pool(r: Reader) -> tuple[tuple[str, ...], list[Reader]]:
             "metadata": {**meta, "name": name, "labels": {**labels, **own, HOSTNAME_LABEL: name}},
         }
         nodes.append(Reader(r.source, node))
+    try:
+        _node(nodes[0])  # every node is the template: check it once, naming the pool
+    except InputError as exc:
+        field = "spec.template" + (f".{exc.field}" if exc.field else "")
+        raise InputError(r.where, exc.problem, field=field) from None
     return tuple(label for label, _ in domains), nodes
 
 

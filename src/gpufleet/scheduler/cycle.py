@@ -296,6 +296,8 @@ class Cycle:
         """Pods bound (or moved) in this cycle: never victims of the same cycle."""
         self.over_share = 0
         """Bindings that left a queue above its fair share (see make_room)."""
+        epoch = self._consolidation_epoch()
+        self.room_failures = {k: v for k, v in self.room_failures.items() if v[0] == epoch}
         self.held: Held | None = None
         """The holds that apply to the job being scheduled."""
 
@@ -621,10 +623,13 @@ class Cycle:
 
     def _allocate_job(self, job: Job, txn: Transaction) -> Failure | None:
         core = job.core
-        if len(core) > 1 and (slots := self.slots(core)) < len(core):
+        if len(core) > 1 and (slots := self.slots(core))[0] < len(core):
             # The cluster cannot take the gang, whatever the domain: say so without trying
-            # (a saturated cluster has many such gangs waiting).
-            fitted = int(slots)
+            # (a saturated cluster has many such gangs waiting) — with the filters' own
+            # reasons where no node can take even one of its pods.
+            fitted = int(slots[0])
+            if slots[1] is not None:
+                return Failure(core[0], slots[1], 0)
             full = "node(s) had no room left for another pod of the gang"
             status = Status(
                 Code.UNSCHEDULABLE, (Reason("GangFit", full, self.state.size),), "GangFit",
@@ -637,12 +642,14 @@ class Cycle:
             return gang.allocate(group, self.snapshot.topology, self.gang_nodes(job.key))
         return self.allocate(job.core, txn, self.held)
 
-    def slots(self, pods: tuple[PodInfo, ...], state: ClusterState | None = None) -> float:
+    def slots(
+        self, pods: tuple[PodInfo, ...], state: ClusterState | None = None
+    ) -> tuple[float, Status | None]:
         """At most how many of ``pods`` the cluster (or ``state``) could take, off the held
-        nodes — for
-        pods of one plain spec (whole GPUs, no claims, no MIG, no pinned CPUs); infinite
-        for others (no bound is known). Placing one such pod on a node takes exactly one of
-        the node's slots, so the bound is exact for them."""
+        nodes — for pods of one plain spec (whole GPUs, no claims, no MIG, no pinned CPUs);
+        infinite for others (no bound is known). Placing one such pod on a node takes
+        exactly one of the node's slots, so the bound is exact for them. With it, the
+        filters' status where no node can take even one."""
         first = pods[0].spec
         if (
             first.is_gpu_share
@@ -650,10 +657,13 @@ class Cycle:
             or first.exclusive_cpu
             or any(p.claims or replace(p.spec, name=first.name) != first for p in pods)
         ):
-            return np.inf
+            return np.inf, None
         spec = self.framework.prepare(first)
         state = self.state if state is None else state
-        nodes = self.framework.run_filters(state, spec, self.held).nodes
+        result = self.framework.run_filters(state, spec, self.held)
+        nodes = result.nodes
+        if not nodes.size:
+            return 0.0, result.status
         per_node = np.full(nodes.size, np.iinfo(np.int64).max, dtype=np.int64)
         if spec.num_gpu:
             whole = np.count_nonzero(state.gpu_free[nodes] == MILLI, axis=1)
@@ -662,7 +672,7 @@ class Cycle:
             per_node = np.minimum(per_node, state.cpu_free[nodes] // spec.cpu_milli)
         if spec.memory_mib:
             per_node = np.minimum(per_node, state.memory_free[nodes] // spec.memory_mib)
-        return float(np.minimum(per_node, len(pods)).sum())
+        return float(np.minimum(per_node, len(pods)).sum()), None
 
     def gang_nodes(self, gang: str) -> list[int]:
         """Nodes where the gang's pods run (at the snapshot or bound in this cycle)."""
@@ -855,42 +865,19 @@ class Cycle:
         shares, so their failures last one cycle; consolidation depends only on what runs
         where, so its failures last until capacity is freed, across cycles.
 
-        A gang that prefers a domain is first searched for anywhere, as a probe: where no
-        room can be made anywhere, none can be made inside one domain, and the domains are
-        not tried. Otherwise the domains are tried in turn, then anywhere.
         """
-        restrictions = self._room_restrictions(job)
         base = self.held
         try:
-            if len(restrictions) > 1 and restrictions[-1][1] is base:
+            for where, held in self._room_restrictions(job):
+                self.held = held
                 tried: list[str] = []
-                if self._room_within(job, request, tried, *restrictions[-1], probe=True) is None:
-                    notes.extend(tried)
-                    return None
-            for where, held in restrictions:
-                plan = self._room_within(job, request, notes, where, held)
+                plan = self._make_room_within(job, request, tried)
+                notes.extend(f"{where}{note}" for note in tried)
                 if plan is not None:
                     return plan
         finally:
             self.held = base
         return None
-
-    def _room_within(
-        self,
-        job: Job,
-        request: FloatArray,
-        notes: list[str],
-        where: str,
-        held: Held | None,
-        *,
-        probe: bool = False,
-    ) -> Plan | None:
-        """Room for ``job`` with victims off ``held``; a probe's plan is taken back."""
-        self.held = held
-        tried: list[str] = []
-        plan = self._make_room_within(job, request, tried, probe=probe)
-        notes.extend(f"{where}{note}" for note in tried)
-        return plan
 
     def _room_restrictions(self, job: Job) -> list[tuple[str, Held | None]]:
         """Where victims may be sought: inside the largest topology domains, or anywhere
@@ -915,9 +902,7 @@ class Cycle:
         ]
         return [*out, ("anywhere: ", self.held)] if kind == "preferred" else out
 
-    def _make_room_within(
-        self, job: Job, request: FloatArray, notes: list[str], *, probe: bool = False
-    ) -> Plan | None:
+    def _make_room_within(self, job: Job, request: FloatArray, notes: list[str]) -> Plan | None:
         search = VictimSearch(self, job)
         shape = (
             job.queue,
@@ -929,7 +914,7 @@ class Cycle:
         )
         for action in self.config.actions:
             epoch: Hashable = (
-                self.released
+                self._consolidation_epoch()
                 if action == "consolidate"
                 else (self.cycles, self.released, self.over_share if action == "reclaim" else 0)
             )
@@ -940,11 +925,13 @@ class Cycle:
             plan, note = search.run(action, request)
             notes.append(f"{action}: {note}")
             if plan is not None:
-                if probe:
-                    search.undo()
                 return plan
             self.room_failures[action, shape] = (epoch, note)
         return None
+
+    def _consolidation_epoch(self) -> Hashable:
+        """Consolidation fails again until capacity is freed or new pods may be moved."""
+        return ("consolidate", self.released, self.pool.generation)
 
     def _apply(self, job: Job, plan: Plan) -> None:
         for victim in plan.victims:

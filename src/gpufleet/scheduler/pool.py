@@ -44,6 +44,8 @@ class VictimPool:
         self.gpu_slots = gpu_slots
         self.items: list[Running] = []
         self.index: dict[str, int] = {}
+        self.generation = 0
+        """Bumped whenever pods join the pool (new candidates for a search)."""
         self._columns(0)
         self.add(sorted(running, key=lambda r: r.pod.key))
         self.at(now)
@@ -74,6 +76,7 @@ class VictimPool:
         """Make ``running`` candidates (after those already in the pool)."""
         if not running:
             return
+        self.generation += 1
         if len(self.items) >= 64 and np.count_nonzero(self.alive) * 2 < len(self.items):
             self._compact()
         start = len(self.items)

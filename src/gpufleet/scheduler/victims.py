@@ -27,7 +27,7 @@ evictions behind.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -74,14 +74,6 @@ class VictimSearch:
         self.pool = cycle.pool
         self.pod: PodInfo | None = None
         """The pod of the job whose room is being made (its claims must fit too)."""
-        self.txn: Transaction | None = None
-        """The transaction of the plan found last: its changes stand until :meth:`undo`."""
-
-    def undo(self) -> None:
-        """Take back the plan found last (the state is as before the search)."""
-        if self.txn is not None:
-            self.txn.rollback()
-            self.txn = None
 
     def run(self, action: str, request: FloatArray) -> tuple[Plan | None, str]:
         if action in {"preempt", "reclaim"} and not self.job.can_preempt:
@@ -186,29 +178,25 @@ class VictimSearch:
             return None, "the job does not fit in the cluster's total free capacity"
         mask = self._relocatable_alone(pool.alive & pool.single & ~pool.claims)
         core = self.job.core
-        if self.cycle.slots(core, pool.freed(state, mask)) < len(core):
+        if self.cycle.slots(core, pool.freed(state, mask))[0] < len(core):
             return None, "moving every pod that can move would still leave no room for the job"
         plan = self._search("consolidate", mask, _always, relocate=True)
         return plan, "moves found" if plan else "no preemptible pods can be moved to make room"
 
     def _relocatable_alone(self, mask: BoolArray) -> BoolArray:
-        """The pods of ``mask`` that fit, each on its own, on another node now (a pod that
-        does not can never be moved; the search need not consider it)."""
+        """The pods of ``mask`` that fit somewhere now, each on its own (a pod that does not
+        can never be moved; the search need not consider it). Its own node counts: a
+        shared-GPU pod may move to another GPU of it."""
         pool, state, framework = self.pool, self.state, self.framework
         keep = mask.copy()
-        fits: dict[tuple[object, ...], BoolArray] = {}
+        fits: dict[PodSpec, bool] = {}
         for i in np.flatnonzero(mask):
-            r = pool.items[i]
-            spec = r.spec
-            key = (spec.cpu_milli, spec.memory_mib, spec.num_gpu, spec.gpu_milli,
-                   spec.gpu_models, spec.constraint, spec.mig_profile)  # fmt: skip
-            where = fits.get(key)
-            if where is None:
-                where = np.zeros(state.size, dtype=np.bool_)
-                where[framework.run_filters(state, spec, self.cycle.held).nodes] = True
-                fits[key] = where
-            if not (where.any() and (not where[r.node] or np.count_nonzero(where) > 1)):
-                keep[i] = False
+            spec = replace(pool.items[i].spec, name="")
+            anywhere = fits.get(spec)
+            if anywhere is None:
+                anywhere = bool(framework.run_filters(state, spec, self.cycle.held).nodes.size)
+                fits[spec] = anywhere
+            keep[i] = anywhere
         return keep
 
     # -- the search ---------------------------------------------------------------------
@@ -306,7 +294,6 @@ class VictimSearch:
                     assert not isinstance(out, Status), "relocation was checked"
                     txn.reserve(out.node, out.pod, out.gpus)
                     moved.append((r, (out.node, out.pod, out.gpus)))
-        self.txn = txn
         return Plan(action, tuple(victims), tuple(placements), tuple(moved))
 
     def _best_node(
