@@ -4,15 +4,17 @@ Prints, per trace and policy: jobs, finished, mean / p50 / p95 wait, mean JCT,
 time-weighted GPU allocation, preemptions, lost GPU-hours and the run time. openb default
 replays on its own 1,213 nodes; Philly on the bundled default cluster (80 x 8 GPUs, racks
 of 8). ``--until`` cuts the replays short (seconds of trace time); ``--policy`` picks
-policies and ``--trace`` traces (both repeatable). A run of everything (no option) writes
-its table into docs/benchmarks.md unless ``--no-docs``.
+policies and ``--trace`` traces (both repeatable); ``--variants`` adds gpufleet with
+starvation holds (after 30 min, after 6 h), without reclaim, and without both. A run of
+everything (no option) writes its table into docs/benchmarks.md unless ``--no-docs``.
 
-    python -m bench.replay [--trace philly] [--policy gpufleet] [--until 2200000]
+    python -m bench.replay [--trace philly] [--policy gpufleet] [--until 3000000] [--variants]
 """
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
@@ -20,7 +22,20 @@ from rich.console import Console
 from bench.docs import publish
 from gpufleet.load.traces import load_replay
 from gpufleet.report.replay import COLUMNS, replay_table, rows
-from gpufleet.sim.replay import REPLAY_POLICIES, Replay
+from gpufleet.sim.replay import REPLAY_POLICIES, Replay, ReplayPolicy
+
+GPUFLEET = REPLAY_POLICIES["gpufleet"]
+VARIANTS = [
+    replace(GPUFLEET, name="gpufleet+holds-30m", starvation_after_s=1800.0),
+    replace(GPUFLEET, name="gpufleet+holds-6h", starvation_after_s=6 * 3600.0),
+    replace(GPUFLEET, name="gpufleet-reclaim", actions=("consolidate", "preempt")),
+    replace(
+        GPUFLEET,
+        name="gpufleet-reclaim+holds-30m",
+        actions=("consolidate", "preempt"),
+        starvation_after_s=1800.0,
+    ),
+]
 
 TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
 FILES = {
@@ -34,23 +49,27 @@ def main() -> None:
     parser.add_argument("--trace", action="append", choices=sorted(FILES))
     parser.add_argument("--policy", action="append", choices=sorted(REPLAY_POLICIES))
     parser.add_argument("--until", type=float, default=None)
+    parser.add_argument("--variants", action="store_true")
     parser.add_argument("--no-docs", action="store_true")
     args = parser.parse_args()
     console = Console(width=200)
     lines = ["| trace | " + " | ".join(COLUMNS[:1] + COLUMNS[2:]) + " |"]
     lines.append("|---" * (len(COLUMNS)) + "|")
+    policies: list[ReplayPolicy] = [REPLAY_POLICIES[n] for n in args.policy or REPLAY_POLICIES]
+    if args.variants:
+        policies += VARIANTS
     for trace in args.trace or list(FILES):
         data = load_replay(FILES[trace])
         runs = [
             Replay(
                 data.nodes,
                 data.jobs,
-                REPLAY_POLICIES[name],
+                policy,
                 queues=data.queues,
                 topology=data.topology,
                 workload=data.workload,
             ).run(until=args.until)
-            for name in args.policy or list(REPLAY_POLICIES)
+            for policy in policies
         ]
         gpus = sum(n.gpus for n in data.nodes)
         console.print(
@@ -58,7 +77,7 @@ def main() -> None:
         )
         lines += [f"| {trace} | " + " | ".join(row[:1] + row[2:]) + " |" for row in rows(runs)]
     lines += ["", "Reproduce: `python -m bench.replay` (hours; run time in seconds)."]
-    everything = args.trace is None and args.policy is None and args.until is None
+    everything = not (args.trace or args.policy or args.until or args.variants)
     if everything:
         publish("replay", "\n".join(lines), write_docs=not args.no_docs)
 
