@@ -116,12 +116,6 @@ def load_replay(
     return ReplayInput(workload.stem, kind, jobs, tuple(node_specs), topology, queue_specs, where)
 
 
-def philly_cluster() -> tuple[tuple[NodeSpec, ...], tuple[str, ...]]:
-    """Nodes of the default Philly cluster and its topology levels (rack, host)."""
-    snapshot = load_snapshot(bundled(PHILLY_CLUSTER))
-    return snapshot.nodes, snapshot.topology
-
-
 def openb_jobs(pods: Sequence[TimedPod]) -> list[ReplayJob]:
     """openb pods as replay jobs of one pod each, all of one tenant."""
     return [

@@ -237,8 +237,9 @@ class Cycle:
         self.room_failures: dict[tuple[str, object], tuple[Hashable, str]] = {}
         """Room searches that failed, with the epoch they failed in (see make_room)."""
         self.act = True
-        self._static: dict[PodSpec, IntArray] = {}
         """Whether this cycle may evict (consolidate, reclaim, preempt)."""
+        self._static: dict[PodSpec, IntArray] = {}
+        """Per pod spec (name aside): the nodes that could run it empty (static_nodes)."""
         self.unqueued = vector()
         for pod in sorted(snapshot.pods, key=lambda p: (not p.gpus, -p.spec.cpu_milli, p.key)):
             if pod.node is not None:
