@@ -9,10 +9,12 @@ in their old place. Its point is to make a saturated cluster cheap to schedule:
   the ones behind it fail too, as long as no capacity was freed since (later bindings only
   take capacity). With ``skip_failed`` the cycle drops the rest of the class in one step
   instead of trying thousands of identical jobs.
-* A class's failure is remembered across cycles under a *token* (what was freed, the
-  queue's fair share); a later cycle skips the class without trying it until the token
-  changes. :meth:`forget` clears the memory (the replay's periodic cycle, which lets
-  min-runtime protection expire into reclaim).
+* A class's failure is remembered across cycles under a *token* (what was freed, which
+  nodes are held); a later cycle skips the class without trying it until the token
+  changes — in strict FIFO, the queue waits while its oldest job's class is so failed.
+  :meth:`forget` clears the memory (the replay's periodic cycle, which lets min-runtime
+  protection expire into reclaim). :meth:`settled` tells that a cycle now would try
+  nothing at all.
 
 Each queue's next job is the oldest head among its live classes, by (-priority, created,
 key), the order the cycle serves a queue in.
@@ -50,18 +52,41 @@ def job_shape(job: Job, topology: object = None) -> Hashable:
     )
 
 
+class _Class:
+    """The jobs of one class in one queue, in order, and this walk's place among them."""
+
+    __slots__ = ("cursor", "dropped", "failed", "jobs", "shape", "walk")
+
+    def __init__(self, shape: Hashable) -> None:
+        self.shape = shape
+        self.jobs: list[Job] = []
+        self.walk = -1
+        """The walk ``cursor`` and ``dropped`` belong to (older ones read as 0 and None)."""
+        self.cursor = 0
+        self.dropped: int | None = None
+        self.failed: Hashable = _NEVER
+        """The token the class last failed under."""
+
+    def at(self, walk: int) -> int:
+        """The cursor in walk ``walk`` (a new walk starts from the oldest job)."""
+        if self.walk != walk:
+            self.walk, self.cursor, self.dropped = walk, 0, None
+        return self.cursor
+
+
+_NEVER = object()
+
+
 class Backlog:
     """Pending jobs per queue and class; per-cycle cursors over them."""
 
     def __init__(self, skip_failed: bool = False) -> None:
         self.skip_failed = skip_failed
-        self._classes: dict[str, dict[Hashable, list[Job]]] = {}
-        self._shape: dict[str, Hashable] = {}
+        self._classes: dict[str, dict[Hashable, _Class]] = {}
+        self._class_of: dict[str, _Class] = {}
         self.demand: dict[str, FloatArray] = {}
         """Per queue: what its pending jobs ask for."""
-        self._failed: dict[tuple[str, Hashable], Hashable] = {}
-        self._cursor: dict[tuple[str, Hashable], int] = {}
-        self._dropped: dict[tuple[str, Hashable], int] = {}
+        self._walk = 0
         self._blocked: set[str] = set()
 
     @staticmethod
@@ -72,10 +97,10 @@ class Backlog:
         return backlog
 
     def __len__(self) -> int:
-        return len(self._shape)
+        return len(self._class_of)
 
     def __contains__(self, key: str) -> bool:
-        return key in self._shape
+        return key in self._class_of
 
     def jobs(self) -> list[Job]:
         """Every pending job, queue by queue, in order."""
@@ -83,74 +108,85 @@ class Backlog:
             job
             for queue in sorted(self._classes)
             for job in sorted(
-                (j for jobs in self._classes[queue].values() for j in jobs), key=order_key
+                (j for c in self._classes[queue].values() for j in c.jobs), key=order_key
             )
         ]
 
     def add(self, job: Job, shape: Hashable) -> None:
         """``job`` waits, in its place by (-priority, created, key) within its class."""
-        jobs = self._classes.setdefault(job.queue, {}).setdefault(shape, [])
+        classes = self._classes.setdefault(job.queue, {})
+        cls = classes.get(shape)
+        if cls is None:
+            cls = classes[shape] = _Class(shape)
+        jobs = cls.jobs
         if not jobs or order_key(jobs[-1]) < order_key(job):
             jobs.append(job)
         else:
             bisect.insort(jobs, job, key=order_key)
-        self._shape[job.key] = shape
+        self._class_of[job.key] = cls
         self.demand[job.queue] = self.demand.get(job.queue, vector()) + _request(job)
 
     def remove(self, job: Job) -> None:
-        shape = self._shape.pop(job.key)
-        classes = self._classes[job.queue]
-        jobs = classes[shape]
+        cls = self._class_of.pop(job.key)
+        jobs = cls.jobs
         i = 0 if jobs[0].key == job.key else next(i for i, j in enumerate(jobs) if j.key == job.key)
         del jobs[i]
         if not jobs:
-            del classes[shape]
+            classes = self._classes[job.queue]
+            del classes[cls.shape]
             if not classes:
                 del self._classes[job.queue]
         self.demand[job.queue] = self.demand[job.queue] - _request(job)
-        cursor = self._cursor.get((job.queue, shape))
-        if cursor is not None and i < cursor:
-            self._cursor[job.queue, shape] = cursor - 1
+        if cls.walk == self._walk and i < cls.cursor:
+            cls.cursor -= 1
 
     # -- one cycle's walk ---------------------------------------------------------------
 
     def start(self) -> None:
         """Begin a cycle's walk: every class from its oldest job."""
-        self._cursor = {(q, s): 0 for q, classes in self._classes.items() for s in classes}
-        self._dropped = {}
+        self._walk += 1
         self._blocked = set()
 
     def queues(self) -> list[str]:
         return sorted(q for q in self._classes if q not in self._blocked)
 
-    def head(self, queue: str, epoch: int, token: Callable[[Job], Hashable]) -> Job | None:
-        """The next job of ``queue`` in this walk (None: the queue is done)."""
+    def head(self, queue: str, epoch: int, token: Hashable, *, strict: bool = False) -> Job | None:
+        """The next job of ``queue`` in this walk (None: the queue is done). With
+        ``strict`` (strict FIFO) the queue is done as soon as its oldest job's class failed
+        under ``token``: the jobs behind it must not pass it."""
         if queue in self._blocked:
             return None
         best: Job | None = None
-        for shape, jobs in self._classes.get(queue, {}).items():
-            where = (queue, shape)
-            i = self._cursor[where]
-            if i >= len(jobs) or self._dropped.get(where) == epoch:
+        best_key: tuple[int, float, str] | None = None
+        best_failed = False
+        walk = self._walk
+        for cls in self._classes.get(queue, {}).values():
+            i = cls.at(walk)
+            if i >= len(cls.jobs) or cls.dropped == epoch:
                 continue
-            if self.skip_failed and self._failed.get(where) == token(jobs[i]):
+            failed = self.skip_failed and cls.failed == token
+            if failed and not strict:
                 continue
-            if best is None or order_key(jobs[i]) < order_key(best):
-                best = jobs[i]
-        return best
+            job = cls.jobs[i]
+            key = order_key(job)
+            if best_key is None or key < best_key:
+                best, best_key, best_failed = job, key, failed
+        return None if best_failed else best
 
     def passed(self, job: Job) -> None:
         """The walk is past ``job`` (bound, or left pending)."""
-        if job.key in self._shape:
-            where = (job.queue, self._shape[job.key])
-            self._cursor[where] += 1
+        cls = self._class_of.get(job.key)
+        if cls is not None:
+            cls.cursor = cls.at(self._walk) + 1
 
     def failed(self, job: Job, epoch: int, token: Hashable) -> None:
-        """``job`` stays pending; with ``skip_failed`` the rest of its class does too."""
-        if self.skip_failed and job.key in self._shape:
-            where = (job.queue, self._shape[job.key])
-            self._dropped[where] = epoch
-            self._failed[where] = token
+        """``job`` stays pending; with ``skip_failed`` the rest of its class does too, and
+        later walks skip the class while the token is the same."""
+        cls = self._class_of.get(job.key)
+        if self.skip_failed and cls is not None:
+            cls.at(self._walk)
+            cls.dropped = epoch
+            cls.failed = token
 
     def block(self, queue: str) -> None:
         """Strict FIFO: nothing of ``queue`` passes its first pending job this cycle."""
@@ -158,18 +194,27 @@ class Backlog:
 
     def behind(self, queue: str) -> list[Job]:
         """The jobs of ``queue`` this walk did not reach (after :meth:`block`)."""
+        walk = self._walk
         return sorted(
             (
                 job
-                for shape, jobs in self._classes.get(queue, {}).items()
-                for job in jobs[self._cursor.get((queue, shape), 0) :]
+                for cls in self._classes.get(queue, {}).values()
+                for job in cls.jobs[cls.at(walk) :]
             ),
             key=order_key,
         )
 
+    def settled(self, token: Hashable, *, strict: bool = False) -> bool:
+        """Whether a walk now would find nothing to try: every class failed under
+        ``token`` (with ``strict``, every queue's oldest job's class did)."""
+        self.start()
+        return all(self.head(q, 0, token, strict=strict) is None for q in self._classes)
+
     def forget(self) -> None:
         """Try every class again, whatever failed before."""
-        self._failed.clear()
+        for classes in self._classes.values():
+            for cls in classes.values():
+                cls.failed = _NEVER
 
 
 def _request(job: Job) -> FloatArray:

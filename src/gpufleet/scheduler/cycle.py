@@ -219,6 +219,8 @@ class Cycle:
         self.groups = {g.key: g for g in snapshot.groups}
         self.running: dict[str, Running] = {}
         self.gang_running: dict[str, list[str]] = defaultdict(list)
+        self.partial: set[str] = set()
+        """Gangs with some pods running, fewer than their minMember."""
         self.alloc: dict[str, FloatArray] = {q: vector() for q in self.tree.queues}
         self.alloc_np: dict[str, FloatArray] = {q: vector() for q in self.tree.queues}
         self.own: dict[str, FloatArray] = {q: vector() for q in self.tree.queues}
@@ -375,6 +377,7 @@ class Cycle:
     def _add_running(self, running: Running) -> None:
         self.running[running.pod.key] = running
         self.gang_running[running.pod.gang].append(running.pod.key)
+        self._partial(running.pod.gang)
         self._account(running.pod, running.spec, +1)
 
     def _remove_running(self, key: str) -> Running:
@@ -385,8 +388,17 @@ class Cycle:
         keys.remove(key)
         if not keys:
             del self.gang_running[running.pod.gang]
+        self._partial(running.pod.gang)
         self._account(running.pod, running.spec, -1)
         return running
+
+    def _partial(self, gang: str) -> None:
+        """Keep ``partial`` up to date after a pod of ``gang`` started or ended."""
+        group = self.groups.get(gang)
+        if group is not None and 0 < len(self.gang_running.get(gang, ())) < group.min_member:
+            self.partial.add(gang)
+        else:
+            self.partial.discard(gang)
 
     def _account(self, pod: PodInfo, spec: PodSpec, sign: int) -> None:
         if pod.queue not in self.tree.queues:
@@ -431,7 +443,7 @@ class Cycle:
         for queue in unknown:
             for job in backlog.behind(queue):
                 self._pend(job, job.pods, f"queue {job.queue} does not exist")
-        for gang in sorted(self.groups):
+        for gang in self._below_min_member():
             if gang not in backlog:
                 self._release_stale(gang, "")
         self._serve(backlog)
@@ -453,10 +465,11 @@ class Cycle:
 
     def _serve(self, backlog: Backlog) -> None:
         """Serve the queues' jobs, one at a time, the queue furthest below its share first."""
+        strict = self.config.strict_fifo
         heads: dict[str, Job] = {}
         for queue in backlog.queues():
             if queue in self.tree.queues:
-                head = backlog.head(queue, 0, self._failure_token)
+                head = backlog.head(queue, 0, self._failure_token(), strict=strict)
                 if head is not None:
                     heads[queue] = head
         bound: list[Job] = []
@@ -466,14 +479,14 @@ class Cycle:
             backlog.passed(job)
             if self.schedule(job):
                 bound.append(job)
-            elif self.config.strict_fifo:
-                backlog.block(queue)
-                if not backlog.skip_failed:
-                    for behind in backlog.behind(queue):
-                        self._pend(behind, behind.pods, f"behind {job.key} (strict FIFO)")
             else:
-                backlog.failed(job, len(self.evictions), self._failure_token(job))
-            head = backlog.head(queue, len(self.evictions), self._failure_token)
+                backlog.failed(job, len(self.evictions), self._failure_token())
+                if strict:
+                    backlog.block(queue)
+                    if not backlog.skip_failed:
+                        for behind in backlog.behind(queue):
+                            self._pend(behind, behind.pods, f"behind {job.key} (strict FIFO)")
+            head = backlog.head(queue, len(self.evictions), self._failure_token(), strict=strict)
             if head is None:
                 del heads[queue]
             else:
@@ -481,11 +494,23 @@ class Cycle:
         for job in bound:
             backlog.remove(job)
 
-    def _failure_token(self, _job: Job) -> Hashable:
+    def _failure_token(self) -> Hashable:
         """What a failed job's class waits on: freed capacity or a change of holds (later
         bindings only take capacity). A cycle that may evict forgets every failure first
         (:meth:`Backlog.forget`), so fair shares and min runtimes are judged there."""
         return (self.released, self.hold_version)
+
+    def _below_min_member(self) -> list[str]:
+        """Gangs with some pods running, fewer than their minMember, by name."""
+        return sorted(self.partial)
+
+    def settled(self) -> bool:
+        """Whether a cycle now, without evicting, would do nothing: every pending class
+        failed since capacity was last freed, and no gang runs below its minMember (whose
+        grace period could run out)."""
+        if self._below_min_member():
+            return False
+        return self.backlog.settled(self._failure_token(), strict=self.config.strict_fifo)
 
     def held_for(self, job: Job) -> Held | None:
         gpus = job_gpus(job)

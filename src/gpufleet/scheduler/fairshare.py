@@ -68,9 +68,12 @@ class QueueTree:
         }
         return QueueTree(by_name, {k: tuple(v) for k, v in children.items()}, paths, terms)
 
-    def subtree_sum(self, own: Mapping[str, FloatArray]) -> dict[str, FloatArray]:
-        """Per queue: ``own`` summed over the queue and all its descendants."""
-        total = {name: vector() for name in self.queues}
+    def subtree_sum(
+        self, own: Mapping[str, FloatArray], zero: FloatArray | None = None
+    ) -> dict[str, FloatArray]:
+        """Per queue: ``own`` summed over the queue and all its descendants (``zero`` is
+        an empty amount, by default a resource vector)."""
+        total = {name: vector() if zero is None else zero.copy() for name in self.queues}
         for name, value in own.items():
             for ancestor in self.paths.get(name, ()):
                 total[ancestor] += value
@@ -109,10 +112,18 @@ def divide(
 
 
 def fair_shares(
-    tree: QueueTree, demand: Mapping[str, FloatArray], capacity: FloatArray
+    tree: QueueTree,
+    demand: Mapping[str, FloatArray],
+    capacity: FloatArray,
+    resource: int | None = None,
 ) -> dict[str, FloatArray]:
-    """Fair share of every queue, given each queue's own ``demand`` and the cluster."""
-    subtree_demand = tree.subtree_sum(demand)
+    """Fair share of every queue, given each queue's own ``demand`` and the cluster.
+
+    With ``resource``, the amounts are of that one resource, in as many columns as there
+    are (each an independent division: one per moment of a replay, for instance)."""
+    subtree_demand = tree.subtree_sum(
+        demand, None if resource is None else np.zeros_like(capacity, dtype=np.float64)
+    )
     shares: dict[str, FloatArray] = {}
 
     def visit(parent: str | None, available: FloatArray) -> None:
@@ -120,9 +131,16 @@ def fair_shares(
         if not kids:
             return
         own = demand.get(parent) if parent is not None else None
+        terms = tree.terms[parent]
+        if resource is not None:
+            terms = (
+                terms[0][:, resource, None],
+                terms[1][:, resource, None],
+                terms[2][:, resource, None],
+            )
         split = divide(
             available if own is None else np.maximum(available - own, 0.0),
-            *tree.terms[parent],
+            *terms,
             np.array([subtree_demand[k] for k in kids]),
         )
         for kid, share in zip(kids, split, strict=True):

@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import math
 import time
+from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from gpufleet.model.cluster import NodeSpec
+from gpufleet.model.cluster import FloatArray, NodeSpec
 from gpufleet.model.results import QueueUsage, ReplayRun, Timeline
 from gpufleet.model.workload import (
     DEFAULT_QUEUE,
@@ -191,6 +192,9 @@ class Replay:
             self.events.push(job.arrival_s, ARRIVAL, (i, 0))
         self.other_events = len(self.jobs)
         self.periodic = False
+        self.timed = bool(policy.actions) or math.isfinite(policy.starvation_after_s)
+        """Whether waiting alone can change what the cycle does (min runtimes expiring into
+        reclaim, starvation): then a periodic cycle runs while jobs wait."""
         self.preemptions = 0
         self.lost_gpu_s = 0.0
 
@@ -305,9 +309,9 @@ class Replay:
                 else:
                     self.periodic = False
                     periodic = True
-            if len(self.cycle.backlog):
+            if len(self.cycle.backlog) and (periodic or not self.cycle.settled()):
                 self._cycle(now, periodic)
-            if len(self.cycle.backlog) and not self.periodic and self.other_events:
+            if len(self.cycle.backlog) and self.timed and not self.periodic and self.other_events:
                 self.events.push(now + self.period_s, PERIODIC, (-1, 0))
                 self.periodic = True
             batches += 1
@@ -341,10 +345,12 @@ class _Meter:
         self.replay = replay
         self.last = 0.0
         self.tenants = [q.name for q in replay.tenants]
-        self.held_s = dict.fromkeys(self.tenants, 0.0)
-        self.fair_s = dict.fromkeys(self.tenants, 0.0)
-        self._demand: tuple[float, ...] = ()
-        self._fair = [0.0] * len(self.tenants)
+        self._spans = array("d")
+        """The intervals between event batches, in which nothing changed."""
+        self._held = array("d")
+        """Per interval, per tenant: the GPUs its pods held."""
+        self._waiting = array("d")
+        """Per interval, per tenant: the GPUs its waiting pods asked for."""
         self.gpu_s = 0.0
         last_event = max((j.arrival_s for j in replay.jobs), default=0.0)
         span = until if until is not None else last_event
@@ -371,22 +377,33 @@ class _Meter:
                 self.samples[q].append(round(held[q], 3))
             self.pending.append(round(sum(replay.waiting.values()), 3))
             self.next_sample += self.step
-        demand = tuple(held[q] + replay.waiting[q] for q in self.tenants)
-        if demand != self._demand:
-            self._demand = demand
-            fair = fair_shares(
-                replay.fair_tree,
-                {q: vector(d) for q, d in zip(self.tenants, demand, strict=True)},
-                vector(replay.capacity),
-            )
-            self._fair = [float(fair[q][0]) if q in fair else 0.0 for q in self.tenants]
-        for q, share in zip(self.tenants, self._fair, strict=True):
-            self.held_s[q] += held[q] * dt
-            self.fair_s[q] += share * dt
+        self._spans.append(dt)
+        self._held.extend(held[q] for q in self.tenants)
+        self._waiting.extend(replay.waiting[q] for q in self.tenants)
         self.last = now
+
+    def usage(self) -> tuple[FloatArray, FloatArray]:
+        """Per tenant: the GPU-seconds it held, and its fair share's, over the replay.
+
+        The fair shares of every interval are divided at once, one column each."""
+        spans = np.frombuffer(self._spans, dtype=np.float64)
+        if not spans.size:
+            return np.zeros(len(self.tenants)), np.zeros(len(self.tenants))
+        held = np.frombuffer(self._held, dtype=np.float64).reshape(spans.size, -1)
+        demand = held + np.frombuffer(self._waiting, dtype=np.float64).reshape(spans.size, -1)
+        capacity = np.full(spans.size, self.replay.capacity)
+        fair = fair_shares(
+            self.replay.fair_tree,
+            {q: demand[:, j] for j, q in enumerate(self.tenants)},
+            capacity,
+            resource=0,
+        )
+        shares = np.stack([fair.get(q, np.zeros(spans.size)) for q in self.tenants], axis=1)
+        return spans @ held, spans @ shares
 
     def result(self, end: float, elapsed: float) -> ReplayRun:
         replay = self.replay
+        held_s, fair_s = self.usage()
         progress = replay.progress
         arrived = [i for i, job in enumerate(replay.jobs) if job.arrival_s <= end]
         finished = [i for i in arrived if not math.isnan(progress[i].finish)]
@@ -427,8 +444,8 @@ class _Meter:
             simulated_s=end,
             cycles=replay.cycles,
             queues=tuple(
-                QueueUsage(q, jobs_of.get(q, 0), self.held_s[q] / 3600, self.fair_s[q] / 3600)
-                for q in self.tenants
+                QueueUsage(q, jobs_of.get(q, 0), float(held_s[j]) / 3600, float(fair_s[j]) / 3600)
+                for j, q in enumerate(self.tenants)
             ),
             wait_quantiles_s=tuple(
                 float(w) for w in (np.percentile(waits, np.arange(101)) if waits.size else ())
