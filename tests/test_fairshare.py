@@ -67,3 +67,14 @@ def test_hierarchy_divides_the_parents_share() -> None:
 )
 def test_share_ratio(allocated: np.ndarray, fair: np.ndarray, ratio: float) -> None:
     assert share_ratio(allocated, fair) == ratio
+
+
+def test_one_resource_in_many_columns_divides_each_column_alone() -> None:
+    queues = [QueueSpec("dept"), QueueSpec("a", "dept"), QueueSpec("b", "dept"), QueueSpec("c")]
+    tree = QueueTree.of(queues)
+    columns = [{"a": 8.0, "b": 1.0, "c": 8.0}, {"a": 0.0, "b": 3.0, "c": 1.0}, {"a": 5.0}]
+    demand = {q: np.array([col.get(q, 0.0) for col in columns]) for q in ("a", "b", "c")}
+    shares = fair_shares(tree, demand, np.full(len(columns), 8.0), resource=0)
+    for j, col in enumerate(columns):
+        alone = fair_shares(tree, {q: vector(d) for q, d in col.items()}, vector(8))
+        assert {q: shares[q][j] for q in shares} == pytest.approx({q: v[0] for q, v in alone.items()})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from gpufleet.model.pod import PodSpec
@@ -31,3 +33,11 @@ def test_share_takes_a_whole_gpu_under_device_plugin_semantics() -> None:
     assert (whole.num_gpu, whole.gpu_milli, whole.is_gpu_share) == (1, 1000, False)
     two = pod().gpus(2).obj()
     assert two.as_whole_gpus() is two
+
+
+def test_request_key_is_every_field_but_the_name() -> None:
+    a = PodSpec("a", 1000, 1024, 2, 1000, frozenset({"V100"}), exclusive_cpu=True)
+    assert a.request_key == dataclasses.replace(a, name="b").request_key
+    assert len(a.request_key) == len(dataclasses.fields(PodSpec)) - 1
+    for field, value in (("cpu_milli", 2000), ("gpu_models", None), ("exclusive_cpu", False)):
+        assert dataclasses.replace(a, **{field: value}).request_key != a.request_key

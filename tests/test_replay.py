@@ -176,3 +176,49 @@ def test_consolidation_is_retried_once_new_pods_may_move() -> None:
     second = cycle.run()
     assert [e.pod for e in second.evictions] == ["ns/a"]
     assert sorted(b.pod for b in second.bindings) == ["ns/a", "ns/b"]
+
+
+def _backlog_cycle(running: list[int], config: CycleConfig) -> Cycle:
+    """One 8-GPU node running pods of the given GPU counts, and an empty replay backlog."""
+    node = NodeSpec("n1", 64_000, 512 * 1024, 8, "V100")
+    pods = tuple(
+        PodInfo(f"ns/run{i}", PodSpec(f"run{i}", 1000, 1024, g, 1000), node="n1")
+        for i, g in enumerate(running)
+    )
+    return Cycle(Snapshot((node,), pods), config, 0.0, backlog=Backlog(skip_failed=True))
+
+
+def _wait(cycle: Cycle, name: str, gpus: int, created: float) -> None:
+    pod = PodInfo(f"ns/{name}", PodSpec(name, 1000, 1024, gpus, 1000), created=created)
+    job = Job(pod.key, DEFAULT_QUEUE, 0, created, 1, (pod,), 0, True)
+    cycle.backlog.add(job, job_shape(job))
+
+
+def test_a_failed_class_is_tried_again_only_once_it_can_fit() -> None:
+    cycle = _backlog_cycle([4, 2, 2], CycleConfig(actions=()))
+    _wait(cycle, "wide", 8, 1.0)
+    cycle.begin(1.0, act=False)
+    assert [p.pod for p in cycle.run().pending] == ["ns/wide"]
+    assert cycle.settled()
+    cycle.finish("ns/run0")  # 4 GPUs free: still too few, so the class is not tried
+    assert cycle.settled()
+    cycle.begin(2.0, act=False)
+    assert cycle.run().pending == ()
+    cycle.finish("ns/run1")
+    cycle.finish("ns/run2")
+    assert not cycle.settled()
+    cycle.begin(3.0, act=False)
+    assert [b.pod for b in cycle.run().bindings] == ["ns/wide"]
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_strict_fifo_waits_on_its_failed_head_across_cycles(strict: bool) -> None:
+    cycle = _backlog_cycle([4], CycleConfig(actions=(), strict_fifo=strict))
+    _wait(cycle, "wide", 8, 1.0)
+    cycle.begin(1.0, act=False)
+    cycle.run()
+    assert cycle.settled()
+    _wait(cycle, "small", 1, 2.0)  # behind the failed head: strict FIFO has nothing to try
+    assert cycle.settled() is strict
+    cycle.begin(2.0, act=False)
+    assert [b.pod for b in cycle.run().bindings] == ([] if strict else ["ns/small"])

@@ -49,6 +49,21 @@ class PodSpec:
             raise ValueError(f"pod {self.name}: a MIG slice and whole GPUs in one pod")
 
     @property
+    def request_key(self) -> tuple[object, ...]:
+        """Everything the pod asks for, its name aside: pods with equal keys are
+        interchangeable to the scheduler (the key of its caches and classes)."""
+        return (
+            self.cpu_milli,
+            self.memory_mib,
+            self.num_gpu,
+            self.gpu_milli,
+            self.gpu_models,
+            self.constraint,
+            self.mig_profile,
+            self.exclusive_cpu,
+        )
+
+    @property
     def mig_resource(self) -> str | None:
         """The extended resource of the pod's MIG slice (``nvidia.com/mig-3g.40gb``)."""
         return None if self.mig_profile is None else f"nvidia.com/mig-{self.mig_profile}"

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Hashable
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gpufleet.model.workload import request_vector, vector
@@ -46,7 +45,7 @@ def job_shape(job: Job, topology: object = None) -> Hashable:
         job.priority,
         job.can_preempt,
         job.min_member,
-        tuple(replace(p.spec, name="") for p in job.pods),
+        tuple(p.spec.request_key for p in job.pods),
         tuple(k for p in job.pods for k in p.claims),
         topology,
     )
@@ -150,10 +149,20 @@ class Backlog:
     def queues(self) -> list[str]:
         return sorted(q for q in self._classes if q not in self._blocked)
 
-    def head(self, queue: str, epoch: int, token: Hashable, *, strict: bool = False) -> Job | None:
+    def head(
+        self,
+        queue: str,
+        epoch: int,
+        token: Hashable,
+        *,
+        strict: bool = False,
+        viable: Callable[[Job], bool] | None = None,
+    ) -> Job | None:
         """The next job of ``queue`` in this walk (None: the queue is done). With
         ``strict`` (strict FIFO) the queue is done as soon as its oldest job's class failed
-        under ``token``: the jobs behind it must not pass it."""
+        under ``token``: the jobs behind it must not pass it. A class that failed under an
+        older token is tried again only if ``viable`` says its next job may fit now (else
+        it counts as failed under ``token``)."""
         if queue in self._blocked:
             return None
         best: Job | None = None
@@ -164,10 +173,18 @@ class Backlog:
             i = cls.at(walk)
             if i >= len(cls.jobs) or cls.dropped == epoch:
                 continue
+            job = cls.jobs[i]
+            if (
+                self.skip_failed
+                and viable is not None
+                and cls.failed is not _NEVER
+                and cls.failed != token
+                and not viable(job)
+            ):
+                cls.failed = token
             failed = self.skip_failed and cls.failed == token
             if failed and not strict:
                 continue
-            job = cls.jobs[i]
             key = order_key(job)
             if best_key is None or key < best_key:
                 best, best_key, best_failed = job, key, failed
@@ -204,11 +221,19 @@ class Backlog:
             key=order_key,
         )
 
-    def settled(self, token: Hashable, *, strict: bool = False) -> bool:
+    def settled(
+        self,
+        token: Hashable,
+        *,
+        strict: bool = False,
+        viable: Callable[[Job], bool] | None = None,
+    ) -> bool:
         """Whether a walk now would find nothing to try: every class failed under
         ``token`` (with ``strict``, every queue's oldest job's class did)."""
         self.start()
-        return all(self.head(q, 0, token, strict=strict) is None for q in self._classes)
+        return all(
+            self.head(q, 0, token, strict=strict, viable=viable) is None for q in self._classes
+        )
 
     def forget(self) -> None:
         """Try every class again, whatever failed before."""

@@ -27,7 +27,7 @@ from collections import defaultdict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -227,7 +227,6 @@ class Cycle:
         """What each queue's own pods hold (its children's not counted)."""
         self.versions: dict[str, int] = dict.fromkeys(self.tree.queues, 0)
         """Bumped when a queue's allocation changes (queue_order caches on it)."""
-        self._order_cache: dict[str, tuple[tuple[int, ...], str, tuple[object, ...]]] = {}
         self.released = 0
         """Pods whose capacity went back to the cluster (evicted or finished), ever."""
         self.cycles = 0
@@ -240,8 +239,7 @@ class Cycle:
         """Room searches that failed, with the epoch they failed in (see make_room)."""
         self.act = True
         """Whether this cycle may evict (consolidate, reclaim, preempt)."""
-        self._static: dict[PodSpec, IntArray] = {}
-        """Per pod spec (name aside): the nodes that could run it empty (static_nodes)."""
+        self._caches()
         self.unqueued = vector()
         for pod in sorted(snapshot.pods, key=lambda p: (not p.gpus, -p.spec.cpu_milli, p.key)):
             if pod.node is not None:
@@ -266,6 +264,14 @@ class Cycle:
         """DRA: the claims pods use, their allocations, and the allocator."""
         self.bindings: list[Binding] = []
         self._start(now)
+
+    def _caches(self) -> None:
+        self._order_cache: dict[str, tuple[tuple[int, ...], str, tuple[object, ...]]] = {}
+        """Per queue: its order key, with the versions and head job it was computed for."""
+        self._static: dict[Hashable, IntArray] = {}
+        """Per pod spec (name aside): the nodes that could run it empty (static_nodes)."""
+        self._slots: dict[Hashable, tuple[int, tuple[float, Status | None]]] = {}
+        """slots() on the cycle's state, with the state's version it was counted at."""
 
     def _victim(self, r: Running) -> bool:
         return r.pod.managed and r.pod.queue in self.tree.queues and self.preemptible(r.pod)
@@ -466,10 +472,11 @@ class Cycle:
     def _serve(self, backlog: Backlog) -> None:
         """Serve the queues' jobs, one at a time, the queue furthest below its share first."""
         strict = self.config.strict_fifo
+        viable = None if self.act else self.viable
         heads: dict[str, Job] = {}
         for queue in backlog.queues():
             if queue in self.tree.queues:
-                head = backlog.head(queue, 0, self._failure_token(), strict=strict)
+                head = backlog.head(queue, 0, self._failure_token(), strict=strict, viable=viable)
                 if head is not None:
                     heads[queue] = head
         bound: list[Job] = []
@@ -486,7 +493,9 @@ class Cycle:
                     if not backlog.skip_failed:
                         for behind in backlog.behind(queue):
                             self._pend(behind, behind.pods, f"behind {job.key} (strict FIFO)")
-            head = backlog.head(queue, len(self.evictions), self._failure_token(), strict=strict)
+            head = backlog.head(
+                queue, len(self.evictions), self._failure_token(), strict=strict, viable=viable
+            )
             if head is None:
                 del heads[queue]
             else:
@@ -510,7 +519,16 @@ class Cycle:
         grace period could run out)."""
         if self._below_min_member():
             return False
-        return self.backlog.settled(self._failure_token(), strict=self.config.strict_fifo)
+        return self.backlog.settled(
+            self._failure_token(), strict=self.config.strict_fifo, viable=self.viable
+        )
+
+    def viable(self, job: Job) -> bool:
+        """Whether ``job`` may fit now without evicting anything: False only when its core
+        is of one plain spec and the cluster has fewer slots for it than it needs (an exact
+        bound, see :meth:`slots`)."""
+        core = job.core
+        return not core or self.slots(core, held=self.held_for(job))[0] >= len(core)
 
     def held_for(self, job: Job) -> Held | None:
         gpus = job_gpus(job)
@@ -669,36 +687,59 @@ class Cycle:
         return self.allocate(job.core, txn, self.held)
 
     def slots(
-        self, pods: tuple[PodInfo, ...], state: ClusterState | None = None
+        self,
+        pods: tuple[PodInfo, ...],
+        state: ClusterState | None = None,
+        held: Held | Literal["cycle"] | None = "cycle",
     ) -> tuple[float, Status | None]:
-        """At most how many of ``pods`` the cluster (or ``state``) could take, off the held
-        nodes — for pods of one plain spec (whole GPUs, no claims, no MIG, no pinned CPUs);
-        infinite for others (no bound is known). Placing one such pod on a node takes
-        exactly one of the node's slots, so the bound is exact for them. With it, the
-        filters' status where no node can take even one."""
+        """At most how many of ``pods`` the cluster (or ``state``) could take, off the
+        ``held`` nodes (by default the cycle's) — for pods of one plain spec (whole GPUs,
+        no claims, no MIG, no pinned CPUs); infinite for others (no bound is known).
+        Placing one such pod on a node takes exactly one of the node's slots, so the bound
+        is exact for them. With it, the filters' status where no node can take even one.
+
+        On the cycle's own state the answer is remembered until the state changes: a
+        saturated cluster asks it for many jobs of the same few specs."""
         first = pods[0].spec
+        key = first.request_key
         if (
             first.is_gpu_share
             or first.mig_profile is not None
             or first.exclusive_cpu
-            or any(p.claims or replace(p.spec, name=first.name) != first for p in pods)
+            or any(p.claims or p.spec.request_key != key for p in pods)
         ):
             return np.inf, None
-        spec = self.framework.prepare(first)
-        state = self.state if state is None else state
-        result = self.framework.run_filters(state, spec, self.held)
+        if held == "cycle":
+            held = self.held
+        cache_key: Hashable = None
+        if state is None:
+            state = self.state
+            cache_key = (key, len(pods), None if held is None else held.mask.tobytes())
+            version = int(state.generation.sum())
+            known = self._slots.get(cache_key)
+            if known is not None and known[0] == version:
+                return known[1]
+        answer = self._count_slots(first, len(pods), state, held)
+        if cache_key is not None:
+            self._slots[cache_key] = (version, answer)
+        return answer
+
+    def _count_slots(
+        self, pod: PodSpec, count: int, state: ClusterState, held: Held | None
+    ) -> tuple[float, Status | None]:
+        spec = self.framework.prepare(pod)
+        result = self.framework.run_filters(state, spec, held)
         nodes = result.nodes
         if not nodes.size:
             return 0.0, result.status
         per_node = np.full(nodes.size, np.iinfo(np.int64).max, dtype=np.int64)
         if spec.num_gpu:
-            whole = np.count_nonzero(state.gpu_free[nodes] == MILLI, axis=1)
-            per_node = np.minimum(per_node, whole // spec.num_gpu)
+            per_node = np.minimum(per_node, state.gpu_whole_free[nodes] // spec.num_gpu)
         if spec.cpu_milli:
             per_node = np.minimum(per_node, state.cpu_free[nodes] // spec.cpu_milli)
         if spec.memory_mib:
             per_node = np.minimum(per_node, state.memory_free[nodes] // spec.memory_mib)
-        return float(np.minimum(per_node, len(pods)).sum()), None
+        return float(np.minimum(per_node, count).sum()), None
 
     def gang_nodes(self, gang: str) -> list[int]:
         """Nodes where the gang's pods run (at the snapshot or bound in this cycle)."""
@@ -840,7 +881,7 @@ class Cycle:
 
     def static_nodes(self, spec: PodSpec) -> IntArray:
         """Nodes that could run ``spec`` if they were empty (its constraints allow them)."""
-        key = replace(spec, name="")
+        key = spec.request_key
         nodes = self._static.get(key)
         if nodes is None:
             nodes = self.framework.run_filters(self.empty, self.framework.prepare(spec)).nodes
@@ -934,7 +975,7 @@ class Cycle:
             job.queue,
             job.priority,
             job.can_preempt,
-            tuple(replace(p.spec, name="") for p in job.core),
+            tuple(p.spec.request_key for p in job.core),
             tuple(k for p in job.core for k in p.claims),
             None if self.held is None else self.held.mask.tobytes(),
         )

@@ -27,7 +27,7 @@ evictions behind.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -40,7 +40,7 @@ from gpufleet.scheduler.placement import choose_gpus, place
 from gpufleet.scheduler.transaction import Running, Transaction
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Hashable
 
     from gpufleet.model.cluster import BoolArray, FloatArray
     from gpufleet.model.pod import PodSpec
@@ -189,13 +189,13 @@ class VictimSearch:
         shared-GPU pod may move to another GPU of it."""
         pool, state, framework = self.pool, self.state, self.framework
         keep = mask.copy()
-        fits: dict[PodSpec, bool] = {}
+        fits: dict[Hashable, bool] = {}
         for i in np.flatnonzero(mask):
-            spec = replace(pool.items[i].spec, name="")
-            anywhere = fits.get(spec)
+            spec = pool.items[i].spec
+            anywhere = fits.get(spec.request_key)
             if anywhere is None:
                 anywhere = bool(framework.run_filters(state, spec, self.cycle.held).nodes.size)
-                fits[spec] = anywhere
+                fits[spec.request_key] = anywhere
             keep[i] = anywhere
         return keep
 
