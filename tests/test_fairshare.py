@@ -77,4 +77,6 @@ def test_one_resource_in_many_columns_divides_each_column_alone() -> None:
     shares = fair_shares(tree, demand, np.full(len(columns), 8.0), resource=0)
     for j, col in enumerate(columns):
         alone = fair_shares(tree, {q: vector(d) for q, d in col.items()}, vector(8))
-        assert {q: shares[q][j] for q in shares} == pytest.approx({q: v[0] for q, v in alone.items()})
+        assert {q: shares[q][j] for q in shares} == pytest.approx(
+            {q: v[0] for q, v in alone.items()}
+        )
