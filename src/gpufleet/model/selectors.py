@@ -22,7 +22,7 @@ import numpy as np
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from gpufleet.model.cluster import BoolArray
+    from gpufleet.model.cluster import BoolArray, IntArray
 
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 """Node-selector operators of ``v1 NodeSelectorRequirement``."""
@@ -103,7 +103,9 @@ class NodeConstraint:
 class NodeLabels:
     """Labels and taints of every node, with cached masks (shared by state copies)."""
 
-    __slots__ = ("_masks", "_taint_masks", "blocking_taints", "labels", "names", "taints")
+    __slots__ = (
+        "_ids", "_masks", "_taint_masks", "blocking_taints", "labels", "names", "taints",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -116,6 +118,7 @@ class NodeLabels:
         self.taints = tuple(taints)
         self._masks: dict[Requirement, BoolArray] = {}
         self._taint_masks: dict[Taint, BoolArray] = {}
+        self._ids: dict[str, tuple[IntArray, tuple[str, ...]]] = {}
         seen = {t for node in self.taints for t in node if t.effect in BLOCKING_EFFECTS}
         self.blocking_taints = tuple(sorted(seen, key=lambda t: (t.key, t.value, t.effect)))
         """Distinct NoSchedule/NoExecute taints of the cluster."""
@@ -158,3 +161,16 @@ class NodeLabels:
 
     def label_values(self, key: str) -> tuple[str | None, ...]:
         return tuple(labels.get(key) for labels in self.labels)
+
+    def label_ids(self, key: str) -> tuple[IntArray, tuple[str, ...]]:
+        """The distinct values of label ``key`` (sorted) and per node the index of its
+        value among them (-1: the node lacks the label)."""
+        known = self._ids.get(key)
+        if known is None:
+            values = self.label_values(key)
+            names = tuple(sorted({v for v in values if v is not None}))
+            index = {name: i for i, name in enumerate(names)}
+            ids = np.array([index[v] if v is not None else -1 for v in values], dtype=np.int64)
+            ids.setflags(write=False)
+            known = self._ids[key] = (ids, names)
+        return known

@@ -932,13 +932,28 @@ class Cycle:
         shares, so their failures last one cycle; consolidation depends only on what runs
         where, so its failures last until capacity is freed, across cycles.
 
+        An action that could not make room even by evicting every pod it may is not
+        searched for at all (:meth:`VictimSearch.hopeless`) — in no topology domain.
         """
+        search = VictimSearch(self, job)
+        shape = self._room_shape(job)
+        actions: list[str] = []
+        for action in self.config.actions:
+            note = self._room_failure(action, shape)
+            if note is None and (note := search.hopeless(action, request)) is not None:
+                self.room_failures[action, shape] = (self._room_epoch(action), note)
+            if note is None:
+                actions.append(action)
+            else:
+                notes.append(f"{action}: {note}")
+        if not actions:
+            return None
         base = self.held
         try:
             for where, held in self._room_restrictions(job):
                 self.held = held
                 tried: list[str] = []
-                plan = self._make_room_within(job, request, tried)
+                plan = self._make_room_within(job, request, tried, actions)
                 notes.extend(f"{where}{note}" for note in tried)
                 if plan is not None:
                     return plan
@@ -969,9 +984,26 @@ class Cycle:
         ]
         return [*out, ("anywhere: ", self.held)] if kind == "preferred" else out
 
-    def _make_room_within(self, job: Job, request: FloatArray, notes: list[str]) -> Plan | None:
+    def _make_room_within(
+        self, job: Job, request: FloatArray, notes: list[str], actions: list[str]
+    ) -> Plan | None:
         search = VictimSearch(self, job)
-        shape = (
+        shape = self._room_shape(job)
+        for action in actions:
+            known = self._room_failure(action, shape)
+            if known is not None:
+                notes.append(f"{action}: {known}")
+                continue
+            plan, note = search.run(action, request)
+            notes.append(f"{action}: {note}")
+            if plan is not None:
+                return plan
+            self.room_failures[action, shape] = (self._room_epoch(action), note)
+        return None
+
+    def _room_shape(self, job: Job) -> Hashable:
+        """What a room search for ``job`` depends on besides the epoch, off the held nodes."""
+        return (
             job.queue,
             job.priority,
             job.can_preempt,
@@ -979,22 +1011,16 @@ class Cycle:
             tuple(k for p in job.core for k in p.claims),
             None if self.held is None else self.held.mask.tobytes(),
         )
-        for action in self.config.actions:
-            epoch: Hashable = (
-                self._consolidation_epoch()
-                if action == "consolidate"
-                else (self.cycles, self.released, self.over_share if action == "reclaim" else 0)
-            )
-            known = self.room_failures.get((action, shape))
-            if known is not None and known[0] == epoch:
-                notes.append(f"{action}: {known[1]}")
-                continue
-            plan, note = search.run(action, request)
-            notes.append(f"{action}: {note}")
-            if plan is not None:
-                return plan
-            self.room_failures[action, shape] = (epoch, note)
-        return None
+
+    def _room_epoch(self, action: str) -> Hashable:
+        if action == "consolidate":
+            return self._consolidation_epoch()
+        return (self.cycles, self.released, self.over_share if action == "reclaim" else 0)
+
+    def _room_failure(self, action: str, shape: Hashable) -> str | None:
+        """Why ``action`` failed for a job of ``shape`` in this epoch, if it did."""
+        known = self.room_failures.get((action, shape))
+        return known[1] if known is not None and known[0] == self._room_epoch(action) else None
 
     def _consolidation_epoch(self) -> Hashable:
         """Consolidation fails again until capacity is freed or new pods may be moved."""

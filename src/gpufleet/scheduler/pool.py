@@ -137,8 +137,9 @@ class VictimPool:
             self.alive[i] = False
 
     def in_queues(self, names: Sequence[str]) -> BoolArray:
-        ids = [i for i, q in enumerate(self.queue_names) if q in set(names)]
-        return np.isin(self.queue, np.array(ids, dtype=np.int64))
+        table = np.zeros(len(self.queue_names), dtype=np.bool_)
+        table[[self._queue_id[q] for q in names if q in self._queue_id]] = True
+        return table[self.queue]
 
     def without(self, mask: BoolArray, keys: Sequence[str]) -> BoolArray:
         out = mask.copy()

@@ -49,10 +49,7 @@ class Domains:
 
     @staticmethod
     def of(state: ClusterState, level: str) -> Domains:
-        values = state.node_labels.label_values(level)
-        names = tuple(sorted({v for v in values if v is not None}))
-        index = {name: i for i, name in enumerate(names)}
-        ids = np.array([index[v] if v is not None else -1 for v in values], dtype=np.int64)
+        ids, names = state.node_labels.label_ids(level)
         return Domains(level, ids, names)
 
     @property

@@ -28,7 +28,7 @@ evictions behind.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 
@@ -52,6 +52,22 @@ MAX_NODES_TRIED = 16
 
 Slot = tuple[int, "PodSpec", tuple[int, ...]]
 Unit = tuple[Running, ...]
+if TYPE_CHECKING:
+    Accept: TypeAlias = Callable[[Unit, list[Running]], bool]
+    """Whether a unit of victims may be taken, given those taken so far."""
+
+FOUND = {"preempt": "found victims", "reclaim": "found victims", "consolidate": "moves found"}
+NOT_FOUND = {
+    "preempt": "evicting eligible pods frees no fitting node",
+    "reclaim": "evicting reclaimable pods (their queues kept at their fair share) frees no "
+    "node that fits",
+    "consolidate": "no preemptible pods can be moved to make room",
+}
+NO_ROOM = {
+    "preempt": "evicting every eligible pod would still leave no room for the job",
+    "reclaim": "reclaiming every reclaimable pod would still leave no room for the job",
+    "consolidate": "moving every pod that can move would still leave no room for the job",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,19 +92,44 @@ class VictimSearch:
         """The pod of the job whose room is being made (its claims must fit too)."""
 
     def run(self, action: str, request: FloatArray) -> tuple[Plan | None, str]:
+        mask, note, accept = self._candidates(action, request)
+        if mask is None:
+            return None, note
+        core = self.job.core
+        if action == "consolidate" and self._bound(mask) < len(core):
+            return None, NO_ROOM[action]
+        plan = self._search(action, mask, accept, relocate=action == "consolidate")
+        return plan, FOUND[action] if plan else NOT_FOUND[action]
+
+    def hopeless(self, action: str, request: FloatArray) -> str | None:
+        """Why ``action`` cannot make room for the job even if it evicted every pod it may
+        (None: a search may succeed). Held nodes only take room away, so what is hopeless
+        here is hopeless in every topology domain the job's searches are confined to."""
+        mask, note, _ = self._candidates(action, request)
+        if mask is None:
+            return note
+        return NO_ROOM[action] if self._bound(mask) < len(self.job.core) else None
+
+    def _bound(self, mask: BoolArray) -> float:
+        """At most how many of the job's core pods fit once every pod of ``mask`` is gone."""
+        return self.cycle.slots(self.job.core, self.pool.freed(self.state, mask))[0]
+
+    def _candidates(self, action: str, request: FloatArray) -> tuple[BoolArray | None, str, Accept]:
+        """The pods ``action`` may evict (None, and why not, when there are none), and
+        the rule that accepts each unit of victims."""
         if action in {"preempt", "reclaim"} and not self.job.can_preempt:
-            return None, "the job's preemptionPolicy is Never"
+            return None, "the job's preemptionPolicy is Never", _always
         if action == "preempt":
-            return self._run_preempt()
+            return (*self._preempt_candidates(), _always)
         if action == "reclaim":
-            return self._run_reclaim(request)
+            return self._reclaim_candidates(request)
         if action == "consolidate":
-            return self._run_consolidate(request)
-        return None, f"unknown action {action!r}"
+            return (*self._consolidate_candidates(request), _always)
+        return None, f"unknown action {action!r}", _always
 
     # -- the three rules ----------------------------------------------------------------
 
-    def _run_preempt(self) -> tuple[Plan | None, str]:
+    def _preempt_candidates(self) -> tuple[BoolArray | None, str]:
         job, pool = self.job, self.pool
         min_runtime = self.cycle.tree.queues[job.queue].preempt_min_runtime_s
         mask = (
@@ -102,10 +143,9 @@ class VictimSearch:
                 f"no lower-priority preemptible pods in queue {job.queue}"
                 + (f" past its preemptMinRuntime of {min_runtime:g}s" if min_runtime else "")
             )
-        plan = self._search("preempt", mask, _always, relocate=False)
-        return plan, "found victims" if plan else "evicting eligible pods frees no fitting node"
+        return mask, ""
 
-    def _run_reclaim(self, request: FloatArray) -> tuple[Plan | None, str]:
+    def _reclaim_candidates(self, request: FloatArray) -> tuple[BoolArray | None, str, Accept]:
         job, cycle, pool = self.job, self.cycle, self.pool
         own_path = cycle.tree.paths[job.queue]
 
@@ -124,9 +164,11 @@ class VictimSearch:
         allowed = [q for q in victims_of if all(over[m] <= 1 + EPS for m in mine(q))]
         if victims_of and not allowed:
             q = max(own_path, key=lambda q: over[q])
-            return None, (
+            return (
+                None,
                 f"queue {q} would be at {over[q]:.2f}x its fair share "
-                f"({cycle.fair[q][0]:g} GPUs) with this job; reclaim needs it within"
+                f"({cycle.fair[q][0]:g} GPUs) with this job; reclaim needs it within",
+                _always,
             )
 
         def accept(unit: Unit, taken: list[Running]) -> bool:
@@ -152,20 +194,16 @@ class VictimSearch:
         mask = in_other & pool.in_queues(above) & pool.reclaim_ok
         if not mask.any():
             protected = int(np.count_nonzero(in_other & ~pool.reclaim_ok))
-            return None, (
+            return (
+                None,
                 f"no pod of a queue above its fair share can be reclaimed ({len(above)} "
                 f"queue(s) above it; {protected} preemptible pod(s) of other queues within "
-                "reclaimMinRuntime)"
+                "reclaimMinRuntime)",
+                accept,
             )
-        plan = self._search("reclaim", mask, accept, relocate=False)
-        return plan, (
-            "found victims"
-            if plan
-            else "evicting reclaimable pods (their queues kept at their fair share) frees "
-            "no node that fits"
-        )
+        return mask, "", accept
 
-    def _run_consolidate(self, request: FloatArray) -> tuple[Plan | None, str]:
+    def _consolidate_candidates(self, request: FloatArray) -> tuple[BoolArray | None, str]:
         state, pool = self.state, self.pool
         whole = sum(p.spec.num_gpu for p in self.job.core if not p.spec.is_gpu_share)
         free_whole = int(np.count_nonzero(state.gpu_free == MILLI))
@@ -176,12 +214,7 @@ class VictimSearch:
             or state.memory_free.sum() < request[2]
         ):
             return None, "the job does not fit in the cluster's total free capacity"
-        mask = self._relocatable_alone(pool.alive & pool.single & ~pool.claims)
-        core = self.job.core
-        if self.cycle.slots(core, pool.freed(state, mask))[0] < len(core):
-            return None, "moving every pod that can move would still leave no room for the job"
-        plan = self._search("consolidate", mask, _always, relocate=True)
-        return plan, "moves found" if plan else "no preemptible pods can be moved to make room"
+        return self._relocatable_alone(pool.alive & pool.single & ~pool.claims), ""
 
     def _relocatable_alone(self, mask: BoolArray) -> BoolArray:
         """The pods of ``mask`` that fit somewhere now, each on its own (a pod that does not
