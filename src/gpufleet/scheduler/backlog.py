@@ -54,7 +54,7 @@ def job_shape(job: Job, topology: object = None) -> Hashable:
 class _Class:
     """The jobs of one class in one queue, in order, and this walk's place among them."""
 
-    __slots__ = ("cursor", "dropped", "failed", "jobs", "shape", "walk")
+    __slots__ = ("cursor", "dropped", "failed", "jobs", "shape", "viable", "walk")
 
     def __init__(self, shape: Hashable) -> None:
         self.shape = shape
@@ -65,6 +65,8 @@ class _Class:
         self.dropped: int | None = None
         self.failed: Hashable = _NEVER
         """The token the class last failed under."""
+        self.viable: Hashable = _NEVER
+        """The token under which its next job was last found viable (see head)."""
 
     def at(self, walk: int) -> int:
         """The cursor in walk ``walk`` (a new walk starts from the oldest job)."""
@@ -178,10 +180,12 @@ class Backlog:
                 self.skip_failed
                 and viable is not None
                 and cls.failed is not _NEVER
-                and cls.failed != token
-                and not viable(job)
+                and token not in {cls.failed, cls.viable}
             ):
-                cls.failed = token
+                if viable(job):
+                    cls.viable = token
+                else:
+                    cls.failed = token
             failed = self.skip_failed and cls.failed == token
             if failed and not strict:
                 continue

@@ -531,6 +531,8 @@ class Cycle:
         return not core or self.slots(core, held=self.held_for(job))[0] >= len(core)
 
     def held_for(self, job: Job) -> Held | None:
+        if not self.holds:
+            return None
         gpus = job_gpus(job)
         masks = [mask for mask, held_gpus in self.holds.values() if held_gpus > gpus]
         if not masks:
