@@ -5,7 +5,7 @@ time-weighted GPU allocation, preemptions, lost GPU-hours and the run time. open
 replays on its own 1,213 nodes; Philly on the bundled default cluster (80 x 8 GPUs, racks
 of 8). ``--until`` cuts the replays short (seconds of trace time); ``--policy`` picks
 policies and ``--trace`` traces (both repeatable); ``--variants`` adds gpufleet with
-starvation holds (after 30 min, after 6 h), without reclaim, and without both. A run of
+reclaim, with starvation holds (after 30 min, after 6 h), and without consolidation. A run of
 everything (no option) writes its table into docs/benchmarks.md unless ``--no-docs``.
 
     python -m bench.replay [--trace philly] [--policy gpufleet] [--until 3000000] [--variants]
@@ -26,15 +26,10 @@ from gpufleet.sim.replay import REPLAY_POLICIES, Replay, ReplayPolicy
 
 GPUFLEET = REPLAY_POLICIES["gpufleet"]
 VARIANTS = [
+    replace(GPUFLEET, name="gpufleet+reclaim", actions=("consolidate", "reclaim", "preempt")),
     replace(GPUFLEET, name="gpufleet+holds-30m", starvation_after_s=1800.0),
     replace(GPUFLEET, name="gpufleet+holds-6h", starvation_after_s=6 * 3600.0),
-    replace(GPUFLEET, name="gpufleet-reclaim", actions=("consolidate", "preempt")),
-    replace(
-        GPUFLEET,
-        name="gpufleet-reclaim+holds-30m",
-        actions=("consolidate", "preempt"),
-        starvation_after_s=1800.0,
-    ),
+    replace(GPUFLEET, name="gpufleet-consolidate", actions=("preempt",)),
 ]
 
 TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -89,11 +90,16 @@ def test_strict_fifo_blocks_behind_the_first_job_that_does_not_fit() -> None:
 def test_reclaim_evicts_and_reruns_a_job_and_counts_the_lost_gpu_time() -> None:
     # Queue a fills the 8-GPU node before b arrives; b's quota (half, by demand) is
     # reclaimed after a's min runtime (30 min). The evicted job reruns from the start.
+    # gpufleet's replay default does not reclaim: b waits for a's jobs instead.
     jobs = [
         *(gpu_job(f"a{i}", "a", 0.0, 20_000.0, 1, 4) for i in range(2)),
         gpu_job("b0", "b", 10.0, 40_000.0, 1, 4),
     ]
-    run = Replay(nodes(1), jobs, REPLAY_POLICIES["gpufleet"]).run()
+    default = Replay(nodes(1), jobs, REPLAY_POLICIES["gpufleet"]).run()
+    assert (default.preemptions, default.lost_gpu_hours) == (0, 0.0)
+    assert default.wait_quantiles_s[-1] == pytest.approx(20_000.0 - 10.0)
+    reclaim = replace(REPLAY_POLICIES["gpufleet"], actions=("consolidate", "reclaim", "preempt"))
+    run = Replay(nodes(1), jobs, reclaim).run()
     assert run.preemptions == 1
     assert run.finished_jobs == 3
     assert run.lost_gpu_hours == pytest.approx(4 * 1800 / 3600, rel=0.2)
