@@ -272,6 +272,8 @@ class Cycle:
         """Per pod spec (name aside): the nodes that could run it empty (static_nodes)."""
         self._slots: dict[Hashable, tuple[int, tuple[float, Status | None]]] = {}
         """slots() on the cycle's state, with the state's version it was counted at."""
+        self.movable: tuple[Hashable, BoolArray, ClusterState] | None = None
+        """Consolidation's movable pods and the state without them (VictimSearch)."""
 
     def _victim(self, r: Running) -> bool:
         return r.pod.managed and r.pod.queue in self.tree.queues and self.preemptible(r.pod)
@@ -305,7 +307,7 @@ class Cycle:
         """Pods bound (or moved) in this cycle: never victims of the same cycle."""
         self.over_share = 0
         """Bindings that left a queue above its fair share (see make_room)."""
-        epoch = self._consolidation_epoch()
+        epoch = self.consolidation_epoch()
         self.room_failures = {k: v for k, v in self.room_failures.items() if v[0] == epoch}
         self.held: Held | None = None
         """The holds that apply to the job being scheduled."""
@@ -472,7 +474,7 @@ class Cycle:
     def _serve(self, backlog: Backlog) -> None:
         """Serve the queues' jobs, one at a time, the queue furthest below its share first."""
         strict = self.config.strict_fifo
-        viable = None if self.act else self.viable
+        viable = self.worth if self.act else self.viable
         heads: dict[str, Job] = {}
         for queue in backlog.queues():
             if queue in self.tree.queues:
@@ -505,9 +507,11 @@ class Cycle:
 
     def _failure_token(self) -> Hashable:
         """What a failed job's class waits on: freed capacity or a change of holds (later
-        bindings only take capacity). A cycle that may evict forgets every failure first
-        (:meth:`Backlog.forget`), so fair shares and min runtimes are judged there."""
-        return (self.released, self.hold_version)
+        bindings only take capacity). A cycle that may evict has tokens of its own: there
+        every failed class is judged again (:meth:`worth`), with its fair shares and min
+        runtimes."""
+        token = (self.released, self.hold_version)
+        return (*token, "act", self.cycles) if self.act else token
 
     def _below_min_member(self) -> list[str]:
         """Gangs with some pods running, fewer than their minMember, by name."""
@@ -522,6 +526,18 @@ class Cycle:
         return self.backlog.settled(
             self._failure_token(), strict=self.config.strict_fifo, viable=self.viable
         )
+
+    def worth(self, job: Job) -> bool:
+        """In a cycle that may evict: whether trying ``job`` could bind it — it fits now,
+        or some action might make room for it (:meth:`VictimSearch.hopeless`)."""
+        if self.viable(job):
+            return True
+        base, self.held = self.held, self.held_for(job)
+        try:
+            request = sum((request_vector(p.spec) for p in job.core), vector())
+            return bool(self._room_actions(job, request, []))
+        finally:
+            self.held = base
 
     def viable(self, job: Job) -> bool:
         """Whether ``job`` may fit now without evicting anything: False only when its core
@@ -937,17 +953,7 @@ class Cycle:
         An action that could not make room even by evicting every pod it may is not
         searched for at all (:meth:`VictimSearch.hopeless`) — in no topology domain.
         """
-        search = VictimSearch(self, job)
-        shape = self._room_shape(job)
-        actions: list[str] = []
-        for action in self.config.actions:
-            note = self._room_failure(action, shape)
-            if note is None and (note := search.hopeless(action, request)) is not None:
-                self.room_failures[action, shape] = (self._room_epoch(action), note)
-            if note is None:
-                actions.append(action)
-            else:
-                notes.append(f"{action}: {note}")
+        actions = self._room_actions(job, request, notes)
         if not actions:
             return None
         base = self.held
@@ -986,12 +992,27 @@ class Cycle:
         ]
         return [*out, ("anywhere: ", self.held)] if kind == "preferred" else out
 
+    def _room_actions(self, job: Job, request: FloatArray, notes: list[str]) -> list[str]:
+        """The actions that might make room for ``job`` (the others' reasons go to notes)."""
+        search = VictimSearch(self, job)
+        actions: list[str] = []
+        for action in self.config.actions:
+            shape = self._room_shape(job, action)
+            note = self._room_failure(action, shape)
+            if note is None and (note := search.hopeless(action, request)) is not None:
+                self.room_failures[action, shape] = (self._room_epoch(action), note)
+            if note is None:
+                actions.append(action)
+            else:
+                notes.append(f"{action}: {note}")
+        return actions
+
     def _make_room_within(
         self, job: Job, request: FloatArray, notes: list[str], actions: list[str]
     ) -> Plan | None:
         search = VictimSearch(self, job)
-        shape = self._room_shape(job)
         for action in actions:
+            shape = self._room_shape(job, action)
             known = self._room_failure(action, shape)
             if known is not None:
                 notes.append(f"{action}: {known}")
@@ -1003,12 +1024,11 @@ class Cycle:
             self.room_failures[action, shape] = (self._room_epoch(action), note)
         return None
 
-    def _room_shape(self, job: Job) -> Hashable:
-        """What a room search for ``job`` depends on besides the epoch, off the held nodes."""
+    def _room_shape(self, job: Job, action: str) -> Hashable:
+        """What ``action``'s search for ``job`` depends on besides the epoch, off the held
+        nodes (consolidation moves any queue's pods, for a job of any queue)."""
         return (
-            job.queue,
-            job.priority,
-            job.can_preempt,
+            None if action == "consolidate" else (job.queue, job.priority, job.can_preempt),
             tuple(p.spec.request_key for p in job.core),
             tuple(k for p in job.core for k in p.claims),
             None if self.held is None else self.held.mask.tobytes(),
@@ -1016,7 +1036,7 @@ class Cycle:
 
     def _room_epoch(self, action: str) -> Hashable:
         if action == "consolidate":
-            return self._consolidation_epoch()
+            return self.consolidation_epoch()
         return (self.cycles, self.released, self.over_share if action == "reclaim" else 0)
 
     def _room_failure(self, action: str, shape: Hashable) -> str | None:
@@ -1024,7 +1044,7 @@ class Cycle:
         known = self.room_failures.get((action, shape))
         return known[1] if known is not None and known[0] == self._room_epoch(action) else None
 
-    def _consolidation_epoch(self) -> Hashable:
+    def consolidation_epoch(self) -> Hashable:
         """Consolidation fails again until capacity is freed or new pods may be moved."""
         return ("consolidate", self.released, self.pool.generation)
 

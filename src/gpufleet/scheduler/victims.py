@@ -42,7 +42,7 @@ from gpufleet.scheduler.transaction import Running, Transaction
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable
 
-    from gpufleet.model.cluster import BoolArray, FloatArray
+    from gpufleet.model.cluster import BoolArray, ClusterState, FloatArray
     from gpufleet.model.pod import PodSpec
     from gpufleet.model.workload import PodInfo
     from gpufleet.scheduler.cycle import Cycle, Job
@@ -96,7 +96,7 @@ class VictimSearch:
         if mask is None:
             return None, note
         core = self.job.core
-        if action == "consolidate" and self._bound(mask) < len(core):
+        if action == "consolidate" and self._bound(action, mask) < len(core):
             return None, NO_ROOM[action]
         plan = self._search(action, mask, accept, relocate=action == "consolidate")
         return plan, FOUND[action] if plan else NOT_FOUND[action]
@@ -108,11 +108,30 @@ class VictimSearch:
         mask, note, _ = self._candidates(action, request)
         if mask is None:
             return note
-        return NO_ROOM[action] if self._bound(mask) < len(self.job.core) else None
+        return NO_ROOM[action] if self._bound(action, mask) < len(self.job.core) else None
 
-    def _bound(self, mask: BoolArray) -> float:
+    def _bound(self, action: str, mask: BoolArray) -> float:
         """At most how many of the job's core pods fit once every pod of ``mask`` is gone."""
-        return self.cycle.slots(self.job.core, self.pool.freed(self.state, mask))[0]
+        freed = self._movable()[1] if action == "consolidate" else None
+        if freed is None:
+            freed = self.pool.freed(self.state, mask)
+        return self.cycle.slots(self.job.core, freed)[0]
+
+    def _movable(self) -> tuple[BoolArray, ClusterState]:
+        """The pods consolidation may move (each fits somewhere on its own), and the state
+        with all of them gone. Kept for the consolidation epoch and the held nodes: within
+        an epoch capacity is only taken, so the pods that fit can only have become fewer
+        and the freed state stays an upper bound (the search checks each move itself)."""
+        cycle, pool = self.cycle, self.pool
+        key = (
+            cycle.consolidation_epoch(),
+            None if cycle.held is None else cycle.held.mask.tobytes(),
+        )
+        known = cycle.movable
+        if known is None or known[0] != key:
+            mask = self._relocatable_alone(pool.alive & pool.single & ~pool.claims)
+            known = cycle.movable = (key, mask, pool.freed(self.state, mask))
+        return known[1], known[2]
 
     def _candidates(self, action: str, request: FloatArray) -> tuple[BoolArray | None, str, Accept]:
         """The pods ``action`` may evict (None, and why not, when there are none), and
@@ -204,7 +223,7 @@ class VictimSearch:
         return mask, "", accept
 
     def _consolidate_candidates(self, request: FloatArray) -> tuple[BoolArray | None, str]:
-        state, pool = self.state, self.pool
+        state = self.state
         whole = sum(p.spec.num_gpu for p in self.job.core if not p.spec.is_gpu_share)
         free_whole = int(np.count_nonzero(state.gpu_free == MILLI))
         if (
@@ -214,7 +233,7 @@ class VictimSearch:
             or state.memory_free.sum() < request[2]
         ):
             return None, "the job does not fit in the cluster's total free capacity"
-        return self._relocatable_alone(pool.alive & pool.single & ~pool.claims), ""
+        return self._movable()[0], ""
 
     def _relocatable_alone(self, mask: BoolArray) -> BoolArray:
         """The pods of ``mask`` that fit somewhere now, each on its own (a pod that does not

@@ -325,8 +325,6 @@ class Replay:
 
     def _cycle(self, now: float, periodic: bool) -> None:
         cycle = self.cycle
-        if periodic:
-            cycle.backlog.forget()
         cycle.begin(now, act=periodic)
         self.cycles += 1
         result = cycle.run()
