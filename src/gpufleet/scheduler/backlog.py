@@ -76,6 +76,8 @@ class _Class:
 
 
 _NEVER = object()
+_BOUND = object()
+"""A class whose job was just bound (no failure yet, but judged again like one)."""
 
 
 class Backlog:
@@ -199,6 +201,15 @@ class Backlog:
         cls = self._class_of.get(job.key)
         if cls is not None:
             cls.cursor = cls.at(self._walk) + 1
+
+    def bound(self, job: Job) -> None:
+        """``job`` was bound: the capacity it took may leave none for the next job of its
+        class, so that one is judged (``viable``) before it is tried."""
+        cls = self._class_of.get(job.key)
+        if self.skip_failed and cls is not None:
+            cls.viable = _NEVER
+            if cls.failed is _NEVER:
+                cls.failed = _BOUND
 
     def failed(self, job: Job, epoch: int, token: Hashable) -> None:
         """``job`` stays pending; with ``skip_failed`` the rest of its class does too, and

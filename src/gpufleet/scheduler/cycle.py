@@ -486,8 +486,11 @@ class Cycle:
             queue = min(heads, key=lambda q: self.queue_order(q, heads[q]))
             job = heads[queue]
             backlog.passed(job)
-            if self.schedule(job):
+            # A replay's backlog skips known failures without a trace: a head judged at the
+            # walk's start may have lost its room to the jobs bound since.
+            if (not backlog.skip_failed or viable(job)) and self.schedule(job):
                 bound.append(job)
+                backlog.bound(job)
             else:
                 backlog.failed(job, len(self.evictions), self._failure_token())
                 if strict:
