@@ -95,6 +95,7 @@ class ClusterState:
         "cpu_capacity",
         "cpu_free",
         "generation",
+        "changes",
         "gpu_count",
         "gpu_free",
         "gpu_idle",
@@ -146,6 +147,8 @@ class ClusterState:
         self.gpu_whole_free: IntArray = self.gpu_count.copy()
         self.gpu_pod_kinds: IntArray = np.zeros((n, g + 1), dtype=np.int64)
         self.generation: IntArray = np.zeros(n, dtype=np.int64)
+        self.changes = 0
+        """Changes of any node so far (the sum of ``generation``)."""
         self.node_labels = NodeLabels(
             [node.labels for node in nodes], [node.taints for node in nodes], self.names
         )
@@ -289,6 +292,7 @@ class ClusterState:
             self.gpu_pod_kinds[node, gpu_pod_kind(pod)] += 1
             self.refresh_gpu_totals(node)
         self.generation[node] += 1
+        self.changes += 1
 
     def _reserve_mig(self, node: int, pod: PodSpec, gpus: Sequence[int]) -> None:
         if self.cpu_free[node] < pod.cpu_milli or self.memory_free[node] < pod.memory_mib:
@@ -313,6 +317,7 @@ class ClusterState:
         self.cpu_free[node] -= pod.cpu_milli
         self.memory_free[node] -= pod.memory_mib
         self.generation[node] += 1
+        self.changes += 1
 
     def _release_mig(self, node: int, pod: PodSpec, gpus: Sequence[int]) -> None:
         assert pod.mig_profile is not None
@@ -328,6 +333,7 @@ class ClusterState:
         self.cpu_free[node] += pod.cpu_milli
         self.memory_free[node] += pod.memory_mib
         self.generation[node] += 1
+        self.changes += 1
 
     def mig_profile_index(self, profile: str) -> int | None:
         try:
@@ -352,6 +358,7 @@ class ClusterState:
             self.gpu_pod_kinds[node, gpu_pod_kind(pod)] -= 1
             self.refresh_gpu_totals(node)
         self.generation[node] += 1
+        self.changes += 1
 
     def refresh_gpu_totals(self, nodes: int | IntArray) -> None:
         """Recompute ``gpu_idle`` and ``gpu_whole_free`` of ``nodes`` from ``gpu_free``."""

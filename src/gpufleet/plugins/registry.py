@@ -61,7 +61,7 @@ def plugin_registry() -> Registry[PluginFactory]:
     return registry
 
 
-_FIT = (
+FIT_FILTERS = (
     node_affinity.NAME,
     taint_toleration.NAME,
     node_resources.NAME,
@@ -69,6 +69,7 @@ _FIT = (
     mig_fit.NAME,
     numa_align.NAME,
 )
+"""Every profile's filters: constraints (affinity, taints, GPU model) and capacity."""
 _PUBLISHED_WEIGHT = 1000
 
 GPUFLEET_FGD_WEIGHT = 10
@@ -90,7 +91,7 @@ def policy_registry() -> Registry[Profile]:
     for profile in (
         Profile(
             "kube-default",
-            _FIT,
+            FIT_FILTERS,
             ((kube_default.LEAST_ALLOCATED, 1), (kube_default.BALANCED_ALLOCATION, 1)),
             gpu_choice.BEST_FIT,
             whole_gpus_only=True,
@@ -98,49 +99,49 @@ def policy_registry() -> Registry[Profile]:
         ),
         Profile(
             "random",
-            _FIT,
+            FIT_FILTERS,
             ((random_score.NAME, _PUBLISHED_WEIGHT),),
             gpu_choice.RANDOM,
             description="a uniformly random feasible node and GPU",
         ),
         Profile(
             "dot-product",
-            _FIT,
+            FIT_FILTERS,
             ((dot_product.NAME, _PUBLISHED_WEIGHT),),
             gpu_choice.BEST_FIT,
             description="Tetris dot product of free and requested CPU/GPU",
         ),
         Profile(
             "gpu-clustering",
-            _FIT,
+            FIT_FILTERS,
             ((gpu_clustering.NAME, _PUBLISHED_WEIGHT),),
             gpu_choice.BEST_FIT,
             description="GPU pods of one kind together",
         ),
         Profile(
             "gpu-packing",
-            _FIT,
+            FIT_FILTERS,
             ((gpu_packing.NAME, _PUBLISHED_WEIGHT),),
             gpu_choice.BEST_FIT,
             description="used GPUs first, then used nodes, then free nodes",
         ),
         Profile(
             "best-fit",
-            _FIT,
+            FIT_FILTERS,
             ((best_fit.NAME, _PUBLISHED_WEIGHT),),
             gpu_choice.BEST_FIT,
             description="least CPU and GPU left over",
         ),
         Profile(
             "fgd",
-            _FIT,
+            FIT_FILTERS,
             ((fgd.NAME, _PUBLISHED_WEIGHT),),
             fgd.GPU_CHOICE,
             description="fragmentation gradient descent (USENIX ATC '23)",
         ),
         Profile(
             "gpufleet",
-            _FIT,
+            FIT_FILTERS,
             ((fgd.NAME, GPUFLEET_FGD_WEIGHT), (stranding.NAME, 1)),
             gpu_choice.BEST_FIT,
             description="FGD's fragment gradient, then the least GPU stranded behind CPU/memory",

@@ -50,7 +50,7 @@ from gpufleet.model.workload import (
     vector,
 )
 from gpufleet.plugins.gpu_choice import first_free_gpus, tightest_gpu
-from gpufleet.plugins.registry import PLUGINS, POLICIES
+from gpufleet.plugins.registry import FIT_FILTERS, PLUGINS, POLICIES
 from gpufleet.scheduler.backlog import Backlog
 from gpufleet.scheduler.claims import ClaimBook
 from gpufleet.scheduler.fairshare import EPS, QueueTree, fair_shares, share_ratio
@@ -155,6 +155,18 @@ def _changed(before: tuple[BoolArray, float] | None, after: tuple[BoolArray, flo
     if before is None or after is None:
         return before is not after
     return not np.array_equal(before[0], after[0])
+
+
+def _per_node_slots(spec: PodSpec, state: ClusterState, nodes: IntArray) -> IntArray:
+    """How many pods of plain ``spec`` each of ``nodes`` has whole GPUs, CPU and memory for."""
+    per_node = np.full(nodes.size, np.iinfo(np.int64).max, dtype=np.int64)
+    if spec.num_gpu:
+        per_node = np.minimum(per_node, state.gpu_whole_free[nodes] // spec.num_gpu)
+    if spec.cpu_milli:
+        per_node = np.minimum(per_node, state.cpu_free[nodes] // spec.cpu_milli)
+    if spec.memory_mib:
+        per_node = np.minimum(per_node, state.memory_free[nodes] // spec.memory_mib)
+    return per_node
 
 
 def build_jobs(snapshot: Snapshot) -> list[Job]:
@@ -270,6 +282,8 @@ class Cycle:
         """Per queue: its order key, with the versions and head job it was computed for."""
         self._static: dict[Hashable, IntArray] = {}
         """Per pod spec (name aside): the nodes that could run it empty (static_nodes)."""
+        self._plain: dict[tuple[str, int], Hashable | None] = {}
+        """Per pod group (first pod, size): its plain request key (see _plain_key)."""
         self._slots: dict[Hashable, tuple[int, tuple[float, Status | None]]] = {}
         """slots() on the cycle's state, with the state's version it was counted at."""
         self.movable: tuple[Hashable, BoolArray, ClusterState] | None = None
@@ -722,13 +736,8 @@ class Cycle:
         On the cycle's own state the answer is remembered until the state changes: a
         saturated cluster asks it for many jobs of the same few specs."""
         first = pods[0].spec
-        key = first.request_key
-        if (
-            first.is_gpu_share
-            or first.mig_profile is not None
-            or first.exclusive_cpu
-            or any(p.claims or p.spec.request_key != key for p in pods)
-        ):
+        key = self._plain_key(pods)
+        if key is None:
             return np.inf, None
         if held == "cycle":
             held = self.held
@@ -736,7 +745,7 @@ class Cycle:
         if state is None:
             state = self.state
             cache_key = (key, len(pods), None if held is None else held.mask.tobytes())
-            version = int(state.generation.sum())
+            version = state.changes
             known = self._slots.get(cache_key)
             if known is not None and known[0] == version:
                 return known[1]
@@ -745,22 +754,43 @@ class Cycle:
             self._slots[cache_key] = (version, answer)
         return answer
 
+    def _plain_key(self, pods: tuple[PodInfo, ...]) -> Hashable | None:
+        """The request key of ``pods`` if they are of one plain spec (whole GPUs, no claims,
+        no MIG, no pinned CPUs), else None. Remembered per pod group: a pod's key names
+        one pod, and a pod's request never changes."""
+        memo = (pods[0].key, len(pods))
+        if memo in self._plain:
+            return self._plain[memo]
+        first = pods[0].spec
+        key: Hashable | None = first.request_key
+        if (
+            first.is_gpu_share
+            or first.mig_profile is not None
+            or first.exclusive_cpu
+            or any(p.claims or p.spec.request_key != key for p in pods)
+        ):
+            key = None
+        self._plain[memo] = key
+        return key
+
     def _count_slots(
         self, pod: PodSpec, count: int, state: ClusterState, held: Held | None
     ) -> tuple[float, Status | None]:
         spec = self.framework.prepare(pod)
+        if self.framework.profile.filters == FIT_FILTERS:
+            # These filters take a plain pod on a node its constraints allow exactly when
+            # the node has its whole GPUs, CPU and memory free: count without running them.
+            nodes = self.static_nodes(spec)
+            if held is not None:
+                nodes = nodes[~held.mask[nodes]]
+            per_node = _per_node_slots(spec, state, nodes)
+            if per_node.any():
+                return float(np.minimum(per_node, count).sum()), None
         result = self.framework.run_filters(state, spec, held)
         nodes = result.nodes
         if not nodes.size:
             return 0.0, result.status
-        per_node = np.full(nodes.size, np.iinfo(np.int64).max, dtype=np.int64)
-        if spec.num_gpu:
-            per_node = np.minimum(per_node, state.gpu_whole_free[nodes] // spec.num_gpu)
-        if spec.cpu_milli:
-            per_node = np.minimum(per_node, state.cpu_free[nodes] // spec.cpu_milli)
-        if spec.memory_mib:
-            per_node = np.minimum(per_node, state.memory_free[nodes] // spec.memory_mib)
-        return float(np.minimum(per_node, count).sum()), None
+        return float(np.minimum(_per_node_slots(spec, state, nodes), count).sum()), None
 
     def gang_nodes(self, gang: str) -> list[int]:
         """Nodes where the gang's pods run (at the snapshot or bound in this cycle)."""
