@@ -92,10 +92,10 @@ class ClusterState:
 
     __slots__ = (
         "_model_masks",
+        "changes",
         "cpu_capacity",
         "cpu_free",
         "generation",
-        "changes",
         "gpu_count",
         "gpu_free",
         "gpu_idle",
