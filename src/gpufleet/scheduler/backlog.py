@@ -12,9 +12,8 @@ in their old place. Its point is to make a saturated cluster cheap to schedule:
 * A class's failure is remembered across cycles under a *token* (what was freed, which
   nodes are held); a later cycle skips the class without trying it until the token
   changes — in strict FIFO, the queue waits while its oldest job's class is so failed.
-  :meth:`forget` clears the memory (the replay's periodic cycle, which lets min-runtime
-  protection expire into reclaim). :meth:`settled` tells that a cycle now would try
-  nothing at all.
+  When the token changed, a ``viable`` judge (the cycle's) says whether the class's next
+  job is worth trying at all; :meth:`settled` tells that a cycle now would try nothing.
 
 Each queue's next job is the oldest head among its live classes, by (-priority, created,
 key), the order the cycle serves a queue in.
@@ -249,12 +248,6 @@ class Backlog:
         return all(
             self.head(q, 0, token, strict=strict, viable=viable) is None for q in self._classes
         )
-
-    def forget(self) -> None:
-        """Try every class again, whatever failed before."""
-        for classes in self._classes.values():
-            for cls in classes.values():
-                cls.failed = _NEVER
 
 
 def _request(job: Job) -> FloatArray:
