@@ -10,7 +10,7 @@ Time is seconds since the epoch, as floats; the cycle is handed ``now``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,6 +38,11 @@ def request_vector(pod: PodSpec) -> FloatArray:
     """What ``pod`` takes from its queue: GPUs (a share or MIG slice as its fraction), CPU,
     memory."""
     return vector(pod.gpu_equivalent, pod.cpu_milli, pod.memory_mib)
+
+
+def pods_request(pods: Iterable[PodInfo]) -> FloatArray:
+    """What ``pods`` take from their queue together (see :func:`request_vector`)."""
+    return sum((request_vector(p.spec) for p in pods), vector())
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ import bisect
 from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
-from gpufleet.model.workload import request_vector, vector
+from gpufleet.model.workload import pods_request, vector
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -251,4 +251,4 @@ class Backlog:
 
 
 def _request(job: Job) -> FloatArray:
-    return sum((request_vector(p.spec) for p in job.pods), vector())
+    return pods_request(job.pods)

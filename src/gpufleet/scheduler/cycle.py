@@ -46,6 +46,7 @@ from gpufleet.model.workload import (
     PodInfo,
     QueueSpec,
     Snapshot,
+    pods_request,
     request_vector,
     vector,
 )
@@ -448,7 +449,7 @@ class Cycle:
         cached = self._order_cache.get(queue)
         if cached is not None and cached[0] == versions and cached[1] == head.key:
             return cached[2]
-        request = sum((request_vector(p.spec) for p in head.core or head.pods), vector())
+        request = pods_request(head.core or head.pods)
         levels = tuple(
             (-self.tree.queues[q].priority, self.ratio(q, request)) for q in self.tree.paths[queue]
         )
@@ -465,7 +466,7 @@ class Cycle:
         for queue in unknown:
             for job in backlog.behind(queue):
                 self._pend(job, job.pods, f"queue {job.queue} does not exist")
-        for gang in self._below_min_member():
+        for gang in sorted(self.partial):
             if gang not in backlog:
                 self._release_stale(gang, "")
         self._serve(backlog)
@@ -530,15 +531,11 @@ class Cycle:
         token = (self.released, self.hold_version)
         return (*token, "act", self.cycles) if self.act else token
 
-    def _below_min_member(self) -> list[str]:
-        """Gangs with some pods running, fewer than their minMember, by name."""
-        return sorted(self.partial)
-
     def settled(self) -> bool:
         """Whether a cycle now, without evicting, would do nothing: every pending class
         failed since capacity was last freed, and no gang runs below its minMember (whose
         grace period could run out)."""
-        if self._below_min_member():
+        if self.partial:
             return False
         return self.backlog.settled(
             self._failure_token(), strict=self.config.strict_fifo, viable=self.viable
@@ -551,7 +548,7 @@ class Cycle:
             return True
         base, self.held = self.held, self.held_for(job)
         try:
-            request = sum((request_vector(p.spec) for p in job.core), vector())
+            request = pods_request(job.core)
             return bool(self._room_actions(job, request, []))
         finally:
             self.held = base
@@ -597,7 +594,7 @@ class Cycle:
             self._pend(job, job.pods, self._stale(job, reason), notes=notes, record=record)
             return False
         if core:
-            request = sum((request_vector(p.spec) for p in core), vector())
+            request = pods_request(core)
             blocked = self.admission(job, request)
             if blocked is not None:
                 reason = self._stale(job, blocked)
