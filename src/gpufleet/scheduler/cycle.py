@@ -279,14 +279,18 @@ class Cycle:
         self._start(now)
 
     def _caches(self) -> None:
-        self._order_cache: dict[str, tuple[tuple[int, ...], str, tuple[object, ...]]] = {}
-        """Per queue: its order key, with the versions and head job it was computed for."""
+        self._order_cache: dict[str, tuple[tuple[int, ...], str, object, tuple[object, ...]]] = {}
+        """Per queue: its order key, with the versions, head job and fair shares it was
+        computed for."""
         self._static: dict[Hashable, IntArray] = {}
         """Per pod spec (name aside): the nodes that could run it empty (static_nodes)."""
         self._plain: dict[tuple[str, int], Hashable | None] = {}
         """Per pod group (first pod, size): its plain request key (see _plain_key)."""
-        self._slots: dict[Hashable, tuple[int, tuple[float, Status | None]]] = {}
+        self._slots: dict[Hashable, tuple[int, float]] = {}
         """slots() on the cycle's state, with the state's version it was counted at."""
+        self._fair_key = b""
+        self._fair_of: dict[str, FloatArray] = {}
+        """The last fair shares divided, and the demands they were divided for."""
         self.movable: tuple[Hashable, BoolArray, ClusterState] | None = None
         """Consolidation's movable pods and the state without them (VictimSearch)."""
 
@@ -306,11 +310,7 @@ class Cycle:
     def _start(self, now: float) -> None:
         self.now = now
         self.cycles += 1
-        demand = {
-            q: self.own[q] + self.backlog.demand[q] if q in self.backlog.demand else self.own[q]
-            for q in self.tree.queues
-        }
-        self.fair = fair_shares(self.tree, demand, np.maximum(self.capacity - self.unqueued, 0.0))
+        self._fair: dict[str, FloatArray] | None = None
         self.bindings = []
         self.evictions: list[Eviction] = []
         self.pending: list[Pending] = []
@@ -326,6 +326,23 @@ class Cycle:
         self.room_failures = {k: v for k, v in self.room_failures.items() if v[0] == epoch}
         self.held: Held | None = None
         """The holds that apply to the job being scheduled."""
+
+    @property
+    def fair(self) -> dict[str, FloatArray]:
+        """Every queue's fair share in this cycle, of what its pods hold and its pending
+        jobs ask. Divided on first use (a cycle may need none), and again only when the
+        demands changed since the last division."""
+        if self._fair is None:
+            demand = {
+                q: self.own[q] + self.backlog.demand[q] if q in self.backlog.demand else self.own[q]
+                for q in self.tree.queues
+            }
+            available = np.maximum(self.capacity - self.unqueued, 0.0)
+            key = b"".join([available.tobytes(), *(d.tobytes() for d in demand.values())])
+            if key != self._fair_key:
+                self._fair_key, self._fair_of = key, fair_shares(self.tree, demand, available)
+            self._fair = self._fair_of
+        return self._fair
 
     def finish(self, key: str) -> Running:
         """Pod ``key`` ended (its job completed, or it was stopped): free what it held."""
@@ -446,15 +463,16 @@ class Cycle:
         """
         path = self.tree.paths[queue]
         versions = tuple(self.versions[q] for q in path)
+        fair = self.fair
         cached = self._order_cache.get(queue)
-        if cached is not None and cached[0] == versions and cached[1] == head.key:
-            return cached[2]
+        if cached is not None and cached[2] is fair and cached[:2] == (versions, head.key):
+            return cached[3]
         request = pods_request(head.core or head.pods)
         levels = tuple(
             (-self.tree.queues[q].priority, self.ratio(q, request)) for q in self.tree.paths[queue]
         )
         order = (levels, queue)
-        self._order_cache[queue] = (versions, head.key, order)
+        self._order_cache[queue] = (versions, head.key, fair, order)
         return order
 
     # -- the cycle ----------------------------------------------------------------------
@@ -558,7 +576,7 @@ class Cycle:
         is of one plain spec and the cluster has fewer slots for it than it needs (an exact
         bound, see :meth:`slots`)."""
         core = job.core
-        return not core or self.slots(core, held=self.held_for(job))[0] >= len(core)
+        return not core or self.slots(core, held=self.held_for(job)) >= len(core)
 
     def held_for(self, job: Job) -> Held | None:
         if not self.holds:
@@ -699,13 +717,16 @@ class Cycle:
 
     def _allocate_job(self, job: Job, txn: Transaction) -> Failure | None:
         core = job.core
-        if len(core) > 1 and (slots := self.slots(core))[0] < len(core):
+        if len(core) > 1 and (slots := self.slots(core)) < len(core):
             # The cluster cannot take the gang, whatever the domain: say so without trying
             # (a saturated cluster has many such gangs waiting) — with the filters' own
             # reasons where no node can take even one of its pods.
-            fitted = int(slots[0])
-            if slots[1] is not None:
-                return Failure(core[0], slots[1], 0)
+            fitted = int(slots)
+            if not fitted:
+                spec = self.framework.prepare(core[0].spec)
+                result = self.framework.run_filters(self.state, spec, self.held)
+                if not result.nodes.size:
+                    return Failure(core[0], result.status, 0)
             full = "node(s) had no room left for another pod of the gang"
             status = Status(
                 Code.UNSCHEDULABLE, (Reason("GangFit", full, self.state.size),), "GangFit",
@@ -723,19 +744,19 @@ class Cycle:
         pods: tuple[PodInfo, ...],
         state: ClusterState | None = None,
         held: Held | Literal["cycle"] | None = "cycle",
-    ) -> tuple[float, Status | None]:
+    ) -> float:
         """At most how many of ``pods`` the cluster (or ``state``) could take, off the
         ``held`` nodes (by default the cycle's) — for pods of one plain spec (whole GPUs,
         no claims, no MIG, no pinned CPUs); infinite for others (no bound is known).
         Placing one such pod on a node takes exactly one of the node's slots, so the bound
-        is exact for them. With it, the filters' status where no node can take even one.
+        is exact for them.
 
         On the cycle's own state the answer is remembered until the state changes: a
         saturated cluster asks it for many jobs of the same few specs."""
         first = pods[0].spec
         key = self._plain_key(pods)
         if key is None:
-            return np.inf, None
+            return np.inf
         if held == "cycle":
             held = self.held
         cache_key: Hashable = None
@@ -772,7 +793,7 @@ class Cycle:
 
     def _count_slots(
         self, pod: PodSpec, count: int, state: ClusterState, held: Held | None
-    ) -> tuple[float, Status | None]:
+    ) -> float:
         spec = self.framework.prepare(pod)
         if self.framework.profile.filters == FIT_FILTERS:
             # These filters take a plain pod on a node its constraints allow exactly when
@@ -780,14 +801,9 @@ class Cycle:
             nodes = self.static_nodes(spec)
             if held is not None:
                 nodes = nodes[~held.mask[nodes]]
-            per_node = _per_node_slots(spec, state, nodes)
-            if per_node.any():
-                return float(np.minimum(per_node, count).sum()), None
-        result = self.framework.run_filters(state, spec, held)
-        nodes = result.nodes
-        if not nodes.size:
-            return 0.0, result.status
-        return float(np.minimum(_per_node_slots(spec, state, nodes), count).sum()), None
+        else:
+            nodes = self.framework.run_filters(state, spec, held).nodes
+        return float(np.minimum(_per_node_slots(spec, state, nodes), count).sum())
 
     def gang_nodes(self, gang: str) -> list[int]:
         """Nodes where the gang's pods run (at the snapshot or bound in this cycle)."""

@@ -115,7 +115,7 @@ class VictimSearch:
         freed = self._movable()[1] if action == "consolidate" else None
         if freed is None:
             freed = self.pool.freed(self.state, mask)
-        return self.cycle.slots(self.job.core, freed)[0]
+        return self.cycle.slots(self.job.core, freed)
 
     def _movable(self) -> tuple[BoolArray, ClusterState]:
         """The pods consolidation may move (each fits somewhere on its own), and the state
