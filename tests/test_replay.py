@@ -9,7 +9,14 @@ import pytest
 
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.pod import PodSpec
-from gpufleet.model.workload import DEFAULT_QUEUE, GroupSpec, PodInfo, ReplayJob, Snapshot
+from gpufleet.model.workload import (
+    DEFAULT_QUEUE,
+    GroupSpec,
+    PodInfo,
+    QueueSpec,
+    ReplayJob,
+    Snapshot,
+)
 from gpufleet.scheduler.backlog import Backlog, job_shape
 from gpufleet.scheduler.cycle import Cycle, CycleConfig, Job
 from gpufleet.sim.replay import REPLAY_POLICIES, Replay
@@ -228,3 +235,34 @@ def test_strict_fifo_waits_on_its_failed_head_across_cycles(strict: bool) -> Non
     assert cycle.settled() is strict
     cycle.begin(2.0, act=False)
     assert [b.pod for b in cycle.run().bindings] == ([] if strict else ["ns/small"])
+
+
+def test_queues_are_ordered_by_the_fair_shares_of_this_cycle() -> None:
+    """A replay keeps one Cycle: when an arrival changes the fair shares, the order of the
+    queues follows, although no allocation and no head job changed."""
+    node = NodeSpec("n1", 64_000, 512 * 1024, 8, "V100")
+
+    def pod(name: str, queue: str, gpus: int, **kw: object) -> PodInfo:
+        return PodInfo(f"ns/{name}", PodSpec(name, 0, 0, gpus, 1000), queue=queue, **kw)  # type: ignore[arg-type]
+
+    running = (pod("a-run", "a", 3, node="n1"), pod("b-run", "b", 1, node="n1"))
+    queues = (QueueSpec("a"), QueueSpec("b"))
+    cycle = Cycle(Snapshot((node,), running, queues=queues), CycleConfig(), 0.0, backlog=Backlog())
+    heads: dict[str, Job] = {}
+    for name, queue, gpus, created in (
+        ("a1", "a", 1, 1.0),
+        ("a2", "a", 2, 2.0),
+        ("b1", "b", 1, 1.0),
+    ):
+        p = pod(name, queue, gpus, created=created)
+        job = Job(p.key, queue, 0, created, 1, (p,), 0, True)
+        cycle.backlog.add(job, job_shape(job))
+        heads.setdefault(queue, job)
+    cycle.begin(1.0)  # demands a 6, b 2 GPUs: fair shares 6 and 2
+    assert cycle.queue_order("a", heads["a"]) < cycle.queue_order("b", heads["b"])
+    late = pod("b2", "b", 4, created=3.0)
+    job = Job(late.key, "b", 0, 3.0, 1, (late,), 0, True)
+    cycle.backlog.add(job, job_shape(job))
+    cycle.begin(2.0)  # demands a 6, b 6 GPUs: fair shares 4 and 4
+    assert cycle.fair["b"][0] == 4
+    assert cycle.queue_order("b", heads["b"]) < cycle.queue_order("a", heads["a"])
