@@ -68,6 +68,17 @@ def test_every_job_is_accounted_and_gpu_time_fits_capacity(
         assert run.simulated_s == until
 
 
+@pytest.mark.parametrize(("until", "window"), [(None, 10.0), (5.0, 5.0), (50.0, 10.0)])
+def test_allocation_is_averaged_while_jobs_arrive(until: float | None, window: float) -> None:
+    # 8 GPUs busy until the last arrival at 10 s; then 4 of 8 until 100 s (the drain).
+    jobs = [gpu_job("full", "a", 0.0, 10.0, 1, 8), gpu_job("half", "a", 10.0, 90.0, 1, 4)]
+    run = Replay(nodes(1), jobs, REPLAY_POLICIES["fifo-gang"]).run(until=until)
+    assert run.allocation_window_s == window
+    assert run.gpu_allocation_mean == pytest.approx(100.0)
+    end = min(until or 100.0, 100.0)
+    assert run.gpu_hours == pytest.approx((8 * min(end, 10) + 4 * max(end - 10, 0)) / 3600)
+
+
 def test_kube_default_lets_a_job_hold_gpus_while_the_rest_of_it_waits() -> None:
     # One 8-GPU node: a 2-pod job of 8 GPUs per pod can never start. kube-default binds
     # its first pod anyway and the 1-GPU job behind it waits; gangs keep the node free.

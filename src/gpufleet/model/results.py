@@ -90,7 +90,10 @@ class ReplayRun:
 
     Waits are from arrival to the start of the job's first run, over the jobs that
     started; JCT from arrival to finish, over the finished ones. ``gpu_allocation_mean`` is
-    the time-weighted share of the cluster's GPUs held by pods, in %. ``lost_gpu_hours``
+    the time-weighted share of the cluster's GPUs held by pods, in %, from the start to
+    ``allocation_window_s``: the last arrival (or the cut, if earlier). After the last
+    arrival the cluster only drains, and an average to the end would measure how long
+    the last jobs took, not how busy the cluster was. ``lost_gpu_hours``
     is the GPU time of runs that were evicted before they finished (they rerun from the
     start). ``wait_quantiles_s[q]`` is the q-th percentile of the waits (q = 0..100).
     """
@@ -107,6 +110,7 @@ class ReplayRun:
     p95_wait_s: float | None
     mean_jct_s: float | None
     gpu_allocation_mean: float
+    allocation_window_s: float
     preemptions: int
     lost_gpu_hours: float
     gpu_hours: float
@@ -136,6 +140,7 @@ class ReplayRun:
             "p95_wait_s": rounded(self.p95_wait_s),
             "mean_jct_s": rounded(self.mean_jct_s),
             "gpu_allocation_mean": round(self.gpu_allocation_mean, 3),
+            "allocation_window_s": self.allocation_window_s,
             "preemptions": self.preemptions,
             "lost_gpu_hours": round(self.lost_gpu_hours, 3),
             "gpu_hours": round(self.gpu_hours, 3),

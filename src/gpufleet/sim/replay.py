@@ -354,6 +354,9 @@ class _Meter:
         self.gpu_s = 0.0
         last_event = max((j.arrival_s for j in replay.jobs), default=0.0)
         span = until if until is not None else last_event
+        self.window = min(span, last_event)
+        """Allocation is averaged while jobs arrive (after, the cluster only drains)."""
+        self.window_gpu_s = 0.0
         self.step = max(span, 1.0) / SAMPLES
         self.next_sample = 0.0
         self.times: list[float] = []
@@ -371,6 +374,7 @@ class _Meter:
         if total > replay.capacity + 1e-6:
             raise AssertionError(f"{total:g} GPUs held on a cluster of {replay.capacity:g}")
         self.gpu_s += total * dt
+        self.window_gpu_s += total * max(0.0, min(now, self.window) - min(self.last, self.window))
         while self.next_sample < now:
             self.times.append(self.next_sample)
             for q in self.tenants:
@@ -420,6 +424,9 @@ class _Meter:
             [progress[i].finish - replay.jobs[i].arrival_s for i in finished], dtype=np.float64
         )
         capacity_s = replay.capacity * end
+        window, window_gpu_s = min(self.window, end), self.window_gpu_s
+        if window <= 0:  # every job arrived at 0
+            window, window_gpu_s = end, self.gpu_s
         jobs_of: dict[str, int] = {}
         for i in arrived:
             tenant = replay.queue_of[replay.jobs[i].queue]
@@ -436,7 +443,12 @@ class _Meter:
             p50_wait_s=float(np.percentile(waits, 50)) if waits.size else None,
             p95_wait_s=float(np.percentile(waits, 95)) if waits.size else None,
             mean_jct_s=float(jcts.mean()) if jcts.size else None,
-            gpu_allocation_mean=100.0 * self.gpu_s / capacity_s if capacity_s else 0.0,
+            gpu_allocation_mean=(
+                100.0 * window_gpu_s / (replay.capacity * window)
+                if replay.capacity * window
+                else 0.0
+            ),
+            allocation_window_s=window,
             preemptions=replay.preemptions,
             lost_gpu_hours=replay.lost_gpu_s / 3600,
             gpu_hours=self.gpu_s / 3600,
