@@ -1,0 +1,138 @@
+"""PlannedShareScore and GpuPlannedShare: put GPU shares together the way an offline
+packing of the workload would.
+
+Pods that ask for part of a GPU are placed online, one at a time, in arrival order. Best
+fit (the tightest GPU that holds the share) is what online packing usually does, and on
+the openb traces gpufleet's placement was already as good as best fit on one flat pool of
+GPUs; what it leaves is the gap between online and offline packing. Offline, best-fit
+decreasing puts shares together in complementary sets (a 650 with a 320, a 590 with a
+370, two 470s, an 810 with a 160); online, a share that arrives before its complement
+fills the gap a later, larger share needed (a 320 next to a 470 leaves 210 that no 350 or
+650 can use).
+
+The workload is known in advance as its typical pods (FGD's target workload, with their
+frequencies). The plan: take the expected number of pods of every share size that fill the
+cluster's GPUs (``frequency x GPUs x 1000 / mean milli-GPU per pod``), pack them offline
+with best-fit decreasing, and remember which shares each packed GPU holds. A GPU whose
+shares add up to ``used`` milli has a *planned partner* for a share ``s`` when some packed
+GPU holds shares that add up to ``used`` and, besides them, one of size ``s``:
+
+    planned[used, s] = exists packed GPU P, sub-multiset A of P with sum(A) = used and
+                       s in P - A          (planned[0, s]: s opens a GPU in the plan)
+
+The score of a node for a share ``s`` is a tier:
+
+    2  the node has a GPU with ``used > 0``, room for ``s`` and planned[used, s]
+    1  else, the plan opens GPUs with ``s`` and the node has a fully free GPU
+    0  otherwise (no planned place here: the other scores decide, as without a plan)
+
+and inside the chosen node the share takes, in that order, the tightest GPU with a planned
+partner, the first fully free GPU (when the plan opens GPUs with ``s``), or the tightest
+GPU that holds it. Pods that are not shares score 0 everywhere and take whole GPUs as the
+device plugin hands them out. Shares of a size the typical pods do not have are never
+planned, so an unseen workload falls back to the other scores and best fit.
+
+The plan is stateless: it reads only the free milli-GPU of each GPU, so it holds when pods
+are deleted, evicted or placed by someone else. It is built on first use, from the typical
+pods and the cluster's GPU count (no file, seed or workload name is involved).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpufleet.framework.protocols import Handle
+from gpufleet.model.cluster import MILLI, BoolArray, ClusterState, FloatArray, IntArray
+from gpufleet.model.fragmentation import TypicalPods
+from gpufleet.model.packing import best_fit_decreasing
+from gpufleet.model.pod import PodSpec
+from gpufleet.plugins.gpu_choice import first_free_gpus, tightest_gpu
+
+NAME = "PlannedShareScore"
+GPU_CHOICE = "GpuPlannedShare"
+
+
+@dataclass(frozen=True, slots=True)
+class Args:
+    """No options."""
+
+
+def share_plan(typical: TypicalPods, gpus: int) -> BoolArray:
+    """``planned[used, s]`` (``(1001, 1001)`` bool) for a cluster of ``gpus`` GPUs."""
+    planned = np.zeros((MILLI + 1, MILLI + 1), dtype=np.bool_)
+    mean = float((typical.prob * typical.num_gpu * typical.gpu_milli).sum())
+    if gpus <= 0 or mean <= 0:
+        return planned
+    expected_pods = gpus * MILLI / mean
+    share = (typical.num_gpu == 1) & (typical.gpu_milli < MILLI)
+    frequency: Counter[int] = Counter()
+    for size, prob in zip(
+        typical.gpu_milli[share].tolist(), typical.prob[share].tolist(), strict=True
+    ):
+        frequency[size] += prob
+    shares = [s for s, p in sorted(frequency.items()) for _ in range(round(p * expected_pods))]
+    for packed in {tuple(sorted(gpu)) for gpu in best_fit_decreasing(shares)}:
+        sizes = Counter(packed)
+        for taken in itertools.product(*(range(n + 1) for n in sizes.values())):
+            used = sum(t * s for t, s in zip(taken, sizes, strict=True))
+            for s, t, n in zip(sizes, taken, sizes.values(), strict=True):
+                if t < n:
+                    planned[used, s] = True
+    return planned
+
+
+class SharePlan:
+    """Both the score and the GPU choice, over one plan built on first use."""
+
+    def __init__(self, name: str, typical: TypicalPods) -> None:
+        self.name = name
+        self.typical = typical
+        self._plan: tuple[int, BoolArray] | None = None
+
+    def plan(self, state: ClusterState) -> BoolArray:
+        gpus = int(state.total_gpus)
+        if self._plan is None or self._plan[0] != gpus:
+            self._plan = (gpus, share_plan(self.typical, gpus))
+        return self._plan[1]
+
+    def score(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> FloatArray:
+        if not pod.is_gpu_share:
+            return np.zeros(nodes.size, dtype=np.float64)
+        planned = self.plan(state)[:, pod.gpu_milli]
+        free = state.gpu_free[nodes]
+        present = state.gpu_present[nodes]
+        partner = present & (free >= pod.gpu_milli) & (free < MILLI) & planned[MILLI - free]
+        opens = planned[0] & (present & (free == MILLI)).any(axis=1)
+        return np.where(partner.any(axis=1), 2.0, np.where(opens, 1.0, 0.0))
+
+    def choose_gpus(self, state: ClusterState, pod: PodSpec, node: int) -> tuple[int, ...]:
+        if not pod.is_gpu_share:
+            return first_free_gpus(state, pod, node)
+        if state.pins_cpu(node, pod):  # its CPUs decide the GPU's NUMA zone
+            return (tightest_gpu(state, pod, node),)
+        planned = self.plan(state)[:, pod.gpu_milli]
+        free = state.node_gpu_free(node)
+        partner = (free >= pod.gpu_milli) & (free < MILLI) & planned[MILLI - free]
+        if partner.any():
+            return (int(np.argmin(np.where(partner, free, MILLI + 1))),)
+        if planned[0] and (free == MILLI).any():
+            return (int(np.flatnonzero(free == MILLI)[0]),)
+        return (tightest_gpu(state, pod, node),)
+
+
+def _typical(handle: Handle) -> TypicalPods:
+    if handle.fragments is None:
+        raise ValueError("the share plan needs the target workload (typical pods) in the handle")
+    return handle.fragments.typical
+
+
+def new(args: Args, handle: Handle) -> SharePlan:
+    return SharePlan(NAME, _typical(handle))
+
+
+def new_gpu_choice(args: Args, handle: Handle) -> SharePlan:
+    return SharePlan(GPU_CHOICE, _typical(handle))
