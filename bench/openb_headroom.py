@@ -41,8 +41,11 @@ def packed_milli(shares: list[int], gpus: int) -> int:
     Everything is packed into as many GPUs as needed; if that is more than ``gpus``, the
     fullest ``gpus`` GPUs are kept and the rest of the shares count as not placed.
     """
-    loads = sorted((sum(gpu) for gpu in best_fit_decreasing(shares)), reverse=True)
-    return sum(loads[:gpus])
+    placed = 0
+    for packed, count in best_fit_decreasing(shares):  # fullest first
+        kept = min(count, gpus)
+        placed, gpus = placed + kept * sum(packed), gpus - kept
+    return placed
 
 
 def online_best_fit_milli(pods: list[PodSpec], gpus: int) -> int:

@@ -28,7 +28,16 @@ def framework(workload: list[PodSpec], policy: str = "gpufleet") -> Framework:
 
 
 def test_best_fit_decreasing_packs_largest_first_into_the_fullest_gpu() -> None:
-    assert best_fit_decreasing([300, 700, 500, 500, 200]) == [[700, 300], [500, 500], [200]]
+    assert best_fit_decreasing([300, 700, 500, 500, 200]) == [
+        ((500, 500), 1), ((700, 300), 1), ((200,), 1),
+    ]  # fmt: skip
+    # 6 x 300 and 3 x 100: three to a GPU (300 + 300 + 300), the 100s into the 100 gaps.
+    assert best_fit_decreasing([300] * 6 + [100] * 3) == [((300, 300, 300, 100), 2), ((100,), 1)]
+    # Packed in groups, and as one share at a time would be: 450s two to a GPU, a 100 in
+    # each 100 gap, the last 450 alone.
+    assert best_fit_decreasing([450] * 5 + [100] * 3) == [
+        ((450, 450, 100), 2), ((450, 100), 1),
+    ]  # fmt: skip
     with pytest.raises(ValueError, match="1200 milli-GPU"):
         best_fit_decreasing([1200])
 
@@ -88,3 +97,30 @@ def test_the_score_tiers_planned_partner_then_opening_then_nothing() -> None:
     assert scorer.score(state, pod().share(500).obj(), nodes).tolist() == [2, 1, 0]
     assert scorer.score(state, pod().share(300).obj(), nodes).tolist() == [0, 0, 0]
     assert scorer.score(state, pod().gpus(1).obj(), nodes).tolist() == [0, 0, 0]
+
+
+def _one_at_a_time(shares: list[int]) -> list[int]:
+    """Best-fit decreasing the plain way: the loads of the GPUs it fills."""
+    gaps: list[int] = []
+    loads: list[int] = []
+    for share in sorted(shares, reverse=True):
+        fitting = [i for i, gap in enumerate(gaps) if gap >= share]
+        if fitting:
+            i = min(fitting, key=lambda j: gaps[j])
+        else:
+            gaps.append(1000)
+            loads.append(0)
+            i = len(gaps) - 1
+        gaps[i] -= share
+        loads[i] += share
+    return sorted(loads)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_grouped_packing_fills_the_gpus_one_share_at_a_time_would(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    sizes = rng.choice([50, 110, 160, 230, 320, 470, 500, 650, 810, 1000], size=4)
+    shares = rng.choice(sizes, size=int(rng.integers(1, 120))).tolist()
+    packed = best_fit_decreasing(shares)
+    assert sorted(s for p, n in packed for s in p * n) == sorted(shares)
+    assert sorted(sum(p) for p, n in packed for _ in range(n)) == _one_at_a_time(shares)

@@ -75,7 +75,7 @@ def share_plan(typical: TypicalPods, gpus: int) -> BoolArray:
     ):
         frequency[size] += prob
     shares = [s for s, p in sorted(frequency.items()) for _ in range(round(p * expected_pods))]
-    for packed in {tuple(sorted(gpu)) for gpu in best_fit_decreasing(shares)}:
+    for packed, _ in best_fit_decreasing(shares):
         sizes = Counter(packed)
         for taken in itertools.product(*(range(n + 1) for n in sizes.values())):
             used = sum(t * s for t, s in zip(taken, sizes, strict=True))
