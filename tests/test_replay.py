@@ -18,7 +18,7 @@ from gpufleet.model.workload import (
     Snapshot,
 )
 from gpufleet.scheduler.backlog import Backlog, job_shape
-from gpufleet.scheduler.cycle import Cycle, CycleConfig, Job
+from gpufleet.scheduler.cycle import Cycle, CycleConfig, Job, run_cycle
 from gpufleet.sim.replay import REPLAY_POLICIES, Replay
 
 
@@ -277,3 +277,23 @@ def test_queues_are_ordered_by_the_fair_shares_of_this_cycle() -> None:
     cycle.begin(2.0)  # demands a 6, b 6 GPUs: fair shares 4 and 4
     assert cycle.fair["b"][0] == 4
     assert cycle.queue_order("b", heads["b"]) < cycle.queue_order("a", heads["a"])
+
+
+def test_fair_shares_are_those_of_the_cycle_start() -> None:
+    """A gang released as stale during the cycle still counts in the shares it was divided
+    by: queue a held 6 GPUs and asked 2 more, b asked 8, on 8 GPUs: 4 and 4."""
+    node = NodeSpec("n1", 64_000, 512 * 1024, 8, "V100")
+
+    def pod(name: str, queue: str, gpus: int, **kw: object) -> PodInfo:
+        return PodInfo(f"ns/{name}", PodSpec(name, 0, 0, gpus, 1000), queue=queue, **kw)  # type: ignore[arg-type]
+
+    pods = [pod(f"g{i}", "a", 2, group="ns/g", node="n1", started=0.0) for i in range(3)]
+    pods += [pod(f"a{i}", "a", 1, created=1.0) for i in range(2)]
+    pods += [pod(f"b{i}", "b", 1, created=1.0) for i in range(8)]
+    gang = GroupSpec("ns/g", 4, "a", 0.0, stale_since=0.0)
+    snapshot = Snapshot((node,), tuple(pods), (gang,), (QueueSpec("a"), QueueSpec("b")))
+    result = run_cycle(snapshot, 10_000.0, CycleConfig())
+    assert [e.action for e in result.evictions] == ["stale-gang"] * 3
+    assert {q: float(v[0]) for q, v in result.fair_shares.items()} == {
+        "a": 4.0, "b": 4.0, "default": 0.0,
+    }  # fmt: skip

@@ -310,7 +310,14 @@ class Cycle:
     def _start(self, now: float) -> None:
         self.now = now
         self.cycles += 1
-        self._fair: dict[str, FloatArray] | None = None
+        demand = {
+            q: self.own[q] + self.backlog.demand[q] if q in self.backlog.demand else self.own[q]
+            for q in self.tree.queues
+        }
+        available = np.maximum(self.capacity - self.unqueued, 0.0)
+        key = b"".join([available.tobytes(), *(d.tobytes() for d in demand.values())])
+        self._fair: dict[str, FloatArray] | None = self._fair_of if key == self._fair_key else None
+        self._fair_args = (key, demand, available)
         self.bindings = []
         self.evictions: list[Eviction] = []
         self.pending: list[Pending] = []
@@ -329,18 +336,12 @@ class Cycle:
 
     @property
     def fair(self) -> dict[str, FloatArray]:
-        """Every queue's fair share in this cycle, of what its pods hold and its pending
-        jobs ask. Divided on first use (a cycle may need none), and again only when the
-        demands changed since the last division."""
+        """Every queue's fair share in this cycle, of what its pods held and its pending
+        jobs asked when the cycle started. Divided on first use (a cycle may need none),
+        and only when those demands differ from the last division's."""
         if self._fair is None:
-            demand = {
-                q: self.own[q] + self.backlog.demand[q] if q in self.backlog.demand else self.own[q]
-                for q in self.tree.queues
-            }
-            available = np.maximum(self.capacity - self.unqueued, 0.0)
-            key = b"".join([available.tobytes(), *(d.tobytes() for d in demand.values())])
-            if key != self._fair_key:
-                self._fair_key, self._fair_of = key, fair_shares(self.tree, demand, available)
+            key, demand, available = self._fair_args
+            self._fair_key, self._fair_of = key, fair_shares(self.tree, demand, available)
             self._fair = self._fair_of
         return self._fair
 
