@@ -75,8 +75,18 @@ def test_allocation_is_averaged_while_jobs_arrive(until: float | None, window: f
     run = Replay(nodes(1), jobs, REPLAY_POLICIES["fifo-gang"]).run(until=until)
     assert run.allocation_window_s == window
     assert run.gpu_allocation_mean == pytest.approx(100.0)
+
     end = min(until or 100.0, 100.0)
     assert run.gpu_hours == pytest.approx((8 * min(end, 10) + 4 * max(end - 10, 0)) / 3600)
+
+
+def test_allocation_of_jobs_that_all_arrive_at_once_is_averaged_to_the_end() -> None:
+    # Nothing arrives after 0, so there is no window of arrivals: the whole run counts.
+    # The 8-GPU job runs 0-10 s, the 4-GPU one 10-100 s: 440 of 800 GPU-seconds.
+    jobs = [gpu_job("full", "a", 0.0, 10.0, 1, 8), gpu_job("half", "a", 0.0, 90.0, 1, 4)]
+    run = Replay(nodes(1), jobs, REPLAY_POLICIES["fifo-gang"]).run()
+    assert run.allocation_window_s == run.simulated_s == 100.0
+    assert run.gpu_allocation_mean == pytest.approx(55.0)
 
 
 def test_kube_default_lets_a_job_hold_gpus_while_the_rest_of_it_waits() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -56,8 +58,8 @@ def test_the_plan_puts_together_what_the_offline_packing_does() -> None:
 
 def test_a_share_keeps_the_gap_its_complement_needs() -> None:
     # Node "half" has a GPU with 500 free; "fresh" a free GPU. A 400 fits both; best fit
-    # (and FGD) would take the 500 gap and leave 100. gpufleet opens the free GPU (400 opens
-    # a GPU in the plan) and keeps the gap for a 500, which it then puts there.
+    # (and FGD) would take the 500 gap and leave 100. gpufleet opens the free GPU (the
+    # packing has 400s: planned[0, 400]) and keeps the gap for a 500, which it then puts there.
     state = cluster(node("half", gpus=1), node("fresh", gpus=1))
     with_gpu_free(state, 0, [500])
     fw = framework(WORKLOAD)
@@ -97,6 +99,18 @@ def test_the_score_tiers_planned_partner_then_opening_then_nothing() -> None:
     assert scorer.score(state, pod().share(500).obj(), nodes).tolist() == [2, 1, 0]
     assert scorer.score(state, pod().share(300).obj(), nodes).tolist() == [0, 0, 0]
     assert scorer.score(state, pod().gpus(1).obj(), nodes).tolist() == [0, 0, 0]
+    # A share that pins whole CPUs is left to the other scores and the tightest GPU.
+    pinned = replace(pod().share(500).obj(), exclusive_cpu=True)
+    assert scorer.score(state, pinned, nodes).tolist() == [0, 0, 0]
+    state = cluster(node("n", gpus=2))
+    with_gpu_free(state, 0, [500, 1000])
+    chooser = new_gpu_choice(Args(), Handle(np.random.default_rng(0), FragmentIndex(
+        typical_pods(WORKLOAD)
+    )))  # fmt: skip
+    assert chooser.choose_gpus(state, replace(pod().share(400).obj(), exclusive_cpu=True), 0) == (
+        0,
+    )
+    assert chooser.choose_gpus(state, pod().share(400).obj(), 0) == (1,)
 
 
 def _one_at_a_time(shares: list[int]) -> list[int]:

@@ -25,12 +25,15 @@ class _Group:
 
 def best_fit_decreasing(shares: Iterable[int]) -> list[tuple[tuple[int, ...], int]]:
     """How best-fit decreasing packs ``shares`` (milli-GPU, 1..1000) into GPUs: largest
-    first, each into the fullest GPU that still holds it (first come among equals), a new
-    GPU when none does. Returns ``(shares on a GPU, how many GPUs hold exactly those)``.
+    first, each into the fullest GPU that still holds it, a new GPU when none does.
+    Returns ``(shares on a GPU, how many GPUs hold exactly those)``, fullest first.
 
-    GPUs with the same shares are packed as one group, so the cost grows with the number
-    of distinct sizes and packings, not with the number of shares (a plan for a cluster
-    of 100,000 GPUs packs as fast as one for 100).
+    GPUs with the same shares are packed as one group. Best fit's choices depend only on
+    the free milli of the GPUs, so the GPUs fill up exactly as they would one share at a
+    time; among GPUs with equal free milli but different shares, the group that reached
+    that free milli first is used first (one share at a time would take the GPU opened
+    first, which can pair a size with different partners). Past counting the shares,
+    the cost grows with the number of distinct sizes and packings, not of shares.
     """
     sizes: Counter[int] = Counter()
     for share in shares:

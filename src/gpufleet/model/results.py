@@ -140,7 +140,7 @@ class ReplayRun:
             "p95_wait_s": rounded(self.p95_wait_s),
             "mean_jct_s": rounded(self.mean_jct_s),
             "gpu_allocation_mean": round(self.gpu_allocation_mean, 3),
-            "allocation_window_s": self.allocation_window_s,
+            "allocation_window_s": round(self.allocation_window_s, 3),
             "preemptions": self.preemptions,
             "lost_gpu_hours": round(self.lost_gpu_hours, 3),
             "gpu_hours": round(self.gpu_hours, 3),

@@ -18,19 +18,24 @@ shares add up to ``used`` milli has a *planned partner* for a share ``s`` when s
 GPU holds shares that add up to ``used`` and, besides them, one of size ``s``:
 
     planned[used, s] = exists packed GPU P, sub-multiset A of P with sum(A) = used and
-                       s in P - A          (planned[0, s]: s opens a GPU in the plan)
+                       s in P - A
+
+``planned[0, s]`` holds for every size some packed GPU has: its shares arrive in any order,
+so any of them may be the first on its GPU. (Opening GPUs only with the largest share of a
+packed GPU measured alike: better on some workloads, worse on others.)
 
 The score of a node for a share ``s`` is a tier:
 
     2  the node has a GPU with ``used > 0``, room for ``s`` and planned[used, s]
-    1  else, the plan opens GPUs with ``s`` and the node has a fully free GPU
+    1  else, planned[0, s] and the node has a fully free GPU
     0  otherwise (no planned place here: the other scores decide, as without a plan)
 
 and inside the chosen node the share takes, in that order, the tightest GPU with a planned
-partner, the first fully free GPU (when the plan opens GPUs with ``s``), or the tightest
-GPU that holds it. Pods that are not shares score 0 everywhere and take whole GPUs as the
-device plugin hands them out. Shares of a size the typical pods do not have are never
-planned, so an unseen workload falls back to the other scores and best fit.
+partner, the first fully free GPU (when planned[0, s]), or the tightest GPU that holds it.
+Pods that are not shares score 0 everywhere and take whole GPUs as the device plugin hands
+them out; so do shares that pin whole CPUs (their NUMA zone decides the GPU). Shares of a
+size the typical pods do not have are never planned, so an unseen workload falls back to
+the other scores and best fit.
 
 The plan is stateless: it reads only the free milli-GPU of each GPU, so it holds when pods
 are deleted, evicted or placed by someone else. It is built on first use, from the typical
@@ -100,7 +105,7 @@ class SharePlan:
         return self._plan[1]
 
     def score(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> FloatArray:
-        if not pod.is_gpu_share:
+        if not _planned(pod):
             return np.zeros(nodes.size, dtype=np.float64)
         planned = self.plan(state)[:, pod.gpu_milli]
         free = state.gpu_free[nodes]
@@ -112,7 +117,7 @@ class SharePlan:
     def choose_gpus(self, state: ClusterState, pod: PodSpec, node: int) -> tuple[int, ...]:
         if not pod.is_gpu_share:
             return first_free_gpus(state, pod, node)
-        if state.pins_cpu(node, pod):  # its CPUs decide the GPU's NUMA zone
+        if not _planned(pod):
             return (tightest_gpu(state, pod, node),)
         planned = self.plan(state)[:, pod.gpu_milli]
         free = state.node_gpu_free(node)
@@ -122,6 +127,11 @@ class SharePlan:
         if planned[0] and (free == MILLI).any():
             return (int(np.flatnonzero(free == MILLI)[0]),)
         return (tightest_gpu(state, pod, node),)
+
+
+def _planned(pod: PodSpec) -> bool:
+    """Whether the plan places ``pod``: a share that does not pin whole CPUs."""
+    return pod.is_gpu_share and not pod.exclusive_cpu
 
 
 def _typical(handle: Handle) -> TypicalPods:
