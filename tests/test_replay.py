@@ -307,3 +307,17 @@ def test_fair_shares_are_those_of_the_cycle_start() -> None:
     assert {q: float(v[0]) for q, v in result.fair_shares.items()} == {
         "a": 4.0, "b": 4.0, "default": 0.0,
     }  # fmt: skip
+
+
+@pytest.mark.parametrize("records", [True, False])
+def test_a_cycle_without_records_binds_the_same(records: bool) -> None:
+    """A replay reads no per-job records or fair shares (explain does): without them a
+    cycle decides the same and reports neither."""
+    cycle = _backlog_cycle([4], CycleConfig(records=records))
+    _wait(cycle, "fits", 2, 1.0)
+    _wait(cycle, "also", 2, 2.0)
+    cycle.begin(1.0)
+    result = cycle.run()
+    assert [b.pod for b in result.bindings] == ["ns/fits", "ns/also"]
+    assert [r.outcome for r in result.jobs] == (["bound", "bound"] if records else [])
+    assert bool(result.fair_shares) is records

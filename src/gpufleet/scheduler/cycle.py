@@ -94,6 +94,10 @@ class CycleConfig:
     strict_fifo: bool = False
     """A queue's first job that cannot be placed blocks the jobs behind it (Kueue's
     StrictFIFO); by default they may pass it."""
+    records: bool = True
+    """Report what explain and the schedule output show besides the decisions: a record
+    of every job tried (its queue's fair share and allocation, the outcome, the notes)
+    and every queue's fair share. A replay reads only bindings and evictions."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,7 +332,8 @@ class Cycle:
         self.bound_now: set[str] = set()
         """Pods bound (or moved) in this cycle: never victims of the same cycle."""
         self.over_share = 0
-        """Bindings that left a queue above its fair share (see make_room)."""
+        """Bindings that left a queue above its fair share, counted only where reclaim may
+        run: its failed searches are remembered until this changes (see make_room)."""
         epoch = self.consolidation_epoch()
         self.room_failures = {k: v for k, v in self.room_failures.items() if v[0] == epoch}
         self.held: Held | None = None
@@ -500,7 +505,7 @@ class Cycle:
             tuple(sorted(self.pending, key=lambda p: p.pod)),
             tuple(self.records),
             self.node_reasons,
-            dict(self.fair),
+            dict(self.fair) if self.config.records else {},
             reconfigurations,
             self.book.status(),
         )
@@ -517,7 +522,11 @@ class Cycle:
                     heads[queue] = head
         bound: list[Job] = []
         while heads:
-            queue = min(heads, key=lambda q: self.queue_order(q, heads[q]))
+            queue = (
+                min(heads, key=lambda q: self.queue_order(q, heads[q]))
+                if len(heads) > 1
+                else next(iter(heads))
+            )
             job = heads[queue]
             backlog.passed(job)
             # A replay's backlog skips known failures without a trace: a head judged at the
@@ -601,8 +610,10 @@ class Cycle:
 
     def _schedule(self, job: Job) -> bool:
         self.held = self.held_for(job)
-        fair = self.fair.get(job.queue, vector())
-        record = (fair, self.alloc[job.queue].copy(), self.ratio(job.queue))
+        record = None
+        if self.config.records:
+            fair = self.fair.get(job.queue, vector())
+            record = (fair, self.alloc[job.queue].copy(), self.ratio(job.queue))
         notes: list[str] = []
         core = job.core
         if job.incomplete:
@@ -833,8 +844,11 @@ class Cycle:
     ) -> None:
         self._add_running(Running(replace(pod, started=self.now), node, gpus, spec))
         self.bound_now.add(pod.key)
-        if pod.queue in self.tree.queues and any(
-            self.ratio(q) > 1 + EPS for q in self.tree.paths[pod.queue]
+        if (
+            self.act
+            and "reclaim" in self.config.actions
+            and pod.queue in self.tree.queues
+            and any(self.ratio(q) > 1 + EPS for q in self.tree.paths[pod.queue])
         ):
             self.over_share += 1
         self.bindings.append(
@@ -878,7 +892,11 @@ class Cycle:
         )
 
     def _give_up(
-        self, job: Job, reason: str, notes: list[str], record: tuple[FloatArray, FloatArray, float]
+        self,
+        job: Job,
+        reason: str,
+        notes: list[str],
+        record: tuple[FloatArray, FloatArray, float] | None,
     ) -> None:
         reason = self._stale(job, reason)
         waited = self.now - job.created
@@ -963,15 +981,19 @@ class Cycle:
         record: tuple[FloatArray, FloatArray, float] | None = None,
     ) -> None:
         self.pending.extend(Pending(p.key, reason) for p in pods)
-        self._record(job, record or (vector(), vector(), 0.0), "pending", notes)
+        self._record(job, record, "pending", notes)
 
     def _record(
         self,
         job: Job,
-        record: tuple[FloatArray, FloatArray, float],
+        record: tuple[FloatArray, FloatArray, float] | None,
         outcome: str,
         notes: list[str] | tuple[str, ...],
     ) -> None:
+        if not self.config.records:
+            return
+        if record is None:
+            record = (vector(), vector(), 0.0)
         keys = tuple(p.key for p in job.pods)
         self.records.append(
             JobRecord(job.key, job.queue, job.priority, keys, *record, outcome, tuple(notes))

@@ -175,6 +175,7 @@ class Replay:
             actions=policy.actions,
             strict_fifo=policy.strict_fifo,
             starvation_after_s=policy.starvation_after_s,
+            records=False,
         )
         cycle_queues = self.tenants if policy.tenant_queues else ()
         self.topology = topology
