@@ -110,7 +110,7 @@ class SharePlan:
         planned = self.plan(state)[:, pod.gpu_milli]
         free = state.gpu_free[nodes]
         present = state.gpu_present[nodes]
-        partner = present & (free >= pod.gpu_milli) & (free < MILLI) & planned[MILLI - free]
+        partner = present & _partners(planned, free, pod.gpu_milli)
         opens = planned[0] & (present & (free == MILLI)).any(axis=1)
         return np.where(partner.any(axis=1), 2.0, np.where(opens, 1.0, 0.0))
 
@@ -121,12 +121,18 @@ class SharePlan:
             return (tightest_gpu(state, pod, node),)
         planned = self.plan(state)[:, pod.gpu_milli]
         free = state.node_gpu_free(node)
-        partner = (free >= pod.gpu_milli) & (free < MILLI) & planned[MILLI - free]
+        partner = _partners(planned, free, pod.gpu_milli)
         if partner.any():
             return (int(np.argmin(np.where(partner, free, MILLI + 1))),)
         if planned[0] and (free == MILLI).any():
             return (int(np.flatnonzero(free == MILLI)[0]),)
         return (tightest_gpu(state, pod, node),)
+
+
+def _partners(planned: BoolArray, free: IntArray, share: int) -> BoolArray:
+    """Which GPUs of ``free`` (free milli) are planned partners of a ``share``: partly
+    used, room for it, and ``planned`` (the plan's column for that size) at their use."""
+    return (free >= share) & (free < MILLI) & planned[MILLI - free]
 
 
 def _planned(pod: PodSpec) -> bool:
