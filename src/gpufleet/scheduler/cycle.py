@@ -293,8 +293,9 @@ class Cycle:
         self._slots: dict[Hashable, tuple[int, float]] = {}
         """slots() on the cycle's state, with the state's version it was counted at."""
         self._fair_key = b""
-        self._fair_of: dict[str, FloatArray] = {}
-        """The last fair shares divided, and the demands they were divided for."""
+        self._fair_demand: tuple[dict[str, FloatArray], FloatArray] = ({}, vector())
+        self._fair: dict[str, FloatArray] | None = None
+        """The fair shares of the demands of ``_fair_key`` (None: not divided yet)."""
         self.movable: tuple[Hashable, BoolArray, ClusterState] | None = None
         """Consolidation's movable pods and the state without them (VictimSearch)."""
 
@@ -320,8 +321,8 @@ class Cycle:
         }
         available = np.maximum(self.capacity - self.unqueued, 0.0)
         key = b"".join([available.tobytes(), *(d.tobytes() for d in demand.values())])
-        self._fair: dict[str, FloatArray] | None = self._fair_of if key == self._fair_key else None
-        self._fair_args = (key, demand, available)
+        if key != self._fair_key:
+            self._fair_key, self._fair_demand, self._fair = key, (demand, available), None
         self.bindings = []
         self.evictions: list[Eviction] = []
         self.pending: list[Pending] = []
@@ -345,9 +346,7 @@ class Cycle:
         jobs asked when the cycle started. Divided on first use (a cycle may need none),
         and only when those demands differ from the last division's."""
         if self._fair is None:
-            key, demand, available = self._fair_args
-            self._fair_key, self._fair_of = key, fair_shares(self.tree, demand, available)
-            self._fair = self._fair_of
+            self._fair = fair_shares(self.tree, *self._fair_demand)
         return self._fair
 
     def finish(self, key: str) -> Running:
