@@ -7,7 +7,9 @@ document of ``kind: Expectation`` that gpufleet's loader skips:
 * ``bindings``: every pod that must be bound, with its node (``"*"``: any node, a list: one
   of those) or a mapping of ``node``/``gpus``/``pipelined``;
 * ``evictions``: every evicted pod and the action;
-* ``pending``: every pending pod and a piece of text its reason must contain.
+* ``pending``: every pending pod and a piece of text its reason must contain;
+* ``warnings``: a piece of text of each warning the loader must give (none may be given that
+  is not named, but the one that says the Expectation itself was skipped).
 
 Nothing else may happen: a pod bound, evicted or pending that the expectation does not name
 fails the scenario.
@@ -49,7 +51,15 @@ def test_suite_is_large_enough() -> None:
 def test_scenario(path: Path) -> None:
     expect = expectation(path)
     config = CycleConfig(**expect.get("config", {}))
-    result = run_cycle(load_snapshot(path), when(expect["now"]), config)
+    warned: list[str] = []
+    snapshot = load_snapshot(path, warn=warned.append)
+    result = run_cycle(snapshot, when(expect["now"]), config)
+
+    warned = [w for w in warned if not w.endswith("does not read: 1 Expectation")]
+    want_warned: list[str] = expect.get("warnings") or []
+    assert len(warned) == len(want_warned), warned
+    for text in want_warned:
+        assert any(text in w for w in warned), (text, warned)
 
     bound = {b.pod: b for b in result.bindings}
     want_bound: dict[str, Any] = expect.get("bindings") or {}

@@ -278,6 +278,7 @@ def _replay(
         nodes=nodes,
         cluster=cluster,
         queues=queues,
+        warn=warn,
     )
     end = until if until is not None else max(j.arrival_s for j in data.jobs)
     days = max(end / 86400, 1e-9)
@@ -385,7 +386,7 @@ def schedule(
     if output not in {"json", "table"}:
         raise typer.BadParameter(f"-o must be json or table, got {output!r}")
     config = _config(policy, starvation_after, stale_grace, non_preemptible_priority)
-    snapshot = load_snapshot(filename)
+    snapshot = load_snapshot(filename, warn=warn)
     result = _run(snapshot, _now(now), config, filename)
     if output == "json":
         sys.stdout.write(cycle_json(result))
@@ -409,7 +410,7 @@ def explain(
     what preemption, reclaim and consolidation found."""
     if "/" not in pod:
         raise typer.BadParameter(f"expected NAMESPACE/NAME, got {pod!r}")
-    snapshot = load_snapshot(filename)
+    snapshot = load_snapshot(filename, warn=warn)
     if pod not in {p.key for p in snapshot.pods}:
         raise InputError(str(filename), f"no pod {pod} in the snapshot")
     config = _config(
@@ -425,6 +426,11 @@ def _run(snapshot: Snapshot, now: float, config: CycleConfig, source: Path) -> C
         return run_cycle(snapshot, now, config)
     except SnapshotError as exc:
         raise InputError(str(source), str(exc)) from None
+
+
+def warn(message: str) -> None:
+    """A warning about the input, on stderr as kubectl prints them."""
+    sys.stderr.write(f"Warning: {message}\n")
 
 
 def main() -> None:

@@ -32,8 +32,6 @@ from gpufleet.model.devices import (
     Subrequest,
 )
 
-DRA_KINDS = frozenset({"DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate"})
-
 
 def _selectors(r: Reader, path: str, raw: object = None) -> tuple[str, ...]:
     """The CEL expressions of a ``selectors`` list (read at ``path`` unless given)."""

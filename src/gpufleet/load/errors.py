@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,3 +37,13 @@ def reading(path: Path, expected: str) -> Iterator[None]:
         raise InputError(source, f"is not UTF-8 text, expected {expected}") from None
     except OSError as exc:
         raise InputError(source, f"cannot be read ({exc.strerror})") from None
+
+
+class InputWarning(UserWarning):
+    """Input gpufleet reads, but not all of: objects skipped, fields it does not know."""
+
+
+def warn_default(message: str) -> None:
+    """Where a loader's warnings go unless its caller collects them (the CLI prints them on
+    stderr as ``Warning: ...``, as kubectl does)."""
+    warnings.warn(message, InputWarning, stacklevel=3)

@@ -39,8 +39,9 @@ from typing import Any, TypeVar
 
 import yaml
 
-from gpufleet.load.devices import DRA_KINDS, allocation, claim_spec, device_class, pools
-from gpufleet.load.errors import InputError, reading
+from gpufleet.load.devices import allocation, claim_spec, device_class, pools
+from gpufleet.load.errors import InputError, reading, warn_default
+from gpufleet.load.kinds import Warn, sort_objects
 from gpufleet.load.pods import read_pod
 from gpufleet.load.reader import Obj, Reader
 from gpufleet.load.vocabulary import (
@@ -73,21 +74,6 @@ from gpufleet.model.workload import (
     vector,
 )
 
-KINDS = (
-    frozenset(
-        {
-            "Node",
-            "NodePool",
-            "Pod",
-            "PodGroup",
-            "Queue",
-            "PriorityClass",
-            "Topology",
-            "NodeResourceTopology",
-        }
-    )
-    | DRA_KINDS
-)
 SINGLE_NUMA_POLICIES = frozenset(
     {"single-numa-node", "SingleNUMANodeContainerLevel", "SingleNUMANodePodLevel"}
 )
@@ -99,17 +85,42 @@ MAX_POOL_NODES = 100_000
 T = TypeVar("T")
 
 
+class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """YAML's safe loader, refusing a mapping that repeats a key: the YAML spec forbids it,
+    and last-wins would drop the first value (a whole pod, say) without a word."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, Mapping | list):
+                continue  # unhashable: the constructor reports it
+            if key in seen:
+                raise InputError(
+                    self.name,
+                    f"mapping key {key!r} appears twice (the YAML spec forbids it; "
+                    "remove one of them)",
+                    line=key_node.start_mark.line + 1,
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)  # type: ignore[no-any-return]
+
+
 def _documents(path: Path) -> Iterator[Any]:
     source = str(path)
     with reading(path, "a YAML file"):
         text = path.read_text(encoding="utf-8")
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    loader = _UniqueKeyLoader(text)
+    loader.name = source
     try:
-        yield from yaml.load_all(text, Loader=loader)
+        while loader.check_data():
+            yield loader.get_data()
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
         raise InputError(source, f"is not valid YAML ({exc})", line=line) from None
+    finally:
+        loader.dispose()
 
 
 def _objects(doc: Any, source: str) -> Iterator[Obj]:
@@ -129,14 +140,24 @@ def _objects(doc: Any, source: str) -> Iterator[Obj]:
     yield doc
 
 
-def load_snapshot(path: Path) -> Snapshot:
-    """The snapshot in the YAML file ``path``."""
+def load_snapshot(path: Path, *, warn: Warn = warn_default, need_nodes: bool = True) -> Snapshot:
+    """The snapshot in the YAML file ``path``; what is skipped or doubtful goes to ``warn``.
+    Without ``need_nodes`` the file may hold other objects only (a file of Queues)."""
     return parse_snapshot(
-        (obj for doc in _documents(path) for obj in _objects(doc, str(path))), str(path)
+        (obj for doc in _documents(path) for obj in _objects(doc, str(path))),
+        str(path),
+        warn=warn,
+        need_nodes=need_nodes,
     )
 
 
-def parse_snapshot(objects: Iterator[Obj] | list[Obj], source: str) -> Snapshot:
+def parse_snapshot(
+    objects: Iterator[Obj] | list[Obj],
+    source: str,
+    *,
+    warn: Warn = warn_default,
+    need_nodes: bool = True,
+) -> Snapshot:
     """A snapshot from Kubernetes objects as dictionaries (``source`` names them in errors).
 
     Every field the loader reads is checked with its own message; a structure no check
@@ -144,7 +165,7 @@ def parse_snapshot(objects: Iterator[Obj] | list[Obj], source: str) -> Snapshot:
     object, never a traceback.
     """
     try:
-        return _parse(objects, source)
+        return _parse(objects, source, warn, need_nodes=need_nodes)
     except (TypeError, ValueError, AttributeError, KeyError, ArithmeticError) as exc:
         if isinstance(exc, InputError):
             raise
@@ -164,12 +185,13 @@ def _each(readers: list[Reader], read: Callable[[Reader], T]) -> list[T]:
     return out
 
 
-def _parse(objects: Iterator[Obj] | list[Obj], source: str) -> Snapshot:
-    by_kind: dict[str, list[Reader]] = {}
-    for obj in objects:
-        kind = obj.get("kind")
-        if isinstance(kind, str) and kind in KINDS:
-            by_kind.setdefault(kind, []).append(Reader(source, obj))
+def _parse(
+    objects: Iterator[Obj] | list[Obj], source: str, warn: Warn, *, need_nodes: bool
+) -> Snapshot:
+    by_kind: dict[str, list[Reader]] = {
+        kind: [Reader(source, obj) for obj in objs]
+        for kind, objs in sort_objects(objects, source, warn).items()
+    }
     pools = _each(by_kind.get("NodePool", []), _node_pool)
     for _, pool_nodes in pools:
         by_kind.setdefault("Node", []).extend(pool_nodes)
@@ -221,7 +243,7 @@ def _parse(objects: Iterator[Obj] | list[Obj], source: str) -> Snapshot:
                 )
     claims, allocations = _claims(by_kind, pods)
     node_labels = {n.name: n.labels for n in nodes}
-    return Snapshot(
+    snapshot = Snapshot(
         tuple(nodes),
         tuple(_unique(pods, lambda p: p.key, "Pod", source)),
         tuple(groups),
@@ -232,6 +254,13 @@ def _parse(objects: Iterator[Obj] | list[Obj], source: str) -> Snapshot:
         tuple(claims),
         allocations,
     )
+    if need_nodes and not nodes:
+        raise InputError(
+            source,
+            "holds no Node (nor NodePool): a snapshot needs the cluster's nodes, "
+            "as `kubectl get nodes -o yaml` prints them",
+        )
+    return snapshot
 
 
 def _each_pools(

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gpufleet.load import openb, philly
-from gpufleet.load.errors import InputError, reading
+from gpufleet.load.errors import InputError, reading, warn_default
+from gpufleet.load.kinds import Warn
 from gpufleet.load.openb import BUNDLED_NODES, TimedPod, bundled, load_nodes, load_timed_pods
 from gpufleet.load.philly import TraceJob, load_philly
 from gpufleet.load.snapshot import load_snapshot
@@ -82,6 +83,7 @@ def load_replay(
     nodes: Path | None = None,
     cluster: Path | None = None,
     queues: Path | None = None,
+    warn: Warn = warn_default,
 ) -> ReplayInput:
     """Read everything a replay of ``workload`` needs (see the module docstring)."""
     if fmt is not None and fmt not in FORMATS:
@@ -103,12 +105,10 @@ def load_replay(
     else:
         path = cluster or bundled(PHILLY_CLUSTER)
         where = str(cluster) if cluster is not None else f"bundled {PHILLY_CLUSTER}"
-        snapshot = load_snapshot(path)
-        if not snapshot.nodes:
-            raise InputError(str(path), "has no Node or NodePool objects (expected a cluster)")
+        snapshot = load_snapshot(path, warn=warn)
         node_specs, topology, queue_specs = snapshot.nodes, snapshot.topology, snapshot.queues
     if queues is not None:
-        queue_specs = load_snapshot(queues).queues
+        queue_specs = load_snapshot(queues, warn=warn, need_nodes=False).queues
         if not queue_specs:
             raise InputError(str(queues), "has no Queue objects (kind: Queue, gpufleet.io)")
     if not any(n.gpus for n in node_specs):

@@ -1,0 +1,153 @@
+"""What a snapshot reader must refuse or warn about: nothing accepted silently.
+
+Objects of other projects (Volcano's and KAI's Queues, a ``kubectl get all`` dump), empty
+files and YAML that repeats a key: each is an error naming the file and field, or a warning
+naming what was skipped — never a traceback, never a silent loss.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gpufleet.load.errors import InputError
+from gpufleet.load.snapshot import load_snapshot
+from tests.test_cli import gpufleet
+
+NODE = """apiVersion: v1
+kind: Node
+metadata: {name: n1}
+status: {allocatable: {cpu: "8", memory: 64Gi, nvidia.com/gpu: "2"}}
+"""
+
+VOLCANO_QUEUE = """apiVersion: scheduling.volcano.sh/v1beta1
+kind: Queue
+metadata: {name: research}
+spec: {weight: 1, capability: {nvidia.com/gpu: 4}}
+"""
+
+KAI_QUEUE = """apiVersion: scheduling.run.ai/v2
+kind: Queue
+metadata: {name: team-a}
+spec:
+  resources:
+    gpu: {quota: -1, limit: -1, overQuotaWeight: 1}
+"""
+
+
+def write(tmp_path: Path, *docs: str) -> Path:
+    path = tmp_path / "snapshot.yaml"
+    path.write_text("\n---\n".join(docs))
+    return path
+
+
+def load(path: Path) -> tuple[object, list[str]]:
+    warned: list[str] = []
+    return load_snapshot(path, warn=warned.append), warned
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["", "# only a comment\n", "---\n---\n", NODE.replace("kind: Node", "kind: ConfigMap")],
+    ids=["empty", "comments", "empty-documents", "no-node"],
+)
+def test_a_snapshot_without_nodes_is_one_clear_error(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "snapshot.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError, match="holds no Node"):
+        load_snapshot(path, warn=lambda _: None)
+
+
+def test_the_cli_says_it_in_one_line_and_exits_2(tmp_path: Path) -> None:
+    (tmp_path / "empty.yaml").write_text("# nothing here\n")
+    result = gpufleet("schedule", "-f", "empty.yaml", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "gpufleet: error: empty.yaml: holds no Node (nor NodePool): a snapshot needs the "
+        "cluster's nodes, as `kubectl get nodes -o yaml` prints them"
+    ]
+
+
+def test_other_projects_queues_are_skipped_with_one_warning_per_group(tmp_path: Path) -> None:
+    second = VOLCANO_QUEUE.replace("research", "prod")
+    snap, warned = load(write(tmp_path, NODE, VOLCANO_QUEUE, second, KAI_QUEUE))
+    assert snap.queues == ()  # type: ignore[attr-defined]
+    assert len(warned) == 2
+    volcano, kai = sorted(warned, key=lambda w: "volcano" not in w)
+    assert "skipped 2 Queue objects of API group scheduling.volcano.sh" in volcano
+    assert "skipped 1 Queue object of API group scheduling.run.ai" in kai
+    assert "gpufleet.io/v1alpha1" in kai
+
+
+def test_volcano_podgroup_is_not_read_as_a_gang(tmp_path: Path) -> None:
+    group = """apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata: {name: g, namespace: ml}
+spec: {minMember: 4}
+"""
+    snap, warned = load(write(tmp_path, NODE, group))
+    assert snap.groups == ()  # type: ignore[attr-defined]
+    assert ["scheduling.volcano.sh" in w for w in warned] == [True]
+
+
+def test_another_version_of_a_supported_group_is_an_error(tmp_path: Path) -> None:
+    claim = """apiVersion: resource.k8s.io/v1beta1
+kind: ResourceClaim
+metadata: {name: c, namespace: ml}
+spec: {devices: {requests: [{name: gpu, deviceClassName: gpu.nvidia.com}]}}
+"""
+    with pytest.raises(InputError) as caught:
+        load(write(tmp_path, NODE, claim))
+    assert caught.value.field == "apiVersion"
+    assert "ResourceClaim ml/c" in str(caught.value)
+    assert "resource.k8s.io/v1beta1 is not supported" in str(caught.value)
+    assert "resource.k8s.io/v1 only" in str(caught.value)
+
+
+def test_a_known_kind_without_api_version_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="expected v1, got None") as caught:
+        load(write(tmp_path, NODE.replace("apiVersion: v1\n", "")))
+    assert caught.value.field == "apiVersion"
+
+
+def test_a_kubectl_get_all_dump_is_read_and_the_rest_counted(tmp_path: Path) -> None:
+    dump = """apiVersion: v1
+kind: List
+items:
+- {apiVersion: v1, kind: Service, metadata: {name: s1}}
+- {apiVersion: v1, kind: Service, metadata: {name: s2}}
+- {apiVersion: apps/v1, kind: Deployment, metadata: {name: d}}
+- {apiVersion: v1, metadata: {name: nokind}}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: p, namespace: ml}
+  spec: {schedulerName: gpufleet, containers: [{name: c}]}
+"""
+    snap, warned = load(write(tmp_path, NODE, dump))
+    assert [p.key for p in snap.pods] == ["ml/p"]  # type: ignore[attr-defined]
+    assert warned == [
+        f"{tmp_path / 'snapshot.yaml'}: skipped 4 objects gpufleet does not read: "
+        "1 (no kind), 1 Deployment, 2 Service"
+    ]
+
+
+def test_a_repeated_mapping_key_is_an_error_with_its_line(tmp_path: Path) -> None:
+    pods = """apiVersion: v1
+kind: Pod
+metadata: {name: a, namespace: ml}
+spec: {containers: [{name: c}]}
+metadata: {name: b, namespace: ml}
+"""
+    with pytest.raises(InputError) as caught:
+        load(write(tmp_path, NODE, pods))
+    assert caught.value.line == 11  # the second metadata
+    assert "mapping key 'metadata' appears twice" in str(caught.value)
+
+
+def test_the_cli_prints_warnings_on_stderr(tmp_path: Path) -> None:
+    write(tmp_path, NODE, VOLCANO_QUEUE)
+    result = gpufleet("schedule", "-f", "snapshot.yaml", "-o", "json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.startswith("Warning: snapshot.yaml: skipped 1 Queue object")
