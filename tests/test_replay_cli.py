@@ -224,13 +224,16 @@ def test_bad_replay_options_exit_2(tmp_path: Path, args: tuple[str, ...], expect
 
 def test_bad_files_for_a_replay_exit_2(tmp_path: Path) -> None:
     trace = write(tmp_path / "philly.csv", PHILLY)
-    empty = write(tmp_path / "empty.yaml", "kind: Queue\nmetadata: {name: q}\n")
+    empty = write(
+        tmp_path / "empty.yaml",
+        "apiVersion: gpufleet.io/v1alpha1\nkind: Queue\nmetadata: {name: q}\n",
+    )
     result = gpufleet(
         "simulate", "--protocol", "replay", "--workload", str(trace), "--cluster", str(empty),
         cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 2
-    assert "has no Node or NodePool objects" in result.stderr
+    assert "holds no Node (nor NodePool)" in result.stderr
     bad = write(tmp_path / "bad.csv", PHILLY + "2017-10-09 07:03:00,60,zero,0,beta\n")
     result = gpufleet("simulate", "--protocol", "replay", "--workload", str(bad), cwd=tmp_path)
     assert result.returncode == 2
