@@ -265,6 +265,7 @@ def read_pod(
                 raw,
             )
     created = r.time("metadata.creationTimestamp") or 0.0
+    blocked = "" if node is not None else _blocked(r, group, group_queues)
     return PodInfo(
         r.key,
         spec,
@@ -278,7 +279,33 @@ def read_pod(
         r.time("status.startTime") or created,
         managed,
         _pod_claims(r),
+        blocked,
     )
+
+
+def _blocked(r: Reader, group: str, groups: Mapping[str, str]) -> str:
+    """Why a pending pod may not be scheduled at all (empty: it may), as kube-scheduler and
+    the coscheduling plugin decide it: scheduling gates hold it back (reason
+    ``SchedulingGated``), a pod being deleted is never placed, and a pod of a PodGroup that
+    does not exist waits for it."""
+    gates = []
+    for i, gate in enumerate(r.sequence("spec.schedulingGates")):
+        name = gate.get("name") if isinstance(gate, Mapping) else None
+        if not isinstance(name, str) or not name:
+            raise r.fail(f"spec.schedulingGates[{i}].name", "a scheduling gate name", gate)
+        gates.append(name)
+    if gates:
+        names = ", ".join(gates)
+        return f"SchedulingGated: scheduling is blocked by the pod's scheduling gates ({names})"
+    if r.get("metadata.deletionTimestamp") is not None:
+        r.time("metadata.deletionTimestamp")  # a bad time is still an error
+        return "the pod is being deleted (metadata.deletionTimestamp is set): it is not scheduled"
+    if group and group not in groups:
+        return (
+            f"PodGroup {group} (label {POD_GROUP_LABEL}) does not exist: "
+            "the pod waits for it to be created"
+        )
+    return ""
 
 
 def _pod_claims(r: Reader) -> tuple[str, ...]:

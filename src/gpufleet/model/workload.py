@@ -88,6 +88,9 @@ class PodInfo:
     managed: bool = True
     claims: tuple[str, ...] = ()
     """Keys (``namespace/name``) of the ResourceClaims the pod uses."""
+    blocked: str = ""
+    """Why the pod may not be scheduled whatever the cluster holds (its scheduling gates, its
+    deletion, a PodGroup that does not exist); empty: it may. Only pending pods are blocked."""
 
     @property
     def gang(self) -> str:

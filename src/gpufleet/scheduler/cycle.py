@@ -181,7 +181,7 @@ def build_jobs(snapshot: Snapshot) -> list[Job]:
     for pod in snapshot.pods:
         if pod.bound:
             running[pod.gang] += 1
-        elif pod.managed:
+        elif pod.managed and not pod.blocked:
             pending[pod.gang].append(pod)
     jobs = []
     for key, pods in pending.items():
@@ -485,6 +485,9 @@ class Cycle:
     def run(self) -> CycleResult:
         backlog = self.backlog
         backlog.start()
+        self.pending.extend(
+            Pending(p.key, p.blocked) for p in self.snapshot.pods if p.blocked and p.managed
+        )
         unknown = [q for q in backlog.queues() if q not in self.tree.queues]
         for queue in unknown:
             for job in backlog.behind(queue):
