@@ -237,7 +237,7 @@ def test_a_running_slice_the_gpu_cannot_have_is_a_clear_error(tmp_path: Path) ->
     snapshot = tmp_path / "mig.yaml"
     snapshot.write_text(
         "apiVersion: v1\nkind: Node\nmetadata: {name: h1, labels: {nvidia.com/gpu.product: "
-        "NVIDIA-H100-80GB-HBM3, nvidia.com/mig.capable: 'true'}}\n"
+        "NVIDIA-H100-80GB-HBM3, gpufleet.io/mig-dynamic: 'true'}}\n"
         "status: {allocatable: {cpu: '8', memory: 8Gi, nvidia.com/gpu: '1'}}\n---\n"
         "apiVersion: v1\nkind: Pod\nmetadata: {name: big, annotations: "
         "{gpufleet.io/gpu-index: '0'}}\nspec: {nodeName: h1, containers: [{name: c, "

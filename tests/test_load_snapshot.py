@@ -121,7 +121,7 @@ def test_mig_nodes_and_pods(tmp_path: Path) -> None:
     )
     dynamic = (
         "apiVersion: v1\nkind: Node\nmetadata: {name: d, labels: {nvidia.com/gpu.product: "
-        "NVIDIA-H100-80GB-HBM3, nvidia.com/mig.capable: 'true'}}\nstatus: {allocatable: "
+        "NVIDIA-H100-80GB-HBM3, gpufleet.io/mig-dynamic: 'true'}}\nstatus: {allocatable: "
         "{cpu: '8', memory: 8Gi, nvidia.com/gpu: '8'}}"
     )
     pod = (
@@ -346,12 +346,12 @@ POD = "apiVersion: v1\nkind: Pod\nmetadata: {{name: p, namespace: ml{meta}}}\nsp
                 NODE,
                 POD.format(
                     meta="",
-                    spec="containers: [{name: c, resources: "
-                    "{limits: {nvidia.com/mig-2g.20gb: '2'}}}]",
+                    spec="containers: [{name: c, resources: {limits: "
+                    "{nvidia.com/mig-2g.20gb: '2', nvidia.com/mig-1g.10gb: '1'}}}]",
                 ),
             ],
-            "field 'spec.containers[].resources': expected one MIG slice per pod",
-            id="two-mig-slices",
+            "field 'spec.containers[*].resources': expected MIG slices of one profile per pod",
+            id="two-mig-profiles",
         ),
         pytest.param(
             [

@@ -153,19 +153,27 @@ def _guaranteed_whole_cpus(r: Reader) -> bool:
     return bool(containers)
 
 
-def _mig_request(r: Reader, requests: dict[str, Decimal]) -> str | None:
-    """The pod's MIG profile: one slice of one profile per pod."""
+def _mig_request(r: Reader, requests: dict[str, Decimal]) -> tuple[str, int] | None:
+    """The pod's MIG slices: their profile and count (summed over its containers, as the
+    device plugin's mixed strategy counts ``nvidia.com/mig-<profile>``)."""
     asked = {
         profile: count
         for resource, count in requests.items()
-        if (profile := mig_profile(r, f"spec.containers[].resources.{resource}", resource))
+        if (profile := mig_profile(r, f"spec.containers[*].resources.{resource}", resource))
         and count > 0
     }
     if not asked:
         return None
-    if len(asked) > 1 or next(iter(asked.values())) != 1:
-        raise r.fail("spec.containers[].resources", "one MIG slice per pod", asked)
-    return next(iter(asked))
+    if len(asked) > 1:
+        raise r.fail(
+            "spec.containers[*].resources",
+            "MIG slices of one profile per pod (gpufleet places one profile per pod)",
+            ", ".join(f"{MIG_PREFIX}{p}: {n}" for p, n in sorted(asked.items())),
+        )
+    ((profile, count),) = asked.items()
+    if count != int(count):
+        raise r.fail(f"spec.containers[*].resources.{MIG_PREFIX}{profile}", "a whole number", count)
+    return profile, int(count)
 
 
 def _constraint(r: Reader) -> NodeConstraint | None:
@@ -224,10 +232,11 @@ def read_pod(
         return None
     requests = _requests(r)
     num_gpu, gpu_milli = _gpu_request(r, requests, gpu_memory)
-    mig = _mig_request(r, requests)
+    mig_slices = _mig_request(r, requests)
+    mig, mig_count = mig_slices if mig_slices is not None else (None, 1)
     if mig is not None and num_gpu:
         raise r.fail(
-            f"spec.containers[].resources.{MIG_PREFIX}{mig}", "no whole GPUs with it", num_gpu
+            f"spec.containers[*].resources.{MIG_PREFIX}{mig}", "no whole GPUs with it", num_gpu
         )
     spec = PodSpec(
         r.key,
@@ -239,6 +248,7 @@ def read_pod(
         _constraint(r),
         mig,
         _guaranteed_whole_cpus(r),
+        mig_count,
     )
     labels = r.strings("metadata.labels")
     annotations = r.strings("metadata.annotations")
@@ -257,7 +267,7 @@ def read_pod(
             gpus = tuple(int(g) for g in raw.split(","))
         except ValueError:
             gpus = (-1,)
-        wanted = 1 if mig is not None else num_gpu
+        wanted = mig_count if mig is not None else num_gpu
         if len(gpus) != wanted or any(not 0 <= g < node_gpus[node] for g in gpus):
             raise r.fail(
                 f"metadata.annotations.{GPU_INDEX_ANNOTATION}",

@@ -50,7 +50,7 @@ from gpufleet.load.vocabulary import (
     GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
     INTEGER,
-    MIG_CAPABLE_LABEL,
+    MIG_DYNAMIC_LABEL,
     QUEUE_LABEL,
     STALE_ANNOTATION,
     TOPOLOGY_PREFERRED,
@@ -398,12 +398,14 @@ def _node(r: Reader) -> NodeSpec:
                 raise r.fail(f"status.allocatable.{resource}", "a whole number of slices", raw)
             slices[profile] = int(count)
     product = labels.get(GPU_PRODUCT_LABEL)
-    dynamic = (
-        labels.get(MIG_CAPABLE_LABEL) == "true"
-        and not slices
-        and table_for(product) is not None
-        and gpus > 0
-    )
+    dynamic = labels.get(MIG_DYNAMIC_LABEL) == "true" and not slices and gpus > 0
+    if dynamic and table_for(product) is None:
+        raise r.fail(
+            f"metadata.labels.{MIG_DYNAMIC_LABEL}",
+            f"a node whose GPUs gpufleet can partition (label {GPU_PRODUCT_LABEL} of an "
+            "A100, H100 or H200)",
+            product,
+        )
     return NodeSpec(
         r.name,
         cpu_milli(cpu),

@@ -21,6 +21,11 @@ GPU_INDEX_ANNOTATION = "gpufleet.io/gpu-index"
 STALE_ANNOTATION = "gpufleet.io/stale-since"
 MIG_PREFIX = "nvidia.com/mig-"
 MIG_CAPABLE_LABEL = "nvidia.com/mig.capable"
+MIG_DYNAMIC_LABEL = "gpufleet.io/mig-dynamic"
+"""``"true"`` on a node whose GPUs gpufleet may partition: someone (NVIDIA's MIG manager,
+told by the ``nvidia.com/mig.config`` label) applies the layouts it asks for. GPU feature
+discovery labels every MIG-capable node ``nvidia.com/mig.capable: "true"``, with MIG on or
+off, so that label alone never lets gpufleet repartition."""
 MIG_PROFILE = re.compile(r"[1-7]g\.[0-9]+gb(\+me)?")
 TOPOLOGY_REQUIRED = "gpufleet.io/topology-required"
 TOPOLOGY_PREFERRED = "gpufleet.io/topology-preferred"

@@ -219,16 +219,27 @@ class ClusterState:
         return mask
 
     def mig_gpu(self, node: int, pod: PodSpec) -> tuple[int, ...] | None:
-        """Where ``pod``'s MIG slice goes on ``node``: ``(gpu,)`` on a dynamic-MIG node (the
-        best option of :meth:`MigLayouts.candidates`), ``()`` on a static one, None if the
-        node cannot serve it."""
+        """Where ``pod``'s MIG slices go on ``node``: on a dynamic-MIG node the GPU of each
+        slice (the best option of :meth:`MigLayouts.candidates`, slice after slice), ``()`` on
+        a static one, None if the node cannot serve them all."""
         assert pod.mig_profile is not None
         if self.mig is not None and self.mig.is_dynamic(node):
             whole = (self.gpu_free[node] == MILLI).tolist()
             options = self.mig.candidates(node, pod.mig_profile, whole)
-            return (options[0][1],) if options else None
+            if pod.mig_count == 1 or not options:
+                return (options[0][1],) if options else None
+            layouts, gpus = self.mig.copy(), []
+            for _ in range(pod.mig_count):
+                options = layouts.candidates(node, pod.mig_profile, whole)
+                if not options:
+                    return None
+                g = options[0][1]
+                layouts.place(node, g, pod.mig_profile, pod.name)
+                whole[g] = False
+                gpus.append(g)
+            return tuple(gpus)
         p = self.mig_profile_index(pod.mig_profile)
-        return () if p is not None and self.mig_free[node, p] > 0 else None
+        return () if p is not None and self.mig_free[node, p] >= pod.mig_count else None
 
     def pins_cpu(self, node: int, pod: PodSpec) -> bool:
         """Whether ``pod`` takes pinned CPUs from one NUMA zone of ``node`` with its GPUs."""
@@ -299,21 +310,22 @@ class ClusterState:
             raise ValueError(f"pod {pod.name} does not fit CPU/memory of {self.names[node]}")
         assert pod.mig_profile is not None
         if self.mig is not None and self.mig.is_dynamic(node):
-            if len(gpus) != 1:
-                raise ValueError(f"pod {pod.name}: a MIG slice lives on one GPU, got {gpus}")
-            (g,) = gpus
-            if not self.mig.partitioned(node, g) and self.gpu_free[node, g] != MILLI:
-                raise ValueError(f"pod {pod.name}: GPU {g} of {self.names[node]} is in use")
-            self.mig.place(node, g, pod.mig_profile, pod.name)
-            self.gpu_free[node, g] = 0  # a partitioned GPU serves no whole or shared pods
+            if len(gpus) != pod.mig_count:
+                raise ValueError(f"pod {pod.name}: one GPU per MIG slice, got {gpus}")
+            for g in gpus:
+                if not self.mig.partitioned(node, g) and self.gpu_free[node, g] != MILLI:
+                    raise ValueError(f"pod {pod.name}: GPU {g} of {self.names[node]} is in use")
+                self.mig.place(node, g, pod.mig_profile, pod.name)
+                self.gpu_free[node, g] = 0  # a partitioned GPU serves no whole or shared pods
             self.refresh_gpu_totals(node)
         else:
             p = self.mig_profile_index(pod.mig_profile)
-            if p is None or self.mig_free[node, p] < 1:
+            if p is None or self.mig_free[node, p] < pod.mig_count:
                 raise ValueError(
-                    f"pod {pod.name}: no free {pod.mig_resource} on {self.names[node]}"
+                    f"pod {pod.name}: not {pod.mig_count} free {pod.mig_resource} "
+                    f"on {self.names[node]}"
                 )
-            self.mig_free[node, p] -= 1
+            self.mig_free[node, p] -= pod.mig_count
         self.cpu_free[node] -= pod.cpu_milli
         self.memory_free[node] -= pod.memory_mib
         self.generation[node] += 1
@@ -322,14 +334,15 @@ class ClusterState:
     def _release_mig(self, node: int, pod: PodSpec, gpus: Sequence[int]) -> None:
         assert pod.mig_profile is not None
         if self.mig is not None and self.mig.is_dynamic(node):
-            self.mig.release(node, gpus[0], pod.name)
-            if not self.mig.partitioned(node, gpus[0]):
-                self.gpu_free[node, gpus[0]] = MILLI
-                self.refresh_gpu_totals(node)
+            for g in gpus:
+                self.mig.release(node, g, pod.name)
+                if not self.mig.partitioned(node, g):
+                    self.gpu_free[node, g] = MILLI
+            self.refresh_gpu_totals(node)
         else:
             p = self.mig_profile_index(pod.mig_profile)
             assert p is not None
-            self.mig_free[node, p] += 1
+            self.mig_free[node, p] += pod.mig_count
         self.cpu_free[node] += pod.cpu_milli
         self.memory_free[node] += pod.memory_mib
         self.generation[node] += 1

@@ -32,9 +32,11 @@ class PodSpec:
     constraint: NodeConstraint | None = None
     """Node selector, required node affinity and tolerations (None: any node, no taints)."""
     mig_profile: str | None = None
-    """A MIG slice the pod asks for (``3g.40gb``: ``nvidia.com/mig-3g.40gb``), one per pod."""
+    """The MIG profile of the slices the pod asks for (``3g.40gb``: ``nvidia.com/mig-3g.40gb``)."""
     exclusive_cpu: bool = False
     """Guaranteed QoS with whole CPUs: the kubelet pins its CPUs (static CPU manager)."""
+    mig_count: int = 1
+    """How many slices of ``mig_profile`` (the device plugin gives a pod several)."""
 
     def __post_init__(self) -> None:
         if min(self.cpu_milli, self.memory_mib, self.num_gpu, self.gpu_milli) < 0:
@@ -47,6 +49,8 @@ class PodSpec:
             raise ValueError(f"pod {self.name}: a share of a GPU is only possible with one GPU")
         if self.mig_profile is not None and self.num_gpu:
             raise ValueError(f"pod {self.name}: a MIG slice and whole GPUs in one pod")
+        if self.mig_count < 1:
+            raise ValueError(f"pod {self.name}: mig_count must be at least 1")
 
     @property
     def request_key(self) -> tuple[object, ...]:
@@ -61,6 +65,7 @@ class PodSpec:
             self.constraint,
             self.mig_profile,
             self.exclusive_cpu,
+            self.mig_count,
         )
 
     @property
@@ -70,10 +75,10 @@ class PodSpec:
 
     @property
     def gpu_equivalent(self) -> float:
-        """GPUs the pod takes from its queue: whole GPUs, a share, or a MIG slice's compute
+        """GPUs the pod takes from its queue: whole GPUs, a share, or its MIG slices' compute
         slices out of 7."""
         if self.mig_profile is not None:
-            return int(self.mig_profile.split("g.", 1)[0]) / 7
+            return self.mig_count * int(self.mig_profile.split("g.", 1)[0]) / 7
         return self.total_gpu_milli / MILLI
 
     @property

@@ -38,7 +38,11 @@ class MigFit:
         if pod.mig_profile is None:
             return FilterVerdict.pass_all(state.size)
         p = state.mig_profile_index(pod.mig_profile)
-        ok = state.mig_free[:, p] > 0 if p is not None else np.zeros(state.size, dtype=np.bool_)
+        ok = (
+            state.mig_free[:, p] >= pod.mig_count
+            if p is not None
+            else np.zeros(state.size, dtype=np.bool_)
+        )
         if state.mig is not None:
             for node in state.mig.tables:
                 ok[node] = state.mig_gpu(node, pod) is not None
