@@ -2,7 +2,7 @@
 
 Multi-document YAML and ``kind: List`` (and lists of lists) are both accepted. gpufleet
 reads Nodes, Pods, PodGroups (``scheduling.x-k8s.io``), Queues (``gpufleet.io``) and
-PriorityClasses — the vocabulary table of ARCHITECTURE.md; other kinds (Services,
+PriorityClasses, among others (ARCHITECTURE.md, "Vocabulary"); other kinds (Services,
 ConfigMaps, …) are skipped. Quantities follow Kubernetes ("500m", "80Gi", "1e3").
 
 Every object is checked; the first bad field stops the load with an :class:`InputError`
