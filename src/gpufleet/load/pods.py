@@ -68,6 +68,19 @@ def _requests(r: Reader) -> dict[str, Decimal]:
     return total
 
 
+POD_RESOURCES = frozenset({"cpu", "memory", GPU_RESOURCE})
+"""Requests the pod model reads as such (MIG slices aside); the others are extended."""
+
+
+def _extended(requests: dict[str, Decimal]) -> tuple[tuple[str, int], ...]:
+    """The pod's other requests, in their base unit (a fraction of a byte rounds up)."""
+    return tuple(
+        (name, math.ceil(q))
+        for name, q in sorted(requests.items())
+        if q > 0 and name not in POD_RESOURCES and not name.startswith(MIG_PREFIX)
+    )
+
+
 def _gpu_request(
     r: Reader, requests: dict[str, Decimal], gpu_memory: int | None
 ) -> tuple[int, int]:
@@ -249,6 +262,7 @@ def read_pod(
         mig,
         _guaranteed_whole_cpus(r),
         mig_count,
+        _extended(requests),
     )
     labels = r.strings("metadata.labels")
     annotations = r.strings("metadata.annotations")

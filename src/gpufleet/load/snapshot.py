@@ -79,6 +79,10 @@ SINGLE_NUMA_POLICIES = frozenset(
 )
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+KUBELET_MAX_PODS = 110
+"""A node's allocatable ``pods`` where the snapshot does not say: the kubelet's default."""
+NODE_RESOURCES = frozenset({"cpu", "memory", "pods", GPU_RESOURCE})
+"""Allocatable resources the node model reads as such; the others are extended."""
 MAX_POOL_NODES = 100_000
 """A NodePool larger than this is a typo, not a cluster."""
 
@@ -390,13 +394,20 @@ def _node(r: Reader) -> NodeSpec:
         raise r.fail(f"status.allocatable.{GPU_RESOURCE}", "a whole number of GPUs", gpus)
     labels = r.strings("metadata.labels")
     slices: dict[str, int] = {}
+    extended: dict[str, int] = {}
     for resource, raw in allocatable.items():
-        profile = mig_profile(r, f"status.allocatable.{resource}", str(resource))
+        field = f"status.allocatable.{resource}"
+        profile = mig_profile(r, field, str(resource))
         if profile is not None:
-            count = r.quantity(f"status.allocatable.{resource}", raw)
+            count = r.quantity(field, raw)
             if count != int(count):
-                raise r.fail(f"status.allocatable.{resource}", "a whole number of slices", raw)
+                raise r.fail(field, "a whole number of slices", raw)
             slices[profile] = int(count)
+        elif resource not in NODE_RESOURCES:
+            extended[str(resource)] = math.floor(r.quantity(field, raw))
+    max_pods = r.quantity("status.allocatable.pods", allocatable.get("pods", KUBELET_MAX_PODS))
+    if max_pods != int(max_pods):
+        raise r.fail("status.allocatable.pods", "a whole number of pods", allocatable["pods"])
     product = labels.get(GPU_PRODUCT_LABEL)
     dynamic = labels.get(MIG_DYNAMIC_LABEL) == "true" and not slices and gpus > 0
     if dynamic and table_for(product) is None:
@@ -416,6 +427,8 @@ def _node(r: Reader) -> NodeSpec:
         _taints(r),
         slices,
         dynamic,
+        extended=extended,
+        max_pods=int(max_pods),
     )
 
 

@@ -34,6 +34,9 @@ MILLI = 1000
 NO_MODEL = -1
 """``model_id`` of a node without GPUs."""
 
+UNLIMITED_PODS = 1 << 40
+"""``pods_free`` of a node without a pod limit."""
+
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 FloatArray = npt.NDArray[np.float64]
@@ -62,6 +65,11 @@ class NodeSpec:
     """Allocatable milli-CPU of each NUMA zone (empty: unknown)."""
     single_numa: bool = False
     """The kubelet's topology manager runs the single-numa-node policy."""
+    extended: dict[str, int] = field(default_factory=dict)
+    """Allocatable of every other resource (``vpc.amazonaws.com/efa``, ``hugepages-2Mi``,
+    ``ephemeral-storage``), in its base unit (devices, bytes)."""
+    max_pods: int | None = None
+    """Allocatable ``pods``: how many pods the kubelet runs (None: no limit, as in a trace)."""
 
 
 class ClusterState:
@@ -86,6 +94,10 @@ class ClusterState:
         single_numa: ``(N,)`` nodes whose pinned pods must sit in one NUMA zone.
         gpu_pod_kinds: ``(N, G + 1)`` pods per kind on each node: column 0 counts pods with
             a share of a GPU, column ``n`` pods with ``n`` whole GPUs (GPU "affinity").
+        extended: names of the other resources nodes advertise; ``extended_free`` ``(N, R)``
+            what is free of each (base units), ``extended_index`` name -> column.
+        pods_free: ``(N,)`` pods each node may still run (``UNLIMITED_PODS`` without a limit);
+            ``pods_limited``: whether any node has a limit.
         generation: ``(N,)`` counter bumped on every change of the node.
         uid: identity of this state object, so that a cache never mistakes a copy for it.
     """
@@ -95,6 +107,9 @@ class ClusterState:
         "changes",
         "cpu_capacity",
         "cpu_free",
+        "extended",
+        "extended_free",
+        "extended_index",
         "generation",
         "gpu_count",
         "gpu_free",
@@ -112,6 +127,8 @@ class ClusterState:
         "models",
         "names",
         "node_labels",
+        "pods_free",
+        "pods_limited",
         "single_numa",
         "uid",
         "zone_cpu_free",
@@ -177,6 +194,16 @@ class ClusterState:
         self.mig: MigLayouts | None = (
             MigLayouts(dynamic, {i: nodes[i].gpus for i in dynamic}) if dynamic else None
         )
+        self.extended: tuple[str, ...] = tuple(sorted({r for node in nodes for r in node.extended}))
+        self.extended_index = {name: i for i, name in enumerate(self.extended)}
+        self.extended_free: IntArray = np.array(
+            [[node.extended.get(r, 0) for r in self.extended] for node in nodes], dtype=np.int64
+        ).reshape(n, len(self.extended))
+        self.pods_free: IntArray = np.array(
+            [UNLIMITED_PODS if node.max_pods is None else node.max_pods for node in nodes],
+            dtype=np.int64,
+        )
+        self.pods_limited = any(node.max_pods is not None for node in nodes)
         self.uid = next(_state_ids)
         self._model_masks: dict[frozenset[str] | None, BoolArray] = {}
 
@@ -261,6 +288,8 @@ class ClusterState:
         """Whether ``node`` has ``pod``'s CPU, memory and GPUs free (one node, no masks)."""
         if self.cpu_free[node] < pod.cpu_milli or self.memory_free[node] < pod.memory_mib:
             return False
+        if not self.holds_others(node, pod):
+            return False
         if pod.mig_profile is not None:
             return self.mig_gpu(node, pod) is not None
         if not pod.num_gpu:
@@ -268,6 +297,27 @@ class ClusterState:
         if self.pins_cpu(node, pod) and not self.numa_aligned(pod)[node]:
             return False
         return int(np.count_nonzero(self.gpu_free[node] >= pod.gpu_milli)) >= pod.num_gpu
+
+    def holds_others(self, node: int, pod: PodSpec) -> bool:
+        """Whether ``node`` has a pod slot and ``pod``'s other resources free."""
+        if self.pods_free[node] < 1:
+            return False
+        for name, amount in pod.extended:
+            column = self.extended_index.get(name)
+            if column is None or self.extended_free[node, column] < amount:
+                return False
+        return True
+
+    def _take_others(self, node: int, pod: PodSpec, sign: int) -> None:
+        """Take (``sign`` 1) or give back (-1) ``pod``'s pod slot and other resources."""
+        if sign > 0 and not self.holds_others(node, pod):
+            raise ValueError(
+                f"pod {pod.name} does not fit the pod count or other resources of "
+                f"{self.names[node]}"
+            )
+        self.pods_free[node] -= sign
+        for name, amount in pod.extended:
+            self.extended_free[node, self.extended_index[name]] -= sign * amount
 
     def reserve(self, node: int, pod: PodSpec, gpus: Sequence[int]) -> None:
         """Take ``pod``'s CPU, memory and ``pod.gpu_milli`` on each GPU in ``gpus`` from ``node``.
@@ -295,6 +345,7 @@ class ClusterState:
             ):
                 raise ValueError(f"pod {pod.name}: GPUs {gpus} and CPUs not in one NUMA zone")
             self.zone_cpu_free[node, zone] -= pod.cpu_milli
+        self._take_others(node, pod, 1)
         self.cpu_free[node] -= pod.cpu_milli
         self.memory_free[node] -= pod.memory_mib
         for g in gpus:
@@ -326,6 +377,7 @@ class ClusterState:
                     f"on {self.names[node]}"
                 )
             self.mig_free[node, p] -= pod.mig_count
+        self._take_others(node, pod, 1)
         self.cpu_free[node] -= pod.cpu_milli
         self.memory_free[node] -= pod.memory_mib
         self.generation[node] += 1
@@ -343,6 +395,7 @@ class ClusterState:
             p = self.mig_profile_index(pod.mig_profile)
             assert p is not None
             self.mig_free[node, p] += pod.mig_count
+        self._take_others(node, pod, -1)
         self.cpu_free[node] += pod.cpu_milli
         self.memory_free[node] += pod.memory_mib
         self.generation[node] += 1
@@ -364,6 +417,7 @@ class ClusterState:
             raise ValueError(f"pod {pod.name}: releasing GPUs {gpus} beyond their capacity")
         if self.pins_cpu(node, pod):
             self.zone_cpu_free[node, self.gpu_zone_of(node, gpus)] += pod.cpu_milli
+        self._take_others(node, pod, -1)
         self.cpu_free[node] += pod.cpu_milli
         self.memory_free[node] += pod.memory_mib
         self.gpu_free[node, idx] += pod.gpu_milli

@@ -37,6 +37,10 @@ class PodSpec:
     """Guaranteed QoS with whole CPUs: the kubelet pins its CPUs (static CPU manager)."""
     mig_count: int = 1
     """How many slices of ``mig_profile`` (the device plugin gives a pod several)."""
+    extended: tuple[tuple[str, int], ...] = ()
+    """Other resources the pod requests (``vpc.amazonaws.com/efa``, ``hugepages-2Mi``,
+    ``ephemeral-storage``), sorted by name, in their base unit: every node it runs on must
+    offer them (kube-scheduler's NodeResourcesFit)."""
 
     def __post_init__(self) -> None:
         if min(self.cpu_milli, self.memory_mib, self.num_gpu, self.gpu_milli) < 0:
@@ -66,6 +70,7 @@ class PodSpec:
             self.mig_profile,
             self.exclusive_cpu,
             self.mig_count,
+            self.extended,
         )
 
     @property

@@ -163,7 +163,8 @@ def _changed(before: tuple[BoolArray, float] | None, after: tuple[BoolArray, flo
 
 
 def _per_node_slots(spec: PodSpec, state: ClusterState, nodes: IntArray) -> IntArray:
-    """How many pods of plain ``spec`` each of ``nodes`` has whole GPUs, CPU and memory for."""
+    """How many pods of plain ``spec`` each of ``nodes`` has whole GPUs, CPU, memory, pod
+    slots and other resources for."""
     per_node = np.full(nodes.size, np.iinfo(np.int64).max, dtype=np.int64)
     if spec.num_gpu:
         per_node = np.minimum(per_node, state.gpu_whole_free[nodes] // spec.num_gpu)
@@ -171,6 +172,12 @@ def _per_node_slots(spec: PodSpec, state: ClusterState, nodes: IntArray) -> IntA
         per_node = np.minimum(per_node, state.cpu_free[nodes] // spec.cpu_milli)
     if spec.memory_mib:
         per_node = np.minimum(per_node, state.memory_free[nodes] // spec.memory_mib)
+    if state.pods_limited:
+        per_node = np.minimum(per_node, state.pods_free[nodes])
+    for name, amount in spec.extended:
+        column = state.extended_index.get(name)
+        free = state.extended_free[nodes, column] if column is not None else 0
+        per_node = np.minimum(per_node, free // max(amount, 1))
     return per_node
 
 
