@@ -7,6 +7,7 @@ naming what was skipped — never a traceback, never a silent loss.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -151,3 +152,43 @@ def test_the_cli_prints_warnings_on_stderr(tmp_path: Path) -> None:
     result = gpufleet("schedule", "-f", "snapshot.yaml", "-o", "json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stderr.startswith("Warning: snapshot.yaml: skipped 1 Queue object")
+
+
+def _pending_pod(name: str, scheduler: str | None) -> str:
+    line = f"  schedulerName: {scheduler}\n" if scheduler else ""
+    return (
+        f"apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: ml}}\nspec:\n{line}"
+        "  containers: [{name: c, resources: {limits: {nvidia.com/gpu: '1'}}}]\n"
+    )
+
+
+OTHERS = (
+    NODE,
+    _pending_pod("a", None),
+    _pending_pod("b", "default-scheduler"),
+    _pending_pod("v", "volcano"),
+    _pending_pod("g", "gpufleet"),
+)
+
+
+def test_pending_pods_of_other_schedulers_are_counted_per_scheduler(tmp_path: Path) -> None:
+    snap, warned = load(write(tmp_path, *OTHERS))
+    assert [p.key for p in snap.pods if p.managed] == ["ml/g"]  # type: ignore[attr-defined]
+    assert len(warned) == 1
+    assert (
+        "3 pending pods belong to other schedulers (default-scheduler: 2, volcano: 1)"
+        in (warned[0])
+    )
+
+
+def test_scheduler_name_schedules_another_schedulers_pods(tmp_path: Path) -> None:
+    write(tmp_path, *OTHERS)
+    result = gpufleet(
+        "schedule", "-f", "snapshot.yaml", "-o", "json", "--scheduler-name", "default-scheduler",
+        "--now", "2026-01-01T00:00:00Z",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    bound = sorted(b["pod"] for b in json.loads(result.stdout)["bindings"])
+    assert bound == ["ml/a", "ml/b"]
+    assert "2 pending pods belong to other schedulers (gpufleet: 1, volcano: 1)" in result.stderr

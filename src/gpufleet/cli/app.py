@@ -28,6 +28,7 @@ from gpufleet import __version__
 from gpufleet.load.errors import InputError
 from gpufleet.load.openb import BUNDLED_NODES, BUNDLED_WORKLOAD, bundled, load_nodes, load_pods
 from gpufleet.load.snapshot import load_snapshot
+from gpufleet.load.vocabulary import SCHEDULER_NAME
 from gpufleet.load.traces import load_replay
 from gpufleet.model.results import FillRun, ReplayRun
 from gpufleet.model.workload import Snapshot
@@ -349,6 +350,13 @@ GraceOption = Annotated[
 NonPreemptibleOption = Annotated[
     int, typer.Option(help="Priority at and above which work is non-preemptible.")
 ]
+SchedulerNameOption = Annotated[
+    str,
+    typer.Option(
+        help="Schedule the pods of this spec.schedulerName as gpufleet's (what if gpufleet "
+        "took over another scheduler's pods?)."
+    ),
+]
 
 
 def _config(
@@ -378,6 +386,7 @@ def schedule(
     starvation_after: StarvationOption = 1800.0,
     stale_grace: GraceOption = 60.0,
     non_preemptible_priority: NonPreemptibleOption = 100,
+    scheduler_name: SchedulerNameOption = SCHEDULER_NAME,
 ) -> None:
     """Run one scheduling cycle over a cluster snapshot: bindings, evictions, pending pods.
 
@@ -386,7 +395,7 @@ def schedule(
     if output not in {"json", "table"}:
         raise typer.BadParameter(f"-o must be json or table, got {output!r}")
     config = _config(policy, starvation_after, stale_grace, non_preemptible_priority)
-    snapshot = load_snapshot(filename, warn=warn)
+    snapshot = load_snapshot(filename, warn=warn, scheduler_name=scheduler_name)
     result = _run(snapshot, _now(now), config, filename)
     if output == "json":
         sys.stdout.write(cycle_json(result))
@@ -405,12 +414,13 @@ def explain(
     starvation_after: StarvationOption = 1800.0,
     stale_grace: GraceOption = 60.0,
     non_preemptible_priority: NonPreemptibleOption = 100,
+    scheduler_name: SchedulerNameOption = SCHEDULER_NAME,
 ) -> None:
     """Tell one pod's story in a cycle: its queue and fair share, each node and why not,
     what preemption, reclaim and consolidation found."""
     if "/" not in pod:
         raise typer.BadParameter(f"expected NAMESPACE/NAME, got {pod!r}")
-    snapshot = load_snapshot(filename, warn=warn)
+    snapshot = load_snapshot(filename, warn=warn, scheduler_name=scheduler_name)
     if pod not in {p.key for p in snapshot.pods}:
         raise InputError(str(filename), f"no pod {pod} in the snapshot")
     config = _config(

@@ -239,6 +239,8 @@ def read_pod(
     group_queues: dict[str, str],
     gpu_memory: int | None,
     node_gpus: dict[str, int],
+    *,
+    scheduler_name: str = SCHEDULER_NAME,
 ) -> PodInfo | None:
     phase = r.string("status.phase", "Pending")
     if phase in {"Succeeded", "Failed"}:
@@ -267,7 +269,7 @@ def read_pod(
     labels = r.strings("metadata.labels")
     annotations = r.strings("metadata.annotations")
     scheduler = r.string("spec.schedulerName", "default-scheduler")
-    managed = scheduler == SCHEDULER_NAME
+    managed = scheduler == scheduler_name
     group = f"{r.namespace}/{labels[POD_GROUP_LABEL]}" if POD_GROUP_LABEL in labels else ""
     queue = labels.get(QUEUE_LABEL) or group_queues.get(group) or DEFAULT_QUEUE
     priority, can_preempt = _priority(r, classes)

@@ -31,6 +31,7 @@ Choices worth knowing:
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from decimal import Decimal
@@ -52,6 +53,7 @@ from gpufleet.load.vocabulary import (
     INTEGER,
     MIG_DYNAMIC_LABEL,
     QUEUE_LABEL,
+    SCHEDULER_NAME,
     STALE_ANNOTATION,
     TOPOLOGY_PREFERRED,
     TOPOLOGY_REQUIRED,
@@ -79,6 +81,7 @@ SINGLE_NUMA_POLICIES = frozenset(
 )
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+DEFAULT_SCHEDULER = "default-scheduler"
 KUBELET_MAX_PODS = 110
 """A node's allocatable ``pods`` where the snapshot does not say: the kubelet's default."""
 NODE_RESOURCES = frozenset({"cpu", "memory", "pods", GPU_RESOURCE})
@@ -144,14 +147,22 @@ def _objects(doc: Any, source: str) -> Iterator[Obj]:
     yield doc
 
 
-def load_snapshot(path: Path, *, warn: Warn = warn_default, need_nodes: bool = True) -> Snapshot:
+def load_snapshot(
+    path: Path,
+    *,
+    warn: Warn = warn_default,
+    need_nodes: bool = True,
+    scheduler_name: str = SCHEDULER_NAME,
+) -> Snapshot:
     """The snapshot in the YAML file ``path``; what is skipped or doubtful goes to ``warn``.
-    Without ``need_nodes`` the file may hold other objects only (a file of Queues)."""
+    Without ``need_nodes`` the file may hold other objects only (a file of Queues). The
+    pods gpufleet schedules are those of ``scheduler_name`` (``spec.schedulerName``)."""
     return parse_snapshot(
         (obj for doc in _documents(path) for obj in _objects(doc, str(path))),
         str(path),
         warn=warn,
         need_nodes=need_nodes,
+        scheduler_name=scheduler_name,
     )
 
 
@@ -161,6 +172,7 @@ def parse_snapshot(
     *,
     warn: Warn = warn_default,
     need_nodes: bool = True,
+    scheduler_name: str = SCHEDULER_NAME,
 ) -> Snapshot:
     """A snapshot from Kubernetes objects as dictionaries (``source`` names them in errors).
 
@@ -169,7 +181,7 @@ def parse_snapshot(
     object, never a traceback.
     """
     try:
-        return _parse(objects, source, warn, need_nodes=need_nodes)
+        return _parse(objects, source, warn, need_nodes=need_nodes, scheduler=scheduler_name)
     except (TypeError, ValueError, AttributeError, KeyError, ArithmeticError) as exc:
         if isinstance(exc, InputError):
             raise
@@ -190,7 +202,7 @@ def _each(readers: list[Reader], read: Callable[[Reader], T]) -> list[T]:
 
 
 def _parse(
-    objects: Iterator[Obj] | list[Obj], source: str, warn: Warn, *, need_nodes: bool
+    objects: Iterator[Obj] | list[Obj], source: str, warn: Warn, *, need_nodes: bool, scheduler: str
 ) -> Snapshot:
     by_kind: dict[str, list[Reader]] = {
         kind: [Reader(source, obj) for obj in objs]
@@ -225,9 +237,13 @@ def _parse(
     gpu_memory = _smallest_gpu_memory(by_kind.get("Node", []))
     node_gpus = {n.name: n.gpus for n in nodes}
     read_pods = _each(
-        by_kind.get("Pod", []), lambda r: read_pod(r, classes, group_queues, gpu_memory, node_gpus)
+        by_kind.get("Pod", []),
+        lambda r: read_pod(
+            r, classes, group_queues, gpu_memory, node_gpus, scheduler_name=scheduler
+        ),
     )
     pods = [pod for pod in read_pods if pod is not None]
+    _other_schedulers(by_kind.get("Pod", []), read_pods, scheduler, source, warn)
     topologies = by_kind.get("Topology", [])
     if len(topologies) > 1:
         raise InputError(
@@ -265,6 +281,25 @@ def _parse(
             "as `kubectl get nodes -o yaml` prints them",
         )
     return snapshot
+
+
+def _other_schedulers(
+    readers: list[Reader], pods: list[PodInfo | None], scheduler: str, source: str, warn: Warn
+) -> None:
+    """Say how many pending pods belong to other schedulers: they are not in the result."""
+    others = Counter(
+        str(r.get("spec.schedulerName", DEFAULT_SCHEDULER))
+        for r, pod in zip(readers, pods, strict=True)
+        if pod is not None and not pod.managed and not pod.bound
+    )
+    if others:
+        names = ", ".join(f"{name}: {n}" for name, n in sorted(others.items()))
+        total = sum(others.values())
+        warn(
+            f"{source}: {total} pending pod{'s' * (total != 1)} belong{'s' * (total == 1)} "
+            f"to other schedulers ({names}) and {'are' if total != 1 else 'is'} not scheduled; "
+            f"--scheduler-name NAME schedules a scheduler's pods as {scheduler}'s"
+        )
 
 
 def _each_pools(
