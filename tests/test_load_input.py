@@ -192,3 +192,23 @@ def test_scheduler_name_schedules_another_schedulers_pods(tmp_path: Path) -> Non
     bound = sorted(b["pod"] for b in json.loads(result.stdout)["bindings"])
     assert bound == ["ml/a", "ml/b"]
     assert "2 pending pods belong to other schedulers (gpufleet: 1, volcano: 1)" in result.stderr
+
+
+def test_a_misspelt_field_of_a_pod_is_a_warning_naming_it(tmp_path: Path) -> None:
+    pod = """apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: ml}
+spec:
+  schedulerName: gpufleet
+  nodeSelecter: {nvidia.com/gpu.product: H100}
+  containers:
+  - name: c
+    resources: {requets: {cpu: '1'}}
+"""
+    snap, warned = load(write(tmp_path, NODE, pod))
+    assert [p.key for p in snap.pods] == ["ml/p"]  # type: ignore[attr-defined]
+    assert [w.split(": ", 1)[1] for w in warned] == [
+        'Pod p: unknown field "spec.nodeSelecter" (gpufleet does not read it: misspelt?)',
+        'Pod p: unknown field "spec.containers[0].resources.requets" (gpufleet does not read '
+        "it: misspelt?)",
+    ]

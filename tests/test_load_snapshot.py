@@ -278,10 +278,35 @@ POD = "apiVersion: v1\nkind: Pod\nmetadata: {{name: p, namespace: ml{meta}}}\nsp
         pytest.param(
             [
                 "apiVersion: gpufleet.io/v1alpha1\nkind: Topology\nmetadata: {name: t}\n"
-                "spec: {levels: [{nodeLabel: rack}, {name: x}]}"
+                "spec: {levels: [{nodeLabel: rack}, {}]}"
             ],
             "Topology t: field 'spec.levels[1].nodeLabel': expected a node-label key",
             id="bad-topology",
+        ),
+        pytest.param(
+            [
+                "apiVersion: gpufleet.io/v1alpha1\nkind: Topology\nmetadata: {name: t}\n"
+                "spec: {levels: [{nodeLabel: rack}, {name: x}]}"
+            ],
+            "Topology t: field 'spec.levels[1].name': unknown field (gpufleet's Topology has",
+            id="topology-unknown-field",
+        ),
+        pytest.param(
+            [
+                "apiVersion: gpufleet.io/v1alpha1\nkind: Queue\nmetadata: {name: q}\n"
+                "spec: {resources: {gpu: {qouta: 4}}}"
+            ],
+            "Queue q: field 'spec.resources.gpu.qouta': unknown field",
+            id="queue-misspelt-quota",
+        ),
+        pytest.param(
+            [
+                "apiVersion: gpufleet.io/v1alpha1\nkind: NodePool\nmetadata: {name: p}\n"
+                "spec: {count: 2, replicas: 3, template: {status: {allocatable: {cpu: '1', "
+                "memory: 1Gi}}}}"
+            ],
+            "NodePool p: field 'spec.replicas': unknown field",
+            id="nodepool-unknown-field",
         ),
         pytest.param(
             [

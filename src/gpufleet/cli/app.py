@@ -28,8 +28,8 @@ from gpufleet import __version__
 from gpufleet.load.errors import InputError
 from gpufleet.load.openb import BUNDLED_NODES, BUNDLED_WORKLOAD, bundled, load_nodes, load_pods
 from gpufleet.load.snapshot import load_snapshot
-from gpufleet.load.vocabulary import SCHEDULER_NAME
 from gpufleet.load.traces import load_replay
+from gpufleet.load.vocabulary import SCHEDULER_NAME
 from gpufleet.model.results import FillRun, ReplayRun
 from gpufleet.model.workload import Snapshot
 from gpufleet.plugins.registry import POLICIES

@@ -45,6 +45,7 @@ from gpufleet.load.errors import InputError, reading, warn_default
 from gpufleet.load.kinds import Warn, sort_objects
 from gpufleet.load.pods import read_pod
 from gpufleet.load.reader import Obj, Reader
+from gpufleet.load.schema import LENIENT, STRICT, unknown_fields
 from gpufleet.load.vocabulary import (
     DEVICE_MATCH,
     GPU_MEMORY_LABEL,
@@ -208,6 +209,7 @@ def _parse(
         kind: [Reader(source, obj) for obj in objs]
         for kind, objs in sort_objects(objects, source, warn).items()
     }
+    _check_fields(by_kind, warn)
     pools = _each(by_kind.get("NodePool", []), _node_pool)
     for _, pool_nodes in pools:
         by_kind.setdefault("Node", []).extend(pool_nodes)
@@ -281,6 +283,25 @@ def _parse(
             "as `kubectl get nodes -o yaml` prints them",
         )
     return snapshot
+
+
+def _check_fields(by_kind: Mapping[str, list[Reader]], warn: Warn) -> None:
+    """Unknown fields: an error in gpufleet's own kinds, a warning in Kubernetes' (see
+    :mod:`gpufleet.load.schema`)."""
+    for kind, readers in by_kind.items():
+        strict = STRICT.get(kind)
+        schema = strict or LENIENT.get(kind)
+        if schema is None:
+            continue
+        for r in readers:
+            for field in unknown_fields(r.obj, schema):
+                if strict is not None:
+                    raise InputError(
+                        r.where,
+                        f"unknown field (gpufleet's {kind} has no such field: misspelt?)",
+                        field=field,
+                    )
+                warn(f'{r.where}: unknown field "{field}" (gpufleet does not read it: misspelt?)')
 
 
 def _other_schedulers(

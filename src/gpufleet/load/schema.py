@@ -1,0 +1,214 @@
+"""Which fields each kind has, to catch a misspelt one (``nodeSelecter``) before it is lost.
+
+A field gpufleet does not know is a field it does not read: a pod whose ``nodeSelecter``
+is ignored lands anywhere. So every object is walked against the fields of its kind:
+
+* in gpufleet's own kinds (Queue, Topology, NodePool) an unknown field is an error — the
+  schema is gpufleet's, so an unknown field can only be a mistake;
+* in Kubernetes' kinds it is a warning naming the object and field, as ``kubectl`` warns
+  (``unknown field "spec.nodeSelecter"``), and only in the parts gpufleet reads: a field a
+  newer Kubernetes added elsewhere is no reason to stop.
+
+A schema is a mapping from field name to the schema of its value: ``ANY`` for a value not
+checked further, a one-element list ``[schema]`` for a list of such items, a mapping for
+an object. Label and annotation maps are ``ANY``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+ANY: Mapping[str, Any] = {"*": None}
+"""A value whose contents are not checked."""
+
+Schema = Mapping[str, Any]
+
+TOP = ("apiVersion", "kind", "metadata")
+META: Schema = dict.fromkeys(
+    (
+        "name",
+        "generateName",
+        "namespace",
+        "selfLink",
+        "uid",
+        "resourceVersion",
+        "generation",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "deletionGracePeriodSeconds",
+        "labels",
+        "annotations",
+        "ownerReferences",
+        "finalizers",
+        "managedFields",
+    ),
+    ANY,
+)
+_OBJECT: Schema = {"apiVersion": ANY, "kind": ANY, "metadata": META, "status": ANY}
+
+_REQUIREMENT: Schema = dict.fromkeys(("key", "operator", "values"), ANY)
+_NODE_SELECTOR: Schema = {
+    "nodeSelectorTerms": [{"matchExpressions": [_REQUIREMENT], "matchFields": [_REQUIREMENT]}]
+}
+_AFFINITY: Schema = {
+    "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": _NODE_SELECTOR,
+        "preferredDuringSchedulingIgnoredDuringExecution": ANY,
+    },
+    "podAffinity": ANY,
+    "podAntiAffinity": ANY,
+}
+_CONTAINER: Schema = {
+    **dict.fromkeys(
+        (
+            "name",
+            "image",
+            "command",
+            "args",
+            "workingDir",
+            "ports",
+            "envFrom",
+            "env",
+            "resizePolicy",
+            "restartPolicy",
+            "restartPolicyRules",
+            "volumeMounts",
+            "volumeDevices",
+            "livenessProbe",
+            "readinessProbe",
+            "startupProbe",
+            "lifecycle",
+            "terminationMessagePath",
+            "terminationMessagePolicy",
+            "imagePullPolicy",
+            "securityContext",
+            "stdin",
+            "stdinOnce",
+            "tty",
+            "targetContainerName",
+        ),
+        ANY,
+    ),
+    "resources": dict.fromkeys(("limits", "requests", "claims"), ANY),
+}
+_TOLERATION: Schema = dict.fromkeys(
+    ("key", "operator", "value", "effect", "tolerationSeconds"), ANY
+)
+POD: Schema = {
+    **_OBJECT,
+    "spec": {
+        **dict.fromkeys(
+            (
+                "volumes",
+                "ephemeralContainers",
+                "restartPolicy",
+                "terminationGracePeriodSeconds",
+                "activeDeadlineSeconds",
+                "dnsPolicy",
+                "nodeSelector",
+                "serviceAccountName",
+                "serviceAccount",
+                "automountServiceAccountToken",
+                "nodeName",
+                "hostNetwork",
+                "hostPID",
+                "hostIPC",
+                "shareProcessNamespace",
+                "securityContext",
+                "imagePullSecrets",
+                "hostname",
+                "hostnameOverride",
+                "subdomain",
+                "schedulerName",
+                "hostAliases",
+                "priorityClassName",
+                "priority",
+                "dnsConfig",
+                "readinessGates",
+                "runtimeClassName",
+                "enableServiceLinks",
+                "preemptionPolicy",
+                "overhead",
+                "topologySpreadConstraints",
+                "setHostnameAsFQDN",
+                "os",
+                "hostUsers",
+                "schedulingGates",
+                "resourceClaims",
+                "resources",
+                "workloadRef",
+            ),
+            ANY,
+        ),
+        "containers": [_CONTAINER],
+        "initContainers": [_CONTAINER],
+        "affinity": _AFFINITY,
+        "tolerations": [_TOLERATION],
+    },
+}
+NODE: Schema = {
+    **_OBJECT,
+    "spec": {
+        **dict.fromkeys(
+            ("podCIDR", "podCIDRs", "providerID", "unschedulable", "configSource", "externalID"),
+            ANY,
+        ),
+        "taints": [dict.fromkeys(("key", "value", "effect", "timeAdded"), ANY)],
+    },
+}
+POD_GROUP: Schema = {
+    **_OBJECT,
+    "spec": dict.fromkeys(("minMember", "minResources", "scheduleTimeoutSeconds"), ANY),
+}
+PRIORITY_CLASS: Schema = {
+    **_OBJECT,
+    **dict.fromkeys(("value", "globalDefault", "description", "preemptionPolicy"), ANY),
+}
+
+_QUEUE_RESOURCE: Schema = dict.fromkeys(("quota", "limit", "overQuotaWeight"), ANY)
+QUEUE: Schema = {
+    **_OBJECT,
+    "spec": {
+        **dict.fromkeys(("parentQueue", "priority", "preemptMinRuntime", "reclaimMinRuntime"), ANY),
+        "resources": dict.fromkeys(("gpu", "cpu", "memory"), _QUEUE_RESOURCE),
+    },
+}
+TOPOLOGY: Schema = {**_OBJECT, "spec": {"levels": [{"nodeLabel": ANY}]}}
+NODE_POOL: Schema = {
+    **_OBJECT,
+    "spec": {
+        "count": ANY,
+        "template": {"metadata": META, "spec": NODE["spec"], "status": ANY},
+        "domains": [dict.fromkeys(("label", "size"), ANY)],
+    },
+}
+
+STRICT: Mapping[str, Schema] = {"Queue": QUEUE, "Topology": TOPOLOGY, "NodePool": NODE_POOL}
+"""gpufleet's own kinds: an unknown field is an error."""
+LENIENT: Mapping[str, Schema] = {
+    "Pod": POD,
+    "Node": NODE,
+    "PodGroup": POD_GROUP,
+    "PriorityClass": PRIORITY_CLASS,
+}
+"""Kubernetes' kinds, in the parts gpufleet reads: an unknown field is a warning."""
+
+
+def unknown_fields(value: object, schema: Schema | list[Any], path: str = "") -> Iterator[str]:
+    """The paths (``spec.containers[0].resources.request``) of fields ``schema`` lacks."""
+    if schema is ANY:
+        return
+    if isinstance(schema, list):
+        if isinstance(value, list):
+            for i, item in enumerate(value):
+                yield from unknown_fields(item, schema[0], f"{path}[{i}]")
+        return
+    if not isinstance(value, Mapping):
+        return  # a wrong type is the reader's to report, with what it expected
+    for key, item in value.items():
+        field = f"{path}.{key}" if path else str(key)
+        if key not in schema:
+            yield field
+        else:
+            yield from unknown_fields(item, schema[key], field)
