@@ -350,8 +350,31 @@ POD = "apiVersion: v1\nkind: Pod\nmetadata: {{name: p, namespace: ml{meta}}}\nsp
                 "apiVersion: v1\nkind: Node\nmetadata: {name: n}\n"
                 "status: {allocatable: {cpu: '4', memory: 1Gi, nvidia.com/gpu: 1e20}}"
             ],
-            "field 'status.allocatable.nvidia.com/gpu': expected a non-negative quantity",
+            "field 'status.allocatable.nvidia.com/gpu': 1e20 is too large (expected a quantity "
+            "below 2^52",
             id="absurd-quantity",
+        ),
+        pytest.param(
+            [
+                "apiVersion: v1\nkind: Node\nmetadata: {name: n}\n"
+                "status: {allocatable: {cpu: '4', memory: 1Gi, nvidia.com/gpu: '100000000'}}"
+            ],
+            "field 'status.allocatable.nvidia.com/gpu': expected at most 128 GPUs on one node, "
+            "got '100000000'",
+            id="too-many-gpus",
+        ),
+        pytest.param(
+            [
+                NODE,
+                POD.format(
+                    meta="",
+                    spec="containers: [{name: a}, {name: b, resources: "
+                    "{limits: {nvidia.com/gpu: '2.500'}}}]",
+                ),
+            ],
+            "field 'spec.containers[1].resources.limits.nvidia.com/gpu': expected a whole number "
+            "of GPUs, got 2.5",
+            id="fractional-gpus-named-by-container",
         ),
         pytest.param(
             [
@@ -375,7 +398,9 @@ POD = "apiVersion: v1\nkind: Pod\nmetadata: {{name: p, namespace: ml{meta}}}\nsp
                     "{nvidia.com/mig-2g.20gb: '2', nvidia.com/mig-1g.10gb: '1'}}}]",
                 ),
             ],
-            "field 'spec.containers[*].resources': expected MIG slices of one profile per pod",
+            "field 'spec.containers[0].resources.limits.nvidia.com/mig-1g.10gb': expected MIG "
+            "slices of one profile per pod (gpufleet places one profile per pod), got "
+            "{nvidia.com/mig-1g.10gb: 1, nvidia.com/mig-2g.20gb: 2}",
             id="two-mig-profiles",
         ),
         pytest.param(

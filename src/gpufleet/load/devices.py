@@ -32,6 +32,9 @@ from gpufleet.model.devices import (
     Subrequest,
 )
 
+MAX_SLICE_DEVICES = 128
+"""Devices in one ResourceSlice: the limit the API server enforces (``resource.k8s.io/v1``)."""
+
 
 def _selectors(r: Reader, path: str, raw: object = None) -> tuple[str, ...]:
     """The CEL expressions of a ``selectors`` list (read at ``path`` unless given)."""
@@ -159,7 +162,14 @@ def pools(slices: list[Reader], node_labels: Mapping[str, Mapping[str, str]]) ->
             per_device = r.get("spec.perDeviceNodeSelection") is True
             spec = r.mapping("spec")
             placement = None if per_device else _placement(r, spec, "spec", node_labels)
-            for i, raw in enumerate(r.sequence("spec.devices")):
+            listed = r.sequence("spec.devices")
+            if len(listed) > MAX_SLICE_DEVICES:
+                raise r.fail(
+                    "spec.devices",
+                    f"at most {MAX_SLICE_DEVICES} devices (Kubernetes' limit per slice)",
+                    f"{len(listed)} devices",
+                )
+            for i, raw in enumerate(listed):
                 if per_device:
                     if not isinstance(raw, Mapping):
                         raise r.fail(f"spec.devices[{i}]", "a device", raw)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpufleet.load.errors import InputError, reading
-from gpufleet.model.cluster import MILLI, NodeSpec
+from gpufleet.model.cluster import MAX_GPUS_PER_NODE, MILLI, NodeSpec
 from gpufleet.model.pod import PodSpec
 
 if TYPE_CHECKING:
@@ -70,6 +70,10 @@ def _rows(path: Path, required: Sequence[str]) -> Iterator[tuple[int, dict[str, 
             raise InputError(source, f"is not valid CSV ({exc})") from None
 
 
+MAX_VALUE = 1 << 52
+"""Values beyond this (milli-CPU, MiB, GPUs) are typos, and overflow the model's arrays."""
+
+
 def _int(source: str, line: int, row: dict[str, str], field: str) -> int:
     raw = row.get(field)
     if raw is None:
@@ -84,6 +88,13 @@ def _int(source: str, line: int, row: dict[str, str], field: str) -> int:
     if value < 0:
         raise InputError(
             source, f"expected a non-negative integer, got {value}", line=line, field=field
+        )
+    if value >= MAX_VALUE:
+        raise InputError(
+            source,
+            f"{text} is too large (expected an integer below 2^52)",
+            line=line,
+            field=field,
         )
     return value
 
@@ -218,6 +229,13 @@ def load_nodes(path: Path) -> tuple[NodeSpec, ...]:
         cpu = _int(source, line, row, "cpu_milli")
         memory = _int(source, line, row, "memory_mib")
         gpus = _int(source, line, row, "gpu")
+        if gpus > MAX_GPUS_PER_NODE:
+            raise InputError(
+                source,
+                f"expected at most {MAX_GPUS_PER_NODE} GPUs on one node, got {gpus}",
+                line=line,
+                field="gpu",
+            )
         model = (row.get("model") or "").strip() or None
         if gpus > 0 and model is None:
             raise InputError(

@@ -35,7 +35,11 @@ from gpufleet.model.selectors import (
 from gpufleet.model.workload import DEFAULT_QUEUE, PodInfo
 
 
-def _requests(r: Reader) -> dict[str, Decimal]:
+def _requests(r: Reader) -> tuple[dict[str, Decimal], dict[str, str]]:
+    """The pod's request per resource, and the field that first asks for each (for errors:
+    ``spec.containers[1].resources.limits.nvidia.com/gpu``)."""
+    fields: dict[str, str] = {}
+
     def container_requests(path: str) -> list[dict[str, Decimal]]:
         out = []
         for i, container in enumerate(r.sequence(path)):
@@ -52,6 +56,8 @@ def _requests(r: Reader) -> dict[str, Decimal]:
                 for name, raw in values.items():
                     field = f"{path}[{i}].resources.{part}.{name}"
                     merged[str(name)] = r.quantity(field, raw)
+                    if part == "requests" or str(name) not in fields:
+                        fields.setdefault(str(name), field)
             out.append(merged)
         return out
 
@@ -65,7 +71,7 @@ def _requests(r: Reader) -> dict[str, Decimal]:
     for c in container_requests("spec.initContainers"):
         for name, q in c.items():
             total[name] = max(total.get(name, Decimal(0)), q)
-    return total
+    return total, fields
 
 
 POD_RESOURCES = frozenset({"cpu", "memory", GPU_RESOURCE})
@@ -82,12 +88,12 @@ def _extended(requests: dict[str, Decimal]) -> tuple[tuple[str, int], ...]:
 
 
 def _gpu_request(
-    r: Reader, requests: dict[str, Decimal], gpu_memory: int | None
+    r: Reader, requests: dict[str, Decimal], fields: dict[str, str], gpu_memory: int | None
 ) -> tuple[int, int]:
     """(num_gpu, gpu_milli) of a pod."""
     whole = requests.get(GPU_RESOURCE, Decimal(0))
     if whole != int(whole):
-        raise r.fail(f"spec.containers[].resources.{GPU_RESOURCE}", "a whole number", whole)
+        raise r.fail(fields[GPU_RESOURCE], "a whole number of GPUs", whole)
     annotations = r.strings("metadata.annotations")
     fraction_field = f"metadata.annotations.{FRACTION_ANNOTATION}"
     memory_field = f"metadata.annotations.{GPU_MEMORY_ANNOTATION}"
@@ -166,22 +172,25 @@ def _guaranteed_whole_cpus(r: Reader) -> bool:
     return bool(containers)
 
 
-def _mig_request(r: Reader, requests: dict[str, Decimal]) -> tuple[str, int] | None:
+def _mig_request(
+    r: Reader, requests: dict[str, Decimal], fields: dict[str, str]
+) -> tuple[str, int] | None:
     """The pod's MIG slices: their profile and count (summed over its containers, as the
     device plugin's mixed strategy counts ``nvidia.com/mig-<profile>``)."""
     asked = {
         profile: count
         for resource, count in requests.items()
-        if (profile := mig_profile(r, f"spec.containers[*].resources.{resource}", resource))
+        if (profile := mig_profile(r, fields.get(resource, "spec.containers"), resource))
         and count > 0
     }
     if not asked:
         return None
     if len(asked) > 1:
+        first = min(fields.get(f"{MIG_PREFIX}{p}", "spec.containers") for p in asked)
         raise r.fail(
-            "spec.containers[*].resources",
+            first,
             "MIG slices of one profile per pod (gpufleet places one profile per pod)",
-            ", ".join(f"{MIG_PREFIX}{p}: {n}" for p, n in sorted(asked.items())),
+            {f"{MIG_PREFIX}{p}": n for p, n in sorted(asked.items())},
         )
     ((profile, count),) = asked.items()
     if count != int(count):
@@ -245,14 +254,12 @@ def read_pod(
     phase = r.string("status.phase", "Pending")
     if phase in {"Succeeded", "Failed"}:
         return None
-    requests = _requests(r)
-    num_gpu, gpu_milli = _gpu_request(r, requests, gpu_memory)
-    mig_slices = _mig_request(r, requests)
+    requests, fields = _requests(r)
+    num_gpu, gpu_milli = _gpu_request(r, requests, fields, gpu_memory)
+    mig_slices = _mig_request(r, requests, fields)
     mig, mig_count = mig_slices if mig_slices is not None else (None, 1)
     if mig is not None and num_gpu:
-        raise r.fail(
-            f"spec.containers[*].resources.{MIG_PREFIX}{mig}", "no whole GPUs with it", num_gpu
-        )
+        raise r.fail(fields[f"{MIG_PREFIX}{mig}"], "no whole GPUs with it", num_gpu)
     spec = PodSpec(
         r.key,
         cpu_milli(requests.get("cpu", Decimal(0))),

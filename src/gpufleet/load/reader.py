@@ -26,6 +26,23 @@ MAX_QUANTITY = Decimal(2) ** 52
 Obj = Mapping[str, Any]
 
 
+def shown(value: object) -> str:
+    """A value as the user wrote it: ``2.5`` for a quantity (not ``Decimal('2.500')``),
+    ``'x'`` for a string, YAML-like lists and mappings."""
+    if isinstance(value, Decimal):
+        text = format(value.normalize(), "f") if abs(value) < MAX_QUANTITY else str(value)
+        return text.removesuffix(".0") if "." in text else text
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "[" + ", ".join(shown(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k}: {shown(v)}" for k, v in value.items()) + "}"
+    if value is None:
+        return "nothing"
+    return repr(value)
+
+
 class Reader:
     """Typed access to one object's fields; every failure names the object and field."""
 
@@ -45,7 +62,7 @@ class Reader:
             raise InputError(self.where, "expected a string", field="metadata.namespace")
 
     def fail(self, field: str, expected: str, got: object) -> InputError:
-        return InputError(self.where, f"expected {expected}, got {got!r}", field=field)
+        return InputError(self.where, f"expected {expected}, got {shown(got)}", field=field)
 
     def get(self, path: str, default: Any = None) -> Any:
         node: Any = self.obj
@@ -91,8 +108,15 @@ class Reader:
             parsed = parse_quantity(str(value))
         except ValueError:
             parsed = None
-        if parsed is None or not 0 <= parsed < MAX_QUANTITY:
+        if parsed is None or parsed < 0:
             raise self.fail(path, "a non-negative quantity such as '500m', '4' or '80Gi'", value)
+        if parsed >= MAX_QUANTITY:
+            raise InputError(
+                self.where,
+                f"{value} is too large (expected a quantity below 2^52, about 4.5e15, "
+                "in bytes, cores or devices)",
+                field=path,
+            )
         return parsed
 
     def string(self, path: str, default: str | None = None) -> str | None:

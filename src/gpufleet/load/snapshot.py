@@ -62,7 +62,7 @@ from gpufleet.load.vocabulary import (
     mib,
     mig_profile,
 )
-from gpufleet.model.cluster import NodeSpec
+from gpufleet.model.cluster import MAX_GPUS_PER_NODE, NodeSpec
 from gpufleet.model.devices import Allocation, Claim, Pool
 from gpufleet.model.mig import table_for
 from gpufleet.model.selectors import (
@@ -89,6 +89,8 @@ NODE_RESOURCES = frozenset({"cpu", "memory", "pods", GPU_RESOURCE})
 """Allocatable resources the node model reads as such; the others are extended."""
 MAX_POOL_NODES = 100_000
 """A NodePool larger than this is a typo, not a cluster."""
+MAX_PODS = 1_000_000
+"""Pods in one snapshot: Kubernetes' own scalability limit is 150,000 per cluster."""
 
 T = TypeVar("T")
 
@@ -238,6 +240,10 @@ def _parse(
     group_queues = {g.key: g.queue for g in groups}
     gpu_memory = _smallest_gpu_memory(by_kind.get("Node", []))
     node_gpus = {n.name: n.gpus for n in nodes}
+    if len(by_kind.get("Pod", [])) > MAX_PODS:
+        raise InputError(
+            source, f"holds {len(by_kind['Pod']):,} Pods: gpufleet reads at most {MAX_PODS:,}"
+        )
     read_pods = _each(
         by_kind.get("Pod", []),
         lambda r: read_pod(
@@ -445,9 +451,14 @@ def _node(r: Reader) -> NodeSpec:
             raise r.fail(f"status.allocatable.{resource}", "a quantity", None)
     cpu = r.quantity("status.allocatable.cpu", allocatable["cpu"])
     memory = r.quantity("status.allocatable.memory", allocatable["memory"])
-    gpus = r.quantity(f"status.allocatable.{GPU_RESOURCE}", allocatable.get(GPU_RESOURCE, 0))
+    gpu_field = f"status.allocatable.{GPU_RESOURCE}"
+    gpus = r.quantity(gpu_field, allocatable.get(GPU_RESOURCE, 0))
     if gpus != int(gpus):
-        raise r.fail(f"status.allocatable.{GPU_RESOURCE}", "a whole number of GPUs", gpus)
+        raise r.fail(gpu_field, "a whole number of GPUs", allocatable[GPU_RESOURCE])
+    if gpus > MAX_GPUS_PER_NODE:
+        raise r.fail(
+            gpu_field, f"at most {MAX_GPUS_PER_NODE} GPUs on one node", allocatable[GPU_RESOURCE]
+        )
     labels = r.strings("metadata.labels")
     slices: dict[str, int] = {}
     extended: dict[str, int] = {}

@@ -34,6 +34,10 @@ MILLI = 1000
 NO_MODEL = -1
 """``model_id`` of a node without GPUs."""
 
+MAX_GPUS_PER_NODE = 128
+"""The most GPUs one node may have: the largest servers hold 16, so more is a typo — and the
+``N x G`` matrices grow with it."""
+
 UNLIMITED_PODS = 1 << 40
 """``pods_free`` of a node without a pod limit."""
 
