@@ -86,6 +86,14 @@ NODE_CASES = [
         NODE_HEADER + "n1,1000,1024,2,T4\nn1,1,1,0,\n",
         "nodes.csv:3: field 'sn': duplicate node name 'n1'",
     ),
+    (
+        NODE_HEADER + "n1,1000,1024,100000000,T4\n",
+        "nodes.csv:2: field 'gpu': expected at most 128 GPUs on one node, got 100000000",
+    ),
+    (
+        NODE_HEADER + "n1,1000000000000000000000000000000,1024,2,T4\n",
+        "nodes.csv:2: field 'cpu_milli': 1000000000000000000000000000000 is too large",
+    ),
 ]
 
 
@@ -107,6 +115,8 @@ NODE_CASES = [
         "nodes-non-numeric",
         "nodes-gpus-without-model",
         "nodes-duplicate",
+        "nodes-absurd-gpus",
+        "nodes-absurd-cpu",
     ],
 )
 def test_bad_files_name_file_line_and_field(tmp_path: Path, body: str, message: str) -> None:

@@ -212,3 +212,39 @@ spec:
         'Pod p: unknown field "spec.containers[0].resources.requets" (gpufleet does not read '
         "it: misspelt?)",
     ]
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        (
+            "apiVersion: gpufleet.io/v1alpha1\nkind: Queue\nmetadata: {name: Team_A}\n",
+            "Queue Team_A: field 'metadata.name': expected a DNS-1123 label",
+        ),
+        (
+            f"apiVersion: gpufleet.io/v1alpha1\nkind: Queue\nmetadata: {{name: {'q' * 64}}}\n",
+            "field 'metadata.name': expected a DNS-1123 label of at most 63 characters, got 64",
+        ),
+        (
+            "apiVersion: gpufleet.io/v1alpha1\nkind: NodePool\nmetadata: {name: GPU.pool}\n"
+            "spec: {count: 1, template: {status: {allocatable: {cpu: '1', memory: 1Gi}}}}\n",
+            "NodePool GPU.pool: field 'metadata.name': expected a DNS-1123 subdomain",
+        ),
+    ],
+    ids=["queue-underscore", "queue-too-long", "nodepool-upper-case"],
+)
+def test_invalid_names_of_gpufleets_own_objects_are_errors(
+    tmp_path: Path, doc: str, message: str
+) -> None:
+    with pytest.raises(InputError, match=message.replace("(", r"\(")):
+        load(write(tmp_path, NODE, doc))
+
+
+def test_invalid_names_of_kubernetes_objects_are_warnings(tmp_path: Path) -> None:
+    pod = _pending_pod("My_Pod", "gpufleet").replace("namespace: ml", "namespace: ML")
+    snap, warned = load(write(tmp_path, NODE, pod))
+    assert [p.key for p in snap.pods] == ["ML/My_Pod"]  # type: ignore[attr-defined]
+    assert len(warned) == 2
+    assert "Pod My_Pod: field 'metadata.name': expected a DNS-1123 subdomain" in warned[0]
+    assert "field 'metadata.namespace': expected a DNS-1123 label" in warned[1]
+    assert all(w.endswith("(Kubernetes would refuse it)") for w in warned)

@@ -16,6 +16,7 @@ an object. Label and annotation maps are ``ANY``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -212,3 +213,26 @@ def unknown_fields(value: object, schema: Schema | list[Any], path: str = "") ->
             yield field
         else:
             yield from unknown_fields(item, schema[key], field)
+
+
+_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+DNS_SUBDOMAIN = re.compile(rf"{_LABEL}(\.{_LABEL})*")
+DNS_LABEL = re.compile(_LABEL)
+
+
+def name_problem(name: str, *, label: bool = False) -> str | None:
+    """Why ``name`` is not a valid Kubernetes object name (None: it is): a DNS-1123
+    subdomain of at most 253 characters, or with ``label`` a DNS-1123 label of at most 63
+    (namespaces, and names used as label values)."""
+    limit, pattern, what = (
+        (63, DNS_LABEL, "DNS-1123 label") if label else (253, DNS_SUBDOMAIN, "DNS-1123 subdomain")
+    )
+    if len(name) > limit:
+        return f"expected a {what} of at most {limit} characters, got {len(name)}"
+    if not pattern.fullmatch(name):
+        return (
+            f"expected a {what} (lower-case letters, digits and '-'"
+            f"{'' if label else ', dot-separated'}, starting and ending with a letter or "
+            f"digit), got {name!r}"
+        )
+    return None

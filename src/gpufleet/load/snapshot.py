@@ -45,7 +45,7 @@ from gpufleet.load.errors import InputError, reading, warn_default
 from gpufleet.load.kinds import Warn, sort_objects
 from gpufleet.load.pods import read_pod
 from gpufleet.load.reader import Obj, Reader
-from gpufleet.load.schema import LENIENT, STRICT, unknown_fields
+from gpufleet.load.schema import LENIENT, STRICT, name_problem, unknown_fields
 from gpufleet.load.vocabulary import (
     DEVICE_MATCH,
     GPU_MEMORY_LABEL,
@@ -300,6 +300,7 @@ def _check_fields(by_kind: Mapping[str, list[Reader]], warn: Warn) -> None:
         if schema is None:
             continue
         for r in readers:
+            _check_names(r, kind, strict=strict is not None, warn=warn)
             for field in unknown_fields(r.obj, schema):
                 if strict is not None:
                     raise InputError(
@@ -308,6 +309,20 @@ def _check_fields(by_kind: Mapping[str, list[Reader]], warn: Warn) -> None:
                         field=field,
                     )
                 warn(f'{r.where}: unknown field "{field}" (gpufleet does not read it: misspelt?)')
+
+
+def _check_names(r: Reader, kind: str, *, strict: bool, warn: Warn) -> None:
+    """Object names Kubernetes would refuse: an error in gpufleet's own kinds (a Queue's name
+    is a label value, so a DNS-1123 label), a warning elsewhere."""
+    checks = [("metadata.name", name_problem(r.name, label=kind == "Queue"))]
+    if "namespace" in r.meta:
+        checks.append(("metadata.namespace", name_problem(r.namespace, label=True)))
+    for field, problem in checks:
+        if problem is None:
+            continue
+        if strict:
+            raise InputError(r.where, problem, field=field)
+        warn(f"{r.where}: field '{field}': {problem} (Kubernetes would refuse it)")
 
 
 def _other_schedulers(
