@@ -321,12 +321,7 @@ def _blocked(r: Reader, group: str, groups: Mapping[str, str]) -> str:
     the coscheduling plugin decide it: scheduling gates hold it back (reason
     ``SchedulingGated``), a pod being deleted is never placed, and a pod of a PodGroup that
     does not exist waits for it."""
-    gates = []
-    for i, gate in enumerate(r.sequence("spec.schedulingGates")):
-        name = gate.get("name") if isinstance(gate, Mapping) else None
-        if not isinstance(name, str) or not name:
-            raise r.fail(f"spec.schedulingGates[{i}].name", "a scheduling gate name", gate)
-        gates.append(name)
+    gates = r.field_of_each("spec.schedulingGates", "name", "a scheduling gate name")
     if gates:
         names = ", ".join(gates)
         return f"SchedulingGated: scheduling is blocked by the pod's scheduling gates ({names})"

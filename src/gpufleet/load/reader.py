@@ -93,6 +93,17 @@ class Reader:
             raise self.fail(path, "a list", value)
         return value
 
+    def field_of_each(self, path: str, key: str, expected: str) -> list[str]:
+        """The string ``key`` of every item of the list at ``path`` (``spec.levels`` ->
+        each ``nodeLabel``); an item without one is an error naming it."""
+        out = []
+        for i, item in enumerate(self.sequence(path)):
+            value = item.get(key) if isinstance(item, Mapping) else None
+            if not isinstance(value, str) or not value:
+                raise self.fail(f"{path}[{i}].{key}", expected, value or item)
+            out.append(value)
+        return out
+
     def integer(self, path: str, default: int, *, minimum: int | None = None) -> int:
         value = self.get(path, default)
         if isinstance(value, bool) or not isinstance(value, int):

@@ -357,12 +357,7 @@ def _each_pools(
 
 
 def _topology(r: Reader) -> tuple[str, ...]:
-    levels = []
-    for i, level in enumerate(r.sequence("spec.levels")):
-        label = level.get("nodeLabel") if isinstance(level, Mapping) else None
-        if not isinstance(label, str) or not label:
-            raise r.fail(f"spec.levels[{i}].nodeLabel", "a node-label key", label)
-        levels.append(label)
+    levels = r.field_of_each("spec.levels", "nodeLabel", "a node-label key")
     if not levels:
         raise r.fail("spec.levels", "at least one level (nodeLabel), widest first", None)
     if len(set(levels)) != len(levels):
