@@ -41,8 +41,13 @@ def request_vector(pod: PodSpec) -> FloatArray:
 
 
 def pods_request(pods: Iterable[PodInfo]) -> FloatArray:
-    """What ``pods`` take from their queue together (see :func:`request_vector`)."""
-    return sum((request_vector(p.spec) for p in pods), vector())
+    """What ``pods`` take from their queue together (see :func:`request_vector`), with the
+    GPUs their ResourceClaims count as (``claim_gpus``)."""
+    total = vector()
+    for p in pods:
+        total += request_vector(p.spec)
+        total[0] += p.claim_gpus
+    return total
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +93,10 @@ class PodInfo:
     managed: bool = True
     claims: tuple[str, ...] = ()
     """Keys (``namespace/name``) of the ResourceClaims the pod uses."""
+    claim_gpus: float = 0.0
+    """For a pending pod: the most GPUs its claims may count as toward its queue, beyond
+    its container requests (scheduler/claims.py; a claim its queue already holds, or an
+    earlier pending pod of its queue counts, is not counted again). Set by the cycle."""
 
     @property
     def gang(self) -> str:

@@ -39,7 +39,7 @@ import numpy as np
 
 from gpufleet.framework.status import Code, Status
 from gpufleet.model.cluster import MILLI
-from gpufleet.model.workload import request_vector, vector
+from gpufleet.model.workload import request_vector
 from gpufleet.scheduler.fairshare import EPS
 from gpufleet.scheduler.placement import choose_gpus, place
 from gpufleet.scheduler.transaction import Running, Transaction
@@ -199,10 +199,8 @@ class VictimSearch:
             """Volcano's Reclaimable: the unit's queues are above their fair share with
             the victims taken so far gone (the unit itself still counted)."""
             for q in others(unit[0].pod.queue):
-                removed = sum(
-                    (request_vector(r.spec) for r in taken if q in cycle.tree.paths[r.pod.queue]),
-                    vector(),
-                )
+                gone = [r.pod for r in taken if q in cycle.tree.paths[r.pod.queue]]
+                removed = sum((request_vector(p.spec) for p in gone), cycle.claims_freed(gone))
                 if cycle.ratio(q, -removed) <= 1 + EPS:
                     return False  # at or below its fair share: never a victim
             return True
@@ -227,7 +225,7 @@ class VictimSearch:
         free_whole = int(np.count_nonzero(state.gpu_free == MILLI))
         if (
             free_whole < whole
-            or state.gpu_free.sum() < request[0] * MILLI
+            or state.gpu_free.sum() < sum(p.spec.gpu_equivalent for p in self.job.core) * MILLI
             or state.cpu_free.sum() < request[1]
             or state.memory_free.sum() < request[2]
         ):
