@@ -73,8 +73,8 @@ class ClaimBook:
         """Pods a victim search has evicted so far (a claim they share goes with the last)."""
         self.device_match: str | None = None
         """A selector every device must meet while a device-matched gang is placed."""
-        self._most: dict[str, float] = {}
-        """most_gpus of claims not allocated at the start (devices never change)."""
+        self._most: dict[Subrequest, float] = {}
+        """The most each request shape may count as (see _sub_gpus)."""
 
     # -- what claims count as toward queues ------------------------------------------------
 
@@ -119,15 +119,20 @@ class ClaimBook:
         claim = self.claims.get(key)
         if claim is None or self.allocator is None:
             return 0.0
-        known = self._most.get(key)
-        if known is None:
-            known = self._most[key] = sum(
-                max((self._sub_gpus(sub) for sub in request.alternatives), default=0.0)
-                for request in claim.requests
-            )
-        return known
+        return sum(
+            max((self._sub_gpus(sub) for sub in request.alternatives), default=0.0)
+            for request in claim.requests
+        )
 
     def _sub_gpus(self, sub: Subrequest) -> float:
+        """The most one (sub)request may count as; remembered per request shape, as the
+        claims of one template ask alike and devices never change."""
+        known = self._most.get(sub)
+        if known is None:
+            known = self._most[sub] = self._most_of(sub)
+        return known
+
+    def _most_of(self, sub: Subrequest) -> float:
         if sub.admin_access:
             return 0.0
         assert self.allocator is not None

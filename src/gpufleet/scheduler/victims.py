@@ -261,10 +261,6 @@ class VictimSearch:
             return (r,)
         return tuple(self.cycle.running[k] for k in sorted(left))
 
-    def whole_gang(self, unit: Unit) -> bool:
-        group = self.cycle.groups.get(unit[0].pod.gang)
-        return group is not None and group.min_member > 1 and len(unit) > 1
-
     def cost(self, unit: Unit) -> tuple[object, ...]:
         return (
             max(r.pod.priority for r in unit),
