@@ -25,7 +25,7 @@ from gpufleet.model.workload import (
     vector,
 )
 from gpufleet.scheduler.cycle import CycleConfig, run_cycle
-from gpufleet.scheduler.fairshare import EPS, QueueTree, below_fair_share
+from gpufleet.scheduler.fairshare import EPS, QueueTree, share_ratio
 from gpufleet.scheduler.outcome import CycleResult
 
 NOW = 10_000.0
@@ -190,16 +190,20 @@ def test_cycle_invariants(snapshot: Snapshot) -> None:
         for q in tree.paths[by_key[key].queue]:
             assert np.all(alloc[q] <= tree.queues[q].limit + EPS)
 
-    # Reclaim: a queue that lost pods to reclaim ends the cycle at or above its fair share
-    # (its allocation counts what it was bound in the same cycle), unless a whole gang of it
-    # was taken — a broken gang is worth nothing, so gangs go whole.
+    # Reclaim (Volcano's rule): victims are taken one by one while their queue is above its
+    # fair share, so a queue that lost pods to reclaim was above it before its last victim
+    # (a pod, or a gang taken whole) went: with some victim back it is above its share.
     reclaimed = [by_key[e.pod] for e in result.evictions if e.action == "reclaim"]
     other_evictions = {by_key[e.pod].queue for e in result.evictions if e.action != "reclaim"}
+    units: dict[str, dict[str, np.ndarray]] = defaultdict(dict)
     for victim in reclaimed:
-        q = victim.queue
-        if q in other_evictions or any(v.group and v.queue == q for v in reclaimed):
+        unit = units[victim.queue]
+        unit[victim.gang] = unit.get(victim.gang, vector()) + request_vector(victim.spec)
+    for q, victims in units.items():
+        if q in other_evictions:
             continue
-        assert not below_fair_share(alloc[q], result.fair_shares[q])
+        fair = result.fair_shares[q]
+        assert any(share_ratio(alloc[q] + v, fair) > 1 + EPS for v in victims.values())
 
 
 @settings(max_examples=30, deadline=None)

@@ -8,7 +8,11 @@ the smallest sufficient one — the case says so.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from dataclasses import replace
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -16,6 +20,8 @@ from hypothesis import strategies as st
 
 from gpufleet.dra.allocator import Allocator, Unsatisfiable
 from gpufleet.dra.cel import SelectorError, compile_selector
+from gpufleet.load.errors import InputError
+from gpufleet.load.snapshot import load_snapshot
 from gpufleet.model.devices import (
     Claim,
     Constraint,
@@ -27,7 +33,11 @@ from gpufleet.model.devices import (
     Pool,
     Request,
     Subrequest,
+    consumed_share,
+    device_gpus,
 )
+from gpufleet.model.workload import Snapshot
+from gpufleet.scheduler.claims import ClaimBook
 
 DRIVER = "gpu.example.com"
 CLASSES = {
@@ -370,3 +380,134 @@ def test_consumable_capacity_shares_a_device() -> None:
 )
 def test_kubernetes_string_library(expression: str) -> None:
     assert compile_selector(expression).matches(gpu("g0", product="NVIDIA H100"))
+
+
+# -- what devices count as toward queues (model/devices.py, scheduler/claims.py) -----------
+
+NVIDIA = "gpu.nvidia.com"
+
+
+def nvidia(name: str, *, counters: str | None = None, **attrs: str) -> Device:
+    return Device(
+        NVIDIA,
+        "n1",
+        name,
+        "n1",
+        attributes={f"{NVIDIA}/{k}": v for k, v in attrs.items()},
+        consumes=((counters, (("slices", Decimal(1)),)),) if counters else (),
+    )
+
+
+@pytest.mark.parametrize(
+    ("driver", "attrs", "annotation", "gpus"),
+    [
+        pytest.param(NVIDIA, {"type": "gpu"}, None, 1.0, id="nvidia-whole-gpu"),
+        pytest.param(DRIVER, {}, None, 1.0, id="dra-example-driver-gpu"),
+        pytest.param(NVIDIA, {"type": "mig", "profile": "3g.40gb"}, None, 3 / 7, id="mig-3g"),
+        pytest.param(NVIDIA, {"type": "mig", "profile": "1g.10gb"}, None, 1 / 7, id="mig-1g"),
+        pytest.param("dra.net", {}, None, 0.0, id="nic-is-no-gpu"),
+        pytest.param("gpudirect.example.com", {}, None, 0.0, id="first-label-must-be-gpu"),
+        pytest.param("accel.example.com", {}, 2.0, 2.0, id="class-annotation-counts"),
+        pytest.param(NVIDIA, {"type": "gpu"}, 0.0, 0.0, id="class-annotation-excludes"),
+    ],
+)
+def test_what_a_device_counts_as(
+    driver: str, attrs: dict[str, str], annotation: float | None, gpus: float
+) -> None:
+    device = Device(
+        driver, "p", "d", "n1", attributes={f"{driver}/{k}": v for k, v in attrs.items()}
+    )
+    assert device_gpus(driver, device, annotation) == pytest.approx(gpus)
+
+
+def test_a_claim_on_a_shared_device_counts_the_part_it_consumes() -> None:
+    shared = replace(gpu("g0"), multi=True)
+    memory = f"{DRIVER}/memory"
+    assert consumed_share(shared, ((memory, Decimal(_bytes("20Gi"))),)) == pytest.approx(0.25)
+    assert consumed_share(gpu("g0"), ((memory, Decimal(_bytes("20Gi"))),)) == 1.0
+
+
+def book(
+    *devices: Device, claims: tuple[Claim, ...] = (), classes: tuple[DeviceClass, ...] = ()
+) -> ClaimBook:
+    nvidia_class = DeviceClass("gpu.nvidia.com", (f'device.driver == "{NVIDIA}"',))
+    mig_class = DeviceClass(
+        "mig.nvidia.com",
+        (f'device.driver == "{NVIDIA}" && device.attributes["{NVIDIA}"].type == "mig"',),
+    )
+    pools = (
+        Pool(
+            NVIDIA, "n1", 1, 1, 1, devices, {f"gpu-{i}": {"slices": Decimal(7)} for i in range(4)}
+        ),
+    )
+    return ClaimBook(
+        Snapshot(
+            (),
+            pools=pools,
+            claims=claims or (claim(req()),),
+            device_classes=(nvidia_class, mig_class, *classes),
+        )
+    )
+
+
+def test_a_gpu_and_the_mig_devices_carved_from_it_count_once_in_the_cluster() -> None:
+    devices = (
+        nvidia("gpu-0", counters="gpu-0", type="gpu"),
+        nvidia("gpu-0-mig-0", counters="gpu-0", type="mig", profile="3g.40gb"),
+        nvidia("gpu-0-mig-4", counters="gpu-0", type="mig", profile="3g.40gb"),
+        nvidia("gpu-1", type="gpu"),
+    )
+    assert book(*devices).gpu_capacity() == pytest.approx(2.0)
+
+
+def test_a_pending_claim_counts_the_most_it_may_be_allocated() -> None:
+    devices = (
+        nvidia("gpu-0", type="gpu"),
+        nvidia("gpu-1", type="gpu"),
+        nvidia("gpu-2", type="gpu"),
+        nvidia("mig-0", type="mig", profile="1g.10gb"),
+    )
+    prioritized = Claim(
+        "ns/fa",
+        (
+            Request(
+                "r",
+                (Subrequest("mig", "mig.nvidia.com"), Subrequest("two", "gpu.nvidia.com", count=2)),
+                first_available=True,
+            ),
+        ),
+    )
+    every = Claim("ns/all", (Request("r", (Subrequest("r", "gpu.nvidia.com", all_devices=True),)),))
+    claims = book(*devices, claims=(prioritized, every))
+    # Kubernetes' ResourceQuota charges a prioritized list its largest alternative.
+    assert claims.most_gpus("ns/fa") == pytest.approx(2.0)
+    # allocationMode All takes every matching device of a node: three GPUs and the MIG device.
+    assert claims.most_gpus("ns/all") == pytest.approx(3 + 1 / 7)
+
+
+def test_a_bad_gpus_per_device_annotation_names_the_field(tmp_path: Path) -> None:
+    path = tmp_path / "snapshot.yaml"
+    path.write_text(
+        "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\n"
+        "metadata: {name: c, annotations: {gpufleet.io/gpus-per-device: lots}}\nspec: {}\n"
+    )
+    with pytest.raises(InputError) as caught:
+        load_snapshot(path)
+    assert "DeviceClass c" in str(caught.value)
+    assert "metadata.annotations.gpufleet.io/gpus-per-device" in str(caught.value)
+
+
+def test_explain_shows_the_claimed_gpus_a_queue_holds(tmp_path: Path) -> None:
+    scenario = Path(__file__).parent / "scenarios" / "dra-claims-count-toward-limit.yaml"
+    command = [sys.executable, "-m", "gpufleet", "explain", "-f", str(scenario), "ml/b"]
+    done = subprocess.run(
+        [*command, "--now", "2026-01-01T01:00:00Z"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "queue ml: fair share 1 GPUs, 2 CPU, 0 GiB; allocated 1 GPUs" in done.stdout
+    assert "pending: queue ml is at its limit of 1 GPU (1 GPU in use" in done.stdout

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
-from gpufleet.model.workload import QueueSpec, vector
+from gpufleet.model.workload import PodInfo, QueueSpec, Snapshot, vector
+from gpufleet.scheduler.cycle import CycleConfig, run_cycle
 from gpufleet.scheduler.fairshare import QueueTree, divide, fair_shares, share_ratio
+from gpufleet.scheduler.outcome import CycleResult
+from tests.builders import node, pod
 
 INF = float("inf")
 
@@ -80,3 +85,90 @@ def test_one_resource_in_many_columns_divides_each_column_alone() -> None:
         assert {q: shares[q][j] for q in shares} == pytest.approx(
             {q: v[0] for q, v in alone.items()}
         )
+
+
+# -- reclaim over several cycles ------------------------------------------------------------
+
+HOUR = 3600.0
+
+
+def _running(key: str, queue: str, gpus: int, node: str = "n1") -> PodInfo:
+    return replace(_pending(key, queue, gpus), node=node, started=0.0)
+
+
+def _pending(key: str, queue: str, gpus: int) -> PodInfo:
+    return PodInfo(key, pod(key).gpus(gpus).obj(), queue=queue, priority=10)
+
+
+def _apply(snapshot: Snapshot, result: CycleResult, now: float) -> Snapshot:
+    """What the cluster looks like after the cycle: bound pods run, evicted pods wait again
+    (their controller recreates them)."""
+    bound = {b.pod: b for b in result.bindings}
+    evicted = {e.pod for e in result.evictions}
+    pods = []
+    for p in snapshot.pods:
+        after = p
+        if p.key in evicted:
+            after = replace(p, node=None, gpus=(), started=None)
+        elif p.key in bound:
+            b = bound[p.key]
+            after = replace(p, node=b.node, gpus=tuple(b.gpus or ()), started=now)
+        pods.append(after)
+    return replace(snapshot, pods=tuple(pods))
+
+
+def _cycles(snapshot: Snapshot, count: int) -> list[CycleResult]:
+    results = []
+    for i in range(count):
+        now = (i + 1) * HOUR
+        result = run_cycle(snapshot, now, CycleConfig(records=False))
+        snapshot = _apply(snapshot, result, now)
+        results.append(result)
+    return results
+
+
+def test_reclaim_takes_a_victim_larger_than_its_queues_excess_and_settles() -> None:
+    # team-b's 6-GPU job holds more than its share of 4; team-a (share 4) reclaims it. Back
+    # at 0 GPUs, team-b cannot take the job back: with it team-b would be over its own share
+    # (6 of 4), and team-a, at its share, is never a victim. Its small job just fits.
+    snapshot = Snapshot(
+        (node("n1", gpus=8),),
+        (
+            _running("team-b/big", "team-b", 6),
+            _pending("team-a/mine", "team-a", 4),
+            _pending("team-b/small", "team-b", 2),
+        ),
+        queues=(QueueSpec("team-a"), QueueSpec("team-b")),
+    )
+    first, *rest = _cycles(snapshot, 5)
+    assert [(e.pod, e.action) for e in first.evictions] == [("team-b/big", "reclaim")]
+    assert {b.pod for b in first.bindings} == {"team-a/mine", "team-b/small"}
+    for later in rest:
+        assert (later.bindings, later.evictions) == ((), ())
+        assert [p.pod for p in later.pending] == ["team-b/big"]
+
+
+def test_reclaim_between_queues_over_their_shares_does_not_oscillate() -> None:
+    # Three queues of equal weight on 12 GPUs (shares 4 each): team-c is within its share and
+    # never a victim; team-a and team-b each reclaim from the other only while the other is
+    # above its share, so the cluster settles instead of flipping pods back and forth.
+    snapshot = Snapshot(
+        (node("n1", gpus=8), node("n2", gpus=4)),
+        (
+            *(_running(f"team-a/run-{i}", "team-a", 2) for i in range(4)),
+            _running("team-c/c-0", "team-c", 2, node="n2"),
+            _running("team-c/c-1", "team-c", 2, node="n2"),
+            *(_pending(f"team-b/wait-{i}", "team-b", 2) for i in range(3)),
+            *(_pending(f"team-a/wait-{i}", "team-a", 2) for i in range(2)),
+        ),
+        queues=(QueueSpec("team-a"), QueueSpec("team-b"), QueueSpec("team-c")),
+    )
+    results = _cycles(snapshot, 6)
+    evicted = [e.pod for r in results for e in r.evictions]
+    assert len(evicted) == len(set(evicted)), "a pod was evicted twice: reclaim oscillates"
+    assert all(e.action == "reclaim" and e.pod.startswith("team-a/") for e in results[0].evictions)
+    assert results[0].evictions
+    assert not any(r.evictions for r in results[1:])
+    assert not any(r.bindings for r in results[2:])
+    final = {b.pod for r in results for b in r.bindings}
+    assert sum(k.startswith("team-b/") for k in final) == 2  # up to its share of 4 GPUs

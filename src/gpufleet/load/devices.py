@@ -5,11 +5,14 @@ generation of each pool, complete when all ``resourceSliceCount`` slices are the
 ResourceClaims (requests, constraints, and an existing allocation) and
 ResourceClaimTemplates (a pod's claim ``<pod>-<name>`` made from the template). Selectors
 are compiled by the allocator, which reports a broken one against the claims that use it.
+A DeviceClass may say how many GPUs one of its devices counts as toward a queue
+(annotation ``gpufleet.io/gpus-per-device``, see model/devices.py).
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections import defaultdict
 from collections.abc import Mapping
 from decimal import Decimal
@@ -18,6 +21,7 @@ from typing import Any
 from gpufleet.dra.cel import Semver
 from gpufleet.load.reader import Reader
 from gpufleet.model.devices import (
+    GPUS_PER_DEVICE,
     Allocation,
     Claim,
     Constraint,
@@ -65,8 +69,29 @@ def _config(r: Reader, path: str, *, with_requests: bool) -> tuple[OpaqueConfig,
 
 def device_class(r: Reader) -> DeviceClass:
     return DeviceClass(
-        r.name, _selectors(r, "spec.selectors"), _config(r, "spec.config", with_requests=False)
+        r.name,
+        _selectors(r, "spec.selectors"),
+        _config(r, "spec.config", with_requests=False),
+        _gpus_per_device(r),
     )
+
+
+def _gpus_per_device(r: Reader) -> float | None:
+    """The class's ``gpufleet.io/gpus-per-device`` annotation (model/devices.py's rule)."""
+    raw = r.strings("metadata.annotations").get(GPUS_PER_DEVICE)
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < math.inf:
+        raise r.fail(
+            f"metadata.annotations.{GPUS_PER_DEVICE}",
+            'a non-negative number of GPUs one device counts as ("1", "0.5", "0")',
+            raw,
+        )
+    return value
 
 
 def _qualified(name: str, driver: str) -> str:

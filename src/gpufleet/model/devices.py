@@ -4,10 +4,28 @@ These mirror ``resource.k8s.io/v1`` (ResourceSlice, DeviceClass, ResourceClaim) 
 fields the allocator reads; the loader turns Kubernetes objects into them. Attribute and
 capacity names are fully qualified (``gpu.nvidia.com/productName``): an unqualified name in
 a ResourceSlice belongs to the driver's domain.
+
+**What a device counts as toward a queue's ``gpu`` resource** (:func:`device_gpus`), so that
+GPUs allocated through ResourceClaims count in quotas, limits and fair shares like
+``nvidia.com/gpu`` requests:
+
+1. a DeviceClass annotated ``gpufleet.io/gpus-per-device: "<number>"`` says it for every
+   device allocated through it (``"0"``: not a GPU; ``"0.5"``: half a GPU);
+2. otherwise a device of a GPU driver — one whose name's first label is ``gpu``
+   (``gpu.nvidia.com``, the DRA example driver's ``gpu.example.com``, ``gpu.amd.com``,
+   ``gpu.intel.com``) — is one GPU, and a MIG device (attribute ``type: mig``, as NVIDIA's
+   driver publishes them) its compute slices out of 7 by its ``profile`` (``3g.40gb``: 3/7),
+   as a ``nvidia.com/mig-<profile>`` request counts;
+3. any other device (a NIC, an IMEX channel) counts nothing.
+
+A device that several claims share (``allowMultipleAllocations``, consumable capacity)
+counts, for each claim, the largest fraction of any of its capacities that the claim
+consumes (20Gi of an 80Gi GPU: a quarter).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -30,10 +48,19 @@ __all__ = [
     "Pool",
     "Request",
     "Subrequest",
+    "consumed_share",
+    "device_gpus",
+    "is_gpu_driver",
 ]
 
 MAX_DEVICES_PER_CLAIM = 32
 """Kubernetes' limit on the devices one claim may be allocated (AllocationResultsMaxSize)."""
+
+GPUS_PER_DEVICE = "gpufleet.io/gpus-per-device"
+"""DeviceClass annotation: how many GPUs one device allocated through the class counts as."""
+
+MIG_COMPUTE_SLICES = 7
+_PROFILE = re.compile(r"^(\d+)g\.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +129,8 @@ class DeviceClass:
     name: str
     selectors: tuple[str, ...] = ()
     config: tuple[OpaqueConfig, ...] = ()
+    gpus_per_device: float | None = None
+    """The ``gpufleet.io/gpus-per-device`` annotation (None: the driver's rule applies)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,3 +197,35 @@ class DeviceResult:
     """The request's tolerations, copied into the result as Kubernetes does."""
     device_class: str = ""
     """The DeviceClass the device was allocated through (its config applies)."""
+
+
+def is_gpu_driver(driver: str) -> bool:
+    """A driver whose name's first label is ``gpu`` (``gpu.nvidia.com``, ``gpu.example.com``)."""
+    return driver.split(".", 1)[0] == "gpu" and "." in driver
+
+
+def device_gpus(driver: str, device: Device | None, gpus_per_device: float | None) -> float:
+    """GPUs one whole ``device`` of ``driver`` counts as toward its queue (the module's rule;
+    ``device`` None: a device the slices no longer list, judged by its driver alone)."""
+    if gpus_per_device is not None:
+        return gpus_per_device
+    if not is_gpu_driver(driver):
+        return 0.0
+    if device is not None and device.attribute("type") == "mig":
+        match = _PROFILE.match(str(device.attribute("profile") or ""))
+        if match is not None:
+            return min(int(match.group(1)), MIG_COMPUTE_SLICES) / MIG_COMPUTE_SLICES
+    return 1.0
+
+
+def consumed_share(device: Device | None, consumed: tuple[tuple[str, Decimal], ...]) -> float:
+    """The part of a shared device that one claim takes: the largest fraction of any capacity
+    it consumes (1 when it consumes nothing it names, or the device is not shared)."""
+    if device is None or not device.multi or not consumed:
+        return 1.0
+    shares = [
+        float(amount / total)
+        for name, amount in consumed
+        if (total := device.capacity.get(name, Decimal(0))) > 0
+    ]
+    return min(max(shares), 1.0) if shares else 1.0

@@ -41,8 +41,13 @@ def request_vector(pod: PodSpec) -> FloatArray:
 
 
 def pods_request(pods: Iterable[PodInfo]) -> FloatArray:
-    """What ``pods`` take from their queue together (see :func:`request_vector`)."""
-    return sum((request_vector(p.spec) for p in pods), vector())
+    """What ``pods`` take from their queue together (see :func:`request_vector`), with the
+    GPUs their ResourceClaims count as (``claim_gpus``)."""
+    total = vector()
+    for p in pods:
+        total += request_vector(p.spec)
+        total[0] += p.claim_gpus
+    return total
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +96,10 @@ class PodInfo:
     blocked: str = ""
     """Why the pod may not be scheduled whatever the cluster holds (its scheduling gates, its
     deletion, a PodGroup that does not exist); empty: it may. Only pending pods are blocked."""
+    claim_gpus: float = 0.0
+    """For a pending pod: the most GPUs its claims may count as toward its queue, beyond
+    its container requests (scheduler/claims.py; a claim its queue already holds, or an
+    earlier pending pod of its queue counts, is not counted again). Set by the cycle."""
 
     @property
     def gang(self) -> str:

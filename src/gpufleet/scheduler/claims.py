@@ -8,6 +8,16 @@ transaction, so a rolled-back gang or victim search leaves the book as it found 
 
 ``device_match`` (a CEL selector) is added to every open claim while a gang whose devices
 must share one attribute value is placed (PodGroup ``gpufleet.io/device-match-attribute``).
+
+It also says how many GPUs a claim counts as toward its pods' queue (each device by
+:func:`gpufleet.model.devices.device_gpus`, a shared device by the part the claim consumes;
+admin access counts nothing): an allocated claim what its devices count as, a claim still
+to be allocated the most it may be (:meth:`ClaimBook.most_gpus`: per request the largest
+matching device times its count, all of a node's matching devices for
+``allocationMode: All``, the largest of a ``firstAvailable`` list's alternatives — as
+Kubernetes' ResourceQuota charges a prioritized list). The cluster's GPUs for fair shares
+count the devices of GPU drivers and of annotated classes once each; the devices of one
+shared counter set (a GPU and the MIG devices carved from it) count once, as the largest.
 """
 
 from __future__ import annotations
@@ -19,7 +29,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gpufleet.dra.allocator import Allocator, Unsatisfiable
-from gpufleet.model.devices import Allocation, Claim, DeviceResult
+from gpufleet.dra.cel import Selector, SelectorError, compile_selector
+from gpufleet.model.devices import (
+    Allocation,
+    Claim,
+    Device,
+    DeviceResult,
+    Subrequest,
+    consumed_share,
+    device_gpus,
+)
 from gpufleet.scheduler.outcome import ClaimStatus
 
 if TYPE_CHECKING:
@@ -28,6 +47,13 @@ if TYPE_CHECKING:
     from gpufleet.scheduler.transaction import Running, Transaction
 
 Results = list[list[DeviceResult]]
+
+
+def _selects(selectors: list[Selector], device: Device) -> bool:
+    try:
+        return all(s.matches(device) for s in selectors)
+    except SelectorError:
+        return False
 
 
 class ClaimBook:
@@ -47,6 +73,125 @@ class ClaimBook:
         """Pods a victim search has evicted so far (a claim they share goes with the last)."""
         self.device_match: str | None = None
         """A selector every device must meet while a device-matched gang is placed."""
+        self._most: dict[Subrequest, float] = {}
+        """The most each request shape may count as (see _sub_gpus)."""
+
+    # -- what claims count as toward queues ------------------------------------------------
+
+    def _class_gpus(self, name: str) -> float | None:
+        device_class = self.classes.get(name)
+        return None if device_class is None else device_class.gpus_per_device
+
+    def _result_class(self, claim: str, result: DeviceResult) -> str:
+        """The DeviceClass a result's device was allocated through (an allocation read
+        from a snapshot names only the request: its class is the request's)."""
+        if result.device_class:
+            return result.device_class
+        spec = self.claims.get(claim)
+        request, _, sub = result.request.partition("/")
+        for r in spec.requests if spec is not None else ():
+            if r.name == request:
+                for alternative in r.alternatives:
+                    if not sub or alternative.name == sub:
+                        return alternative.device_class
+        return ""
+
+    def allocated_gpus(self, key: str) -> float:
+        """GPUs claim ``key``'s allocation counts as (0 when it is not allocated)."""
+        allocation = self.allocations.get(key)
+        if allocation is None:
+            return 0.0
+        devices = self.allocator.devices if self.allocator is not None else {}
+        total = 0.0
+        for r in allocation.results:
+            if r.admin_access:
+                continue
+            device = devices.get((r.driver, r.pool, r.device))
+            gpus = device_gpus(r.driver, device, self._class_gpus(self._result_class(key, r)))
+            total += gpus * consumed_share(device, r.consumed) if gpus else 0.0
+        return total
+
+    def most_gpus(self, key: str) -> float:
+        """The most GPUs claim ``key`` may count as once allocated: what it counts as if it
+        is allocated, else the bound of the module docstring."""
+        if key in self.allocations:
+            return self.allocated_gpus(key)
+        claim = self.claims.get(key)
+        if claim is None or self.allocator is None:
+            return 0.0
+        return sum(
+            max((self._sub_gpus(sub) for sub in request.alternatives), default=0.0)
+            for request in claim.requests
+        )
+
+    def _sub_gpus(self, sub: Subrequest) -> float:
+        """The most one (sub)request may count as; remembered per request shape, as the
+        claims of one template ask alike and devices never change."""
+        known = self._most.get(sub)
+        if known is None:
+            known = self._most[sub] = self._most_of(sub)
+        return known
+
+    def _most_of(self, sub: Subrequest) -> float:
+        if sub.admin_access:
+            return 0.0
+        assert self.allocator is not None
+        per_class = self._class_gpus(sub.device_class)
+        # Any node name reaches the network-attached devices (a name no device is on: them
+        # alone, for a cluster whose devices are all network-attached).
+        nodes = [n for n in self.allocator.by_node if n is not None] or [""]
+        most = 0.0
+        for node in nodes:
+            try:
+                found = self.allocator.candidates(sub, node)
+            except SelectorError:
+                return 0.0  # the claim cannot be allocated: the allocator says why
+            each = [self._device_share(d, sub, per_class) for d in found]
+            if sub.all_devices:
+                most = max(most, sum(each))
+            elif each:
+                most = max(most, sub.count * max(each))
+        return most
+
+    @staticmethod
+    def _device_share(device: Device, sub: Subrequest, per_class: float | None) -> float:
+        gpus = device_gpus(device.driver, device, per_class)
+        if not gpus or not device.multi:
+            return gpus
+        asked = {(n if "/" in n else f"{device.driver}/{n}"): a for n, a in sub.capacity}
+        consumed = tuple((n, asked.get(n, total)) for n, total in device.capacity.items())
+        return gpus * consumed_share(device, consumed)
+
+    def gpu_capacity(self) -> float:
+        """The GPUs the cluster's devices count as (for fair shares; see the module)."""
+        if self.allocator is None:
+            return 0.0
+        annotated: list[tuple[float, list[Selector]]] = []
+        for c in sorted(self.classes.values(), key=lambda c: c.name):
+            if c.gpus_per_device is None:
+                continue
+            try:
+                selectors = [compile_selector(e) for e in c.selectors]
+            except SelectorError:
+                continue  # reported against the claims that use the class
+            annotated.append((c.gpus_per_device, selectors))
+        by_counters: dict[tuple[str, str, str], float] = {}
+        total = 0.0
+        for device in self.allocator.devices.values():
+            gpus = next(
+                (n for n, chosen in annotated if _selects(chosen, device)),
+                device_gpus(device.driver, device, None),
+            )
+            if not gpus:
+                continue
+            if device.consumes:
+                key = (device.driver, device.pool, device.consumes[0][0])
+                by_counters[key] = max(by_counters.get(key, 0.0), gpus)
+            else:
+                total += gpus
+        return total + sum(by_counters.values())
+
+    # -- allocation ------------------------------------------------------------------------
 
     def open_claims(self, pod: PodInfo) -> list[Claim]:
         """``pod``'s claims not allocated yet (with ``device_match`` added, if set)."""

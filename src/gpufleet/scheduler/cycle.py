@@ -52,7 +52,7 @@ from gpufleet.model.workload import (
 )
 from gpufleet.plugins.gpu_choice import first_free_gpus, tightest_gpu
 from gpufleet.plugins.registry import FIT_FILTERS, PLUGINS, POLICIES
-from gpufleet.scheduler.backlog import Backlog
+from gpufleet.scheduler.backlog import Backlog, order_key
 from gpufleet.scheduler.claims import ClaimBook
 from gpufleet.scheduler.fairshare import EPS, QueueTree, fair_shares, share_ratio
 from gpufleet.scheduler.outcome import (
@@ -264,6 +264,7 @@ class Cycle:
         self.act = True
         """Whether this cycle may evict (consolidate, reclaim, preempt)."""
         self._caches()
+        self._claims(snapshot)
         self.unqueued = vector()
         for pod in sorted(snapshot.pods, key=lambda p: (not p.gpus, -p.spec.cpu_milli, p.key)):
             if pod.node is not None:
@@ -278,14 +279,16 @@ class Cycle:
             now,
             self.state.gpu_slots,
         )
-        self.backlog = backlog if backlog is not None else Backlog.of(build_jobs(snapshot))
+        self.backlog = (
+            backlog
+            if backlog is not None
+            else Backlog.of(self._with_claim_gpus(build_jobs(snapshot)))
+        )
         self.capacity = vector(
-            self.state.total_gpus,
+            self.state.total_gpus + self.book.gpu_capacity(),
             float(self.state.cpu_capacity.sum()),
             float(self.state.memory_capacity.sum()),
         )
-        self.book = ClaimBook(snapshot)
-        """DRA: the claims pods use, their allocations, and the allocator."""
         self.bindings: list[Binding] = []
         self._start(now)
 
@@ -305,6 +308,15 @@ class Cycle:
         """The fair shares of the demands of ``_fair_key`` (None: not divided yet)."""
         self.movable: tuple[Hashable, BoolArray, ClusterState] | None = None
         """Consolidation's movable pods and the state without them (VictimSearch)."""
+
+    def _claims(self, snapshot: Snapshot) -> None:
+        self.book = ClaimBook(snapshot)
+        """DRA: the claims pods use, their allocations, and the allocator."""
+        self.claim_users: dict[str, dict[str, int]] = defaultdict(dict)
+        """Per queue: its running pods per ResourceClaim they use."""
+        self.claim_charged: dict[str, dict[str, float]] = defaultdict(dict)
+        """Per queue: the GPUs each claim its running pods use counts in its allocation
+        (counted once however many pods share it; taken when its first pod started)."""
 
     def _victim(self, r: Running) -> bool:
         return r.pod.managed and r.pod.queue in self.tree.queues and self.preemptible(r.pod)
@@ -456,12 +468,66 @@ class Cycle:
         if pod.queue not in self.tree.queues:
             return
         amount = sign * request_vector(spec)
+        if pod.claims:
+            amount[0] += self._account_claims(pod, sign)
         self.own[pod.queue] = self.own[pod.queue] + amount
         for q in self.tree.paths[pod.queue]:
             self.versions[q] += 1
             self.alloc[q] = self.alloc[q] + amount
             if not self.preemptible(pod):
                 self.alloc_np[q] = self.alloc_np[q] + amount
+
+    def _account_claims(self, pod: PodInfo, sign: int) -> float:
+        """GPUs that ``pod`` starting (+1) or ending (-1) adds to its queue's allocation
+        through its claims: a claim counts when the queue's first pod using it starts, as
+        its allocation then counts (scheduler/claims.py), until the last one ends."""
+        users, charged = self.claim_users[pod.queue], self.claim_charged[pod.queue]
+        change = 0.0
+        for key in pod.claims:
+            count = users.get(key, 0) + sign
+            if sign > 0 and count == 1:
+                charged[key] = self.book.allocated_gpus(key)
+                change += charged[key]
+            if count > 0:
+                users[key] = count
+            else:
+                users.pop(key, None)
+                change -= charged.pop(key, 0.0)
+        return change
+
+    def claims_freed(self, pods: Sequence[PodInfo]) -> FloatArray:
+        """GPUs (as a resource vector) that the claims of ``pods`` give back to their
+        queues if all of them end: the claims no other running pod of the queue uses."""
+        if not any(p.claims for p in pods):
+            return vector()
+        gone: dict[tuple[str, str], int] = defaultdict(int)
+        for p in pods:
+            for key in p.claims:
+                gone[p.queue, key] += 1
+        freed = 0.0
+        for (queue, key), count in gone.items():
+            if self.claim_users[queue].get(key, 0) <= count:
+                freed += self.claim_charged[queue].get(key, 0.0)
+        return vector(freed)
+
+    def _with_claim_gpus(self, jobs: list[Job]) -> list[Job]:
+        """``jobs`` with their pending pods' ``claim_gpus``: what their claims may count as,
+        each claim once per queue — not where the queue's running pods hold it already,
+        and, among pending pods, only for the first that uses it (jobs in serving order)."""
+        if self.book.allocator is None:
+            return jobs
+        counted = {q: set(users) for q, users in self.claim_users.items()}
+        out = []
+        for job in sorted(jobs, key=order_key):
+            pods = []
+            for pod in job.pods:
+                seen = counted.setdefault(pod.queue, set())
+                fresh = [k for k in pod.claims if k not in seen]
+                seen.update(fresh)
+                gpus = sum(self.book.most_gpus(k) for k in fresh)
+                pods.append(replace(pod, claim_gpus=gpus) if gpus else pod)
+            out.append(replace(job, pods=tuple(pods)))
+        return out
 
     def ratio(self, queue: str, extra: FloatArray | None = None) -> float:
         alloc = self.alloc[queue] if extra is None else self.alloc[queue] + extra
@@ -873,7 +939,7 @@ class Cycle:
 
     def _extras(self, job: Job) -> None:
         for pod in job.extras:
-            request = request_vector(pod.spec)
+            request = pods_request((pod,))
             blocked = self.admission(job, request)
             if blocked is None:
                 outcome = place(self.framework, self.state, pod.spec, self.extras_held(job))

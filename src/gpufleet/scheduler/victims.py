@@ -3,10 +3,15 @@
 All three are one search with different rules for who may be a victim:
 
 * **preempt** — pods of the job's own queue with lower priority;
-* **reclaim** — pods of other queues, only while their queue (and every ancestor the job's
-  queue does not share) is above its fair share, and only if the job keeps its own queue
-  within its fair share; a single pod is taken only if its queue stays at or above its fair
-  share, a gang is taken whole even if that takes its queue below;
+* **reclaim** — pods of other queues, by the rule of Volcano's proportion plugin: victims
+  are judged one by one, and a pod (or a gang taken whole) is reclaimable while its queue's
+  allocation — before removing it, after the victims already taken — is above the queue's
+  fair share, for the queue and every ancestor the job's queue does not share. The victim
+  may be larger than the queue's excess and take the queue below its share (one 8-GPU job
+  of a queue whose share is 4 is reclaimable). The job's own queue (and each of its
+  ancestors the victim's queue does not share) must be within its fair share with the job
+  allocated. A queue at or below its fair share is never a victim, so a queue that reclaim
+  took below its share cannot take back from one within its share: nothing oscillates;
 * **consolidate** — any preemptible pod outside a gang, which is moved: it must be bound
   again elsewhere in the same cycle. Tried only when the job fits the cluster's total free
   capacity (gang members are not moved: that would break the gang).
@@ -34,8 +39,8 @@ import numpy as np
 
 from gpufleet.framework.status import Code, Status
 from gpufleet.model.cluster import MILLI
-from gpufleet.model.workload import request_vector, vector
-from gpufleet.scheduler.fairshare import EPS, below_fair_share
+from gpufleet.model.workload import request_vector
+from gpufleet.scheduler.fairshare import EPS
 from gpufleet.scheduler.placement import choose_gpus, place
 from gpufleet.scheduler.transaction import Running, Transaction
 
@@ -59,8 +64,8 @@ if TYPE_CHECKING:
 FOUND = {"preempt": "found victims", "reclaim": "found victims", "consolidate": "moves found"}
 NOT_FOUND = {
     "preempt": "evicting eligible pods frees no fitting node",
-    "reclaim": "evicting reclaimable pods (their queues kept at their fair share) frees no "
-    "node that fits",
+    "reclaim": "evicting reclaimable pods (of queues above their fair share) frees no node "
+    "that fits",
     "consolidate": "no preemptible pods can be moved to make room",
 }
 NO_ROOM = {
@@ -191,21 +196,13 @@ class VictimSearch:
             )
 
         def accept(unit: Unit, taken: list[Running]) -> bool:
+            """Volcano's Reclaimable: the unit's queues are above their fair share with
+            the victims taken so far gone (the unit itself still counted)."""
             for q in others(unit[0].pod.queue):
-                removed = sum(
-                    (request_vector(r.spec) for r in taken if q in cycle.tree.paths[r.pod.queue]),
-                    vector(),
-                )
+                gone = [r.pod for r in taken if q in cycle.tree.paths[r.pod.queue]]
+                removed = sum((request_vector(p.spec) for p in gone), cycle.claims_freed(gone))
                 if cycle.ratio(q, -removed) <= 1 + EPS:
                     return False  # at or below its fair share: never a victim
-                if not self.whole_gang(unit):
-                    after = (
-                        cycle.alloc[q]
-                        - removed
-                        - sum((request_vector(r.spec) for r in unit), vector())
-                    )
-                    if below_fair_share(after, cycle.fair[q]):
-                        return False
             return True
 
         above = [q for q in allowed if all(cycle.ratio(p) > 1 + EPS for p in others(q))]
@@ -228,7 +225,7 @@ class VictimSearch:
         free_whole = int(np.count_nonzero(state.gpu_free == MILLI))
         if (
             free_whole < whole
-            or state.gpu_free.sum() < request[0] * MILLI
+            or state.gpu_free.sum() < sum(p.spec.gpu_equivalent for p in self.job.core) * MILLI
             or state.cpu_free.sum() < request[1]
             or state.memory_free.sum() < request[2]
         ):
@@ -263,10 +260,6 @@ class VictimSearch:
         if len(left) > group.min_member:
             return (r,)
         return tuple(self.cycle.running[k] for k in sorted(left))
-
-    def whole_gang(self, unit: Unit) -> bool:
-        group = self.cycle.groups.get(unit[0].pod.gang)
-        return group is not None and group.min_member > 1 and len(unit) > 1
 
     def cost(self, unit: Unit) -> tuple[object, ...]:
         return (
