@@ -32,7 +32,7 @@ from gpufleet.load.traces import load_replay
 from gpufleet.model.results import FillRun, ReplayRun
 from gpufleet.model.workload import Snapshot
 from gpufleet.plugins.registry import POLICIES
-from gpufleet.report.cycle import cycle_json, cycle_tables, explain_lines
+from gpufleet.report.cycle import cycle_json, cycle_tables, explain_json, explain_lines
 from gpufleet.report.html import report_html
 from gpufleet.report.plot import plot_unallocated
 from gpufleet.report.replay import plot_replay, replay_html, replay_table
@@ -44,6 +44,7 @@ from gpufleet.scheduler.outcome import CycleResult
 from gpufleet.sim.batch import seed_range
 from gpufleet.sim.fill import run_fill
 from gpufleet.sim.replay import REPLAY_POLICIES, Replay
+from gpufleet.sim.unfit import unfit_pods
 
 DEFAULT_POLICIES = ("kube-default", "best-fit", "fgd", "gpufleet")
 
@@ -86,13 +87,23 @@ def check_policies(names: list[str] | None) -> list[str]:
     return list(dict.fromkeys(chosen))
 
 
-@app.callback()
-def _root(
-    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
-) -> None:
-    if version:
+def _print_version(value: bool) -> None:
+    # Eager: runs while the options are parsed, before click asks for a command.
+    if value:
         typer.echo(f"gpufleet {__version__}")
         raise typer.Exit
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="Print the version and exit.", callback=_print_version, is_eager=True
+        ),
+    ] = False,
+) -> None:
+    del version  # handled by its eager callback
 
 
 @app.command()
@@ -220,6 +231,13 @@ def _fill(
     _positive(inflate, "--inflate")
     pods = load_pods(workload or bundled(BUNDLED_WORKLOAD))
     node_specs = load_nodes(nodes or bundled(BUNDLED_NODES))
+    unfit = unfit_pods(node_specs, pods.pods)
+    if unfit is not None:
+        sys.stderr.write(
+            f"gpufleet: warning: {unfit.count:,} of {len(pods.pods):,} pods of {pods.name} fit "
+            f"no node even on an empty cluster (e.g. {unfit.example}: {unfit.reason}); the "
+            "fill runs and counts them as failed\n"
+        )
     runs: list[FillRun] = []
     with _progress() as progress:
         for name in policies:
@@ -314,6 +332,7 @@ def _replay(
 
 
 def _now(text: str | None) -> float:
+    """``--now`` as seconds since the epoch; RFC 3339 requires the time zone."""
     if text is None:
         return dt.datetime.now(dt.UTC).timestamp()
     try:
@@ -322,7 +341,35 @@ def _now(text: str | None) -> float:
         raise typer.BadParameter(
             f"expected an RFC 3339 time such as 2026-01-31T12:00:00Z, got {text!r}"
         ) from None
-    return (stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.UTC)).timestamp()
+    if stamp.tzinfo is None:
+        raise typer.BadParameter(
+            f"{text!r} has no time zone; RFC 3339 needs one, such as 'Z' or '+00:00' ({text}Z)",
+            param_hint="'--now'",
+        )
+    return stamp.timestamp()
+
+
+def _rfc3339(seconds: float) -> str:
+    return dt.datetime.fromtimestamp(seconds, dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+def _check_now(now: float, snapshot: Snapshot, source: Path, given: bool) -> None:
+    """A cycle before every object of the snapshot was created has nothing real to judge.
+
+    Pods and PodGroups carry their ``creationTimestamp`` (0 when the object has none);
+    ``--now`` must not be earlier than the earliest of them. The wall clock is not checked:
+    a snapshot from a cluster whose clock runs ahead is still scheduled."""
+    if not given:
+        return
+    stamps = [(p.created, f"Pod {p.key}") for p in snapshot.pods if p.created > 0]
+    stamps += [(g.created, f"PodGroup {g.key}") for g in snapshot.groups if g.created > 0]
+    if stamps and now < min(stamps)[0]:
+        first, name = min(stamps)
+        raise InputError(
+            str(source),
+            f"--now {_rfc3339(now)} is before every object's creationTimestamp (the "
+            f"earliest: {name}, created {_rfc3339(first)}); give a later --now",
+        )
 
 
 SnapshotFile = Annotated[
@@ -350,6 +397,15 @@ NonPreemptibleOption = Annotated[
 ]
 
 
+def _seconds(value: float, option: str) -> float:
+    """A duration option: zero or more seconds (infinite: never)."""
+    if not value >= 0:  # also NaN
+        raise typer.BadParameter(
+            f"expected zero or more seconds, got {value:g}", param_hint=f"'{option}'"
+        )
+    return value
+
+
 def _config(
     policy: str,
     starvation: float,
@@ -359,6 +415,15 @@ def _config(
 ) -> CycleConfig:
     if policy not in POLICIES:
         raise typer.BadParameter(f"unknown policy {policy!r}; known: {', '.join(POLICIES)}")
+    _seconds(starvation, "--starvation-after")
+    _seconds(grace, "--stale-grace")
+    if non_preemptible < 0:
+        # Pods without a priority class have priority 0: a negative threshold would make
+        # every such pod non-preemptible, which no one means.
+        raise typer.BadParameter(
+            f"expected a priority of 0 or more, got {non_preemptible}",
+            param_hint="'--non-preemptible-priority'",
+        )
     return CycleConfig(
         policy=policy,
         non_preemptible_priority=non_preemptible,
@@ -385,8 +450,10 @@ def schedule(
     if output not in {"json", "table"}:
         raise typer.BadParameter(f"-o must be json or table, got {output!r}")
     config = _config(policy, starvation_after, stale_grace, non_preemptible_priority)
+    when = _now(now)
     snapshot = load_snapshot(filename)
-    result = _run(snapshot, _now(now), config, filename)
+    _check_now(when, snapshot, filename, given=now is not None)
+    result = _run(snapshot, when, config, filename)
     if output == "json":
         sys.stdout.write(cycle_json(result))
         return
@@ -399,6 +466,15 @@ def schedule(
 def explain(
     filename: SnapshotFile,
     pod: Annotated[str, typer.Argument(help="The pod, as NAMESPACE/NAME.")],
+    output: Annotated[
+        str,
+        typer.Option(
+            "-o",
+            "--output",
+            help="text, or json: {pod, status (bound, pending or evicted), node, gpus, "
+            "reason, action, for}.",
+        ),
+    ] = "text",
     now: Now = None,
     policy: PolicyOption = "gpufleet",
     starvation_after: StarvationOption = 1800.0,
@@ -409,15 +485,23 @@ def explain(
     what preemption, reclaim and consolidation found."""
     if "/" not in pod:
         raise typer.BadParameter(f"expected NAMESPACE/NAME, got {pod!r}")
-    snapshot = load_snapshot(filename)
-    if pod not in {p.key for p in snapshot.pods}:
-        raise InputError(str(filename), f"no pod {pod} in the snapshot")
+    if output not in {"json", "text"}:
+        raise typer.BadParameter(f"-o must be json or text, got {output!r}")
     config = _config(
         policy, starvation_after, stale_grace, non_preemptible_priority, frozenset({pod})
     )
-    result = _run(snapshot, _now(now), config, filename)
+    when = _now(now)
+    snapshot = load_snapshot(filename)
+    info = next((p for p in snapshot.pods if p.key == pod), None)
+    if info is None:
+        raise InputError(str(filename), f"no pod {pod} in the snapshot")
+    _check_now(when, snapshot, filename, given=now is not None)
+    result = _run(snapshot, when, config, filename)
+    if output == "json":
+        sys.stdout.write(explain_json(result, info))
+        return
     record = next((r for r in result.jobs if pod in r.pods), None)
-    typer.echo("\n".join(explain_lines(result, pod, record)))
+    typer.echo("\n".join(explain_lines(result, pod, record, info)))
 
 
 def _run(snapshot: Snapshot, now: float, config: CycleConfig, source: Path) -> CycleResult:
