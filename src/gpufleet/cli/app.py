@@ -45,8 +45,18 @@ from gpufleet.sim.batch import seed_range
 from gpufleet.sim.fill import run_fill
 from gpufleet.sim.replay import REPLAY_POLICIES, Replay
 from gpufleet.sim.unfit import unfit_pods
+from gpufleet.sim.window import trace_window
 
 DEFAULT_POLICIES = ("kube-default", "best-fit", "fgd", "gpufleet")
+
+DAY = 86400.0
+DEFAULT_REPLAY_CLUSTER = "openb-replay-cluster.yaml"
+"""The bundled cluster of the default replay: 3 servers, 24 GPUs (see the file)."""
+DEFAULT_REPLAY_WINDOW = (137 * DAY, 140 * DAY)
+"""The trace time of the default replay: three busy days of the bundled openb pod list."""
+
+PIPE_WIDTH = 200
+"""Columns of a table written to a pipe or file (rich would take 80 and cut every cell)."""
 
 app = typer.Typer(
     name="gpufleet",
@@ -162,9 +172,20 @@ def simulate(
             show_default="one per tenant, quota by GPU-time demand",
         ),
     ] = None,
+    since: Annotated[
+        float | None,
+        typer.Option(
+            help="replay: start at this many seconds of trace time, on an empty cluster "
+            "(jobs that arrived before are left out).",
+            show_default="0; the bundled workload: 11836800 (day 137)",
+        ),
+    ] = None,
     until: Annotated[
         float | None,
-        typer.Option(help="replay: stop at this many seconds of trace time.", show_default="end"),
+        typer.Option(
+            help="replay: stop at this many seconds of trace time.",
+            show_default="end; the bundled workload: 12096000 (day 140)",
+        ),
     ] = None,
     out: Annotated[Path, typer.Option(help="Report directory.")] = Path("gpufleet-report"),
     json_path: Annotated[
@@ -174,6 +195,11 @@ def simulate(
     """Compare policies on a trace: fill a cluster pod by pod (default), or replay it in time.
 
     Prints a table, and writes OUT/results.json, the plots and OUT/index.html.
+
+    With no --workload, a replay takes three busy days of the bundled openb pod list (trace
+    days 137-140, 701 jobs) on a bundled cluster of 3 servers (24 GPUs), so that jobs
+    queue; on the openb cluster's own 6,212 GPUs the trace keeps 0.2% of them busy and
+    nothing waits. --since, --until, --nodes and --cluster replace these defaults.
     """
     if protocol not in {"fill", "replay"}:
         raise typer.BadParameter(f"--protocol must be fill or replay, got {protocol!r}")
@@ -182,6 +208,7 @@ def simulate(
         "--format": trace_format is not None,
         "--cluster": cluster is not None,
         "--queues": queues is not None,
+        "--since": since is not None,
         "--until": until is not None,
     }
     wrong = fill_only if protocol == "replay" else replay_only
@@ -191,10 +218,19 @@ def simulate(
             raise typer.BadParameter(f"{option} applies to --protocol {other} only")
     seed_list = parse_seeds(seeds)
     to_stdout = json_path == "-"
-    console = Console(stderr=to_stdout)
+    console = _console(stderr=to_stdout)
     if protocol == "replay":
         document = _replay(
-            workload, nodes, policy, seed_list, trace_format, cluster, queues, until, out, console
+            workload,
+            nodes,
+            policy,
+            seed_list,
+            trace_format,
+            cluster,
+            queues,
+            (since, until),
+            out,
+            console,
         )
     else:
         document = _fill(
@@ -205,6 +241,17 @@ def simulate(
     elif json_path is not None:
         Path(json_path).write_text(document, encoding="utf-8")
     console.print(f"report: {out / 'index.html'}")
+
+
+def _console(*, stderr: bool = False) -> Console:
+    """A console for tables: a terminal's width, else (a pipe, a file) ``PIPE_WIDTH``.
+
+    Not a terminal, rich takes ``COLUMNS`` or 80 and cuts every cell of a wide table to
+    "…"; a file has no width to fit, so the table gets room for its columns."""
+    console = Console(stderr=stderr)
+    if console.is_terminal:
+        return console
+    return Console(stderr=stderr, width=max(PIPE_WIDTH, console.width))
 
 
 def _progress() -> Progress:
@@ -270,6 +317,23 @@ def _fill(
     return document
 
 
+def _replay_window(
+    bundled_workload: bool, since: float | None, until: float | None
+) -> tuple[float, float | None]:
+    """The trace time to replay, checked: (start, stop or None for the end)."""
+    if bundled_workload:  # the demonstration (see simulate's help)
+        since = DEFAULT_REPLAY_WINDOW[0] if since is None else since
+        until = DEFAULT_REPLAY_WINDOW[1] if until is None else until
+    if until is not None:
+        _positive(until, "--until")
+    if since is not None and not 0 <= since < math.inf:
+        raise typer.BadParameter(f"--since must be zero or more seconds, got {since:g}")
+    start = since or 0.0
+    if until is not None and until <= start:
+        raise typer.BadParameter(f"--until ({until:g}) must be after --since ({start:g})")
+    return start, until
+
+
 def _replay(
     workload: Path | None,
     nodes: Path | None,
@@ -278,7 +342,7 @@ def _replay(
     trace_format: str | None,
     cluster: Path | None,
     queues: Path | None,
-    until: float | None,
+    window: tuple[float | None, float | None],
     out: Path,
     console: Console,
 ) -> str:
@@ -288,8 +352,9 @@ def _replay(
             raise typer.BadParameter(
                 f"unknown replay policy {name!r}; known: {', '.join(REPLAY_POLICIES)}"
             )
-    if until is not None:
-        _positive(until, "--until")
+    if workload is None and nodes is None and cluster is None:
+        cluster = bundled(DEFAULT_REPLAY_CLUSTER)
+    start, until = _replay_window(workload is None, *window)
     data = load_replay(
         workload or bundled(BUNDLED_WORKLOAD),
         fmt=trace_format,
@@ -297,7 +362,18 @@ def _replay(
         cluster=cluster,
         queues=queues,
     )
-    end = until if until is not None else max(j.arrival_s for j in data.jobs)
+    where = (
+        f"bundled {DEFAULT_REPLAY_CLUSTER}"
+        if cluster == bundled(DEFAULT_REPLAY_CLUSTER)
+        else data.cluster
+    )
+    jobs = trace_window(data.jobs, start)
+    if not jobs:
+        raise InputError(
+            str(workload or BUNDLED_WORKLOAD), f"no job arrives at or after --since {start:g}"
+        )
+    stop = None if until is None else until - start
+    end = stop if stop is not None else max(j.arrival_s for j in jobs)
     days = max(end / 86400, 1e-9)
     runs: list[ReplayRun] = []
     with _progress() as progress:
@@ -308,20 +384,24 @@ def _replay(
                 )
                 replay = Replay(
                     data.nodes,
-                    data.jobs,
+                    jobs,
                     REPLAY_POLICIES[name],
                     queues=data.queues,
                     topology=data.topology,
                     seed=seed,
                     workload=data.workload,
                 )
-                runs.append(replay.run(until=until, progress=partial(_days, progress, task)))
+                runs.append(replay.run(until=stop, progress=partial(_days, progress, task)))
                 progress.remove_task(task)
     capacity = sum(n.gpus for n in data.nodes)
-    title = (
-        f"{data.workload} replay — {len(data.jobs):,} jobs, {capacity:,} GPUs ({data.cluster})"
-        + (f", until {until:g}s" if until is not None else "")
-    )
+    arrived = sum(stop is None or j.arrival_s <= stop for j in jobs)
+    if start and until is not None:
+        span = f", trace days {start / DAY:g}-{until / DAY:g}"
+    elif start:
+        span = f", from trace day {start / DAY:g}"
+    else:
+        span = "" if until is None else f", until {until:g}s"
+    title = f"{data.workload} replay — {arrived:,} jobs, {capacity:,} GPUs ({where}){span}"
     console.print(replay_table(runs, title))
     document = results_json(runs)
     out.mkdir(parents=True, exist_ok=True)
@@ -457,7 +537,7 @@ def schedule(
     if output == "json":
         sys.stdout.write(cycle_json(result))
         return
-    console = Console()
+    console = _console()
     for table in cycle_tables(result):
         console.print(table)
 
