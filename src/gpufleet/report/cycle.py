@@ -22,8 +22,8 @@ if TYPE_CHECKING:
 
 EVICTED_BECAUSE = {
     "preempt": "preempted for {for_}, a job of higher priority in the same queue",
-    "reclaim": "reclaimed for {for_}: the pod's queue is above its fair share and the "
-    "queue of {for_} within its own",
+    "reclaim": "reclaimed for {for_}: the pod's queue is above its fair share, and the "
+    "queue of {for_} is within its own",
     "consolidate": "moved by consolidation to make room for {for_}",
     "stale-gang": "released: its gang {for_} stayed below minMember past the grace period",
 }
@@ -154,7 +154,8 @@ def pod_outcome(result: CycleResult, info: PodInfo) -> dict[str, object]:
     """One pod after the cycle, for ``explain -o json``.
 
     ``status`` is ``bound`` (running, or bound by this cycle), ``pending`` or ``evicted``;
-    ``node``/``gpus`` where it runs (or, evicted, where it ran); ``reason`` why it waits or
+    ``node``/``gpus`` where it runs (or, evicted, where it ran; ``gpus`` are GPU indexes,
+    null where the snapshot does not say which); ``reason`` why it waits or
     is evicted; ``action`` and ``for`` the eviction's, ``moved_to`` where consolidation
     binds it again. Keys without a value are null."""
     pod = info.key
