@@ -64,6 +64,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",  # a docstring's paragraph is one paragraph, not its lines
 )
 
 
@@ -162,7 +163,8 @@ def simulate(
         Path | None,
         typer.Option(
             help="replay: cluster YAML (Node objects or NodePools, a Topology, Queues).",
-            show_default="openb: the bundled nodes; philly: the bundled philly-cluster.yaml",
+            show_default="no --workload: the bundled openb-replay-cluster.yaml (24 GPUs); "
+            "openb: the bundled nodes; philly: the bundled philly-cluster.yaml",
         ),
     ] = None,
     queues: Annotated[
@@ -177,14 +179,14 @@ def simulate(
         typer.Option(
             help="replay: start at this many seconds of trace time, on an empty cluster "
             "(jobs that arrived before are left out).",
-            show_default="0; the bundled workload: 11836800 (day 137)",
+            show_default="0; with no --workload 11836800, day 137",
         ),
     ] = None,
     until: Annotated[
         float | None,
         typer.Option(
             help="replay: stop at this many seconds of trace time.",
-            show_default="end; the bundled workload: 12096000 (day 140)",
+            show_default="the end; with no --workload 12096000, day 140",
         ),
     ] = None,
     out: Annotated[Path, typer.Option(help="Report directory.")] = Path("gpufleet-report"),
