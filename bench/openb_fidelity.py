@@ -29,11 +29,14 @@ from bench.published import (
     fill_tasks,
     published_unallocated,
 )
-from bench.traces import add_traces_option, openb_dir, require
+from bench.traces import OPENB, add_traces_option, openb_dir, require
+from bench.traces import TRACES as TRACES_ROOT
 from gpufleet.model.results import FillRun
 from gpufleet.sim.batch import run_tasks, seed_range
 
 SECTION = "openb-fidelity"
+TRACES = TRACES_ROOT / OPENB
+"""The default openb folder (kept for scripts that import it; ``--traces`` takes either)."""
 
 
 def tolerance(published: Published) -> float:
