@@ -21,17 +21,22 @@ from pathlib import Path
 
 from bench.docs import ROOT, publish
 from bench.published import (
+    NODES_FILE,
     PUBLISHED_POLICIES,
+    RESULTS_FILE,
     Published,
     chosen_workloads,
     fill_tasks,
     published_unallocated,
 )
+from bench.traces import OPENB, add_traces_option, openb_dir, require
+from bench.traces import TRACES as TRACES_ROOT
 from gpufleet.model.results import FillRun
 from gpufleet.sim.batch import run_tasks, seed_range
 
-TRACES = ROOT.parent / "shared" / "traces" / "alibaba-gpu-v2023"
 SECTION = "openb-fidelity"
+TRACES = TRACES_ROOT / OPENB
+"""The default openb folder (kept for scripts that import it; ``--traces`` takes either)."""
 
 
 def tolerance(published: Published) -> float:
@@ -68,7 +73,7 @@ def render(
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--traces", type=Path, default=TRACES)
+    add_traces_option(parser)
     parser.add_argument("--workload", action="append", help="e.g. default, cpu050 (repeatable)")
     parser.add_argument("--policy", action="append", choices=PUBLISHED_POLICIES)
     parser.add_argument("--seeds", type=seed_range, default="42-51")
@@ -77,11 +82,14 @@ def main() -> int:
     parser.add_argument("--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md")
     args = parser.parse_args()
 
-    published = published_unallocated(args.traces)
+    traces = openb_dir(args.traces)
+    require(traces / RESULTS_FILE, traces / NODES_FILE)
+    published = published_unallocated(traces)
     workloads = chosen_workloads(published, args.workload)
+    require(*(traces / f"{w}.csv" for w in workloads))
     seeds: list[int] = args.seeds
     policies = args.policy or list(PUBLISHED_POLICIES)
-    tasks = fill_tasks(args.traces, workloads, policies, seeds)
+    tasks = fill_tasks(traces, workloads, policies, seeds)
     started = time.perf_counter()
     done = 0
 

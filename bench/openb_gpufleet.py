@@ -16,11 +16,16 @@ import os
 import statistics
 import sys
 import time
-from pathlib import Path
 
 from bench.docs import publish
-from bench.openb_fidelity import TRACES
-from bench.published import chosen_workloads, fill_tasks, published_unallocated
+from bench.published import (
+    NODES_FILE,
+    RESULTS_FILE,
+    chosen_workloads,
+    fill_tasks,
+    published_unallocated,
+)
+from bench.traces import add_traces_option, openb_dir, require
 from gpufleet.model.results import FillRun
 from gpufleet.sim.batch import run_tasks, seed_range
 
@@ -35,17 +40,20 @@ def mean_of(runs: list[FillRun], workload: str, policy: str, field: str) -> floa
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--traces", type=Path, default=TRACES)
+    add_traces_option(parser)
     parser.add_argument("--workload", action="append", help="e.g. default, cpu050 (repeatable)")
     parser.add_argument("--seeds", type=seed_range, default="42-51")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--no-docs", action="store_true")
     args = parser.parse_args()
 
-    published = published_unallocated(args.traces)
+    traces = openb_dir(args.traces)
+    require(traces / RESULTS_FILE, traces / NODES_FILE)
+    published = published_unallocated(traces)
     workloads = chosen_workloads(published, args.workload)
+    require(*(traces / f"{w}.csv" for w in workloads))
     seeds: list[int] = args.seeds
-    tasks = fill_tasks(args.traces, workloads, POLICIES, seeds)
+    tasks = fill_tasks(traces, workloads, POLICIES, seeds)
     started = time.perf_counter()
     runs = run_tasks(
         tasks,

@@ -18,13 +18,12 @@ from __future__ import annotations
 import argparse
 import bisect
 import statistics
-from pathlib import Path
 
 import numpy as np
 
 from bench.docs import publish_table
-from bench.openb_fidelity import TRACES
-from bench.published import NODES_FILE, published_unallocated
+from bench.published import NODES_FILE, RESULTS_FILE, published_unallocated
+from bench.traces import add_traces_option, openb_dir, require
 from gpufleet.load.openb import load_nodes, load_pods
 from gpufleet.model.cluster import MILLI
 from gpufleet.model.packing import best_fit_decreasing
@@ -76,13 +75,16 @@ def online_best_fit_milli(pods: list[PodSpec], gpus: int) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--traces", type=Path, default=TRACES)
+    add_traces_option(parser)
     parser.add_argument("--seeds", type=seed_range, default="42-44")
     parser.add_argument("--no-docs", action="store_true")
     args = parser.parse_args()
 
-    published = published_unallocated(args.traces)
-    capacity = sum(n.gpus for n in load_nodes(args.traces / NODES_FILE))
+    traces = openb_dir(args.traces)
+    require(traces / RESULTS_FILE, traces / NODES_FILE)
+    published = published_unallocated(traces)
+    require(*(traces / f"{w}.csv" for w, _ in published))
+    capacity = sum(n.gpus for n in load_nodes(traces / NODES_FILE))
     capacity_milli = capacity * MILLI
     seeds: list[int] = args.seeds
     lines = [
@@ -94,7 +96,7 @@ def main() -> int:
         "|---|---|---|---|---|",
     ]
     for workload in sorted({w for w, _ in published}):
-        pods = load_pods(args.traces / f"{workload}.csv").pods
+        pods = load_pods(traces / f"{workload}.csv").pods
         estimates, online = [], []
         for seed in seeds:
             order_seed, _ = np.random.SeedSequence(seed).spawn(2)

@@ -9,6 +9,7 @@ reclaim, with starvation holds (after 30 min, after 6 h), and without consolidat
 everything (no option) writes its table into docs/benchmarks.md unless ``--no-docs``.
 
     python -m bench.replay [--trace philly] [--policy gpufleet] [--until 3000000] [--variants]
+                           [--traces DIR]
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from rich.console import Console
 
 from bench.docs import publish
+from bench.traces import OPENB, PHILLY, add_traces_option, require
 from gpufleet.load.traces import load_replay
 from gpufleet.report.replay import COLUMNS, replay_table, rows
 from gpufleet.sim.replay import REPLAY_POLICIES, Replay, ReplayPolicy
@@ -32,11 +34,11 @@ VARIANTS = [
     replace(GPUFLEET, name="gpufleet-consolidate", actions=("preempt",)),
 ]
 
-TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
 FILES = {
-    "openb-default": TRACES / "alibaba-gpu-v2023" / "openb_pod_list_default.csv",
-    "philly": TRACES / "philly" / "philly.csv",
+    "openb-default": Path(OPENB) / "openb_pod_list_default.csv",
+    "philly": PHILLY,
 }
+"""Each trace's file inside the traces directory."""
 
 
 def main() -> None:
@@ -46,15 +48,18 @@ def main() -> None:
     parser.add_argument("--until", type=float, default=None)
     parser.add_argument("--variants", action="store_true")
     parser.add_argument("--no-docs", action="store_true")
+    add_traces_option(parser)
     args = parser.parse_args()
+    traces = args.trace or list(FILES)
+    require(*(args.traces / FILES[t] for t in traces))
     console = Console(width=200)
     lines = ["| trace | " + " | ".join(COLUMNS[:1] + COLUMNS[2:]) + " |"]
     lines.append("|---" * (len(COLUMNS)) + "|")
     policies: list[ReplayPolicy] = [REPLAY_POLICIES[n] for n in args.policy or REPLAY_POLICIES]
     if args.variants:
         policies += VARIANTS
-    for trace in args.trace or list(FILES):
-        data = load_replay(FILES[trace])
+    for trace in traces:
+        data = load_replay(args.traces / FILES[trace])
         runs = [
             Replay(
                 data.nodes,

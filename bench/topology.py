@@ -4,7 +4,7 @@ The cluster: 4 blocks x 16 racks x 8 nodes x 8 H100 (512 nodes, 4,096 GPUs), lab
 ``topology.kubernetes.io/block`` and ``.../rack``, with a Topology object of those levels.
 Before the cycle, 1-GPU jobs of other schedulers hold GPUs as after a day of churn: a seeded
 random 60% of the nodes run 2, 4, 6 or 8 of them (about 37% of the GPUs). The work: the
-Philly trace's multi-GPU jobs (``num_gpus`` >= 2, ``../shared/traces/philly/philly.csv``)
+Philly trace's multi-GPU jobs (``num_gpus`` >= 2, ``philly/philly.csv`` in ``--traces``)
 in arrival order until they ask for all the free GPUs; a job of N GPUs is a gang of
 ceil(N/8) pods of N/ceil(N/8) GPUs. One scheduling cycle places them, with:
 
@@ -17,7 +17,7 @@ ceil(N/8) pods of N/ceil(N/8) GPUs. One scheduling cycle places them, with:
 Printed per variant: multi-node gangs bound, the share of them inside one rack and inside
 one block, GPUs allocated, gangs pending, seconds.
 
-    python -m bench.topology [--philly PATH] [--seeds 5]
+    python -m bench.topology [--traces DIR | --philly PATH] [--seeds 5]
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.docs import ROOT, publish_table
+from bench.docs import publish_table
+from bench.traces import PHILLY, add_traces_option, require
 from gpufleet.model.cluster import MILLI, NodeSpec
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.workload import GroupSpec, PodInfo, Snapshot
@@ -42,7 +43,6 @@ BLOCK, RACK = "topology.kubernetes.io/block", "topology.kubernetes.io/rack"
 BLOCKS, RACKS, NODES, GPUS = 4, 16, 8, 8
 BUSY_NODES = 0.6
 NOW = 1_000_000.0
-PHILLY = ROOT.parent / "shared" / "traces" / "philly" / "philly.csv"
 
 
 def cluster() -> tuple[NodeSpec, ...]:
@@ -135,13 +135,16 @@ def measure(snap: Snapshot, nodes: tuple[NodeSpec, ...], policy: str) -> dict[st
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--philly", type=Path, default=PHILLY)
+    add_traces_option(parser)
+    parser.add_argument("--philly", type=Path, help="the Philly CSV (default: in --traces)")
     parser.add_argument("--seeds", type=int, default=5, help="seeds 1..N, summed")
     parser.add_argument("--no-docs", action="store_true")
     args = parser.parse_args()
 
+    philly = args.philly or args.traces / PHILLY
+    require(philly)
     nodes = cluster()
-    sizes = philly_sizes(args.philly)
+    sizes = philly_sizes(philly)
     names = (
         "kube-default scoring, unaware",
         "gpufleet policy, unaware",

@@ -33,7 +33,7 @@ from gpufleet.load.vocabulary import SCHEDULER_NAME
 from gpufleet.model.results import FillRun, ReplayRun
 from gpufleet.model.workload import Snapshot
 from gpufleet.plugins.registry import POLICIES
-from gpufleet.report.cycle import cycle_json, cycle_tables, explain_lines
+from gpufleet.report.cycle import cycle_json, cycle_tables, explain_json, explain_lines
 from gpufleet.report.html import report_html
 from gpufleet.report.plot import plot_unallocated
 from gpufleet.report.replay import plot_replay, replay_html, replay_table
@@ -45,8 +45,19 @@ from gpufleet.scheduler.outcome import CycleResult
 from gpufleet.sim.batch import seed_range
 from gpufleet.sim.fill import run_fill
 from gpufleet.sim.replay import REPLAY_POLICIES, Replay
+from gpufleet.sim.unfit import unfit_pods
+from gpufleet.sim.window import trace_window
 
 DEFAULT_POLICIES = ("kube-default", "best-fit", "fgd", "gpufleet")
+
+DAY = 86400.0
+DEFAULT_REPLAY_CLUSTER = "openb-replay-cluster.yaml"
+"""The bundled cluster of the default replay: 3 servers, 24 GPUs (see the file)."""
+DEFAULT_REPLAY_WINDOW = (137 * DAY, 140 * DAY)
+"""The trace time of the default replay: three busy days of the bundled openb pod list."""
+
+PIPE_WIDTH = 200
+"""Columns of a table written to a pipe or file (rich would take 80 and cut every cell)."""
 
 app = typer.Typer(
     name="gpufleet",
@@ -54,6 +65,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",  # a docstring's paragraph is one paragraph, not its lines
 )
 
 
@@ -87,13 +99,23 @@ def check_policies(names: list[str] | None) -> list[str]:
     return list(dict.fromkeys(chosen))
 
 
-@app.callback()
-def _root(
-    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
-) -> None:
-    if version:
+def _print_version(value: bool) -> None:
+    # Eager: runs while the options are parsed, before click asks for a command.
+    if value:
         typer.echo(f"gpufleet {__version__}")
         raise typer.Exit
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="Print the version and exit.", callback=_print_version, is_eager=True
+        ),
+    ] = False,
+) -> None:
+    del version  # handled by its eager callback
 
 
 @app.command()
@@ -142,7 +164,8 @@ def simulate(
         Path | None,
         typer.Option(
             help="replay: cluster YAML (Node objects or NodePools, a Topology, Queues).",
-            show_default="openb: the bundled nodes; philly: the bundled philly-cluster.yaml",
+            show_default="no --workload: the bundled openb-replay-cluster.yaml (24 GPUs); "
+            "openb: the bundled nodes; philly: the bundled philly-cluster.yaml",
         ),
     ] = None,
     queues: Annotated[
@@ -152,9 +175,20 @@ def simulate(
             show_default="one per tenant, quota by GPU-time demand",
         ),
     ] = None,
+    since: Annotated[
+        float | None,
+        typer.Option(
+            help="replay: start at this many seconds of trace time, on an empty cluster "
+            "(jobs that arrived before are left out).",
+            show_default="0; with no --workload 11836800, day 137",
+        ),
+    ] = None,
     until: Annotated[
         float | None,
-        typer.Option(help="replay: stop at this many seconds of trace time.", show_default="end"),
+        typer.Option(
+            help="replay: stop at this many seconds of trace time.",
+            show_default="the end; with no --workload 12096000, day 140",
+        ),
     ] = None,
     out: Annotated[Path, typer.Option(help="Report directory.")] = Path("gpufleet-report"),
     json_path: Annotated[
@@ -164,6 +198,11 @@ def simulate(
     """Compare policies on a trace: fill a cluster pod by pod (default), or replay it in time.
 
     Prints a table, and writes OUT/results.json, the plots and OUT/index.html.
+
+    With no --workload, a replay takes three busy days of the bundled openb pod list (trace
+    days 137-140, 701 jobs) on a bundled cluster of 3 servers (24 GPUs), so that jobs
+    queue; on the openb cluster's own 6,212 GPUs the trace keeps 0.2% of them busy and
+    nothing waits. --since, --until, --nodes and --cluster replace these defaults.
     """
     if protocol not in {"fill", "replay"}:
         raise typer.BadParameter(f"--protocol must be fill or replay, got {protocol!r}")
@@ -172,6 +211,7 @@ def simulate(
         "--format": trace_format is not None,
         "--cluster": cluster is not None,
         "--queues": queues is not None,
+        "--since": since is not None,
         "--until": until is not None,
     }
     wrong = fill_only if protocol == "replay" else replay_only
@@ -181,10 +221,19 @@ def simulate(
             raise typer.BadParameter(f"{option} applies to --protocol {other} only")
     seed_list = parse_seeds(seeds)
     to_stdout = json_path == "-"
-    console = Console(stderr=to_stdout)
+    console = _console(stderr=to_stdout)
     if protocol == "replay":
         document = _replay(
-            workload, nodes, policy, seed_list, trace_format, cluster, queues, until, out, console
+            workload,
+            nodes,
+            policy,
+            seed_list,
+            trace_format,
+            cluster,
+            queues,
+            (since, until),
+            out,
+            console,
         )
     else:
         document = _fill(
@@ -195,6 +244,17 @@ def simulate(
     elif json_path is not None:
         Path(json_path).write_text(document, encoding="utf-8")
     console.print(f"report: {out / 'index.html'}")
+
+
+def _console(*, stderr: bool = False) -> Console:
+    """A console for tables: a terminal's width, else (a pipe, a file) ``PIPE_WIDTH``.
+
+    Not a terminal, rich takes ``COLUMNS`` or 80 and cuts every cell of a wide table to
+    "…"; a file has no width to fit, so the table gets room for its columns."""
+    console = Console(stderr=stderr)
+    if console.is_terminal:
+        return console
+    return Console(stderr=stderr, width=max(PIPE_WIDTH, console.width))
 
 
 def _progress() -> Progress:
@@ -221,6 +281,13 @@ def _fill(
     _positive(inflate, "--inflate")
     pods = load_pods(workload or bundled(BUNDLED_WORKLOAD))
     node_specs = load_nodes(nodes or bundled(BUNDLED_NODES))
+    unfit = unfit_pods(node_specs, pods.pods)
+    if unfit is not None:
+        warn(
+            f"{unfit.count:,} of {len(pods.pods):,} pods of {pods.name} fit "
+            f"no node even on an empty cluster (e.g. {unfit.example}: {unfit.reason}); the "
+            "fill runs and counts them as failed"
+        )
     runs: list[FillRun] = []
     with _progress() as progress:
         for name in policies:
@@ -253,6 +320,23 @@ def _fill(
     return document
 
 
+def _replay_window(
+    bundled_workload: bool, since: float | None, until: float | None
+) -> tuple[float, float | None]:
+    """The trace time to replay, checked: (start, stop or None for the end)."""
+    if bundled_workload:  # the demonstration (see simulate's help)
+        since = DEFAULT_REPLAY_WINDOW[0] if since is None else since
+        until = DEFAULT_REPLAY_WINDOW[1] if until is None else until
+    if until is not None:
+        _positive(until, "--until")
+    if since is not None and not 0 <= since < math.inf:
+        raise typer.BadParameter(f"--since must be zero or more seconds, got {since:g}")
+    start = since or 0.0
+    if until is not None and until <= start:
+        raise typer.BadParameter(f"--until ({until:g}) must be after --since ({start:g})")
+    return start, until
+
+
 def _replay(
     workload: Path | None,
     nodes: Path | None,
@@ -261,7 +345,7 @@ def _replay(
     trace_format: str | None,
     cluster: Path | None,
     queues: Path | None,
-    until: float | None,
+    window: tuple[float | None, float | None],
     out: Path,
     console: Console,
 ) -> str:
@@ -271,8 +355,9 @@ def _replay(
             raise typer.BadParameter(
                 f"unknown replay policy {name!r}; known: {', '.join(REPLAY_POLICIES)}"
             )
-    if until is not None:
-        _positive(until, "--until")
+    if workload is None and nodes is None and cluster is None:
+        cluster = bundled(DEFAULT_REPLAY_CLUSTER)
+    start, until = _replay_window(workload is None, *window)
     data = load_replay(
         workload or bundled(BUNDLED_WORKLOAD),
         fmt=trace_format,
@@ -281,7 +366,18 @@ def _replay(
         queues=queues,
         warn=warn,
     )
-    end = until if until is not None else max(j.arrival_s for j in data.jobs)
+    where = (
+        f"bundled {DEFAULT_REPLAY_CLUSTER}"
+        if cluster == bundled(DEFAULT_REPLAY_CLUSTER)
+        else data.cluster
+    )
+    jobs = trace_window(data.jobs, start)
+    if not jobs:
+        raise InputError(
+            str(workload or BUNDLED_WORKLOAD), f"no job arrives at or after --since {start:g}"
+        )
+    stop = None if until is None else until - start
+    end = stop if stop is not None else max(j.arrival_s for j in jobs)
     days = max(end / 86400, 1e-9)
     runs: list[ReplayRun] = []
     with _progress() as progress:
@@ -292,20 +388,24 @@ def _replay(
                 )
                 replay = Replay(
                     data.nodes,
-                    data.jobs,
+                    jobs,
                     REPLAY_POLICIES[name],
                     queues=data.queues,
                     topology=data.topology,
                     seed=seed,
                     workload=data.workload,
                 )
-                runs.append(replay.run(until=until, progress=partial(_days, progress, task)))
+                runs.append(replay.run(until=stop, progress=partial(_days, progress, task)))
                 progress.remove_task(task)
     capacity = sum(n.gpus for n in data.nodes)
-    title = (
-        f"{data.workload} replay — {len(data.jobs):,} jobs, {capacity:,} GPUs ({data.cluster})"
-        + (f", until {until:g}s" if until is not None else "")
-    )
+    arrived = sum(stop is None or j.arrival_s <= stop for j in jobs)
+    if start and until is not None:
+        span = f", trace days {start / DAY:g}-{until / DAY:g}"
+    elif start:
+        span = f", from trace day {start / DAY:g}"
+    else:
+        span = "" if until is None else f", until {until:g}s"
+    title = f"{data.workload} replay — {arrived:,} jobs, {capacity:,} GPUs ({where}){span}"
     console.print(replay_table(runs, title))
     document = results_json(runs)
     out.mkdir(parents=True, exist_ok=True)
@@ -316,6 +416,7 @@ def _replay(
 
 
 def _now(text: str | None) -> float:
+    """``--now`` as seconds since the epoch; RFC 3339 requires the time zone."""
     if text is None:
         return dt.datetime.now(dt.UTC).timestamp()
     try:
@@ -324,7 +425,35 @@ def _now(text: str | None) -> float:
         raise typer.BadParameter(
             f"expected an RFC 3339 time such as 2026-01-31T12:00:00Z, got {text!r}"
         ) from None
-    return (stamp if stamp.tzinfo else stamp.replace(tzinfo=dt.UTC)).timestamp()
+    if stamp.tzinfo is None:
+        raise typer.BadParameter(
+            f"{text!r} has no time zone; RFC 3339 needs one, such as 'Z' or '+00:00' ({text}Z)",
+            param_hint="'--now'",
+        )
+    return stamp.timestamp()
+
+
+def _rfc3339(seconds: float) -> str:
+    return dt.datetime.fromtimestamp(seconds, dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+def _check_now(now: float, snapshot: Snapshot, source: Path, given: bool) -> None:
+    """A cycle before every object of the snapshot was created has nothing real to judge.
+
+    Pods and PodGroups carry their ``creationTimestamp`` (0 when the object has none);
+    ``--now`` must not be earlier than the earliest of them. The wall clock is not checked:
+    a snapshot from a cluster whose clock runs ahead is still scheduled."""
+    if not given:
+        return
+    stamps = [(p.created, f"Pod {p.key}") for p in snapshot.pods if p.created > 0]
+    stamps += [(g.created, f"PodGroup {g.key}") for g in snapshot.groups if g.created > 0]
+    if stamps and now < min(stamps)[0]:
+        first, name = min(stamps)
+        raise InputError(
+            str(source),
+            f"--now {_rfc3339(now)} is before every object's creationTimestamp (the "
+            f"earliest: {name}, created {_rfc3339(first)}); give a later --now",
+        )
 
 
 SnapshotFile = Annotated[
@@ -359,6 +488,15 @@ SchedulerNameOption = Annotated[
 ]
 
 
+def _seconds(value: float, option: str) -> float:
+    """A duration option: zero or more seconds (infinite: never)."""
+    if not value >= 0:  # also NaN
+        raise typer.BadParameter(
+            f"expected zero or more seconds, got {value:g}", param_hint=f"'{option}'"
+        )
+    return value
+
+
 def _config(
     policy: str,
     starvation: float,
@@ -368,6 +506,15 @@ def _config(
 ) -> CycleConfig:
     if policy not in POLICIES:
         raise typer.BadParameter(f"unknown policy {policy!r}; known: {', '.join(POLICIES)}")
+    _seconds(starvation, "--starvation-after")
+    _seconds(grace, "--stale-grace")
+    if non_preemptible < 0:
+        # Pods without a priority class have priority 0: a negative threshold would make
+        # every such pod non-preemptible, which no one means.
+        raise typer.BadParameter(
+            f"expected a priority of 0 or more, got {non_preemptible}",
+            param_hint="'--non-preemptible-priority'",
+        )
     return CycleConfig(
         policy=policy,
         non_preemptible_priority=non_preemptible,
@@ -395,12 +542,14 @@ def schedule(
     if output not in {"json", "table"}:
         raise typer.BadParameter(f"-o must be json or table, got {output!r}")
     config = _config(policy, starvation_after, stale_grace, non_preemptible_priority)
+    when = _now(now)
     snapshot = load_snapshot(filename, warn=warn, scheduler_name=scheduler_name)
-    result = _run(snapshot, _now(now), config, filename)
+    _check_now(when, snapshot, filename, given=now is not None)
+    result = _run(snapshot, when, config, filename)
     if output == "json":
         sys.stdout.write(cycle_json(result))
         return
-    console = Console()
+    console = _console()
     for table in cycle_tables(result):
         console.print(table)
 
@@ -409,6 +558,15 @@ def schedule(
 def explain(
     filename: SnapshotFile,
     pod: Annotated[str, typer.Argument(help="The pod, as NAMESPACE/NAME.")],
+    output: Annotated[
+        str,
+        typer.Option(
+            "-o",
+            "--output",
+            help="text, or json: {pod, status (bound, pending or evicted), node, gpus, "
+            "reason, action, for}.",
+        ),
+    ] = "text",
     now: Now = None,
     policy: PolicyOption = "gpufleet",
     starvation_after: StarvationOption = 1800.0,
@@ -420,15 +578,23 @@ def explain(
     what preemption, reclaim and consolidation found."""
     if "/" not in pod:
         raise typer.BadParameter(f"expected NAMESPACE/NAME, got {pod!r}")
-    snapshot = load_snapshot(filename, warn=warn, scheduler_name=scheduler_name)
-    if pod not in {p.key for p in snapshot.pods}:
-        raise InputError(str(filename), f"no pod {pod} in the snapshot")
+    if output not in {"json", "text"}:
+        raise typer.BadParameter(f"-o must be json or text, got {output!r}")
     config = _config(
         policy, starvation_after, stale_grace, non_preemptible_priority, frozenset({pod})
     )
-    result = _run(snapshot, _now(now), config, filename)
+    when = _now(now)
+    snapshot = load_snapshot(filename, warn=warn, scheduler_name=scheduler_name)
+    info = next((p for p in snapshot.pods if p.key == pod), None)
+    if info is None:
+        raise InputError(str(filename), f"no pod {pod} in the snapshot")
+    _check_now(when, snapshot, filename, given=now is not None)
+    result = _run(snapshot, when, config, filename)
+    if output == "json":
+        sys.stdout.write(explain_json(result, info))
+        return
     record = next((r for r in result.jobs if pod in r.pods), None)
-    typer.echo("\n".join(explain_lines(result, pod, record)))
+    typer.echo("\n".join(explain_lines(result, pod, record, info)))
 
 
 def _run(snapshot: Snapshot, now: float, config: CycleConfig, source: Path) -> CycleResult:

@@ -17,7 +17,17 @@ from gpufleet.model.workload import RESOURCES
 
 if TYPE_CHECKING:
     from gpufleet.model.devices import DeviceResult
-    from gpufleet.scheduler.outcome import Binding, ClaimStatus, CycleResult, JobRecord
+    from gpufleet.model.workload import PodInfo
+    from gpufleet.scheduler.outcome import Binding, ClaimStatus, CycleResult, Eviction, JobRecord
+
+EVICTED_BECAUSE = {
+    "preempt": "preempted for {for_}, a job of higher priority in the same queue",
+    "reclaim": "reclaimed for {for_}: the pod's queue is above its fair share, and the "
+    "queue of {for_} is within its own",
+    "consolidate": "moved by consolidation to make room for {for_}",
+    "stale-gang": "released: its gang {for_} stayed below minMember past the grace period",
+}
+"""Why a cycle evicts a pod, by the eviction's action."""
 
 
 def binding_json(binding: Binding) -> dict[str, object]:
@@ -131,14 +141,83 @@ def claim_status_lines(
     return lines
 
 
-def explain_lines(result: CycleResult, pod: str, record: JobRecord | None) -> list[str]:
+def eviction_reason(eviction: Eviction) -> str:
+    template = EVICTED_BECAUSE.get(eviction.action, "evicted ({action}) for {for_}")
+    return template.format(for_=eviction.for_, action=eviction.action)
+
+
+def _gpus(gpus: tuple[int, ...] | None) -> list[int] | None:
+    return None if not gpus else list(gpus)
+
+
+def pod_outcome(result: CycleResult, info: PodInfo) -> dict[str, object]:
+    """One pod after the cycle, for ``explain -o json``.
+
+    ``status`` is ``bound`` (running, or bound by this cycle), ``pending`` or ``evicted``;
+    ``node``/``gpus`` where it runs (or, evicted, where it ran; ``gpus`` are GPU indexes,
+    null where the snapshot does not say which); ``reason`` why it waits or
+    is evicted; ``action`` and ``for`` the eviction's, ``moved_to`` where consolidation
+    binds it again. Keys without a value are null."""
+    pod = info.key
+    binding = next((b for b in result.bindings if b.pod == pod), None)
+    eviction = next((e for e in result.evictions if e.pod == pod), None)
+    pending = next((p for p in result.pending if p.pod == pod), None)
+    out: dict[str, object] = {
+        "pod": pod,
+        "status": "pending",
+        "node": info.node,
+        "gpus": _gpus(info.gpus),
+        "reason": None,
+        "action": None,
+        "for": None,
+    }
+    if eviction is not None:
+        out["status"], out["reason"] = "evicted", eviction_reason(eviction)
+        out["action"], out["for"] = eviction.action, eviction.for_
+        if binding is not None:
+            out["moved_to"] = {"node": binding.node, "gpus": _gpus(binding.gpus)}
+    elif binding is not None:
+        out["status"], out["node"], out["gpus"] = "bound", binding.node, _gpus(binding.gpus)
+        out["pipelined"] = binding.pipelined
+    elif info.bound:
+        out["status"] = "bound"
+    elif pending is not None:
+        out["reason"] = pending.reason
+    elif not info.managed:
+        out["reason"] = "not scheduled by gpufleet: spec.schedulerName names another scheduler"
+    return out
+
+
+def explain_json(result: CycleResult, info: PodInfo) -> str:
+    return json.dumps(pod_outcome(result, info), ensure_ascii=False, indent=2) + "\n"
+
+
+def _unscheduled_lines(result: CycleResult, info: PodInfo | None) -> list[str]:
+    """The story of a pod the cycle does not try to place: running, evicted or not ours."""
+    if info is None:
+        return ["  not scheduled by gpufleet in this snapshot (bound, or another scheduler's)"]
+    outcome = pod_outcome(result, info)
+    where = f"{info.node}" + (f" GPUs {list(info.gpus)}" if info.gpus else "")
+    if outcome["status"] == "evicted":
+        lines = [f"  running on {where}; this cycle evicts it ({outcome['action']})"]
+        lines.append(f"  {outcome['reason']}")
+        moved = outcome.get("moved_to")
+        if isinstance(moved, dict):
+            gpus = f" GPUs {moved['gpus']}" if moved["gpus"] else ""
+            lines.append(f"  bound again to {moved['node']}{gpus}")
+        return lines
+    if info.bound:
+        return [f"  running on {where}; this cycle leaves it there"]
+    return [f"  {outcome['reason'] or 'not scheduled by gpufleet in this snapshot'}"]
+
+
+def explain_lines(
+    result: CycleResult, pod: str, record: JobRecord | None, info: PodInfo | None = None
+) -> list[str]:
     """One pod's story: queue and fair share, outcome, actions considered, node by node."""
     lines = [f"pod {pod}"]
     if record is None:
-        return [
-            *lines,
-            "  not scheduled by gpufleet in this snapshot (bound, or another scheduler's)",
-        ]
+        return [*lines, *_unscheduled_lines(result, info)]
     lines += [
         f"  job {record.key} ({len(record.pods)} pending pod(s)), priority {record.priority}",
         f"  queue {record.queue}: fair share {_vector(record.fair_share)}; "

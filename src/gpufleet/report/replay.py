@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import matplotlib as mpl
 
@@ -20,6 +21,9 @@ from rich.table import Table
 
 from gpufleet.model.results import ReplayRun
 from gpufleet.report.html import page, table_html
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 COLUMNS = (
     "policy",
@@ -81,6 +85,14 @@ def first_seed(runs: Sequence[ReplayRun]) -> list[ReplayRun]:
 
 
 def plot_replay(runs: Sequence[ReplayRun], path: Path, capacity_gpus: float) -> None:
+    fig = replay_figure(runs, capacity_gpus)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def replay_figure(runs: Sequence[ReplayRun], capacity_gpus: float) -> Figure:
+    """The plots of ``replay.png``; every axis starts at 0 (GPUs, days, waits, % are never
+    negative, and a symlog axis of all-zero waits would otherwise centre on 0)."""
     shown = first_seed(runs)
     queues = sorted({q for r in shown for q in r.timeline.allocated})
     colours = plt.get_cmap("tab20")
@@ -96,7 +108,8 @@ def plot_replay(runs: Sequence[ReplayRun], path: Path, capacity_gpus: float) -> 
         ax.axhline(capacity_gpus, color="k", linewidth=0.8, linestyle="--")
         ax.set_title(f"{run.policy}: GPUs allocated per queue")
         ax.set_ylabel("GPUs")
-        ax.set_xlim(0, days[-1] if days.size else 1)
+        ax.set_xlim(0, days[-1] if days.size and days[-1] > 0 else 1)
+        ax.set_ylim(0, max(capacity_gpus, 1.0) * 1.05)
         ax.grid(alpha=0.3)
     if shown and len(queues) <= 40:
         handles, labels = axes[0].get_legend_handles_labels()
@@ -111,17 +124,21 @@ def plot_replay(runs: Sequence[ReplayRun], path: Path, capacity_gpus: float) -> 
         waits = np.asarray(run.wait_quantiles_s) / 3600
         if waits.size:
             cdf.plot(waits, np.arange(waits.size), linewidth=1.6, label=run.policy)
+    pending.set_xlim(left=0)
+    pending.set_ylim(bottom=0)
     pending.set_title("GPUs pending")
     pending.set_xlabel("day of the trace")
     pending.grid(alpha=0.3)
     pending.legend(fontsize="small")
     cdf.set_title("job wait (CDF)")
     cdf.set_xscale("symlog", linthresh=0.1)
+    longest = max((w for r in shown for w in r.wait_quantiles_s), default=0.0) / 3600
+    cdf.set_xlim(0, max(longest, 1.0))
+    cdf.set_ylim(0, 100)
     cdf.set_xlabel("wait (hours)")
     cdf.set_ylabel("% of jobs")
     cdf.grid(alpha=0.3)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig
 
 
 NOTE = """<img src="replay.png"

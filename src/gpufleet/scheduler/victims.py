@@ -191,7 +191,8 @@ class VictimSearch:
             return (
                 None,
                 f"queue {q} would be at {over[q]:.2f}x its fair share "
-                f"({cycle.fair[q][0]:g} GPUs) with this job; reclaim needs it within",
+                f"({cycle.fair[q][0]:g} GPUs) with this job; reclaim takes GPUs only for "
+                "a queue that stays within its fair share",
                 _always,
             )
 

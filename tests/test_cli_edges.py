@@ -1,0 +1,186 @@
+"""The edges of the ``gpufleet`` command: option checks, ``--version``, the fill warning
+for pods no node can hold, and ``explain`` of pods the cycle evicts (a real subprocess)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpufleet import __version__
+from gpufleet.sim.unfit import unfit_pods
+from tests.builders import node, pod, write_nodes_csv, write_pods_csv
+from tests.test_cli import NOW, SCENARIOS, gpufleet
+
+LIMIT_BLOCKS = str(SCENARIOS / "limit-blocks.yaml")
+PREEMPT = str(SCENARIOS / "preempt-minimal.yaml")
+
+
+def test_version_prints_and_exits_0(tmp_path: Path) -> None:
+    done = gpufleet("--version", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"gpufleet {__version__}"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(
+            ("--starvation-after", "-1"), "expected zero or more seconds, got -1", id="starvation"
+        ),
+        pytest.param(("--stale-grace", "-5"), "expected zero or more seconds, got -5", id="grace"),
+        pytest.param(("--stale-grace", "nan"), "expected zero or more seconds", id="grace-nan"),
+        pytest.param(
+            ("--non-preemptible-priority", "-1"),
+            "expected a priority of 0 or more, got -1",
+            id="non-preemptible",
+        ),
+        pytest.param(
+            ("--now", "2026-01-01T01:00:00"),
+            "has no time zone; RFC 3339 needs one, such as 'Z' or '+00:00'",
+            id="naive-now",
+        ),
+    ],
+)
+@pytest.mark.parametrize("command", ["schedule", "explain"])
+def test_bad_cycle_options_exit_2(
+    tmp_path: Path, command: str, args: tuple[str, ...], message: str
+) -> None:
+    target = ("team-a/a-0",) if command == "explain" else ()
+    done = gpufleet(command, "-f", LIMIT_BLOCKS, *target, *args, cwd=tmp_path)
+    assert done.returncode == 2, done.stdout
+    assert message in " ".join(done.stderr.replace("│", " ").split())
+    assert "Traceback" not in done.stderr
+
+
+def test_now_before_every_object_is_refused_naming_the_earliest(tmp_path: Path) -> None:
+    done = gpufleet("schedule", "-f", PREEMPT, "--now", "2025-06-01T00:00:00+02:00", cwd=tmp_path)
+    assert done.returncode == 2
+    errors = [line for line in done.stderr.splitlines() if not line.startswith("Warning:")]
+    assert len(errors) == 1  # the scenario's Expectation is a kind gpufleet skips, with a warning
+    assert errors[0].startswith(f"gpufleet: error: {PREEMPT}: --now 2025-05-31T22:00:00Z")
+    assert "is before every object's creationTimestamp" in done.stderr
+    assert "the earliest: Pod team-a/low-0, created 2026-01-01T00:00:00Z" in done.stderr
+
+
+def test_a_now_with_an_offset_is_accepted(tmp_path: Path) -> None:
+    done = gpufleet("schedule", "-f", PREEMPT, "--now", "2026-01-01T03:00:00+02:00", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+
+
+def test_fill_warns_of_pods_that_fit_no_node_and_still_runs(tmp_path: Path) -> None:
+    pods = [pod(f"ok{i}").cpu(2).gpus(1).obj() for i in range(6)]
+    pods += [pod("huge").cpu(2).gpus(100).obj(), pod("alien").cpu(2).gpus(1).models("B300").obj()]
+    workload = write_pods_csv(tmp_path / "pods.csv", pods)
+    nodes = write_nodes_csv(tmp_path / "nodes.csv", [node(f"n{i}", gpus=8) for i in range(2)])
+    done = gpufleet(
+        "simulate", "--workload", str(workload), "--nodes", str(nodes), "--policy", "best-fit",
+        "--json", "-", cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    warning = next(line for line in done.stderr.splitlines() if line.startswith("Warning:"))
+    assert warning.startswith("Warning: 2 of 8 pods of pods fit no node")
+    assert "huge: it asks for 100 GPUs and the largest node has 8" in warning
+    (run,) = json.loads(done.stdout)["runs"]
+    assert run["pods"] > 0
+
+
+def test_no_fill_warning_when_every_pod_fits(tmp_path: Path) -> None:
+    workload = write_pods_csv(tmp_path / "pods.csv", [pod("a").gpus(1).obj()])
+    nodes = write_nodes_csv(tmp_path / "nodes.csv", [node("n0", gpus=1)])
+    done = gpufleet("simulate", "--workload", str(workload), "--nodes", str(nodes),
+                    "--policy", "best-fit", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "Warning:" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("pods", "reason"),
+    [
+        pytest.param(
+            [pod("big").gpus(9).obj()], "it asks for 9 GPUs and the largest node has 8", id="gpus"
+        ),
+        pytest.param(
+            [pod("m").gpus(1).models("B300", "GB200").obj()],
+            "its gpu_spec allows B300, GB200, and no node has that model",
+            id="model",
+        ),
+        pytest.param(
+            [pod("c").cpu(100).obj()],
+            "it asks for 100000 milli-CPU and the largest node has 64000",
+            id="cpu",
+        ),
+        pytest.param(
+            [pod("both").cpu(40).gpus(8).obj()],
+            "no node has 40000 milli-CPU",
+            id="together",
+        ),
+    ],
+)
+def test_unfit_reason(pods: list[object], reason: str) -> None:
+    nodes = [node("gpu", cpu=32, gpus=8, model="A100"), node("cpu", cpu=64, gpus=0)]
+    found = unfit_pods(nodes, [pod("fine").gpus(1).obj(), *pods])  # type: ignore[list-item]
+    assert found is not None
+    assert found.count == 1
+    assert reason in found.reason
+
+
+def test_unfit_counts_shapes_not_pods() -> None:
+    nodes = [node("n", cpu=32, gpus=8, model="A100")]
+    pods = [pod(f"p{i}").gpus(1 + i % 10).obj() for i in range(1000)]
+    found = unfit_pods(nodes, pods)
+    assert found is not None
+    assert (found.count, found.example) == (200, "p8")
+    assert unfit_pods(nodes, pods[:8]) is None
+
+
+def test_explain_an_evicted_pod_says_what_and_for_whom(tmp_path: Path) -> None:
+    done = gpufleet("explain", "-f", PREEMPT, "team-a/low-6", NOW, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "not scheduled by gpufleet" not in done.stdout
+    assert "this cycle evicts it (preempt)" in done.stdout
+    assert "preempted for team-a/urgent" in done.stdout
+
+
+def test_explain_json_of_an_evicted_pod(tmp_path: Path) -> None:
+    done = gpufleet("explain", "-f", PREEMPT, "team-a/low-6", "-o", "json", NOW, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    outcome = json.loads(done.stdout)
+    assert outcome["pod"] == "team-a/low-6"
+    assert outcome["status"] == "evicted"
+    assert outcome["node"] == "n1"
+    assert (outcome["action"], outcome["for"]) == ("preempt", "team-a/urgent")
+    assert "team-a/urgent" in outcome["reason"]
+
+
+def test_explain_json_of_a_bound_and_a_pending_pod(tmp_path: Path) -> None:
+    done = gpufleet("explain", "-f", PREEMPT, "team-a/urgent", "-o", "json", NOW, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    bound = json.loads(done.stdout)
+    assert bound | {"pipelined": True} == {
+        "pod": "team-a/urgent", "status": "bound", "node": "n1", "gpus": [6, 7],
+        "reason": None, "action": None, "for": None, "pipelined": True,
+    }  # fmt: skip
+    done = gpufleet("explain", "-f", LIMIT_BLOCKS, "team-a/a-2", "-o", "json", NOW, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    pending = json.loads(done.stdout)
+    assert pending["status"] == "pending"
+    assert pending["node"] is None
+    assert "queue team-a is at its limit of 2 GPUs" in pending["reason"]
+
+
+def test_explain_bad_output_exits_2(tmp_path: Path) -> None:
+    done = gpufleet("explain", "-f", PREEMPT, "team-a/low-6", "-o", "xml", NOW, cwd=tmp_path)
+    assert done.returncode == 2
+    assert "-o must be json or text" in done.stderr
+
+
+def test_reclaim_refusal_is_a_whole_sentence(tmp_path: Path) -> None:
+    scenario = str(SCENARIOS / "reclaim-not-beyond-own-fair-share.yaml")
+    done = gpufleet("explain", "-f", scenario, "team-a/more", NOW, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    line = next(x for x in done.stdout.splitlines() if x.strip().startswith("reclaim:"))
+    assert line.endswith(
+        "with this job; reclaim takes GPUs only for a queue that stays within its fair share"
+    )
