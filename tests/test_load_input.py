@@ -182,7 +182,7 @@ def test_pending_pods_of_other_schedulers_are_counted_per_scheduler(tmp_path: Pa
 
 
 def test_scheduler_name_schedules_another_schedulers_pods(tmp_path: Path) -> None:
-    write(tmp_path, *OTHERS)
+    write(tmp_path, NODE.replace('nvidia.com/gpu: "2"', 'nvidia.com/gpu: "4"'), *OTHERS[1:])
     result = gpufleet(
         "schedule", "-f", "snapshot.yaml", "-o", "json", "--scheduler-name", "default-scheduler",
         "--now", "2026-01-01T00:00:00Z",
@@ -190,8 +190,8 @@ def test_scheduler_name_schedules_another_schedulers_pods(tmp_path: Path) -> Non
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     bound = sorted(b["pod"] for b in json.loads(result.stdout)["bindings"])
-    assert bound == ["ml/a", "ml/b"]
-    assert "2 pending pods belong to other schedulers (gpufleet: 1, volcano: 1)" in result.stderr
+    assert bound == ["ml/a", "ml/b", "ml/g"]  # gpufleet's own pods too
+    assert "1 pending pod belongs to other schedulers (volcano: 1)" in result.stderr
 
 
 def test_a_misspelt_field_of_a_pod_is_a_warning_naming_it(tmp_path: Path) -> None:
@@ -219,11 +219,11 @@ spec:
     [
         (
             "apiVersion: gpufleet.io/v1alpha1\nkind: Queue\nmetadata: {name: Team_A}\n",
-            "Queue Team_A: field 'metadata.name': expected a DNS-1123 label",
+            "Queue Team_A: field 'metadata.name': expected a DNS-1123 subdomain",
         ),
         (
             f"apiVersion: gpufleet.io/v1alpha1\nkind: Queue\nmetadata: {{name: {'q' * 64}}}\n",
-            "field 'metadata.name': expected a DNS-1123 label of at most 63 characters, got 64",
+            "field 'metadata.name': expected a DNS-1123 subdomain of at most 63 characters, got 64",
         ),
         (
             "apiVersion: gpufleet.io/v1alpha1\nkind: NodePool\nmetadata: {name: GPU.pool}\n"
@@ -248,3 +248,37 @@ def test_invalid_names_of_kubernetes_objects_are_warnings(tmp_path: Path) -> Non
     assert "Pod My_Pod: field 'metadata.name': expected a DNS-1123 subdomain" in warned[0]
     assert "field 'metadata.namespace': expected a DNS-1123 label" in warned[1]
     assert all(w.endswith("(Kubernetes would refuse it)") for w in warned)
+
+
+def test_an_unknown_field_of_many_objects_is_one_warning(tmp_path: Path) -> None:
+    pods = [
+        _pending_pod(f"p{i}", "gpufleet").replace("spec:\n", "spec:\n  futureField: 1\n")
+        for i in range(3)
+    ]
+    _, warned = load(write(tmp_path, NODE, *pods))
+    assert len(warned) == 1
+    assert 'Pod p0 (and 2 more Pods): unknown field "spec.futureField"' in warned[0]
+
+
+def test_yaml_merge_keys_still_work(tmp_path: Path) -> None:
+    nodes = """apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Node
+  metadata: {name: n1}
+  status:
+    allocatable: &alloc {cpu: "8", memory: 64Gi}
+- apiVersion: v1
+  kind: Node
+  metadata: {name: n2}
+  status:
+    allocatable:
+      <<: *alloc
+      nvidia.com/gpu: "2"
+"""
+    snap, _ = load(write(tmp_path, nodes))
+    assert [(n.name, n.gpus, n.cpu_milli) for n in snap.nodes] == [  # type: ignore[attr-defined]
+        ("n1", 0, 8000),
+        ("n2", 2, 8000),
+    ]

@@ -480,10 +480,10 @@ NonPreemptibleOption = Annotated[
     int, typer.Option(help="Priority at and above which work is non-preemptible.")
 ]
 SchedulerNameOption = Annotated[
-    str,
+    list[str] | None,
     typer.Option(
-        help="Schedule the pods of this spec.schedulerName as gpufleet's (what if gpufleet "
-        "took over another scheduler's pods?)."
+        help="Schedule the pods of this spec.schedulerName too, as if they were gpufleet's "
+        "(what if gpufleet took over another scheduler's pods?); repeat for several."
     ),
 ]
 
@@ -533,7 +533,7 @@ def schedule(
     starvation_after: StarvationOption = 1800.0,
     stale_grace: GraceOption = 60.0,
     non_preemptible_priority: NonPreemptibleOption = 100,
-    scheduler_name: SchedulerNameOption = SCHEDULER_NAME,
+    scheduler_name: SchedulerNameOption = None,
 ) -> None:
     """Run one scheduling cycle over a cluster snapshot: bindings, evictions, pending pods.
 
@@ -543,7 +543,9 @@ def schedule(
         raise typer.BadParameter(f"-o must be json or table, got {output!r}")
     config = _config(policy, starvation_after, stale_grace, non_preemptible_priority)
     when = _now(now)
-    snapshot = load_snapshot(filename, warn=warn, scheduler_name=scheduler_name)
+    snapshot = load_snapshot(
+        filename, warn=warn, schedulers=(SCHEDULER_NAME, *(scheduler_name or ()))
+    )
     _check_now(when, snapshot, filename, given=now is not None)
     result = _run(snapshot, when, config, filename)
     if output == "json":
@@ -557,7 +559,7 @@ def schedule(
 @app.command()
 def explain(
     filename: SnapshotFile,
-    pod: Annotated[str, typer.Argument(help="The pod, as NAMESPACE/NAME.")],
+    pod: Annotated[str, typer.Argument(metavar="NAMESPACE/NAME", help="The pod.")],
     output: Annotated[
         str,
         typer.Option(
@@ -572,7 +574,7 @@ def explain(
     starvation_after: StarvationOption = 1800.0,
     stale_grace: GraceOption = 60.0,
     non_preemptible_priority: NonPreemptibleOption = 100,
-    scheduler_name: SchedulerNameOption = SCHEDULER_NAME,
+    scheduler_name: SchedulerNameOption = None,
 ) -> None:
     """Tell one pod's story in a cycle: its queue and fair share, each node and why not,
     what preemption, reclaim and consolidation found."""
@@ -584,7 +586,9 @@ def explain(
         policy, starvation_after, stale_grace, non_preemptible_priority, frozenset({pod})
     )
     when = _now(now)
-    snapshot = load_snapshot(filename, warn=warn, scheduler_name=scheduler_name)
+    snapshot = load_snapshot(
+        filename, warn=warn, schedulers=(SCHEDULER_NAME, *(scheduler_name or ()))
+    )
     info = next((p for p in snapshot.pods if p.key == pod), None)
     if info is None:
         raise InputError(str(filename), f"no pod {pod} in the snapshot")

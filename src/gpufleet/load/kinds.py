@@ -80,7 +80,8 @@ def sort_objects(objects: Iterable[Obj], source: str, warn: Warn) -> dict[str, l
             raise InputError(
                 f"{source}: {kind} {_name(obj)}",
                 f"{api_version} is not supported: gpufleet reads {kind} of "
-                f"{' or '.join(versions)} only",
+                f"{' or '.join(versions)} only (the API server converts between the versions "
+                f"it serves: kubectl get {_resource(kind, versions[0])} -o yaml)",
                 field="apiVersion",
             )
         foreign[kind, api_version] += 1
@@ -97,6 +98,14 @@ def sort_objects(objects: Iterable[Obj], source: str, warn: Warn) -> dict[str, l
             f"{source}: skipped {total} object{'s' * (total != 1)} gpufleet does not read: {counts}"
         )
     return by_kind
+
+
+def _resource(kind: str, api_version: str) -> str:
+    """What ``kubectl get`` takes for ``kind`` in ``api_version``:
+    ``resourceclaims.v1.resource.k8s.io``."""
+    plural = kind.lower() + ("es" if kind.endswith("s") else "s")
+    group, _, version = api_version.rpartition("/")
+    return f"{plural}.{version}.{group}" if group else plural
 
 
 def _name(obj: Obj) -> str:

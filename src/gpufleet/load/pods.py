@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from decimal import Decimal
 
 from gpufleet.load.reader import Reader
@@ -49,6 +49,7 @@ def _requests(r: Reader) -> tuple[dict[str, Decimal], dict[str, str]]:
             if not isinstance(resources, Mapping):
                 raise r.fail(f"{path}[{i}].resources", "a mapping", resources)
             merged: dict[str, Decimal] = {}
+            own: dict[str, str] = {}
             for part in ("limits", "requests"):  # requests win; limits default them
                 values = resources.get(part) or {}
                 if not isinstance(values, Mapping):
@@ -56,8 +57,9 @@ def _requests(r: Reader) -> tuple[dict[str, Decimal], dict[str, str]]:
                 for name, raw in values.items():
                     field = f"{path}[{i}].resources.{part}.{name}"
                     merged[str(name)] = r.quantity(field, raw)
-                    if part == "requests" or str(name) not in fields:
-                        fields.setdefault(str(name), field)
+                    own[str(name)] = field
+            for name, field in own.items():
+                fields.setdefault(name, field)
             out.append(merged)
         return out
 
@@ -249,7 +251,7 @@ def read_pod(
     gpu_memory: int | None,
     node_gpus: dict[str, int],
     *,
-    scheduler_name: str = SCHEDULER_NAME,
+    schedulers: Collection[str] = (SCHEDULER_NAME,),
 ) -> PodInfo | None:
     phase = r.string("status.phase", "Pending")
     if phase in {"Succeeded", "Failed"}:
@@ -276,7 +278,7 @@ def read_pod(
     labels = r.strings("metadata.labels")
     annotations = r.strings("metadata.annotations")
     scheduler = r.string("spec.schedulerName", "default-scheduler")
-    managed = scheduler == scheduler_name
+    managed = scheduler in schedulers
     group = f"{r.namespace}/{labels[POD_GROUP_LABEL]}" if POD_GROUP_LABEL in labels else ""
     queue = labels.get(QUEUE_LABEL) or group_queues.get(group) or DEFAULT_QUEUE
     priority, can_preempt = _priority(r, classes)

@@ -220,12 +220,12 @@ DNS_SUBDOMAIN = re.compile(rf"{_LABEL}(\.{_LABEL})*")
 DNS_LABEL = re.compile(_LABEL)
 
 
-def name_problem(name: str, *, label: bool = False) -> str | None:
+def name_problem(name: str, *, label: bool = False, limit: int = 253) -> str | None:
     """Why ``name`` is not a valid Kubernetes object name (None: it is): a DNS-1123
-    subdomain of at most 253 characters, or with ``label`` a DNS-1123 label of at most 63
-    (namespaces, and names used as label values)."""
+    subdomain of at most ``limit`` characters (253), or with ``label`` a DNS-1123 label of at
+    most 63 (namespaces)."""
     limit, pattern, what = (
-        (63, DNS_LABEL, "DNS-1123 label") if label else (253, DNS_SUBDOMAIN, "DNS-1123 subdomain")
+        (63, DNS_LABEL, "DNS-1123 label") if label else (limit, DNS_SUBDOMAIN, "DNS-1123 subdomain")
     )
     if len(name) > limit:
         return f"expected a {what} of at most {limit} characters, got {len(name)}"

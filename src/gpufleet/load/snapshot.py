@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import replace
 from decimal import Decimal
 from pathlib import Path
@@ -95,20 +95,23 @@ MAX_PODS = 1_000_000
 T = TypeVar("T")
 
 
+MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
 class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
     """YAML's safe loader, refusing a mapping that repeats a key: the YAML spec forbids it,
     and last-wins would drop the first value (a whole pod, say) without a word."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
+        seen: set[tuple[str, str]] = set()
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if isinstance(key, Mapping | list):
-                continue  # unhashable: the constructor reports it
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == MERGE_TAG:
+                continue  # merge keys (<<) and complex keys: the constructor handles them
+            key = (key_node.tag, key_node.value)
             if key in seen:
                 raise InputError(
                     self.name,
-                    f"mapping key {key!r} appears twice (the YAML spec forbids it; "
+                    f"mapping key {key_node.value!r} appears twice (the YAML spec forbids it; "
                     "remove one of them)",
                     line=key_node.start_mark.line + 1,
                 )
@@ -155,17 +158,17 @@ def load_snapshot(
     *,
     warn: Warn = warn_default,
     need_nodes: bool = True,
-    scheduler_name: str = SCHEDULER_NAME,
+    schedulers: Collection[str] = (SCHEDULER_NAME,),
 ) -> Snapshot:
     """The snapshot in the YAML file ``path``; what is skipped or doubtful goes to ``warn``.
     Without ``need_nodes`` the file may hold other objects only (a file of Queues). The
-    pods gpufleet schedules are those of ``scheduler_name`` (``spec.schedulerName``)."""
+    pods gpufleet schedules are those whose ``spec.schedulerName`` is in ``schedulers``."""
     return parse_snapshot(
         (obj for doc in _documents(path) for obj in _objects(doc, str(path))),
         str(path),
         warn=warn,
         need_nodes=need_nodes,
-        scheduler_name=scheduler_name,
+        schedulers=schedulers,
     )
 
 
@@ -175,7 +178,7 @@ def parse_snapshot(
     *,
     warn: Warn = warn_default,
     need_nodes: bool = True,
-    scheduler_name: str = SCHEDULER_NAME,
+    schedulers: Collection[str] = (SCHEDULER_NAME,),
 ) -> Snapshot:
     """A snapshot from Kubernetes objects as dictionaries (``source`` names them in errors).
 
@@ -184,7 +187,9 @@ def parse_snapshot(
     object, never a traceback.
     """
     try:
-        return _parse(objects, source, warn, need_nodes=need_nodes, scheduler=scheduler_name)
+        return _parse(
+            objects, source, warn, need_nodes=need_nodes, schedulers=frozenset(schedulers)
+        )
     except (TypeError, ValueError, AttributeError, KeyError, ArithmeticError) as exc:
         if isinstance(exc, InputError):
             raise
@@ -205,7 +210,12 @@ def _each(readers: list[Reader], read: Callable[[Reader], T]) -> list[T]:
 
 
 def _parse(
-    objects: Iterator[Obj] | list[Obj], source: str, warn: Warn, *, need_nodes: bool, scheduler: str
+    objects: Iterator[Obj] | list[Obj],
+    source: str,
+    warn: Warn,
+    *,
+    need_nodes: bool,
+    schedulers: frozenset[str],
 ) -> Snapshot:
     by_kind: dict[str, list[Reader]] = {
         kind: [Reader(source, obj) for obj in objs]
@@ -246,12 +256,10 @@ def _parse(
         )
     read_pods = _each(
         by_kind.get("Pod", []),
-        lambda r: read_pod(
-            r, classes, group_queues, gpu_memory, node_gpus, scheduler_name=scheduler
-        ),
+        lambda r: read_pod(r, classes, group_queues, gpu_memory, node_gpus, schedulers=schedulers),
     )
     pods = [pod for pod in read_pods if pod is not None]
-    _other_schedulers(by_kind.get("Pod", []), read_pods, scheduler, source, warn)
+    _other_schedulers(by_kind.get("Pod", []), read_pods, source, warn)
     topologies = by_kind.get("Topology", [])
     if len(topologies) > 1:
         raise InputError(
@@ -294,6 +302,7 @@ def _parse(
 def _check_fields(by_kind: Mapping[str, list[Reader]], warn: Warn) -> None:
     """Unknown fields: an error in gpufleet's own kinds, a warning in Kubernetes' (see
     :mod:`gpufleet.load.schema`)."""
+    unknown: dict[tuple[str, str], list[Reader]] = {}
     for kind, readers in by_kind.items():
         strict = STRICT.get(kind)
         schema = strict or LENIENT.get(kind)
@@ -308,13 +317,19 @@ def _check_fields(by_kind: Mapping[str, list[Reader]], warn: Warn) -> None:
                         f"unknown field (gpufleet's {kind} has no such field: misspelt?)",
                         field=field,
                     )
-                warn(f'{r.where}: unknown field "{field}" (gpufleet does not read it: misspelt?)')
+                unknown.setdefault((kind, field), []).append(r)
+    for (kind, field), readers in unknown.items():  # one line per field, not per object
+        also = f" (and {len(readers) - 1} more {kind}s)" if len(readers) > 1 else ""
+        warn(
+            f'{readers[0].where}{also}: unknown field "{field}" '
+            "(gpufleet does not read it: misspelt?)"
+        )
 
 
 def _check_names(r: Reader, kind: str, *, strict: bool, warn: Warn) -> None:
     """Object names Kubernetes would refuse: an error in gpufleet's own kinds (a Queue's name
-    is a label value, so a DNS-1123 label), a warning elsewhere."""
-    checks = [("metadata.name", name_problem(r.name, label=kind == "Queue"))]
+    is also a label value, so at most 63 characters), a warning elsewhere."""
+    checks = [("metadata.name", name_problem(r.name, limit=63 if kind == "Queue" else 253))]
     if "namespace" in r.meta:
         checks.append(("metadata.namespace", name_problem(r.namespace, label=True)))
     for field, problem in checks:
@@ -326,7 +341,7 @@ def _check_names(r: Reader, kind: str, *, strict: bool, warn: Warn) -> None:
 
 
 def _other_schedulers(
-    readers: list[Reader], pods: list[PodInfo | None], scheduler: str, source: str, warn: Warn
+    readers: list[Reader], pods: list[PodInfo | None], source: str, warn: Warn
 ) -> None:
     """Say how many pending pods belong to other schedulers: they are not in the result."""
     others = Counter(
@@ -339,8 +354,8 @@ def _other_schedulers(
         total = sum(others.values())
         warn(
             f"{source}: {total} pending pod{'s' * (total != 1)} belong{'s' * (total == 1)} "
-            f"to other schedulers ({names}) and {'are' if total != 1 else 'is'} not scheduled; "
-            f"--scheduler-name NAME schedules a scheduler's pods as {scheduler}'s"
+            f"to other schedulers ({names}) and {'are' if total != 1 else 'is'} not scheduled "
+            "(--scheduler-name NAME schedules that scheduler's pods too)"
         )
 
 

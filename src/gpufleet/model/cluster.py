@@ -259,7 +259,7 @@ class ClusterState:
             options = self.mig.candidates(node, pod.mig_profile, whole)
             if pod.mig_count == 1 or not options:
                 return (options[0][1],) if options else None
-            layouts, gpus = self.mig.copy(), []
+            layouts, gpus = self.mig.node_copy(node), []
             for _ in range(pod.mig_count):
                 options = layouts.candidates(node, pod.mig_profile, whole)
                 if not options:
@@ -312,23 +312,40 @@ class ClusterState:
                 return False
         return True
 
+    def _check_others(self, node: int, pod: PodSpec) -> None:
+        """Raise ValueError unless ``node`` has a pod slot and ``pod``'s other resources."""
+        if self.pods_free[node] < 1:
+            raise ValueError(f"pod {pod.name}: {self.names[node]} runs as many pods as it may")
+        for name, amount in pod.extended:
+            column = self.extended_index.get(name)
+            free = 0 if column is None else int(self.extended_free[node, column])
+            if free < amount:
+                raise ValueError(
+                    f"pod {pod.name} asks for {amount} {name}, {self.names[node]} has {free} free"
+                )
+
     def _take_others(self, node: int, pod: PodSpec, sign: int) -> None:
-        """Take (``sign`` 1) or give back (-1) ``pod``'s pod slot and other resources."""
-        if sign > 0 and not self.holds_others(node, pod):
-            raise ValueError(
-                f"pod {pod.name} does not fit the pod count or other resources of "
-                f"{self.names[node]}"
-            )
+        """Take (``sign`` 1) or give back (-1) ``pod``'s pod slot and other resources (those
+        the node lists: a running pod's request of a resource the node does not list — one
+        a scheduler extender handles — takes nothing)."""
         self.pods_free[node] -= sign
         for name, amount in pod.extended:
-            self.extended_free[node, self.extended_index[name]] -= sign * amount
+            column = self.extended_index.get(name)
+            if column is not None:
+                self.extended_free[node, column] -= sign * amount
 
-    def reserve(self, node: int, pod: PodSpec, gpus: Sequence[int]) -> None:
+    def reserve(
+        self, node: int, pod: PodSpec, gpus: Sequence[int], *, running: bool = False
+    ) -> None:
         """Take ``pod``'s CPU, memory and ``pod.gpu_milli`` on each GPU in ``gpus`` from ``node``.
 
         Raises ValueError if that would over-commit anything: a placement that does not fit
-        is a bug in the caller, never a silent over-allocation.
+        is a bug in the caller, never a silent over-allocation. A ``running`` pod (bound
+        before the cycle) is not held to the pod count and other resources, which the kubelet
+        and scheduler extenders judged: it takes what it has.
         """
+        if not running:
+            self._check_others(node, pod)
         if pod.mig_profile is not None:
             self._reserve_mig(node, pod, gpus)
             return

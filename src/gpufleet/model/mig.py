@@ -181,6 +181,14 @@ class MigLayouts:
         finally:
             self._cache = cache
 
+    def node_copy(self, node: int) -> MigLayouts:
+        """An independent copy of ``node``'s partitions alone (to try placements on)."""
+        other = MigLayouts({node: self.tables[node]}, {node: self.gpus[node]})
+        for g in range(self.gpus[node]):
+            part = self.parts[node, g]
+            other.parts[node, g] = GpuPartition(list(part.instances), list(part.users))
+        return other
+
     def is_dynamic(self, node: int) -> bool:
         return node in self.tables
 

@@ -414,7 +414,7 @@ class Cycle:
             else:
                 gpus = first_free_gpus(self.state, spec, node)
         try:
-            self.state.reserve(node, spec, gpus)
+            self.state.reserve(node, spec, gpus, running=True)
         except ValueError as exc:
             raise SnapshotError(
                 f"Pod {pod.key} cannot run on node {pod.node} as the snapshot says ({exc}); "

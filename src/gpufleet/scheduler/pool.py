@@ -61,8 +61,8 @@ class VictimPool:
         self.preempt_min: FloatArray = np.zeros(n, dtype=np.float64)
         self.reclaim_min: FloatArray = np.zeros(n, dtype=np.float64)
         self.mig: BoolArray = np.zeros(n, dtype=np.bool_)
-        """Pods holding a MIG slice or pinned CPUs: freed through the state, which knows the
-        partitions and NUMA zones."""
+        """Pods holding a MIG slice, pinned CPUs or other resources: freed through the state,
+        which knows the partitions, NUMA zones and other resources."""
         self.claims: BoolArray = np.zeros(n, dtype=np.bool_)
         """Pods with ResourceClaims (they are not moved by consolidation)."""
         self.single: BoolArray = np.zeros(n, dtype=np.bool_)
@@ -97,7 +97,9 @@ class VictimPool:
             "preempt_min": [q.preempt_min_runtime_s for q in specs],
             "reclaim_min": [q.reclaim_min_runtime_s for q in specs],
             "mig": [
-                r.spec.mig_profile is not None or (r.spec.exclusive_cpu and r.spec.num_gpu > 0)
+                r.spec.mig_profile is not None
+                or (r.spec.exclusive_cpu and r.spec.num_gpu > 0)
+                or bool(r.spec.extended)
                 for r in running
             ],
             "claims": [bool(r.pod.claims) for r in running],
@@ -157,6 +159,7 @@ class VictimPool:
         np.add.at(freed.cpu_free, nodes, self.cpu[plain])
         np.add.at(freed.memory_free, nodes, self.memory[plain])
         np.add.at(freed.gpu_free, nodes, self.gpu[plain])
+        np.add.at(freed.pods_free, nodes, 1)
         freed.refresh_gpu_totals(np.unique(nodes))
         for i in np.flatnonzero(mask & self.mig):
             r = self.items[i]
