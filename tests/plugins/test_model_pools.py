@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpufleet.framework.protocols import Handle
+from gpufleet.framework.protocols import Handle, ScorePlugin
 from gpufleet.framework.runtime import Framework
 from gpufleet.model.cluster import ClusterState
 from gpufleet.model.fragmentation import FragmentIndex, typical_pods
 from gpufleet.model.pod import PodSpec
-from gpufleet.plugins import share_plan, stranding
+from gpufleet.plugins import model_reserve, share_plan, stranding
 from gpufleet.plugins.model_pools import expected_share, model_gpus, model_pools
 from gpufleet.plugins.registry import PLUGINS, POLICIES
 from gpufleet.scheduler.placement import Placement, commit, place
@@ -81,6 +81,37 @@ def test_stranding_ratios_are_those_of_the_pods_each_model_expects() -> None:
     assert ratios[pools.of_model, 0].tolist() == [20, 5]
 
 
+def test_the_reserve_is_the_narrower_pods_demand_scaled_by_the_free_share() -> None:
+    # 3 GPUs of BIG, 1 of SMALL; 8 pods of 1 GPU fill the cluster twice over, so each
+    # counts 500 milli: SMALL's one named pod 500, BIG's three 1500.
+    workload = [pod(f"b{i}").models("BIG").gpus(1).obj() for i in range(3)]
+    workload += [pod("s").models("SMALL").gpus(1).obj()]
+    workload += [pod(f"u{i}").gpus(1).obj() for i in range(4)]
+    state = cluster(
+        *(node(f"big{i}", gpus=1, model="BIG") for i in range(3)),
+        node("small", gpus=1, model="SMALL"),
+    )
+    scorer: ScorePlugin = model_reserve.new(model_reserve.Args(), handle(workload))
+    assert isinstance(scorer, ScorePlugin)
+    nodes = np.arange(4)
+    # A free pod on SMALL leaves 0 of its 500 reserve; on BIG 2000 of 1500.
+    assert scorer.score(state, pod().gpus(1).obj(), nodes).tolist() == [0, 0, 0, -500]
+    # A pod naming SMALL or BIG has nothing narrower than itself to leave room for on the
+    # nodes it may use (the model filter keeps it off the others).
+    assert scorer.score(state, pod().models("SMALL").gpus(1).obj(), nodes).tolist() == [0] * 4
+    assert scorer.score(state, pod().models("BIG").gpus(1).obj(), nodes[:3]).tolist() == [0] * 3
+    # Half the cluster used: the reserves are half (250 on SMALL, 750 on BIG), and BIG
+    # with one GPU left is short too: 750 - (1000 - 1000) = 750.
+    with_gpu_free(state, 0, [0])
+    with_gpu_free(state, 1, [0])
+    assert scorer.score(state, pod().gpus(1).obj(), nodes).tolist() == [-750, -750, -750, -250]
+    # CPU-only pods take no GPU: no reserve.
+    assert scorer.score(state, pod().obj(), nodes).tolist() == [0] * 4
+    # A workload where no pod names a model reserves nothing.
+    plain = model_reserve.new(model_reserve.Args(), handle([pod().gpus(1).obj()]))
+    assert plain.score(state, pod().gpus(1).obj(), nodes).tolist() == [0] * 4
+
+
 def test_a_pod_that_may_go_anywhere_leaves_a_small_model_to_the_pods_that_name_it() -> None:
     # 3 GPUs of BIG, 1 of SMALL, pods naming each in proportion, as many that name none.
     # FGD sends the free pod to SMALL (fewer typical pods can use it, so its fragment falls
@@ -101,3 +132,12 @@ def test_a_pod_that_may_go_anywhere_leaves_a_small_model_to_the_pods_that_name_i
         named = place(framework, state, pod("s").models("SMALL").gpus(1).obj())
         outcomes[policy] = (state.names[free.node], isinstance(named, Placement))
     assert outcomes == {"fgd": ("small", False), "gpufleet": ("big0", True)}
+
+
+def test_a_cluster_without_gpus_is_one_pool_and_nothing_strands() -> None:
+    workload = [pod("a").models("A").gpus(1).obj(), pod("c").cpu(2).obj()]
+    state = cluster(node("cpu", gpus=0))
+    scorer = stranding.new(stranding.Args(), handle(workload))
+    assert scorer.score(state, pod().cpu(2).obj(), np.arange(1)).tolist() == [0]
+    planner = share_plan.new(share_plan.Args(), handle(workload))
+    assert planner.score(state, pod().share(500).obj(), np.arange(1)).tolist() == [0]

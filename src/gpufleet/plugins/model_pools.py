@@ -51,6 +51,8 @@ class Pools:
     def of_nodes(self, state: ClusterState, nodes: IntArray) -> IntArray:
         """Pool of each node in ``nodes`` (pool 0 for nodes without GPUs: nothing to plan)."""
         model = state.model_id[nodes]
+        if not self.of_model.size:  # no node has GPUs
+            return np.zeros(nodes.size, dtype=np.int64)
         return np.where(model == NO_MODEL, 0, self.of_model[np.maximum(model, 0)])
 
 

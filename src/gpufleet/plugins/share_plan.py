@@ -37,9 +37,15 @@ them out; so do shares that pin whole CPUs (their NUMA zone decides the GPU). Sh
 size the typical pods do not have are never planned, so an unseen workload falls back to
 the other scores and best fit.
 
+When pods name GPU models, each pool of models (:mod:`gpufleet.plugins.model_pools`: the
+models that expect the same mix of pods) has its own plan, of the shares expected there:
+typical pod ``k`` counts ``fraction[pool, k]`` of its pods. A node is scored, and its GPU
+chosen, with its pool's plan. With no constraint the cluster is one pool and the plan the
+one above.
+
 The plan is stateless: it reads only the free milli-GPU of each GPU, so it holds when pods
 are deleted, evicted or placed by someone else. It is built on first use, from the typical
-pods and the cluster's GPU count (no file, seed or workload name is involved).
+pods and the cluster's GPUs per model (no file, seed or workload name is involved).
 """
 
 from __future__ import annotations

@@ -17,6 +17,11 @@ is welcome on a node whose CPU is short. FGD's fragment measure sees CPU only as
 typical pod still fit", and not memory at all; on the openb traces pods fail near a full
 cluster mostly on nodes with free GPUs and no CPU (FGD: no memory) left.
 
+When pods name GPU models the ratios are per pool of models
+(:mod:`gpufleet.plugins.model_pools`): the average over the GPU pods that model's nodes are
+expected to receive, each typical pod weighted by ``fraction[pool, k]`` — a node whose
+model only pods with little CPU can use strands nothing by keeping little CPU.
+
 CPU-only pods are judged more strictly: as if GPU pods needed ``cpu_pod_reserve`` (5) times
 the average CPU and memory per GPU. They use no GPU, so all they can do is take CPU and
 memory some GPU pod will miss; the stricter ratio sends them to nodes whose GPUs are
