@@ -74,9 +74,9 @@ def test_cpu_only_pods_are_judged_with_the_stricter_ratio() -> None:
     # short of CPU and gets shorter (-160), while B has no idle GPU to strand.
     workload = [pod(f"w{i}").cpu(10).mem(0).gpus(1).obj() for i in range(3)]
     scorer = new(Args(), Handle(np.random.default_rng(0), FragmentIndex(typical_pods(workload))))
-    assert scorer.ratios.cpu_per_gpu_milli == 10
-    assert scorer.cpu_pod_ratios.cpu_per_gpu_milli == 50
     state = cluster(node("A", cpu=40, gpus=1), node("B", cpu=20, gpus=1))
+    _, ratios = scorer.ratios(state)
+    assert ratios.tolist() == [[10, 0]]  # one pool (no pod names a model), 10 CPU per GPU
     with_gpu_free(state, 1, [0])
     nodes = np.arange(2)
     assert scorer.score(state, pod().cpu(8).mem(0).obj(), nodes).tolist() == [-160, 0]

@@ -23,6 +23,7 @@ from gpufleet.plugins import (
     gpu_packing,
     kube_default,
     mig_fit,
+    model_reserve,
     node_affinity,
     node_resources,
     numa_align,
@@ -51,6 +52,7 @@ def plugin_registry() -> Registry[PluginFactory]:
     registry.register(fgd.NAME, partial(fgd.new, fgd.Args()))
     registry.register(fgd.GPU_CHOICE, partial(fgd.new_gpu_choice, fgd.Args()))
     registry.register(stranding.NAME, partial(stranding.new, stranding.Args()))
+    registry.register(model_reserve.NAME, partial(model_reserve.new, model_reserve.Args()))
     registry.register(share_plan.NAME, partial(share_plan.new, share_plan.Args()))
     registry.register(share_plan.GPU_CHOICE, partial(share_plan.new_gpu_choice, share_plan.Args()))
     registry.register(
@@ -95,6 +97,12 @@ workload's offline packing would put it unless FGD and stranding disagree strong
 by measurement on seven openb workloads (seeds 42-43): 300 and 10,000 (the plan always
 first) within 0.4 points of unallocated GPU; the plan's GPU choice without its score kept
 less than half of the gain."""
+
+
+GPUFLEET_RESERVE_WEIGHT = 1
+"""gpufleet's reserve for pods that name GPU models (:mod:`gpufleet.plugins.model_reserve`).
+
+Its score is milli-GPU eaten into a model's reserve, like the stranding score's milli-GPU."""
 
 
 def policy_registry() -> Registry[Profile]:
@@ -157,6 +165,7 @@ def policy_registry() -> Registry[Profile]:
                 (share_plan.NAME, GPUFLEET_PLAN_WEIGHT),
                 (fgd.NAME, GPUFLEET_FGD_WEIGHT),
                 (stranding.NAME, 1),
+                (model_reserve.NAME, GPUFLEET_RESERVE_WEIGHT),
             ),
             share_plan.GPU_CHOICE,
             description=(

@@ -37,9 +37,15 @@ them out; so do shares that pin whole CPUs (their NUMA zone decides the GPU). Sh
 size the typical pods do not have are never planned, so an unseen workload falls back to
 the other scores and best fit.
 
+When pods name GPU models, each pool of models (:mod:`gpufleet.plugins.model_pools`: the
+models that expect the same mix of pods) has its own plan, of the shares expected there:
+typical pod ``k`` counts ``fraction[pool, k]`` of its pods. A node is scored, and its GPU
+chosen, with its pool's plan. With no constraint the cluster is one pool and the plan the
+one above.
+
 The plan is stateless: it reads only the free milli-GPU of each GPU, so it holds when pods
 are deleted, evicted or placed by someone else. It is built on first use, from the typical
-pods and the cluster's GPU count (no file, seed or workload name is involved).
+pods and the cluster's GPUs per model (no file, seed or workload name is involved).
 """
 
 from __future__ import annotations
@@ -56,6 +62,7 @@ from gpufleet.model.fragmentation import TypicalPods
 from gpufleet.model.packing import best_fit_decreasing
 from gpufleet.model.pod import PodSpec
 from gpufleet.plugins.gpu_choice import first_free_gpus, tightest_gpu
+from gpufleet.plugins.model_pools import PoolCache, Pools
 
 NAME = "PlannedShareScore"
 GPU_CHOICE = "GpuPlannedShare"
@@ -66,19 +73,22 @@ class Args:
     """No options."""
 
 
-def share_plan(typical: TypicalPods, gpus: int) -> BoolArray:
-    """``planned[used, s]`` (``(1001, 1001)`` bool) for a cluster of ``gpus`` GPUs."""
+def share_plan(typical: TypicalPods, gpus: int, fraction: FloatArray | None = None) -> BoolArray:
+    """``planned[used, s]`` (``(1001, 1001)`` bool) for a cluster of ``gpus`` GPUs.
+
+    ``fraction[k]`` is the part of typical pod ``k``'s pods the planned GPUs expect (a
+    pool of GPU models, :mod:`gpufleet.plugins.model_pools`); all of them when None.
+    """
     planned = np.zeros((MILLI + 1, MILLI + 1), dtype=np.bool_)
     mean = float((typical.prob * typical.num_gpu * typical.gpu_milli).sum())
     if gpus <= 0 or mean <= 0:
         return planned
     expected_pods = gpus * MILLI / mean
+    prob = typical.prob if fraction is None else typical.prob * fraction
     share = (typical.num_gpu == 1) & (typical.gpu_milli < MILLI)
     frequency: Counter[int] = Counter()
-    for size, prob in zip(
-        typical.gpu_milli[share].tolist(), typical.prob[share].tolist(), strict=True
-    ):
-        frequency[size] += prob
+    for size, p in zip(typical.gpu_milli[share].tolist(), prob[share].tolist(), strict=True):
+        frequency[size] += p
     shares = [s for s, p in sorted(frequency.items()) for _ in range(round(p * expected_pods))]
     for packed, _ in best_fit_decreasing(shares):
         sizes = Counter(packed)
@@ -91,27 +101,37 @@ def share_plan(typical: TypicalPods, gpus: int) -> BoolArray:
 
 
 class SharePlan:
-    """Both the score and the GPU choice, over one plan built on first use."""
+    """Both the score and the GPU choice, over one plan per pool of GPU models, built on
+    first use."""
 
     def __init__(self, name: str, typical: TypicalPods) -> None:
         self.name = name
         self.typical = typical
-        self._plan: tuple[int, BoolArray] | None = None
+        self._pools = PoolCache(typical)
+        self._plans: tuple[Pools, BoolArray] | None = None
 
-    def plan(self, state: ClusterState) -> BoolArray:
-        gpus = int(state.total_gpus)
-        if self._plan is None or self._plan[0] != gpus:
-            self._plan = (gpus, share_plan(self.typical, gpus))
-        return self._plan[1]
+    def plan(self, state: ClusterState) -> tuple[Pools, BoolArray]:
+        """The pools of ``state`` and ``planned[pool, used, s]``."""
+        pools, changed = self._pools.get(state)
+        if changed or self._plans is None:
+            gpus = int(state.total_gpus)
+            plans = np.stack(
+                [share_plan(self.typical, gpus, pools.fraction[p]) for p in range(pools.size)]
+            )
+            self._plans = (pools, plans)
+        return self._plans
 
     def score(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> FloatArray:
         if not _planned(pod):
             return np.zeros(nodes.size, dtype=np.float64)
-        planned = self.plan(state)[:, pod.gpu_milli]
+        pools, plans = self.plan(state)
+        planned = plans[:, :, pod.gpu_milli]  # (pools, used)
+        pool = pools.of_nodes(state, nodes)
         free = state.gpu_free[nodes]
         present = state.gpu_present[nodes]
-        partner = present & _partners(planned, free, pod.gpu_milli)
-        opens = planned[0] & (present & (free == MILLI)).any(axis=1)
+        fits = (free >= pod.gpu_milli) & (free < MILLI)
+        partner = present & fits & planned[pool[:, None], MILLI - free]
+        opens = planned[pool, 0] & (present & (free == MILLI)).any(axis=1)
         return np.where(partner.any(axis=1), 2.0, np.where(opens, 1.0, 0.0))
 
     def choose_gpus(self, state: ClusterState, pod: PodSpec, node: int) -> tuple[int, ...]:
@@ -119,7 +139,8 @@ class SharePlan:
             return first_free_gpus(state, pod, node)
         if not _planned(pod):
             return (tightest_gpu(state, pod, node),)
-        planned = self.plan(state)[:, pod.gpu_milli]
+        pools, plans = self.plan(state)
+        planned = plans[int(pools.of_nodes(state, np.array([node]))[0]), :, pod.gpu_milli]
         free = state.node_gpu_free(node)
         partner = _partners(planned, free, pod.gpu_milli)
         if partner.any():
