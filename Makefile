@@ -33,7 +33,7 @@ layers: $(STAMP)
 	$(BIN)/lint-imports
 
 unit: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto
 
 ## bench: the benchmark scripts (they rewrite their sections of docs/benchmarks.md)
 bench: $(STAMP)

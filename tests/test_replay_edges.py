@@ -10,7 +10,7 @@ import pytest
 
 from gpufleet.load.traces import load_replay
 from gpufleet.model.workload import ReplayJob
-from gpufleet.report.replay import replay_figure
+from gpufleet.report.replay_plot import replay_figure
 from gpufleet.sim.replay import REPLAY_POLICIES, Replay
 from gpufleet.sim.window import trace_window
 from tests.builders import pod

@@ -35,8 +35,7 @@ from gpufleet.model.workload import Snapshot
 from gpufleet.plugins.registry import POLICIES
 from gpufleet.report.cycle import cycle_json, cycle_tables, explain_json, explain_lines
 from gpufleet.report.html import report_html
-from gpufleet.report.plot import plot_unallocated
-from gpufleet.report.replay import plot_replay, replay_html, replay_table
+from gpufleet.report.replay import replay_html, replay_table
 from gpufleet.report.results import results_json
 from gpufleet.report.summary import summarise
 from gpufleet.report.table import summary_table
@@ -311,6 +310,8 @@ def _fill(
     document = results_json(runs)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(document, encoding="utf-8")
+    from gpufleet.report.plot import plot_unallocated  # matplotlib: only where it plots
+
     plot_unallocated(runs, out / "unallocated.png")
     subtitle = (
         f"workload {pods.name}, {len(node_specs)} nodes, inflate {inflate}, "
@@ -410,6 +411,8 @@ def _replay(
     document = results_json(runs)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(document, encoding="utf-8")
+    from gpufleet.report.replay_plot import plot_replay  # matplotlib: only where it plots
+
     plot_replay(runs, out / "replay.png", capacity)
     (out / "index.html").write_text(replay_html(runs, title), encoding="utf-8")
     return document

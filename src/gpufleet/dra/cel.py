@@ -189,7 +189,11 @@ FUNCTIONS: dict[str, Any] = {
     "patch": lambda v: celtypes.IntType(v.parts[2]),
 }
 
-_ENV = celpy.Environment()
+@cache
+def _env() -> celpy.Environment:
+    """The CEL environment, built on first use: building its parser takes a third of a
+    second that a snapshot without selectors should not pay."""
+    return celpy.Environment()
 
 
 _DRIVER_IS = re.compile(r'\s*device\.driver\s*==\s*"([^"\\]+)"\s*')
@@ -220,8 +224,8 @@ class Selector:
 def compile_selector(expression: str) -> Selector:
     """The compiled selector (cached: every expression is compiled once)."""
     try:
-        ast = _ENV.compile(expression)
-        program = _ENV.program(ast, functions=FUNCTIONS)
+        ast = _env().compile(expression)
+        program = _env().program(ast, functions=FUNCTIONS)
     except Exception as exc:  # noqa: BLE001 (parse and type errors come as several types)
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise SelectorError(f"{expression!r}: {first}") from None

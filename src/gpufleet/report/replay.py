@@ -1,29 +1,14 @@
-"""Replay runs as the terminal table, the plots over time and the HTML page.
-
-Plots (``replay.png``): per policy, the GPUs each queue holds over time, stacked (one
-panel each); then the GPUs pending over time and the CDF of job waits, one line per
-policy. With several seeds, the plots show each policy's first seed; the table all runs.
-"""
+"""Replay runs as the terminal table and the HTML page (the plots: ``report/replay_plot.py``,
+so that commands which plot nothing never load matplotlib)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING
 
-import matplotlib as mpl
-
-mpl.use("Agg")  # files only; never a window
-
-import matplotlib.pyplot as plt
-import numpy as np
 from rich.table import Table
 
 from gpufleet.model.results import ReplayRun
 from gpufleet.report.html import page, table_html
-
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
 
 COLUMNS = (
     "policy",
@@ -82,63 +67,6 @@ def first_seed(runs: Sequence[ReplayRun]) -> list[ReplayRun]:
     for run in runs:
         chosen.setdefault(run.policy, run)
     return list(chosen.values())
-
-
-def plot_replay(runs: Sequence[ReplayRun], path: Path, capacity_gpus: float) -> None:
-    fig = replay_figure(runs, capacity_gpus)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def replay_figure(runs: Sequence[ReplayRun], capacity_gpus: float) -> Figure:
-    """The plots of ``replay.png``; every axis starts at 0 (GPUs, days, waits, % are never
-    negative, and a symlog axis of all-zero waits would otherwise centre on 0)."""
-    shown = first_seed(runs)
-    queues = sorted({q for r in shown for q in r.timeline.allocated})
-    colours = plt.get_cmap("tab20")
-    fig, axes = plt.subplots(
-        len(shown) + 1, 1, figsize=(11, 2.6 * (len(shown) + 1)), constrained_layout=True
-    )
-    for ax, run in zip(axes, shown, strict=False):
-        days = np.asarray(run.timeline.time_s) / DAY
-        stacks = [run.timeline.allocated.get(q, (0.0,) * len(days)) for q in queues]
-        ax.stackplot(
-            days, *stacks, labels=queues, colors=[colours(i % 20) for i in range(len(queues))]
-        )
-        ax.axhline(capacity_gpus, color="k", linewidth=0.8, linestyle="--")
-        ax.set_title(f"{run.policy}: GPUs allocated per queue")
-        ax.set_ylabel("GPUs")
-        ax.set_xlim(0, days[-1] if days.size and days[-1] > 0 else 1)
-        ax.set_ylim(0, max(capacity_gpus, 1.0) * 1.05)
-        ax.grid(alpha=0.3)
-    if shown and len(queues) <= 40:
-        handles, labels = axes[0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="outside right upper", fontsize="small", title="queue")
-    bottom = axes[-1]
-    pending = bottom.inset_axes((0.0, 0.0, 0.47, 1.0))
-    cdf = bottom.inset_axes((0.55, 0.0, 0.45, 1.0))
-    bottom.axis("off")
-    for run in shown:
-        days = np.asarray(run.timeline.time_s) / DAY
-        pending.plot(days, run.timeline.pending_gpus, linewidth=1.2, label=run.policy)
-        waits = np.asarray(run.wait_quantiles_s) / 3600
-        if waits.size:
-            cdf.plot(waits, np.arange(waits.size), linewidth=1.6, label=run.policy)
-    pending.set_xlim(left=0)
-    pending.set_ylim(bottom=0)
-    pending.set_title("GPUs pending")
-    pending.set_xlabel("day of the trace")
-    pending.grid(alpha=0.3)
-    pending.legend(fontsize="small")
-    cdf.set_title("job wait (CDF)")
-    cdf.set_xscale("symlog", linthresh=0.1)
-    longest = max((w for r in shown for w in r.wait_quantiles_s), default=0.0) / 3600
-    cdf.set_xlim(0, max(longest, 1.0))
-    cdf.set_ylim(0, 100)
-    cdf.set_xlabel("wait (hours)")
-    cdf.set_ylabel("% of jobs")
-    cdf.grid(alpha=0.3)
-    return fig
 
 
 NOTE = """<img src="replay.png"
