@@ -189,6 +189,7 @@ FUNCTIONS: dict[str, Any] = {
     "patch": lambda v: celtypes.IntType(v.parts[2]),
 }
 
+
 @cache
 def _env() -> celpy.Environment:
     """The CEL environment, built on first use: building its parser takes a third of a
