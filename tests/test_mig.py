@@ -154,3 +154,28 @@ def test_state_keeps_partitioned_gpus_from_whole_gpu_pods() -> None:
     assert state.gpu_free[0].tolist() == [0, 1000]
     state.release(0, slice_pod, (0,))
     assert state.gpu_free[0].tolist() == [1000, 1000]  # the slice made now is undone
+
+
+def test_several_slices_lay_out_an_idle_partition_anew() -> None:
+    """An idle 1g.10gb left at start 4 leaves room beside it for two 2g.20gb only; three fit
+    once the idle partition is laid out anew, and the planned GPUs are what reserve takes.
+    Releasing the pod gives the GPU its old partition back."""
+    node = NodeSpec("h1", 64_000, 1 << 20, 1, "NVIDIA-H100-80GB-HBM3", mig_dynamic=True)
+    state = ClusterState([node])
+    assert state.mig is not None
+    one_g = TABLES["H100-80GB"]["1g.10gb"]
+    state.mig.parts[0, 0].instances.append(Instance(one_g, 4))
+    state.mig.parts[0, 0].users.append(None)
+    state.gpu_free[0, 0] = 0
+    state.mig.mark_baseline()
+    pod = PodSpec("ml/three", 1000, 1024, mig_profile="2g.20gb", mig_count=3)
+    two = PodSpec("ml/two", 1000, 1024, mig_profile="2g.20gb", mig_count=2)
+    assert state.mig_gpu(0, two) == (0, 0)
+    gpus = state.mig_gpu(0, pod)
+    assert gpus == (0, 0, 0)
+    state.reserve(0, pod, gpus)
+    assert state.mig.layout(0, 0) == ["2g.20gb", "2g.20gb", "2g.20gb"]
+    assert valid_layout(state.mig.parts[0, 0].instances)
+    state.release(0, pod, gpus)
+    assert state.mig.layout(0, 0) == ["1g.10gb"]
+    assert state.mig.reconfigurations() == []

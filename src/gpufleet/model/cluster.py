@@ -259,18 +259,34 @@ class ClusterState:
             options = self.mig.candidates(node, pod.mig_profile, whole)
             if pod.mig_count == 1 or not options:
                 return (options[0][1],) if options else None
-            layouts, gpus = self.mig.node_copy(node), []
-            for _ in range(pod.mig_count):
-                options = layouts.candidates(node, pod.mig_profile, whole)
-                if not options:
-                    return None
-                g = options[0][1]
-                layouts.place(node, g, pod.mig_profile, pod.name)
-                whole[g] = False
-                gpus.append(g)
-            return tuple(gpus)
+            gpus = self._plan_slices(self.mig.node_copy(node), node, pod, whole)
+            if gpus is None:  # idle partitions in the way: lay the slices out anew
+                trial = self.mig.node_copy(node)
+                cleared = {g for g in range(self.mig.gpus[node]) if trial.clear_idle(node, g)}
+                if cleared:
+                    whole = [w or g in cleared for g, w in enumerate(whole)]
+                    gpus = self._plan_slices(trial, node, pod, whole)
+            return None if gpus is None else tuple(gpus)
         p = self.mig_profile_index(pod.mig_profile)
         return () if p is not None and self.mig_free[node, p] >= pod.mig_count else None
+
+    @staticmethod
+    def _plan_slices(
+        layouts: MigLayouts, node: int, pod: PodSpec, whole: list[bool]
+    ) -> list[int] | None:
+        """Place ``pod``'s slices on ``layouts`` (changed) one after another, each on its
+        best candidate; the GPU of each, or None if they do not all fit."""
+        assert pod.mig_profile is not None
+        gpus = []
+        for _ in range(pod.mig_count):
+            options = layouts.candidates(node, pod.mig_profile, whole)
+            if not options:
+                return None
+            g = options[0][1]
+            layouts.place(node, g, pod.mig_profile, pod.name)
+            whole[g] = False
+            gpus.append(g)
+        return gpus
 
     def pins_cpu(self, node: int, pod: PodSpec) -> bool:
         """Whether ``pod`` takes pinned CPUs from one NUMA zone of ``node`` with its GPUs."""
@@ -384,6 +400,10 @@ class ClusterState:
         if self.mig is not None and self.mig.is_dynamic(node):
             if len(gpus) != pod.mig_count:
                 raise ValueError(f"pod {pod.name}: one GPU per MIG slice, got {gpus}")
+            if len(gpus) > 1 and not self.mig.fits(node, gpus, pod.mig_profile, pod.name):
+                for g in set(gpus):  # as mig_gpu planned: idle partitions laid out anew
+                    if self.mig.clear_idle(node, g):
+                        self.gpu_free[node, g] = MILLI
             for g in gpus:
                 if not self.mig.partitioned(node, g) and self.gpu_free[node, g] != MILLI:
                     raise ValueError(f"pod {pod.name}: GPU {g} of {self.names[node]} is in use")

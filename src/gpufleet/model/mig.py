@@ -31,6 +31,7 @@ anything.
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 COMPUTE_SLICES = 7
@@ -188,6 +189,27 @@ class MigLayouts:
             part = self.parts[node, g]
             other.parts[node, g] = GpuPartition(list(part.instances), list(part.users))
         return other
+
+    def clear_idle(self, node: int, gpu: int) -> bool:
+        """Take the idle partition off ``gpu`` so that slices can be laid out anew (as
+        :meth:`place` re-partitions an idle GPU); False if the GPU has none."""
+        part = self.parts[node, gpu]
+        if not part.instances or not part.idle:
+            return False
+        self.replaced.setdefault((node, gpu), GpuPartition(part.instances, part.users))
+        part.instances, part.users = [], []
+        self.version[node] += 1
+        return True
+
+    def fits(self, node: int, gpus: Sequence[int], profile_name: str, pod: str) -> bool:
+        """Whether slices of ``profile_name`` placed on ``gpus`` in turn fit as they are."""
+        trial = self.node_copy(node)
+        try:
+            for g in gpus:
+                trial.place(node, g, profile_name, pod)
+        except ValueError:
+            return False
+        return True
 
     def is_dynamic(self, node: int) -> bool:
         return node in self.tables
