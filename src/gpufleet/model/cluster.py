@@ -320,25 +320,18 @@ class ClusterState:
 
     def holds_others(self, node: int, pod: PodSpec) -> bool:
         """Whether ``node`` has a pod slot and ``pod``'s other resources free."""
-        if self.pods_free[node] < 1:
-            return False
-        for name, amount in pod.extended:
-            column = self.extended_index.get(name)
-            if column is None or self.extended_free[node, column] < amount:
-                return False
-        return True
+        return self._others_problem(node, pod) is None
 
-    def _check_others(self, node: int, pod: PodSpec) -> None:
-        """Raise ValueError unless ``node`` has a pod slot and ``pod``'s other resources."""
+    def _others_problem(self, node: int, pod: PodSpec) -> str | None:
+        """What ``node`` lacks of a pod slot and ``pod``'s other resources (None: nothing)."""
         if self.pods_free[node] < 1:
-            raise ValueError(f"pod {pod.name}: {self.names[node]} runs as many pods as it may")
+            return f"{self.names[node]} runs as many pods as it may"
         for name, amount in pod.extended:
             column = self.extended_index.get(name)
             free = 0 if column is None else int(self.extended_free[node, column])
             if free < amount:
-                raise ValueError(
-                    f"pod {pod.name} asks for {amount} {name}, {self.names[node]} has {free} free"
-                )
+                return f"it asks for {amount} {name}, {self.names[node]} has {free} free"
+        return None
 
     def _take_others(self, node: int, pod: PodSpec, sign: int) -> None:
         """Take (``sign`` 1) or give back (-1) ``pod``'s pod slot and other resources (those
@@ -360,8 +353,9 @@ class ClusterState:
         before the cycle) is not held to the pod count and other resources, which the kubelet
         and scheduler extenders judged: it takes what it has.
         """
-        if not running:
-            self._check_others(node, pod)
+        problem = None if running else self._others_problem(node, pod)
+        if problem is not None:
+            raise ValueError(f"pod {pod.name}: {problem}")
         if pod.mig_profile is not None:
             self._reserve_mig(node, pod, gpus)
             return
