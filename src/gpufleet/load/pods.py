@@ -10,6 +10,7 @@ from decimal import Decimal
 
 from gpufleet.load.reader import Reader
 from gpufleet.load.vocabulary import (
+    DEFAULT_SCHEDULER,
     FRACTION_ANNOTATION,
     GPU_INDEX_ANNOTATION,
     GPU_MEMORY_ANNOTATION,
@@ -277,7 +278,7 @@ def read_pod(
     )
     labels = r.strings("metadata.labels")
     annotations = r.strings("metadata.annotations")
-    scheduler = r.string("spec.schedulerName", "default-scheduler")
+    scheduler = r.string("spec.schedulerName", DEFAULT_SCHEDULER)
     managed = scheduler in schedulers
     group = f"{r.namespace}/{labels[POD_GROUP_LABEL]}" if POD_GROUP_LABEL in labels else ""
     queue = labels.get(QUEUE_LABEL) or group_queues.get(group) or DEFAULT_QUEUE

@@ -30,8 +30,7 @@ def shown(value: object) -> str:
     """A value as the user wrote it: ``2.5`` for a quantity (not ``Decimal('2.500')``),
     ``'x'`` for a string, YAML-like lists and mappings."""
     if isinstance(value, Decimal):
-        text = format(value.normalize(), "f") if abs(value) < MAX_QUANTITY else str(value)
-        return text.removesuffix(".0") if "." in text else text
+        return format(value.normalize(), "f") if abs(value) < MAX_QUANTITY else str(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, list):
@@ -129,6 +128,13 @@ class Reader:
                 field=path,
             )
         return parsed
+
+    def count(self, path: str, value: object, what: str) -> int:
+        """A quantity that counts whole things (GPUs, slices, pods) at ``path``."""
+        parsed = self.quantity(path, value)
+        if parsed != int(parsed):
+            raise self.fail(path, f"a whole number of {what}", value)
+        return int(parsed)
 
     def string(self, path: str, default: str | None = None) -> str | None:
         value = self.get(path, default)

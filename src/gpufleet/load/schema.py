@@ -25,7 +25,6 @@ ANY: Mapping[str, Any] = {"*": None}
 
 Schema = Mapping[str, Any]
 
-TOP = ("apiVersion", "kind", "metadata")
 META: Schema = dict.fromkeys(
     (
         "name",

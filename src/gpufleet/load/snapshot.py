@@ -47,6 +47,7 @@ from gpufleet.load.pods import read_pod
 from gpufleet.load.reader import Obj, Reader
 from gpufleet.load.schema import LENIENT, STRICT, name_problem, unknown_fields
 from gpufleet.load.vocabulary import (
+    DEFAULT_SCHEDULER,
     DEVICE_MATCH,
     GPU_MEMORY_LABEL,
     GPU_PRODUCT_LABEL,
@@ -82,7 +83,6 @@ SINGLE_NUMA_POLICIES = frozenset(
 )
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
-DEFAULT_SCHEDULER = "default-scheduler"
 KUBELET_MAX_PODS = 110
 """A node's allocatable ``pods`` where the snapshot does not say: the kubelet's default."""
 NODE_RESOURCES = frozenset({"cpu", "memory", "pods", GPU_RESOURCE})
@@ -477,9 +477,7 @@ def _node(r: Reader) -> NodeSpec:
     cpu = r.quantity("status.allocatable.cpu", allocatable["cpu"])
     memory = r.quantity("status.allocatable.memory", allocatable["memory"])
     gpu_field = f"status.allocatable.{GPU_RESOURCE}"
-    gpus = r.quantity(gpu_field, allocatable.get(GPU_RESOURCE, 0))
-    if gpus != int(gpus):
-        raise r.fail(gpu_field, "a whole number of GPUs", allocatable[GPU_RESOURCE])
+    gpus = r.count(gpu_field, allocatable.get(GPU_RESOURCE, 0), "GPUs")
     if gpus > MAX_GPUS_PER_NODE:
         raise r.fail(
             gpu_field, f"at most {MAX_GPUS_PER_NODE} GPUs on one node", allocatable[GPU_RESOURCE]
@@ -491,15 +489,10 @@ def _node(r: Reader) -> NodeSpec:
         field = f"status.allocatable.{resource}"
         profile = mig_profile(r, field, str(resource))
         if profile is not None:
-            count = r.quantity(field, raw)
-            if count != int(count):
-                raise r.fail(field, "a whole number of slices", raw)
-            slices[profile] = int(count)
+            slices[profile] = r.count(field, raw, "slices")
         elif resource not in NODE_RESOURCES:
             extended[str(resource)] = math.floor(r.quantity(field, raw))
-    max_pods = r.quantity("status.allocatable.pods", allocatable.get("pods", KUBELET_MAX_PODS))
-    if max_pods != int(max_pods):
-        raise r.fail("status.allocatable.pods", "a whole number of pods", allocatable["pods"])
+    max_pods = r.count("status.allocatable.pods", allocatable.get("pods", KUBELET_MAX_PODS), "pods")
     product = labels.get(GPU_PRODUCT_LABEL)
     dynamic = labels.get(MIG_DYNAMIC_LABEL) == "true" and not slices and gpus > 0
     if dynamic and table_for(product) is None:
@@ -513,14 +506,14 @@ def _node(r: Reader) -> NodeSpec:
         r.name,
         cpu_milli(cpu),
         mib(memory, round_up=False),
-        int(gpus),
+        gpus,
         product,
         labels,
         _taints(r),
         slices,
         dynamic,
         extended=extended,
-        max_pods=int(max_pods),
+        max_pods=max_pods,
     )
 
 

@@ -10,6 +10,8 @@ from decimal import Decimal
 from gpufleet.load.reader import Reader
 
 SCHEDULER_NAME = "gpufleet"
+DEFAULT_SCHEDULER = "default-scheduler"
+"""``spec.schedulerName`` of a pod that names none."""
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
