@@ -381,6 +381,19 @@ POD = "apiVersion: v1\nkind: Pod\nmetadata: {{name: p, namespace: ml{meta}}}\nsp
                 NODE,
                 POD.format(
                     meta="",
+                    spec="containers: [{name: a}, {name: b, resources: "
+                    "{limits: {nvidia.com/mig-1g.10gb: 1500m}}}]",
+                ),
+            ],
+            "field 'spec.containers[1].resources.limits.nvidia.com/mig-1g.10gb': expected a "
+            "whole number of slices, got 1.5",
+            id="fractional-mig-slices-named-by-container",
+        ),
+        pytest.param(
+            [
+                NODE,
+                POD.format(
+                    meta="",
                     spec="affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution:"
                     " {nodeSelectorTerms: [{matchFields: [{key: spec.unschedulable, operator: In,"
                     " values: ['true']}]}]}}}, containers: [{name: c}]",

@@ -197,7 +197,7 @@ def _mig_request(
         )
     ((profile, count),) = asked.items()
     if count != int(count):
-        raise r.fail(f"spec.containers[*].resources.{MIG_PREFIX}{profile}", "a whole number", count)
+        raise r.fail(fields[f"{MIG_PREFIX}{profile}"], "a whole number of slices", count)
     return profile, int(count)
 
 
