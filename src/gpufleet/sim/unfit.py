@@ -6,9 +6,9 @@ that says nothing about placement. The CLI warns before it runs; this module dec
 
 A pod fits a node when the node, empty, has its CPU, memory and GPUs (a share needs one
 GPU), and a GPU model the pod allows. Node selectors, taints and MIG slices are not
-judged here: only what a fill workload (an openb pod list) can ask for. The check is
-vectorised: distinct pod shapes against all nodes at once, never pod by pod and node by
-node.
+judged here: only what a fill workload (an openb pod list) can ask for. The check reads
+the empty cluster's state (its capacity arrays and GPU-model masks), one distinct pod shape
+against all nodes at once, never pod by pod and node by node.
 """
 
 from __future__ import annotations
@@ -16,9 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
-from gpufleet.model.cluster import NodeSpec
+from gpufleet.model.cluster import ClusterState, NodeSpec
 from gpufleet.model.pod import PodSpec
 
 
@@ -42,41 +40,23 @@ def unfit_pods(nodes: Sequence[NodeSpec], pods: Sequence[PodSpec]) -> Unfit | No
         return None
     if not nodes:
         return Unfit(len(pods), pods[0].name, "the cluster has no nodes")
-    model_ids: dict[str | None, int] = {}
-    node_model = np.array([model_ids.setdefault(n.gpu_model, len(model_ids)) for n in nodes])
-    node_cpu = np.array([n.cpu_milli for n in nodes], dtype=np.int64)
-    node_mem = np.array([n.memory_mib for n in nodes], dtype=np.int64)
-    node_gpus = np.array([n.gpus for n in nodes], dtype=np.int64)
-
-    # One row per distinct allowed-model set: which nodes have an allowed model.
-    sets: dict[frozenset[str] | None, int] = {}
-    set_of = np.array([sets.setdefault(p.gpu_models, len(sets)) for p in pods])
-    allowed = np.ones((len(sets), len(nodes)), dtype=bool)
-    for models, row in sets.items():
-        if models is not None:
-            ids = [i for m, i in model_ids.items() if m in models]
-            allowed[row] = np.isin(node_model, ids)
-
-    cpu = np.array([p.cpu_milli for p in pods], dtype=np.int64)
-    mem = np.array([p.memory_mib for p in pods], dtype=np.int64)
-    gpus = np.array([p.num_gpu for p in pods], dtype=np.int64)
-    shapes, inverse = np.unique(
-        np.stack([cpu, mem, gpus, set_of], axis=1), axis=0, return_inverse=True
-    )
-    inverse = inverse.reshape(-1)
-    needs_model = shapes[:, 2] > 0
-    fits = (
-        (shapes[:, 0, None] <= node_cpu[None, :])
-        & (shapes[:, 1, None] <= node_mem[None, :])
-        & (shapes[:, 2, None] <= node_gpus[None, :])
-        & (allowed[shapes[:, 3]] | ~needs_model[:, None])
-    ).any(axis=1)
-    unfit = ~fits[inverse]
-    count = int(unfit.sum())
-    if not count:
+    empty = ClusterState(nodes)
+    fits: dict[tuple[int, int, int, frozenset[str] | None], bool] = {}
+    unfit = []
+    for pod in pods:
+        shape = (pod.cpu_milli, pod.memory_mib, pod.num_gpu, pod.gpu_models)
+        if shape not in fits:  # a few hundred shapes, each judged over all nodes at once
+            room = (empty.cpu_capacity >= pod.cpu_milli) & (empty.memory_capacity >= pod.memory_mib)
+            if pod.num_gpu:
+                room &= empty.gpu_count >= pod.num_gpu
+                if pod.gpu_models is not None:  # as GpuFit judges it
+                    room &= empty.model_mask(pod.gpu_models)
+            fits[shape] = bool(room.any())
+        if not fits[shape]:
+            unfit.append(pod)
+    if not unfit:
         return None
-    first = int(np.argmax(unfit))
-    return Unfit(count, pods[first].name, _reason(pods[first], nodes))
+    return Unfit(len(unfit), unfit[0].name, _reason(unfit[0], nodes))
 
 
 def _reason(pod: PodSpec, nodes: Sequence[NodeSpec]) -> str:
