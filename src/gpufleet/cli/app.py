@@ -35,7 +35,7 @@ from gpufleet.model.workload import Snapshot
 from gpufleet.plugins.registry import POLICIES
 from gpufleet.report.cycle import cycle_json, cycle_tables, explain_json, explain_lines
 from gpufleet.report.html import report_html
-from gpufleet.report.replay import replay_html, replay_table
+from gpufleet.report.replay import DAY, replay_html, replay_table
 from gpufleet.report.results import results_json
 from gpufleet.report.summary import summarise
 from gpufleet.report.table import summary_table
@@ -49,7 +49,6 @@ from gpufleet.sim.window import trace_window
 
 DEFAULT_POLICIES = ("kube-default", "best-fit", "fgd", "gpufleet")
 
-DAY = 86400.0
 DEFAULT_REPLAY_CLUSTER = "openb-replay-cluster.yaml"
 """The bundled cluster of the default replay: 3 servers, 24 GPUs (see the file)."""
 DEFAULT_REPLAY_WINDOW = (137 * DAY, 140 * DAY)
@@ -81,7 +80,7 @@ def _advance(progress: Progress, task: TaskID, done: int) -> None:
 
 
 def _days(progress: Progress, task: TaskID, now: float) -> None:
-    progress.update(task, completed=round(now / 86400, 1))
+    progress.update(task, completed=round(now / DAY, 1))
 
 
 def _positive(value: float, option: str) -> float:
@@ -379,7 +378,7 @@ def _replay(
         )
     stop = None if until is None else until - start
     end = stop if stop is not None else max(j.arrival_s for j in jobs)
-    days = max(end / 86400, 1e-9)
+    days = max(end / DAY, 1e-9)
     runs: list[ReplayRun] = []
     with _progress() as progress:
         for name in policies:
@@ -546,9 +545,7 @@ def schedule(
         raise typer.BadParameter(f"-o must be json or table, got {output!r}")
     config = _config(policy, starvation_after, stale_grace, non_preemptible_priority)
     when = _now(now)
-    snapshot = load_snapshot(
-        filename, warn=warn, schedulers=(SCHEDULER_NAME, *(scheduler_name or ()))
-    )
+    snapshot = _load(filename, scheduler_name)
     _check_now(when, snapshot, filename, given=now is not None)
     result = _run(snapshot, when, config, filename)
     if output == "json":
@@ -589,9 +586,7 @@ def explain(
         policy, starvation_after, stale_grace, non_preemptible_priority, frozenset({pod})
     )
     when = _now(now)
-    snapshot = load_snapshot(
-        filename, warn=warn, schedulers=(SCHEDULER_NAME, *(scheduler_name or ()))
-    )
+    snapshot = _load(filename, scheduler_name)
     info = next((p for p in snapshot.pods if p.key == pod), None)
     if info is None:
         raise InputError(str(filename), f"no pod {pod} in the snapshot")
@@ -602,6 +597,11 @@ def explain(
         return
     record = next((r for r in result.jobs if pod in r.pods), None)
     typer.echo("\n".join(explain_lines(result, pod, record, info)))
+
+
+def _load(filename: Path, scheduler_names: list[str] | None) -> Snapshot:
+    """The snapshot, its pods of gpufleet and of ``--scheduler-name`` to be scheduled."""
+    return load_snapshot(filename, warn=warn, schedulers=(SCHEDULER_NAME, *(scheduler_names or ())))
 
 
 def _run(snapshot: Snapshot, now: float, config: CycleConfig, source: Path) -> CycleResult:
