@@ -60,7 +60,7 @@ class VictimPool:
         self.started: FloatArray = np.zeros(n, dtype=np.float64)
         self.preempt_min: FloatArray = np.zeros(n, dtype=np.float64)
         self.reclaim_min: FloatArray = np.zeros(n, dtype=np.float64)
-        self.mig: BoolArray = np.zeros(n, dtype=np.bool_)
+        self.via_state: BoolArray = np.zeros(n, dtype=np.bool_)
         """Pods holding a MIG slice, pinned CPUs or other resources: freed through the state,
         which knows the partitions, NUMA zones and other resources."""
         self.claims: BoolArray = np.zeros(n, dtype=np.bool_)
@@ -96,7 +96,7 @@ class VictimPool:
             "started": [r.pod.started or 0.0 for r in running],
             "preempt_min": [q.preempt_min_runtime_s for q in specs],
             "reclaim_min": [q.reclaim_min_runtime_s for q in specs],
-            "mig": [
+            "via_state": [
                 r.spec.mig_profile is not None
                 or (r.spec.exclusive_cpu and r.spec.num_gpu > 0)
                 or bool(r.spec.extended)
@@ -117,7 +117,7 @@ class VictimPool:
         keep = np.flatnonzero(self.alive)
         for name in (
             "node", "queue", "priority", "cpu", "memory", "gpu", "started", "preempt_min",
-            "reclaim_min", "mig", "claims", "single", "alive", "preempt_ok", "reclaim_ok",
+            "reclaim_min", "via_state", "claims", "single", "alive", "preempt_ok", "reclaim_ok",
         ):  # fmt: skip
             setattr(self, name, getattr(self, name)[keep])
         self.items = [self.items[i] for i in keep]
@@ -154,14 +154,14 @@ class VictimPool:
     def freed(self, state: ClusterState, mask: BoolArray) -> ClusterState:
         """A copy of ``state`` with every pod of ``mask`` gone (an upper bound for a search)."""
         freed = state.copy()
-        plain = mask & ~self.mig
+        plain = mask & ~self.via_state
         nodes = self.node[plain]
         np.add.at(freed.cpu_free, nodes, self.cpu[plain])
         np.add.at(freed.memory_free, nodes, self.memory[plain])
         np.add.at(freed.gpu_free, nodes, self.gpu[plain])
         np.add.at(freed.pods_free, nodes, 1)
         freed.refresh_gpu_totals(np.unique(nodes))
-        for i in np.flatnonzero(mask & self.mig):
+        for i in np.flatnonzero(mask & self.via_state):
             r = self.items[i]
             freed.release(r.node, r.spec, r.gpus)
         return freed
