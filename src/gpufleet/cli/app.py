@@ -39,7 +39,8 @@ from gpufleet.report.replay import DAY, replay_html, replay_table
 from gpufleet.report.results import results_json
 from gpufleet.report.summary import summarise
 from gpufleet.report.table import summary_table
-from gpufleet.scheduler.cycle import CycleConfig, SnapshotError, run_cycle
+from gpufleet.scheduler.cycle import CycleConfig, run_cycle
+from gpufleet.scheduler.ledger import SnapshotError
 from gpufleet.scheduler.outcome import CycleResult
 from gpufleet.sim.batch import seed_range
 from gpufleet.sim.fill import run_fill

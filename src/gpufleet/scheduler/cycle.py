@@ -35,26 +35,23 @@ from gpufleet.dra.allocator import Unsatisfiable
 from gpufleet.framework.protocols import Handle
 from gpufleet.framework.runtime import Framework, Held
 from gpufleet.framework.status import Code, Reason, Status
-from gpufleet.model.cluster import MILLI, BoolArray, ClusterState
+from gpufleet.model.cluster import BoolArray, ClusterState
 from gpufleet.model.fragmentation import FragmentIndex, typical_pods
 from gpufleet.model.workload import (
-    DEFAULT_QUEUE,
     NON_PREEMPTIBLE_PRIORITY,
     RESOURCES,
     UNITS,
     GroupSpec,
     PodInfo,
-    QueueSpec,
     Snapshot,
     pods_request,
-    request_vector,
     vector,
 )
-from gpufleet.plugins.gpu_choice import first_free_gpus, tightest_gpu
 from gpufleet.plugins.registry import FIT_FILTERS, PLUGINS, POLICIES
 from gpufleet.scheduler.backlog import Backlog, order_key
 from gpufleet.scheduler.claims import ClaimBook
-from gpufleet.scheduler.fairshare import EPS, QueueTree, fair_shares, share_ratio
+from gpufleet.scheduler.fairshare import EPS, fair_shares, share_ratio
+from gpufleet.scheduler.ledger import Ledger
 from gpufleet.scheduler.outcome import (
     Binding,
     CycleResult,
@@ -76,10 +73,6 @@ if TYPE_CHECKING:
 
 MAX_ROOM_DOMAINS = 4
 """Topology domains (largest first) in which victims are sought for a constrained gang."""
-
-
-class SnapshotError(ValueError):
-    """The snapshot contradicts itself (e.g. bound pods over-commit a node)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,8 +214,10 @@ class Cycle:
         workload: Sequence[PodSpec] | None = None,
         backlog: Backlog | None = None,
         rng: np.random.Generator | None = None,
+        ledger: Ledger | None = None,
     ) -> None:
-        """The cluster of ``snapshot`` with its bound pods, ready for a cycle at ``now``.
+        """A cycle at ``now`` over ``ledger`` (default: the snapshot's nodes with its bound
+        pods), which it changes as it decides.
 
         ``workload`` is the pods FGD's fragmentation is measured against (default: the
         snapshot's); ``backlog`` the pending jobs (default: the snapshot's); ``rng`` the
@@ -232,27 +227,21 @@ class Cycle:
         self.config, self.now, self.snapshot = config, now, snapshot
         self.workload = workload
         self.rng = rng if rng is not None else np.random.default_rng(0)
-        nodes = sorted(snapshot.nodes, key=lambda n: n.name)
-        self.state = ClusterState(nodes)
-        self.empty = ClusterState(nodes)
-        self.node_index = {name: i for i, name in enumerate(self.state.names)}
-        queues = snapshot.queues
-        if DEFAULT_QUEUE not in {q.name for q in queues}:
-            queues = (*queues, QueueSpec(DEFAULT_QUEUE))  # pods without a queue go here
-        self.tree = QueueTree.of(queues)
-        self.groups = {g.key: g for g in snapshot.groups}
-        self.running: dict[str, Running] = {}
-        self.gang_running: dict[str, list[str]] = defaultdict(list)
-        self.partial: set[str] = set()
-        """Gangs with some pods running, fewer than their minMember."""
-        self.alloc: dict[str, FloatArray] = {q: vector() for q in self.tree.queues}
-        self.alloc_np: dict[str, FloatArray] = {q: vector() for q in self.tree.queues}
-        self.own: dict[str, FloatArray] = {q: vector() for q in self.tree.queues}
-        """What each queue's own pods hold (its children's not counted)."""
-        self.versions: dict[str, int] = dict.fromkeys(self.tree.queues, 0)
-        """Bumped when a queue's allocation changes (queue_order caches on it)."""
-        self.released = 0
-        """Pods whose capacity went back to the cluster (evicted or finished), ever."""
+        if ledger is None:
+            ledger = Ledger(
+                snapshot.nodes,
+                snapshot.queues,
+                {g.key: g for g in snapshot.groups},
+                ClaimBook(snapshot),
+                config.non_preemptible_priority,
+            )
+            ledger.bind_all(snapshot.pods)
+        self.ledger = ledger
+        self.state, self.empty, self.node_index = ledger.state, ledger.empty, ledger.node_index
+        self.tree, self.groups, self.book = ledger.tree, ledger.groups, ledger.book
+        self.running, self.gang_running = ledger.running, ledger.gang_running
+        self.partial, self.alloc, self.alloc_np = ledger.partial, ledger.alloc, ledger.alloc_np
+        self.versions = ledger.versions
         self.cycles = 0
         self.holds: dict[str, tuple[BoolArray, float]] = {}
         """Per starving job: the nodes held for it, and its GPUs (held against smaller
@@ -264,13 +253,6 @@ class Cycle:
         self.act = True
         """Whether this cycle may evict (consolidate, reclaim, preempt)."""
         self._caches()
-        self._claims(snapshot)
-        self.unqueued = vector()
-        for pod in sorted(snapshot.pods, key=lambda p: (not p.gpus, -p.spec.cpu_milli, p.key)):
-            if pod.node is not None:
-                self._bind_existing(pod)
-                if pod.queue not in self.tree.queues:
-                    self.unqueued = self.unqueued + request_vector(pod.spec)
         if self.state.mig is not None:
             self.state.mig.mark_baseline()  # running pods' slices are the cluster's own
         self.pool = VictimPool(
@@ -284,13 +266,14 @@ class Cycle:
             if backlog is not None
             else Backlog.of(self._with_claim_gpus(build_jobs(snapshot)))
         )
-        self.capacity = vector(
-            self.state.total_gpus + self.book.gpu_capacity(),
-            float(self.state.cpu_capacity.sum()),
-            float(self.state.memory_capacity.sum()),
-        )
+        self.capacity = ledger.capacity
         self.bindings: list[Binding] = []
         self._start(now)
+
+    @property
+    def released(self) -> int:
+        """Pods whose capacity went back to the cluster (evicted or finished), ever."""
+        return self.ledger.released
 
     def _caches(self) -> None:
         self._order_cache: dict[str, tuple[tuple[int, ...], str, object, tuple[object, ...]]] = {}
@@ -309,15 +292,6 @@ class Cycle:
         self.movable: tuple[Hashable, BoolArray, ClusterState] | None = None
         """Consolidation's movable pods and the state without them (VictimSearch)."""
 
-    def _claims(self, snapshot: Snapshot) -> None:
-        self.book = ClaimBook(snapshot)
-        """DRA: the claims pods use, their allocations, and the allocator."""
-        self.claim_users: dict[str, dict[str, int]] = defaultdict(dict)
-        """Per queue: its running pods per ResourceClaim they use."""
-        self.claim_charged: dict[str, dict[str, float]] = defaultdict(dict)
-        """Per queue: the GPUs each claim its running pods use counts in its allocation
-        (counted once however many pods share it; taken when its first pod started)."""
-
     def _victim(self, r: Running) -> bool:
         return r.pod.managed and r.pod.queue in self.tree.queues and self.preemptible(r.pod)
 
@@ -334,11 +308,12 @@ class Cycle:
     def _start(self, now: float) -> None:
         self.now = now
         self.cycles += 1
+        own = self.ledger.own
         demand = {
-            q: self.own[q] + self.backlog.demand[q] if q in self.backlog.demand else self.own[q]
+            q: own[q] + self.backlog.demand[q] if q in self.backlog.demand else own[q]
             for q in self.tree.queues
         }
-        available = np.maximum(self.capacity - self.unqueued, 0.0)
+        available = np.maximum(self.capacity - self.ledger.unqueued, 0.0)
         key = b"".join([available.tobytes(), *(d.tobytes() for d in demand.values())])
         if key != self._fair_key:
             self._fair_key, self._fair_demand, self._fair = key, (demand, available), None
@@ -390,125 +365,18 @@ class Cycle:
     # -- state --------------------------------------------------------------------------
 
     def preemptible(self, pod: PodInfo) -> bool:
-        return pod.priority < self.config.non_preemptible_priority
-
-    def _bind_existing(self, pod: PodInfo) -> None:
-        assert pod.node is not None
-        node = self.node_index[pod.node]
-        spec = pod.spec
-        gpus = pod.gpus
-        if spec.mig_profile is not None:
-            dynamic = self.state.mig is not None and self.state.mig.is_dynamic(node)
-            if not dynamic:
-                gpus = ()
-            elif not gpus:
-                gpus = self.state.mig_gpu(node, spec) or ()
-        elif not gpus and spec.num_gpu:
-            if spec.is_gpu_share:
-                free = self.state.node_gpu_free(node)
-                gpus = (
-                    (tightest_gpu(self.state, spec, node),) if free.max() >= spec.gpu_milli else ()
-                )
-            elif self.state.pins_cpu(node, spec):
-                gpus = self._pinned_gpus(node, spec)
-            else:
-                gpus = first_free_gpus(self.state, spec, node)
-        try:
-            self.state.reserve(node, spec, gpus, running=True)
-        except ValueError as exc:
-            raise SnapshotError(
-                f"Pod {pod.key} cannot run on node {pod.node} as the snapshot says ({exc}); "
-                "bound pods over-commit the node or ask for what it does not have"
-            ) from None
-        self._add_running(Running(pod, node, gpus, spec))
-
-    def _pinned_gpus(self, node: int, spec: PodSpec) -> tuple[int, ...]:
-        """GPUs for a running pinned pod whose GPUs the snapshot does not name: the zone
-        with the most free pinned CPU that has the GPUs (pods are taken largest CPU first)."""
-        free = np.flatnonzero(self.state.node_gpu_free(node) == MILLI)
-        zones = self.state.gpu_zone[node, free]
-        fitting = [
-            int(z)
-            for z in np.unique(zones)
-            if np.count_nonzero(zones == z) >= spec.num_gpu
-            and self.state.zone_cpu_free[node, z] >= spec.cpu_milli
-        ]
-        if not fitting:
-            return ()
-        zone = max(fitting, key=lambda z: (int(self.state.zone_cpu_free[node, z]), -z))
-        return tuple(int(g) for g in free[zones == zone][: spec.num_gpu])
+        return self.ledger.preemptible(pod)
 
     def _add_running(self, running: Running) -> None:
-        self.running[running.pod.key] = running
-        self.gang_running[running.pod.gang].append(running.pod.key)
-        self._partial(running.pod.gang)
-        self._account(running.pod, running.spec, +1)
+        self.ledger.add(running)
 
     def _remove_running(self, key: str) -> Running:
-        running = self.running.pop(key)
-        self.released += 1
+        running = self.ledger.remove(key)
         self.pool.discard(key)
-        keys = self.gang_running[running.pod.gang]
-        keys.remove(key)
-        if not keys:
-            del self.gang_running[running.pod.gang]
-        self._partial(running.pod.gang)
-        self._account(running.pod, running.spec, -1)
         return running
 
-    def _partial(self, gang: str) -> None:
-        """Keep ``partial`` up to date after a pod of ``gang`` started or ended."""
-        group = self.groups.get(gang)
-        if group is not None and 0 < len(self.gang_running.get(gang, ())) < group.min_member:
-            self.partial.add(gang)
-        else:
-            self.partial.discard(gang)
-
-    def _account(self, pod: PodInfo, spec: PodSpec, sign: int) -> None:
-        if pod.queue not in self.tree.queues:
-            return
-        amount = sign * request_vector(spec)
-        if pod.claims:
-            amount[0] += self._account_claims(pod, sign)
-        self.own[pod.queue] = self.own[pod.queue] + amount
-        for q in self.tree.paths[pod.queue]:
-            self.versions[q] += 1
-            self.alloc[q] = self.alloc[q] + amount
-            if not self.preemptible(pod):
-                self.alloc_np[q] = self.alloc_np[q] + amount
-
-    def _account_claims(self, pod: PodInfo, sign: int) -> float:
-        """GPUs that ``pod`` starting (+1) or ending (-1) adds to its queue's allocation
-        through its claims: a claim counts when the queue's first pod using it starts, as
-        its allocation then counts (scheduler/claims.py), until the last one ends."""
-        users, charged = self.claim_users[pod.queue], self.claim_charged[pod.queue]
-        change = 0.0
-        for key in pod.claims:
-            count = users.get(key, 0) + sign
-            if sign > 0 and count == 1:
-                charged[key] = self.book.allocated_gpus(key)
-                change += charged[key]
-            if count > 0:
-                users[key] = count
-            else:
-                users.pop(key, None)
-                change -= charged.pop(key, 0.0)
-        return change
-
     def claims_freed(self, pods: Sequence[PodInfo]) -> FloatArray:
-        """GPUs (as a resource vector) that the claims of ``pods`` give back to their
-        queues if all of them end: the claims no other running pod of the queue uses."""
-        if not any(p.claims for p in pods):
-            return vector()
-        gone: dict[tuple[str, str], int] = defaultdict(int)
-        for p in pods:
-            for key in p.claims:
-                gone[p.queue, key] += 1
-        freed = 0.0
-        for (queue, key), count in gone.items():
-            if self.claim_users[queue].get(key, 0) <= count:
-                freed += self.claim_charged[queue].get(key, 0.0)
-        return vector(freed)
+        return self.ledger.claims_freed(pods)
 
     def _with_claim_gpus(self, jobs: list[Job]) -> list[Job]:
         """``jobs`` with their pending pods' ``claim_gpus``: what their claims may count as,
@@ -516,7 +384,7 @@ class Cycle:
         and, among pending pods, only for the first that uses it (jobs in serving order)."""
         if self.book.allocator is None:
             return jobs
-        counted = {q: set(users) for q, users in self.claim_users.items()}
+        counted = {q: set(users) for q, users in self.ledger.claim_users.items()}
         out = []
         for job in sorted(jobs, key=order_key):
             pods = []
