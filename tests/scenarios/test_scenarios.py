@@ -25,7 +25,8 @@ import pytest
 import yaml
 
 from gpufleet.load.snapshot import load_snapshot
-from gpufleet.scheduler.cycle import CycleConfig, run_cycle
+from gpufleet.scheduler.cycle import CycleConfig
+from gpufleet.scheduler.session import schedule_snapshot
 
 HERE = Path(__file__).parent
 SCENARIOS = sorted(HERE.glob("*.yaml"))
@@ -53,7 +54,7 @@ def test_scenario(path: Path) -> None:
     config = CycleConfig(**expect.get("config", {}))
     warned: list[str] = []
     snapshot = load_snapshot(path, warn=warned.append)
-    result = run_cycle(snapshot, when(expect["now"]), config)
+    result = schedule_snapshot(snapshot, when(expect["now"]), config)
 
     warned = [w for w in warned if not w.endswith("does not read: 1 Expectation")]
     want_warned: list[str] = expect.get("warnings") or []

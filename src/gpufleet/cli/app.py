@@ -39,9 +39,10 @@ from gpufleet.report.replay import DAY, replay_html, replay_table
 from gpufleet.report.results import results_json
 from gpufleet.report.summary import summarise
 from gpufleet.report.table import summary_table
-from gpufleet.scheduler.cycle import CycleConfig, run_cycle
+from gpufleet.scheduler.cycle import CycleConfig
 from gpufleet.scheduler.ledger import SnapshotError
 from gpufleet.scheduler.outcome import CycleResult
+from gpufleet.scheduler.session import schedule_snapshot
 from gpufleet.sim.batch import seed_range
 from gpufleet.sim.fill import run_fill
 from gpufleet.sim.replay import REPLAY_POLICIES, Replay
@@ -607,7 +608,7 @@ def _load(filename: Path, scheduler_names: list[str] | None) -> Snapshot:
 
 def _run(snapshot: Snapshot, now: float, config: CycleConfig, source: Path) -> CycleResult:
     try:
-        return run_cycle(snapshot, now, config)
+        return schedule_snapshot(snapshot, now, config)
     except SnapshotError as exc:
         raise InputError(str(source), str(exc)) from None
 

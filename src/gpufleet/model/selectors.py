@@ -123,6 +123,32 @@ class NodeLabels:
         self.blocking_taints = tuple(sorted(seen, key=lambda t: (t.key, t.value, t.effect)))
         """Distinct NoSchedule/NoExecute taints of the cluster."""
 
+    def with_node(self, row: int, labels: dict[str, str], taints: tuple[Taint, ...]) -> NodeLabels:
+        """A copy with node ``row``'s labels and taints replaced; its cached masks are
+        carried over with that one row judged again (states sharing this index keep it)."""
+        other = NodeLabels.__new__(NodeLabels)
+        other.names = self.names
+        other.labels = (*self.labels[:row], labels, *self.labels[row + 1 :])
+        other.taints = (*self.taints[:row], taints, *self.taints[row + 1 :])
+        fields = {FIELD_NODE_NAME: self.names[row]} if self.names else {}
+        other._masks = {
+            r: _with_row(m, row, r.matches(fields if r.key == FIELD_NODE_NAME else labels))
+            for r, m in self._masks.items()
+        }
+        other._taint_masks = {
+            t: _with_row(m, row, t in taints) for t, m in self._taint_masks.items()
+        }
+        old = self.labels[row]
+        other._ids = {
+            k: v for k, v in self._ids.items() if old.get(k) == labels.get(k)
+        }  # a changed label's domains are counted again when next asked
+        if taints == self.taints[row]:
+            other.blocking_taints = self.blocking_taints
+        else:
+            seen = {t for node in other.taints for t in node if t.effect in BLOCKING_EFFECTS}
+            other.blocking_taints = tuple(sorted(seen, key=lambda t: (t.key, t.value, t.effect)))
+        return other
+
     def requirement_mask(self, requirement: Requirement) -> BoolArray:
         mask = self._masks.get(requirement)
         if mask is None:
@@ -174,3 +200,13 @@ class NodeLabels:
             ids.setflags(write=False)
             known = self._ids[key] = (ids, names)
         return known
+
+
+def _with_row(mask: BoolArray, row: int, value: bool) -> BoolArray:
+    """``mask`` with entry ``row`` set to ``value`` (a new read-only array if it changes)."""
+    if bool(mask[row]) == value:
+        return mask
+    out = mask.copy()
+    out[row] = value
+    out.setflags(write=False)
+    return out

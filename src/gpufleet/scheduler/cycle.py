@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Literal
@@ -174,32 +174,42 @@ def _per_node_slots(spec: PodSpec, state: ClusterState, nodes: IntArray) -> IntA
     return per_node
 
 
-def build_jobs(snapshot: Snapshot) -> list[Job]:
-    groups: dict[str, GroupSpec] = {g.key: g for g in snapshot.groups}
+def build_jobs(
+    pods: Iterable[PodInfo], groups: Mapping[str, GroupSpec], running: Mapping[str, int]
+) -> list[Job]:
+    """The jobs of the pending gpufleet pods among ``pods``: one per PodGroup (or pod on its
+    own), its pods by priority, then age; ``running`` counts each gang's running pods."""
     pending: dict[str, list[PodInfo]] = defaultdict(list)
+    for pod in pods:
+        if not pod.bound and pod.managed and not pod.blocked:
+            pending[pod.gang].append(pod)
+    jobs = []
+    for key, members in pending.items():
+        group = groups.get(key)
+        members.sort(key=lambda p: (-p.priority, p.created, p.key))
+        first = members[0]
+        jobs.append(
+            Job(
+                key,
+                group.queue if group is not None and first.queue == "" else first.queue,
+                max(p.priority for p in members),
+                group.created if group is not None else min(p.created for p in members),
+                group.min_member if group is not None else 1,
+                tuple(members),
+                running.get(key, 0),
+                all(p.can_preempt for p in members),
+            )
+        )
+    return jobs
+
+
+def snapshot_jobs(snapshot: Snapshot) -> list[Job]:
+    """The jobs of a snapshot's pending pods (see :func:`build_jobs`)."""
     running: dict[str, int] = defaultdict(int)
     for pod in snapshot.pods:
         if pod.bound:
             running[pod.gang] += 1
-        elif pod.managed and not pod.blocked:
-            pending[pod.gang].append(pod)
-    jobs = []
-    for key, pods in pending.items():
-        group = groups.get(key)
-        pods.sort(key=lambda p: (-p.priority, p.created, p.key))
-        jobs.append(
-            Job(
-                key,
-                group.queue if group is not None and pods[0].queue == "" else pods[0].queue,
-                max(p.priority for p in pods),
-                group.created if group is not None else min(p.created for p in pods),
-                group.min_member if group is not None else 1,
-                tuple(pods),
-                running[key],
-                all(p.can_preempt for p in pods),
-            )
-        )
-    return jobs
+    return build_jobs(snapshot.pods, {g.key: g for g in snapshot.groups}, running)
 
 
 class Cycle:
@@ -215,14 +225,19 @@ class Cycle:
         backlog: Backlog | None = None,
         rng: np.random.Generator | None = None,
         ledger: Ledger | None = None,
+        pool: VictimPool | None = None,
+        jobs: Sequence[Job] | None = None,
+        framework: Framework | None = None,
     ) -> None:
         """A cycle at ``now`` over ``ledger`` (default: the snapshot's nodes with its bound
         pods), which it changes as it decides.
 
         ``workload`` is the pods FGD's fragmentation is measured against (default: the
-        snapshot's); ``backlog`` the pending jobs (default: the snapshot's); ``rng`` the
-        policy's random source (default: seed 0). A replay keeps one Cycle for a whole
-        trace and calls :meth:`begin` before each cycle.
+        snapshot's); ``backlog`` the pending jobs (default: ``jobs``, else the snapshot's);
+        ``pool`` the pods that may be evicted (default: the ledger's preemptible pods);
+        ``framework`` the policy's plugins, kept across cycles by a cache (default: built
+        on first use); ``rng`` the policy's random source (default: seed 0). A replay
+        keeps one Cycle for a whole trace and calls :meth:`begin` before each cycle.
         """
         self.config, self.now, self.snapshot = config, now, snapshot
         self.workload = workload
@@ -255,17 +270,22 @@ class Cycle:
         self._caches()
         if self.state.mig is not None:
             self.state.mig.mark_baseline()  # running pods' slices are the cluster's own
-        self.pool = VictimPool(
-            [r for r in self.running.values() if self._victim(r)],
-            self.tree.queues,
-            now,
-            self.state.gpu_slots,
-        )
-        self.backlog = (
-            backlog
-            if backlog is not None
-            else Backlog.of(self._with_claim_gpus(build_jobs(snapshot)))
-        )
+        if pool is None:
+            pool = VictimPool(
+                [r for r in self.running.values() if self._victim(r)],
+                self.tree.queues,
+                now,
+                self.state.gpu_slots,
+            )
+        else:
+            pool.at(now)
+        self.pool = pool
+        if framework is not None:
+            self.__dict__["framework"] = framework  # the cached_property's slot
+        if backlog is None:
+            found = snapshot_jobs(snapshot) if jobs is None else list(jobs)
+            backlog = Backlog.of(self._with_claim_gpus(found))
+        self.backlog = backlog
         self.capacity = ledger.capacity
         self.bindings: list[Binding] = []
         self._start(now)
@@ -293,7 +313,7 @@ class Cycle:
         """Consolidation's movable pods and the state without them (VictimSearch)."""
 
     def _victim(self, r: Running) -> bool:
-        return r.pod.managed and r.pod.queue in self.tree.queues and self.preemptible(r.pod)
+        return self.ledger.evictable(r.pod)
 
     def begin(self, now: float, *, act: bool = True) -> None:
         """Start another cycle at ``now`` on the state the previous ones left: the pods they

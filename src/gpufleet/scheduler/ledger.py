@@ -109,6 +109,11 @@ class Ledger:
     def preemptible(self, pod: PodInfo) -> bool:
         return pod.priority < self.non_preemptible_priority
 
+    def evictable(self, pod: PodInfo) -> bool:
+        """Whether running ``pod`` may ever be a victim: gpufleet's, of a known queue,
+        preemptible."""
+        return pod.managed and pod.queue in self.tree.queues and self.preemptible(pod)
+
     # -- pods in and out ----------------------------------------------------------------
 
     def bind(self, pod: PodInfo) -> Running:

@@ -1,0 +1,426 @@
+"""The cluster cache: every object the scheduler reads, kept up to date by events.
+
+One cache serves every edge: a watch stream applies the API server's events to it (live),
+the replay applies arrivals and completions, and a what-if applies every object of a
+snapshot to an empty cache. :meth:`ClusterCache.apply` takes one :class:`Event` — ``ADDED``,
+``MODIFIED`` or ``DELETED``, as a watch reports them — of an object already translated to
+gpufleet's model (``load/`` and, live, ``kube/`` translate one object at a time).
+
+What an event changes:
+
+* a **pod** changes only its own node's row of the cluster state and the queues on its
+  path (:class:`~gpufleet.scheduler.ledger.Ledger`), and the victim pool;
+* a **node**'s labels or taints change its row of the label index; a node joining, leaving
+  or changing its capacity, a **queue**, the **topology** and the **DRA** objects rebuild
+  the ledger from the objects at the next session (they are rare; the rebuild is
+  O(nodes + pods));
+* every event bumps its kind's generation (:attr:`ClusterCache.generations`), so that
+  what a scheduler memoised about one kind is dropped exactly when that kind changed.
+
+Bindings follow kube-scheduler's cache: a binding a cycle decided is **assumed** at once
+(the pod holds its capacity from the decision on), **confirmed** when the pod is seen bound
+(an event with its ``nodeName``), and **forgotten** — its capacity given back, the pod
+pending again — when the bind fails (:meth:`ClusterCache.forget`) or when it was not
+confirmed within its time to live (:meth:`ClusterCache.expire`). Evictions alike: a victim
+stops counting when a cycle evicts it, and counts again if the eviction is refused
+(:meth:`ClusterCache.keep`).
+
+A cycle runs on a session (:mod:`gpufleet.scheduler.session`) over the cache.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Literal, TypeAlias
+
+from gpufleet.model.devices import Pool
+from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, Snapshot
+from gpufleet.scheduler.claims import ClaimBook
+from gpufleet.scheduler.ledger import Ledger
+from gpufleet.scheduler.pool import VictimPool
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+
+    from gpufleet.model.cluster import NodeSpec
+    from gpufleet.model.devices import Allocation, Claim, DeviceClass
+    from gpufleet.model.pod import PodSpec
+    from gpufleet.scheduler.outcome import CycleResult
+
+EventType = Literal["ADDED", "MODIFIED", "DELETED"]
+
+KINDS = (
+    "Node",
+    "Pod",
+    "PodGroup",
+    "Queue",
+    "Topology",
+    "DeviceClass",
+    "ResourcePool",
+    "ResourceClaim",
+)
+"""The kinds the cache keeps. ``ResourcePool`` is a DRA pool (the ResourceSlices of one
+driver's pool, merged as the allocator reads them); a ``ResourceClaim`` carries its
+``status.allocation``. PriorityClasses, NodeResourceTopologies and ResourceClaimTemplates
+are read where an object is translated (a pod's priority, a node's NUMA zones, a pod's
+claims), as the API server and its controllers resolve them."""
+
+ASSUMED_TTL_S = 30.0
+"""kube-scheduler's default: an assumed pod not confirmed this long after it was assumed
+is forgotten."""
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    """The Topology object: node-label keys of the levels, widest first."""
+
+    name: str
+    levels: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimObject:
+    """A ResourceClaim with its allocation (``status.allocation``; None: not allocated)."""
+
+    claim: Claim
+    allocation: Allocation | None = None
+
+
+if TYPE_CHECKING:
+    CacheObject: TypeAlias = (
+        NodeSpec | PodInfo | GroupSpec | QueueSpec | Topology | DeviceClass | Pool | ClaimObject
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One watch event: ``type`` of ``obj``, an object of ``kind``."""
+
+    type: EventType
+    kind: str
+    obj: CacheObject
+
+
+def object_key(obj: CacheObject) -> str:
+    """The key the cache files ``obj`` under: its name, or ``namespace/name``."""
+    if isinstance(obj, PodInfo | GroupSpec):
+        return obj.key
+    if isinstance(obj, ClaimObject):
+        return obj.claim.key
+    if isinstance(obj, Pool):
+        return f"{obj.driver}/{obj.name}"
+    return obj.name
+
+
+def snapshot_events(snapshot: Snapshot) -> list[Event]:
+    """The events that build ``snapshot`` in an empty cache (every object ``ADDED``)."""
+    events = [Event("ADDED", "Node", n) for n in snapshot.nodes]
+    events += [Event("ADDED", "Queue", q) for q in snapshot.queues]
+    events += [Event("ADDED", "PodGroup", g) for g in snapshot.groups]
+    if snapshot.topology:
+        events.append(Event("ADDED", "Topology", Topology("default", snapshot.topology)))
+    events += [Event("ADDED", "DeviceClass", c) for c in snapshot.device_classes]
+    events += [Event("ADDED", "ResourcePool", p) for p in snapshot.pools]
+    events += [
+        Event("ADDED", "ResourceClaim", ClaimObject(c, snapshot.allocations.get(c.key)))
+        for c in snapshot.claims
+    ]
+    events += [Event("ADDED", "Pod", p) for p in snapshot.pods]
+    return events
+
+
+def _capacity_key(node: NodeSpec) -> tuple[object, ...]:
+    """What of a node besides labels and taints its row of the state is built from."""
+    return (
+        node.cpu_milli,
+        node.memory_mib,
+        node.gpus,
+        node.gpu_model,
+        tuple(sorted(node.mig_slices.items())),
+        node.mig_dynamic,
+        node.gpu_zones,
+        node.zone_cpu_milli,
+        node.single_numa,
+        tuple(sorted(node.extended.items())),
+        node.max_pods,
+    )
+
+
+class ClusterCache:
+    """Objects by kind, the ledger of what runs, assumed bindings (see the module doc).
+
+    ``non_preemptible_priority`` decides which running pods count as non-preemptible in
+    queue accounting; ``workload`` is the pods FGD's fragmentation is measured against
+    (default: the pods in the cache when a session starts).
+    """
+
+    def __init__(
+        self,
+        non_preemptible_priority: int,
+        *,
+        workload: Sequence[PodSpec] | None = None,
+        assumed_ttl_s: float = ASSUMED_TTL_S,
+    ) -> None:
+        self.non_preemptible_priority = non_preemptible_priority
+        self.workload = tuple(workload) if workload is not None else None
+        self.assumed_ttl_s = assumed_ttl_s
+        self.objects: dict[str, dict[str, CacheObject]] = {kind: {} for kind in KINDS}
+        self.generations: dict[str, int] = dict.fromkeys(KINDS, 0)
+        """Per kind: bumped by every event of that kind."""
+        self.assumed: dict[str, float | None] = {}
+        """Pods a cycle bound that no event confirmed yet: their deadline (None: the bind
+        is still in flight, see :meth:`bound`)."""
+        self.evicted: set[str] = set()
+        """Pods a cycle evicted that are still in the cache (until their deletion)."""
+        self._ledger: Ledger | None = None
+        self._pool: VictimPool | None = None
+        self._waiting: dict[str, PodInfo] = {}
+        """Bound pods whose node the cache has not seen yet (a watch may report a pod
+        before its node): they take capacity once the node arrives."""
+        self._shapes: Counter[PodSpec] = Counter()
+        """Every pod's request (name aside), counted: the default FGD workload."""
+
+    # -- reading ------------------------------------------------------------------------
+
+    def get(self, kind: str, key: str) -> CacheObject | None:
+        return self.objects[kind].get(key)
+
+    @property
+    def pods(self) -> Mapping[str, PodInfo]:
+        return self.objects["Pod"]  # type: ignore[return-value]
+
+    def snapshot(self) -> Snapshot:
+        """The cache's objects as a snapshot (sorted by key): what a cache built from
+        scratch from the same objects holds."""
+
+        def values(kind: str) -> list[CacheObject]:
+            return [v for _, v in sorted(self.objects[kind].items())]
+
+        topology = values("Topology")
+        claims: list[ClaimObject] = values("ResourceClaim")  # type: ignore[assignment]
+        return Snapshot(
+            tuple(values("Node")),  # type: ignore[arg-type]
+            tuple(values("Pod")),  # type: ignore[arg-type]
+            tuple(values("PodGroup")),  # type: ignore[arg-type]
+            tuple(values("Queue")),  # type: ignore[arg-type]
+            topology[0].levels if topology else (),  # type: ignore[union-attr]
+            tuple(values("DeviceClass")),  # type: ignore[arg-type]
+            tuple(values("ResourcePool")),  # type: ignore[arg-type]
+            tuple(c.claim for c in claims),
+            {c.claim.key: c.allocation for c in claims if c.allocation is not None},
+        )
+
+    # -- events -------------------------------------------------------------------------
+
+    def apply(self, event: Event) -> None:
+        """Apply one watch event (see the module doc for what each kind changes)."""
+        if event.kind not in self.objects:
+            raise ValueError(f"the cluster cache does not keep {event.kind} objects")
+        store = self.objects[event.kind]
+        key = object_key(event.obj)
+        old = store.get(key)
+        new = None if event.type == "DELETED" else event.obj
+        if new is None:
+            store.pop(key, None)
+        else:
+            store[key] = new
+        self.generations[event.kind] += 1
+        if event.kind == "Pod":
+            self._pod(key, old, new)  # type: ignore[arg-type]
+        elif event.kind == "Node":
+            self._node(old, new)  # type: ignore[arg-type]
+        elif event.kind == "PodGroup":
+            self._group(key, new)  # type: ignore[arg-type]
+        else:
+            self._invalidate()
+
+    def apply_all(self, events: Iterable[Event]) -> None:
+        for event in events:
+            self.apply(event)
+
+    def _invalidate(self) -> None:
+        """The ledger is rebuilt from the objects at the next session."""
+        self._ledger = self._pool = None
+        self._waiting.clear()
+
+    def _node(self, old: NodeSpec | None, new: NodeSpec | None) -> None:
+        ledger = self._ledger
+        if ledger is None or old is None or new is None or _capacity_key(old) != _capacity_key(new):
+            self._invalidate()
+            return
+        row = ledger.node_index[new.name]
+        for state in (ledger.state, ledger.empty):
+            state.node_labels = state.node_labels.with_node(row, new.labels, new.taints)
+
+    def _group(self, key: str, new: GroupSpec | None) -> None:
+        if self._ledger is None:
+            return
+        if new is None:
+            self._ledger.drop_group(key)
+        else:
+            self._ledger.set_group(new)
+
+    def _pod(self, key: str, old: PodInfo | None, new: PodInfo | None) -> None:
+        if old is not None:
+            self._shapes[replace(old.spec, name="")] -= 1
+        if new is not None:
+            self._shapes[replace(new.spec, name="")] += 1
+        if new is None or new.claims or (old is not None and old.claims):
+            self._gone(key, claims=new is not None or (old is not None and bool(old.claims)))
+            return
+        ledger = self._ledger
+        if key in self.evicted:
+            if new.bound:
+                return  # on its way out: it stopped counting when it was evicted
+            self.evicted.discard(key)
+        if ledger is None:
+            if new.bound:
+                self.assumed.pop(key, None)
+            return
+        running = ledger.running.get(key)
+        if key in self.assumed and running is not None:
+            if not new.bound:
+                return  # the bind is still on its way
+            del self.assumed[key]
+            if new.node == ledger.state.names[running.node] and (
+                not new.gpus or new.gpus == running.gpus
+            ):
+                # Confirmed: the pod runs where the cycle put it; keep its start time.
+                started = running.pod.started if new.started is None else new.started
+                ledger.running[key] = replace(running, pod=replace(new, started=started))
+                return
+        if running is not None:
+            self._stop(key)
+        self._waiting.pop(key, None)
+        if new.bound:
+            self._start(new)
+
+    def _gone(self, key: str, *, claims: bool) -> None:
+        """Pod ``key`` was deleted, or it (or what it was) uses ResourceClaims: then the
+        ledger is rebuilt, since claims change what the book has allocated."""
+        self.assumed.pop(key, None)
+        self.evicted.discard(key)
+        self._waiting.pop(key, None)
+        if claims:
+            self._invalidate()
+        elif self._ledger is not None and key in self._ledger.running:
+            self._stop(key)
+
+    def _start(self, pod: PodInfo) -> None:
+        """Bound ``pod`` takes its capacity (or waits for its node)."""
+        ledger, pool = self._ledger, self._pool
+        assert ledger is not None
+        assert pool is not None
+        assert pod.node is not None
+        if pod.node not in ledger.node_index:
+            self._waiting[pod.key] = pod
+            return
+        running = ledger.bind(pod)
+        if ledger.evictable(running.pod):
+            pool.add([running])
+
+    def _stop(self, key: str) -> None:
+        ledger, pool = self._ledger, self._pool
+        assert ledger is not None
+        assert pool is not None
+        ledger.finish(key)
+        pool.discard(key)
+
+    # -- bindings -----------------------------------------------------------------------
+
+    def assume(self, result: CycleResult, now: float) -> None:
+        """Hold what a session's ``result`` decided until events confirm it: its bindings
+        count as running (with a deadline :attr:`assumed_ttl_s` from ``now``), its
+        evictions as gone. A session that assumes calls this itself."""
+        for eviction in result.evictions:
+            self.assumed.pop(eviction.pod, None)
+            self.evicted.add(eviction.pod)
+        for binding in result.bindings:
+            self.evicted.discard(binding.pod)
+            self.assumed[binding.pod] = now + self.assumed_ttl_s
+
+    def forget(self, key: str) -> None:
+        """The bind of assumed pod ``key`` failed: give its capacity back; it is pending
+        again (as its object in the cache says)."""
+        if self.assumed.pop(key, None) is None and key not in self.assumed:
+            return
+        ledger = self._ledger
+        if ledger is not None and key in ledger.running:
+            self._stop(key)
+            pod = self.pods.get(key)
+            if pod is not None and pod.bound:
+                self._start(pod)
+
+    def keep(self, key: str) -> None:
+        """The eviction of ``key`` was refused (a disruption budget): it counts again."""
+        if key not in self.evicted:
+            return
+        self.evicted.discard(key)
+        pod = self.pods.get(key)
+        ledger = self._ledger
+        if ledger is not None and pod is not None and pod.bound and key not in ledger.running:
+            self._start(pod)
+
+    def expire(self, now: float) -> list[str]:
+        """Forget the assumed pods past their deadline (their bind was never seen)."""
+        late = sorted(k for k, d in self.assumed.items() if d is not None and d <= now)
+        for key in late:
+            self.forget(key)
+        return late
+
+    # -- sessions -----------------------------------------------------------------------
+
+    def ledger(self) -> Ledger:
+        """The ledger of the cache's objects, built anew if a change invalidated it."""
+        if self._ledger is None:
+            self._build()
+        assert self._ledger is not None
+        return self._ledger
+
+    def pool(self) -> VictimPool:
+        self.ledger()
+        assert self._pool is not None
+        return self._pool
+
+    def _build(self) -> None:
+        snap = self.snapshot()
+        ledger = Ledger(
+            snap.nodes,
+            sorted(snap.queues, key=lambda q: q.name),
+            {g.key: g for g in snap.groups},
+            ClaimBook(snap),
+            self.non_preemptible_priority,
+        )
+        bound = [p for p in snap.pods if p.bound and p.key not in self.evicted]
+        ledger.bind_all([p for p in bound if p.node in ledger.node_index])
+        self._waiting = {p.key: p for p in bound if p.node not in ledger.node_index}
+        self._ledger = ledger
+        self._pool = VictimPool(
+            [r for r in ledger.running.values() if ledger.evictable(r.pod)],
+            ledger.tree.queues,
+            0.0,
+            ledger.state.gpu_slots,
+        )
+
+    def workload_specs(self) -> list[PodSpec]:
+        """The pods FGD measures fragmentation against (see the class doc)."""
+        if self.workload is not None:
+            return list(self.workload)
+        return [
+            spec for spec, n in sorted(self._shapes.items(), key=_shape_order) for _ in range(n)
+        ]
+
+    def pending(self) -> list[PodInfo]:
+        """Pods waiting to be scheduled (gpufleet's, not bound, not assumed)."""
+        ledger = self.ledger()
+        return [
+            p
+            for _, p in sorted(self.pods.items())
+            if p.managed and not p.bound and p.key not in ledger.running
+        ]
+
+
+def _shape_order(item: tuple[PodSpec, int]) -> tuple[object, ...]:
+    spec = item[0]
+    return (spec.cpu_milli, spec.memory_mib, spec.num_gpu, spec.gpu_milli, repr(spec))
