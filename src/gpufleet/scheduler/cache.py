@@ -336,9 +336,15 @@ class ClusterCache:
         for eviction in result.evictions:
             self.assumed.pop(eviction.pod, None)
             self.evicted.add(eviction.pod)
+        ledger, pool = self.ledger(), self.pool()
+        fresh = []
         for binding in result.bindings:
             self.evicted.discard(binding.pod)
             self.assumed[binding.pod] = now + self.assumed_ttl_s
+            running = ledger.running.get(binding.pod)
+            if running is not None and ledger.evictable(running.pod):
+                fresh.append(running)
+        pool.add(fresh)  # possible victims of the next cycles
 
     def forget(self, key: str) -> None:
         """The bind of assumed pod ``key`` failed: give its capacity back; it is pending

@@ -1,0 +1,386 @@
+"""The cluster cache: events change only what they touch, bindings are assumed, confirmed
+and forgotten, and after any sequence of events the cache equals one built from scratch
+from the same objects — its state and the decisions of a cycle over it (Hypothesis)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from gpufleet.model.cluster import MILLI, NodeSpec
+from gpufleet.model.pod import PodSpec
+from gpufleet.model.selectors import Requirement
+from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, Snapshot, vector
+from gpufleet.scheduler.cache import ClusterCache, Event, snapshot_events
+from gpufleet.scheduler.cycle import CycleConfig
+from gpufleet.scheduler.ledger import Ledger
+from gpufleet.scheduler.session import Session
+
+NP = 100
+CONFIG = CycleConfig(records=False)
+ZONE_A = Requirement("zone", "In", ("a",))
+
+
+def gpu_node(name: str, gpus: int = 4, zone: str = "a") -> NodeSpec:
+    return NodeSpec(name, 32_000, 131_072, gpus, "H100", {"zone": zone})
+
+
+def spec(name: str, gpus: int = 1, milli: int = MILLI, cpu: int = 1000) -> PodSpec:
+    return PodSpec(name, cpu, 1024, gpus, milli if gpus else 0)
+
+
+def pending(key: str, gpus: int = 1, queue: str = "default", **kw: object) -> PodInfo:
+    return PodInfo(key, spec(key, gpus), queue=queue, **kw)  # type: ignore[arg-type]
+
+
+def bound(key: str, node: str, gpus: tuple[int, ...], **kw: object) -> PodInfo:
+    return PodInfo(key, spec(key, len(gpus)), node=node, gpus=gpus, **kw)  # type: ignore[arg-type]
+
+
+def fresh(cache: ClusterCache) -> ClusterCache:
+    """A cache built from scratch from ``cache``'s objects, its assumptions as facts."""
+    other = ClusterCache(NP)
+    other.apply_all(snapshot_events(effective(cache)))
+    return other
+
+
+def effective(cache: ClusterCache) -> Snapshot:
+    """The cache's objects with assumed pods bound where the ledger holds them and
+    evicted pods gone."""
+    snap = cache.snapshot()
+    ledger = cache.ledger()
+    pods = []
+    for pod in snap.pods:
+        if pod.key in cache.evicted:
+            continue
+        running = ledger.running.get(pod.key)
+        if pod.key in cache.assumed and running is not None:
+            pod = replace(
+                pod,
+                node=ledger.state.names[running.node],
+                gpus=running.gpus,
+                started=running.pod.started,
+            )
+        pods.append(pod)
+    return replace(snap, pods=tuple(pods))
+
+
+def assert_same_ledger(a: Ledger, b: Ledger) -> None:
+    assert a.state.names == b.state.names
+    for name in ("cpu_free", "memory_free", "gpu_free", "pods_free", "gpu_pod_kinds"):
+        np.testing.assert_array_equal(getattr(a.state, name), getattr(b.state, name), name)
+    assert {k: (r.node, r.gpus) for k, r in a.running.items()} == {
+        k: (r.node, r.gpus) for k, r in b.running.items()
+    }
+    assert a.partial == b.partial
+    assert set(a.alloc) == set(b.alloc)
+    for q in a.alloc:
+        np.testing.assert_allclose(a.alloc[q], b.alloc[q], err_msg=q)
+        np.testing.assert_allclose(a.alloc_np[q], b.alloc_np[q], err_msg=q)
+    np.testing.assert_array_equal(
+        a.state.node_labels.requirement_mask(ZONE_A), b.state.node_labels.requirement_mask(ZONE_A)
+    )
+
+
+def victims(cache: ClusterCache) -> list[tuple[str, int, tuple[int, ...]]]:
+    pool = cache.pool()
+    alive = [pool.items[i] for i in np.flatnonzero(pool.alive)]
+    return sorted((r.pod.key, r.node, r.gpus) for r in alive)
+
+
+def decisions(cache: ClusterCache, now: float) -> tuple[object, ...]:
+    result = Session(cache, CONFIG, now, assume=False).run()
+    return (
+        sorted((b.pod, b.node, b.gpus) for b in result.bindings),
+        sorted((e.pod, e.action) for e in result.evictions),
+        sorted((p.pod, p.reason) for p in result.pending),
+    )
+
+
+def cache_of(*events: Event) -> ClusterCache:
+    cache = ClusterCache(NP)
+    cache.apply_all(events)
+    cache.ledger()
+    return cache
+
+
+# -- one event at a time -------------------------------------------------------------------
+
+
+def test_a_bound_pod_changes_only_its_node_row() -> None:
+    cache = cache_of(*(Event("ADDED", "Node", gpu_node(f"n{i}")) for i in range(3)))
+    before = cache.ledger().state.generation.copy()
+    cache.apply(Event("ADDED", "Pod", bound("ns/a", "n1", (0, 1))))
+    after = cache.ledger().state.generation
+    assert list(after - before) == [0, 1, 0]
+    assert cache.ledger().state.gpu_whole_free.tolist() == [4, 2, 4]
+    cache.apply(Event("DELETED", "Pod", bound("ns/a", "n1", (0, 1))))
+    assert cache.ledger().state.gpu_whole_free.tolist() == [4, 4, 4]
+    assert "ns/a" not in cache.ledger().running
+
+
+def test_a_pod_seen_before_its_node_takes_capacity_when_the_node_arrives() -> None:
+    cache = cache_of(Event("ADDED", "Node", gpu_node("n0")))
+    cache.apply(Event("ADDED", "Pod", bound("ns/a", "n9", (0,))))
+    assert "ns/a" not in cache.ledger().running
+    cache.apply(Event("ADDED", "Node", gpu_node("n9")))
+    ledger = cache.ledger()
+    assert ledger.running["ns/a"].node == ledger.node_index["n9"]
+
+
+def test_a_label_change_rejudges_one_row_of_the_cached_masks() -> None:
+    cache = cache_of(*(Event("ADDED", "Node", gpu_node(f"n{i}")) for i in range(3)))
+    ledger = cache.ledger()
+    assert ledger.state.node_labels.requirement_mask(ZONE_A).tolist() == [True] * 3
+    cache.apply(Event("MODIFIED", "Node", gpu_node("n2", zone="b")))
+    assert cache.ledger() is ledger  # no rebuild: only the row changed
+    assert ledger.state.node_labels.requirement_mask(ZONE_A).tolist() == [True, True, False]
+
+
+@pytest.mark.parametrize(
+    ("kind", "obj"),
+    [
+        pytest.param("Node", gpu_node("n1", gpus=8), id="node-capacity"),
+        pytest.param("Node", gpu_node("n7"), id="node-joins"),
+        pytest.param("Queue", QueueSpec("team", quota=vector(2)), id="queue"),
+    ],
+)
+def test_structural_changes_rebuild_the_ledger_at_the_next_session(
+    kind: str, obj: NodeSpec | QueueSpec
+) -> None:
+    cache = cache_of(Event("ADDED", "Node", gpu_node("n0")), Event("ADDED", "Node", gpu_node("n1")))
+    cache.apply(Event("ADDED", "Pod", bound("ns/a", "n0", (0,))))
+    old = cache.ledger()
+    generation = cache.generations[kind]
+    cache.apply(Event("MODIFIED" if kind == "Node" else "ADDED", kind, obj))
+    assert cache.generations[kind] == generation + 1
+    assert cache.ledger() is not old
+    assert_same_ledger(cache.ledger(), fresh(cache).ledger())
+
+
+def test_unknown_kinds_are_refused() -> None:
+    with pytest.raises(ValueError, match="does not keep Secret"):
+        ClusterCache(NP).apply(Event("ADDED", "Secret", gpu_node("n0")))
+
+
+# -- assume, confirm, forget ------------------------------------------------------------
+
+
+def one_node_cache() -> ClusterCache:
+    return cache_of(
+        Event("ADDED", "Node", gpu_node("n0", gpus=2)),
+        Event("ADDED", "Pod", pending("ns/a", 2)),
+        Event("ADDED", "Pod", pending("ns/b", 2)),
+    )
+
+
+def test_a_decided_binding_is_assumed_and_holds_its_capacity() -> None:
+    cache = one_node_cache()
+    result = Session(cache, CONFIG, 100.0).run()
+    assert [(b.pod, b.node) for b in result.bindings] == [("ns/a", "n0")]
+    assert cache.assumed == {"ns/a": 100.0 + cache.assumed_ttl_s}
+    again = Session(cache, CONFIG, 101.0).run()
+    assert not again.bindings  # ns/a still holds both GPUs: ns/b cannot have them
+    assert [p.pod for p in again.pending] == ["ns/b"]
+
+
+def test_confirmation_keeps_the_capacity_and_ends_the_assumption() -> None:
+    cache = one_node_cache()
+    Session(cache, CONFIG, 100.0).run()
+    cache.apply(Event("MODIFIED", "Pod", bound("ns/a", "n0", (0, 1))))
+    assert cache.assumed == {}
+    assert cache.expire(1e9) == []
+    assert cache.ledger().state.gpu_whole_free.tolist() == [0]
+    assert cache.ledger().running["ns/a"].pod.started == 100.0
+
+
+def test_a_failed_bind_is_forgotten_and_the_pod_pends_again() -> None:
+    cache = one_node_cache()
+    Session(cache, CONFIG, 100.0).run()
+    cache.forget("ns/a")
+    assert cache.ledger().state.gpu_whole_free.tolist() == [2]
+    assert [p.key for p in cache.pending()] == ["ns/a", "ns/b"]
+
+
+def test_an_unconfirmed_binding_expires_after_its_ttl() -> None:
+    cache = one_node_cache()
+    Session(cache, CONFIG, 100.0).run()
+    assert cache.expire(100.0 + cache.assumed_ttl_s - 1) == []
+    assert cache.expire(100.0 + cache.assumed_ttl_s) == ["ns/a"]
+    assert cache.ledger().state.gpu_whole_free.tolist() == [2]
+
+
+def test_a_bind_seen_on_another_node_replaces_the_assumption() -> None:
+    cache = cache_of(
+        Event("ADDED", "Node", gpu_node("n0", gpus=2)),
+        Event("ADDED", "Node", gpu_node("n1", gpus=2)),
+        Event("ADDED", "Pod", pending("ns/a", 2)),
+    )
+    result = Session(cache, CONFIG, 100.0).run()
+    other = "n1" if result.bindings[0].node == "n0" else "n0"
+    cache.apply(Event("MODIFIED", "Pod", bound("ns/a", other, (0, 1))))
+    ledger = cache.ledger()
+    assert ledger.state.names[ledger.running["ns/a"].node] == other
+    assert int(ledger.state.gpu_whole_free.sum()) == 2
+
+
+def test_a_refused_eviction_keeps_the_victim() -> None:
+    cache = cache_of(
+        Event("ADDED", "Node", gpu_node("n0", gpus=2)),
+        Event("ADDED", "Pod", bound("ns/low", "n0", (0, 1), priority=1, started=0.0)),
+        Event("ADDED", "Pod", pending("ns/high", 2, priority=50)),
+    )
+    result = Session(cache, CONFIG, 100.0).run()
+    assert [(e.pod, e.action) for e in result.evictions] == [("ns/low", "preempt")]
+    assert cache.evicted == {"ns/low"}
+    cache.forget("ns/high")
+    cache.keep("ns/low")
+    ledger = cache.ledger()
+    assert set(ledger.running) == {"ns/low"}
+    assert ledger.state.gpu_whole_free.tolist() == [0]
+
+
+def test_a_session_without_assume_leaves_the_cache_as_it_was() -> None:
+    cache = one_node_cache()
+    result = Session(cache, CONFIG, 100.0, assume=False).run()
+    assert result.bindings
+    assert cache.assumed == {}
+    assert cache.ledger().state.gpu_whole_free.tolist() == [2]
+
+
+# -- any sequence of events ------------------------------------------------------------
+
+NODES = tuple(f"n{i}" for i in range(5))
+QUEUES = ("team-a", "team-b")
+
+
+class CacheMachine(RuleBasedStateMachine):
+    """Random events into one cache; after each, it equals a cache built from scratch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cache = ClusterCache(NP)
+        self.now = 1000.0
+        self.serial = 0
+        self.cache.apply(Event("ADDED", "Node", gpu_node("n0")))
+        for q in QUEUES:
+            self.cache.apply(Event("ADDED", "Queue", QueueSpec(q, quota=vector(4))))
+
+    def _key(self) -> str:
+        self.serial += 1
+        return f"ns/p{self.serial}"
+
+    def _nodes(self) -> list[str]:
+        return sorted(self.cache.objects["Node"])
+
+    def _pods_on(self, node: str) -> list[PodInfo]:
+        ledger = self.cache.ledger()
+        i = ledger.node_index.get(node)
+        return [r.pod for r in ledger.running.values() if r.node == i]
+
+    @rule(name=st.sampled_from(NODES), gpus=st.sampled_from([2, 4, 8]), zone=st.sampled_from("ab"))
+    def node_joins_or_changes(self, name: str, gpus: int, zone: str) -> None:
+        old = self.cache.objects["Node"].get(name)
+        if old is not None and old.gpus != gpus and self._pods_on(name):  # type: ignore[union-attr]
+            gpus = old.gpus  # type: ignore[union-attr]  # a node with pods keeps its GPUs
+        kind = "MODIFIED" if old is not None else "ADDED"
+        self.cache.apply(Event(kind, "Node", gpu_node(name, gpus, zone)))
+
+    @rule(name=st.sampled_from(NODES[1:]))
+    def node_leaves(self, name: str) -> None:
+        node = self.cache.objects["Node"].get(name)
+        if node is None:
+            return
+        for pod in self._pods_on(name):  # the pod garbage collector deletes them first
+            self.cache.apply(Event("DELETED", "Pod", self.cache.pods[pod.key]))
+        self.cache.apply(Event("DELETED", "Node", node))
+
+    @rule(
+        gpus=st.sampled_from([0, 1, 2, 4]),
+        queue=st.sampled_from(QUEUES),
+        priority=st.sampled_from([0, 10, 200]),
+        gang=st.booleans(),
+    )
+    def pod_created(self, gpus: int, queue: str, priority: int, gang: bool) -> None:
+        key = self._key()
+        group = "ns/g" if gang else ""
+        pod = PodInfo(
+            key, spec(key, gpus), queue=queue, priority=priority, created=self.now, group=group
+        )
+        self.cache.apply(Event("ADDED", "Pod", pod))
+
+    @rule(min_member=st.integers(1, 3), queue=st.sampled_from(QUEUES))
+    def podgroup_changed(self, min_member: int, queue: str) -> None:
+        group = GroupSpec("ns/g", min_member, queue, 0.0, stale_since=0.0)
+        kind = "MODIFIED" if "ns/g" in self.cache.objects["PodGroup"] else "ADDED"
+        self.cache.apply(Event(kind, "PodGroup", group))
+
+    @rule(name=st.sampled_from(NODES), gpus=st.integers(1, 2))
+    def foreign_pod_bound(self, name: str, gpus: int) -> None:
+        """A pod of another scheduler, bound where it has free GPUs."""
+        ledger = self.cache.ledger()
+        i = ledger.node_index.get(name)
+        if i is None:
+            return
+        free = np.flatnonzero(ledger.state.node_gpu_free(i) == MILLI)[:gpus]
+        if free.size < gpus or ledger.state.cpu_free[i] < 1000:
+            return
+        key = self._key()
+        pod = bound(key, name, tuple(int(g) for g in free), managed=False, started=self.now)
+        self.cache.apply(Event("ADDED", "Pod", pod))
+
+    @rule(quota=st.sampled_from([0, 2, 8]), queue=st.sampled_from(QUEUES))
+    def queue_changed(self, quota: int, queue: str) -> None:
+        self.cache.apply(Event("MODIFIED", "Queue", QueueSpec(queue, quota=vector(quota))))
+
+    @rule(confirm=st.floats(0, 1), fail=st.floats(0, 1))
+    def cycle(self, confirm: float, fail: float) -> None:
+        """A cycle decides; some bindings are confirmed, some fail, evictions happen."""
+        self.now += 60
+        result = Session(self.cache, CONFIG, self.now).run()
+        for i, binding in enumerate(result.bindings):
+            share = (i + 0.5) / len(result.bindings)
+            if share < confirm:
+                pod = self.cache.pods[binding.pod]
+                gpus = binding.gpus or ()
+                event = replace(pod, node=binding.node, gpus=gpus, started=self.now)
+                self.cache.apply(Event("MODIFIED", "Pod", event))
+            elif share < confirm + fail:
+                self.cache.forget(binding.pod)
+        for eviction in result.evictions:
+            if eviction.pod in self.cache.evicted and eviction.pod in self.cache.pods:
+                self.cache.apply(Event("DELETED", "Pod", self.cache.pods[eviction.pod]))
+
+    @precondition(lambda self: bool(self.cache.ledger().running))
+    @rule(pick=st.integers(0, 1_000))
+    def pod_finished(self, pick: int) -> None:
+        keys = sorted(self.cache.ledger().running)
+        key = keys[pick % len(keys)]
+        if key in self.cache.pods:
+            self.cache.apply(Event("DELETED", "Pod", self.cache.pods[key]))
+
+    @rule()
+    def time_passes(self) -> None:
+        self.now += self.cache.assumed_ttl_s
+        self.cache.expire(self.now)
+
+    @invariant()
+    def equals_a_cache_built_from_scratch(self) -> None:
+        scratch = fresh(self.cache)
+        assert_same_ledger(self.cache.ledger(), scratch.ledger())
+        assert victims(self.cache) == victims(scratch)
+        assert decisions(self.cache, self.now + 1) == decisions(scratch, self.now + 1)
+
+
+TestCacheMachine = CacheMachine.TestCase
+TestCacheMachine.settings = settings(
+    max_examples=30,
+    stateful_step_count=20,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
