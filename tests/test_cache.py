@@ -60,13 +60,11 @@ def effective(cache: ClusterCache) -> Snapshot:
             continue
         running = ledger.running.get(pod.key)
         if pod.key in cache.assumed and running is not None:
-            pod = replace(
-                pod,
-                node=ledger.state.names[running.node],
-                gpus=running.gpus,
-                started=running.pod.started,
-            )
-        pods.append(pod)
+            names = ledger.state.names
+            started = running.pod.started
+            pods.append(replace(pod, node=names[running.node], gpus=running.gpus, started=started))
+        else:
+            pods.append(pod)
     return replace(snap, pods=tuple(pods))
 
 
@@ -157,7 +155,7 @@ def test_structural_changes_rebuild_the_ledger_at_the_next_session(
     cache.apply(Event("ADDED", "Pod", bound("ns/a", "n0", (0,))))
     old = cache.ledger()
     generation = cache.generations[kind]
-    cache.apply(Event("MODIFIED" if kind == "Node" else "ADDED", kind, obj))
+    cache.apply(Event("MODIFIED", kind, obj) if kind == "Node" else Event("ADDED", kind, obj))
     assert cache.generations[kind] == generation + 1
     assert cache.ledger() is not old
     assert_same_ledger(cache.ledger(), fresh(cache).ledger())
@@ -286,10 +284,10 @@ class CacheMachine(RuleBasedStateMachine):
     @rule(name=st.sampled_from(NODES), gpus=st.sampled_from([2, 4, 8]), zone=st.sampled_from("ab"))
     def node_joins_or_changes(self, name: str, gpus: int, zone: str) -> None:
         old = self.cache.objects["Node"].get(name)
-        if old is not None and old.gpus != gpus and self._pods_on(name):  # type: ignore[union-attr]
-            gpus = old.gpus  # type: ignore[union-attr]  # a node with pods keeps its GPUs
-        kind = "MODIFIED" if old is not None else "ADDED"
-        self.cache.apply(Event(kind, "Node", gpu_node(name, gpus, zone)))
+        if isinstance(old, NodeSpec) and old.gpus != gpus and self._pods_on(name):
+            gpus = old.gpus  # a node with pods keeps its GPUs
+        node = gpu_node(name, gpus, zone)
+        self.cache.apply(Event("MODIFIED", "Node", node) if old else Event("ADDED", "Node", node))
 
     @rule(name=st.sampled_from(NODES[1:]))
     def node_leaves(self, name: str) -> None:
@@ -317,8 +315,8 @@ class CacheMachine(RuleBasedStateMachine):
     @rule(min_member=st.integers(1, 3), queue=st.sampled_from(QUEUES))
     def podgroup_changed(self, min_member: int, queue: str) -> None:
         group = GroupSpec("ns/g", min_member, queue, 0.0, stale_since=0.0)
-        kind = "MODIFIED" if "ns/g" in self.cache.objects["PodGroup"] else "ADDED"
-        self.cache.apply(Event(kind, "PodGroup", group))
+        known = "ns/g" in self.cache.objects["PodGroup"]
+        self.cache.apply(Event("MODIFIED" if known else "ADDED", "PodGroup", group))
 
     @rule(name=st.sampled_from(NODES), gpus=st.integers(1, 2))
     def foreign_pod_bound(self, name: str, gpus: int) -> None:

@@ -37,16 +37,21 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 from gpufleet.model.devices import Pool
 from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, Snapshot
 from gpufleet.scheduler.claims import ClaimBook
+from gpufleet.scheduler.cycle import make_framework
 from gpufleet.scheduler.ledger import Ledger
 from gpufleet.scheduler.pool import VictimPool
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Hashable, Iterable, Mapping, Sequence
 
+    import numpy as np
+
+    from gpufleet.framework.runtime import Framework
     from gpufleet.model.cluster import NodeSpec
     from gpufleet.model.devices import Allocation, Claim, DeviceClass
     from gpufleet.model.pod import PodSpec
     from gpufleet.scheduler.outcome import CycleResult
+    from gpufleet.scheduler.transaction import Running
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 
@@ -180,6 +185,12 @@ class ClusterCache:
         before its node): they take capacity once the node arrives."""
         self._shapes: Counter[PodSpec] = Counter()
         """Every pod's request (name aside), counted: the default FGD workload."""
+        self._unbound: dict[str, PodInfo] = {}
+        """gpufleet's pods that no event shows bound (pending, or assumed by a cycle)."""
+        self._joining: dict[str, Running] = {}
+        """Pods that became possible victims since the pool was last read (the pool
+        takes them in one step: growing its arrays costs as much for one as for many)."""
+        self._frameworks: dict[Hashable, Framework] = {}
 
     # -- reading ------------------------------------------------------------------------
 
@@ -243,6 +254,7 @@ class ClusterCache:
         """The ledger is rebuilt from the objects at the next session."""
         self._ledger = self._pool = None
         self._waiting.clear()
+        self._joining.clear()
 
     def _node(self, old: NodeSpec | None, new: NodeSpec | None) -> None:
         ledger = self._ledger
@@ -266,35 +278,53 @@ class ClusterCache:
             self._shapes[replace(old.spec, name="")] -= 1
         if new is not None:
             self._shapes[replace(new.spec, name="")] += 1
+        self._index_unbound(key, new)
         if new is None or new.claims or (old is not None and old.claims):
             self._gone(key, claims=new is not None or (old is not None and bool(old.claims)))
             return
-        ledger = self._ledger
         if key in self.evicted:
             if new.bound:
                 return  # on its way out: it stopped counting when it was evicted
             self.evicted.discard(key)
+        ledger = self._ledger
         if ledger is None:
             if new.bound:
                 self.assumed.pop(key, None)
             return
         running = ledger.running.get(key)
-        if key in self.assumed and running is not None:
-            if not new.bound:
-                return  # the bind is still on its way
-            del self.assumed[key]
-            if new.node == ledger.state.names[running.node] and (
-                not new.gpus or new.gpus == running.gpus
-            ):
-                # Confirmed: the pod runs where the cycle put it; keep its start time.
-                started = running.pod.started if new.started is None else new.started
-                ledger.running[key] = replace(running, pod=replace(new, started=started))
-                return
+        if running is not None and key in self.assumed and self._assumed_seen(running, new):
+            return  # the bind is on its way, or it ran where the cycle put it
         if running is not None:
             self._stop(key)
         self._waiting.pop(key, None)
         if new.bound:
             self._start(new)
+
+    def _assumed_seen(self, running: Running, new: PodInfo) -> bool:
+        """An event about assumed pod ``new``: True while it shows no node yet (the bind is
+        on its way) or shows it where the cycle put it (confirmed: it keeps its capacity
+        and start time); False if bound elsewhere (the caller moves it)."""
+        if not new.bound:
+            return True
+        ledger = self.ledger()
+        key = new.key
+        del self.assumed[key]
+        if new.node != ledger.state.names[running.node] or (new.gpus and new.gpus != running.gpus):
+            return False
+        started = running.pod.started if new.started is None else new.started
+        confirmed = replace(running, pod=replace(new, started=started))
+        ledger.running[key] = confirmed
+        if key in self._joining:
+            self._joining[key] = confirmed
+        elif self._pool is not None:
+            self._pool.update(confirmed)
+        return True
+
+    def _index_unbound(self, key: str, new: PodInfo | None) -> None:
+        if new is not None and new.managed and not new.bound:
+            self._unbound[key] = new
+        else:
+            self._unbound.pop(key, None)
 
     def _gone(self, key: str, *, claims: bool) -> None:
         """Pod ``key`` was deleted, or it (or what it was) uses ResourceClaims: then the
@@ -318,7 +348,7 @@ class ClusterCache:
             return
         running = ledger.bind(pod)
         if ledger.evictable(running.pod):
-            pool.add([running])
+            self._joining[pod.key] = running
 
     def _stop(self, key: str) -> None:
         ledger, pool = self._ledger, self._pool
@@ -326,6 +356,7 @@ class ClusterCache:
         assert pool is not None
         ledger.finish(key)
         pool.discard(key)
+        self._joining.pop(key, None)
 
     # -- bindings -----------------------------------------------------------------------
 
@@ -336,15 +367,13 @@ class ClusterCache:
         for eviction in result.evictions:
             self.assumed.pop(eviction.pod, None)
             self.evicted.add(eviction.pod)
-        ledger, pool = self.ledger(), self.pool()
-        fresh = []
+        ledger = self.ledger()
         for binding in result.bindings:
             self.evicted.discard(binding.pod)
             self.assumed[binding.pod] = now + self.assumed_ttl_s
             running = ledger.running.get(binding.pod)
             if running is not None and ledger.evictable(running.pod):
-                fresh.append(running)
-        pool.add(fresh)  # possible victims of the next cycles
+                self._joining[binding.pod] = running  # a possible victim of later cycles
 
     def forget(self, key: str) -> None:
         """The bind of assumed pod ``key`` failed: give its capacity back; it is pending
@@ -385,9 +414,31 @@ class ClusterCache:
         return self._ledger
 
     def pool(self) -> VictimPool:
+        """The running pods that may be evicted, as the victim search reads them."""
         self.ledger()
         assert self._pool is not None
+        if self._joining:
+            self._pool.add(sorted(self._joining.values(), key=lambda r: r.pod.key))
+            self._joining.clear()
         return self._pool
+
+    def framework(self, policy: str, rng: np.random.Generator) -> Framework | None:
+        """The policy's plugins, kept while the workload they measure is the same, so that
+        their per-node caches refresh only the nodes that changed (None: no pods, nothing
+        to place)."""
+        shapes = None
+        if self.workload is None:
+            counted = ((s, n) for s, n in self._shapes.items() if n)
+            shapes = tuple(sorted(counted, key=_shape_order))
+        key: Hashable = (policy, shapes)
+        known = self._frameworks.get(key)
+        if known is None:
+            workload = self.workload_specs()
+            if not workload:
+                return None
+            self._frameworks.clear()
+            known = self._frameworks[key] = make_framework(policy, workload, rng)
+        return known
 
     def _build(self) -> None:
         snap = self.snapshot()
@@ -419,12 +470,8 @@ class ClusterCache:
 
     def pending(self) -> list[PodInfo]:
         """Pods waiting to be scheduled (gpufleet's, not bound, not assumed)."""
-        ledger = self.ledger()
-        return [
-            p
-            for _, p in sorted(self.pods.items())
-            if p.managed and not p.bound and p.key not in ledger.running
-        ]
+        running = self.ledger().running
+        return [p for k, p in sorted(self._unbound.items()) if k not in running]
 
 
 def _shape_order(item: tuple[PodSpec, int]) -> tuple[object, ...]:

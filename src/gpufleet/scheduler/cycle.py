@@ -175,10 +175,12 @@ def _per_node_slots(spec: PodSpec, state: ClusterState, nodes: IntArray) -> IntA
 
 
 def build_jobs(
-    pods: Iterable[PodInfo], groups: Mapping[str, GroupSpec], running: Mapping[str, int]
+    pods: Iterable[PodInfo],
+    groups: Mapping[str, GroupSpec],
+    running: Mapping[str, Sequence[str]],
 ) -> list[Job]:
     """The jobs of the pending gpufleet pods among ``pods``: one per PodGroup (or pod on its
-    own), its pods by priority, then age; ``running`` counts each gang's running pods."""
+    own), its pods by priority, then age; ``running`` has each gang's running pods."""
     pending: dict[str, list[PodInfo]] = defaultdict(list)
     for pod in pods:
         if not pod.bound and pod.managed and not pod.blocked:
@@ -196,7 +198,7 @@ def build_jobs(
                 group.created if group is not None else min(p.created for p in members),
                 group.min_member if group is not None else 1,
                 tuple(members),
-                running.get(key, 0),
+                len(running.get(key, ())),
                 all(p.can_preempt for p in members),
             )
         )
@@ -205,11 +207,18 @@ def build_jobs(
 
 def snapshot_jobs(snapshot: Snapshot) -> list[Job]:
     """The jobs of a snapshot's pending pods (see :func:`build_jobs`)."""
-    running: dict[str, int] = defaultdict(int)
+    running: dict[str, list[str]] = defaultdict(list)
     for pod in snapshot.pods:
         if pod.bound:
-            running[pod.gang] += 1
+            running[pod.gang].append(pod.key)
     return build_jobs(snapshot.pods, {g.key: g for g in snapshot.groups}, running)
+
+
+def make_framework(policy: str, workload: Sequence[PodSpec], rng: np.random.Generator) -> Framework:
+    """The plugins of ``policy``, FGD's fragmentation measured against ``workload``."""
+    return Framework(
+        POLICIES[policy], PLUGINS, Handle(rng, FragmentIndex(typical_pods(workload)), None)
+    )
 
 
 class Cycle:
@@ -376,11 +385,7 @@ class Cycle:
         Built on first use: a snapshot without pods has no workload and needs no placement.
         """
         specs = [p.spec for p in self.snapshot.pods] if self.workload is None else self.workload
-        return Framework(
-            POLICIES[self.config.policy],
-            PLUGINS,
-            Handle(self.rng, FragmentIndex(typical_pods(specs)), None),
-        )
+        return make_framework(self.config.policy, specs, self.rng)
 
     # -- state --------------------------------------------------------------------------
 

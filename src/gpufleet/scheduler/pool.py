@@ -138,6 +138,13 @@ class VictimPool:
         if i is not None:
             self.alive[i] = False
 
+    def update(self, running: Running) -> None:
+        """Pod ``running.pod.key`` is the same candidate, with a newer object (its bind was
+        confirmed): only its record changes, not where it runs or what it holds."""
+        i = self.index.get(running.pod.key)
+        if i is not None:
+            self.items[i] = running
+
     def in_queues(self, names: Sequence[str]) -> BoolArray:
         table = np.zeros(len(self.queue_names), dtype=np.bool_)
         table[[self._queue_id[q] for q in names if q in self._queue_id]] = True

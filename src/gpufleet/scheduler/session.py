@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from gpufleet.model.workload import Snapshot
 from gpufleet.scheduler.cache import ClusterCache, snapshot_events
 from gpufleet.scheduler.claims import ClaimBook
@@ -40,15 +42,14 @@ class Session:
         pending = cache.pending()
         topology = cache.objects["Topology"]
         levels = next(iter(topology.values())).levels if topology else ()  # type: ignore[union-attr]
-        running = {gang: len(keys) for gang, keys in ledger.gang_running.items()}
         self.cycle: Cycle = Cycle(
             Snapshot((), tuple(pending), topology=levels),
             config,
             now,
-            workload=cache.workload_specs(),
             ledger=ledger,
             pool=pool,
-            jobs=build_jobs(pending, ledger.groups, running),
+            jobs=build_jobs(pending, ledger.groups, ledger.gang_running),
+            framework=cache.framework(config.policy, np.random.default_rng(0)),
         )
 
     def run(self) -> CycleResult:
