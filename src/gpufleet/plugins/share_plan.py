@@ -57,7 +57,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpufleet.framework.protocols import Handle
-from gpufleet.model.cluster import MILLI, BoolArray, ClusterState, FloatArray, IntArray
+from gpufleet.model.arrays import MILLI, BoolArray, FloatArray, IntArray
+from gpufleet.model.cluster import ClusterState
 from gpufleet.model.fragmentation import TypicalPods
 from gpufleet.model.packing import best_fit_decreasing
 from gpufleet.model.pod import PodSpec

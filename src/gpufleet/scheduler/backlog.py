@@ -30,7 +30,7 @@ from gpufleet.model.workload import pods_request, vector
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
-    from gpufleet.model.cluster import FloatArray
+    from gpufleet.model.arrays import FloatArray
     from gpufleet.scheduler.cycle import Job
 
 

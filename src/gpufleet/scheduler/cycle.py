@@ -35,7 +35,8 @@ from gpufleet.dra.allocator import Unsatisfiable
 from gpufleet.framework.protocols import Handle
 from gpufleet.framework.runtime import Framework, Held
 from gpufleet.framework.status import Code, Reason, Status
-from gpufleet.model.cluster import MILLI, BoolArray, ClusterState
+from gpufleet.model.arrays import MILLI, BoolArray
+from gpufleet.model.cluster import ClusterState
 from gpufleet.model.fragmentation import FragmentIndex, typical_pods
 from gpufleet.model.workload import (
     DEFAULT_QUEUE,
@@ -70,7 +71,7 @@ from gpufleet.scheduler.transaction import Running, Transaction
 from gpufleet.scheduler.victims import Plan, VictimSearch
 
 if TYPE_CHECKING:
-    from gpufleet.model.cluster import FloatArray, IntArray
+    from gpufleet.model.arrays import FloatArray, IntArray
     from gpufleet.model.pod import PodSpec
 
 

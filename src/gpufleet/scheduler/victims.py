@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, TypeAlias
 import numpy as np
 
 from gpufleet.framework.status import Code, Status
-from gpufleet.model.cluster import MILLI
+from gpufleet.model.arrays import MILLI
 from gpufleet.model.workload import request_vector
 from gpufleet.scheduler.fairshare import EPS
 from gpufleet.scheduler.placement import choose_gpus, place
@@ -47,7 +47,8 @@ from gpufleet.scheduler.transaction import Running, Transaction
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable
 
-    from gpufleet.model.cluster import BoolArray, ClusterState, FloatArray
+    from gpufleet.model.arrays import BoolArray, FloatArray
+    from gpufleet.model.cluster import ClusterState
     from gpufleet.model.pod import PodSpec
     from gpufleet.model.workload import PodInfo
     from gpufleet.scheduler.cycle import Cycle, Job

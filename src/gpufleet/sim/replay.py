@@ -36,7 +36,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from gpufleet.model.cluster import FloatArray, NodeSpec
+from gpufleet.model.arrays import FloatArray
+from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.results import QueueUsage, ReplayRun, Timeline
 from gpufleet.model.workload import (
     DEFAULT_QUEUE,
