@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
     from gpufleet.model.arrays import FloatArray
-    from gpufleet.scheduler.cycle import Job
+    from gpufleet.scheduler.job import Job
 
 
 def order_key(job: Job) -> tuple[int, float, str]:

@@ -43,7 +43,6 @@ from gpufleet.model.workload import (
     NON_PREEMPTIBLE_PRIORITY,
     RESOURCES,
     UNITS,
-    GroupSpec,
     PodInfo,
     QueueSpec,
     Snapshot,
@@ -56,6 +55,7 @@ from gpufleet.plugins.registry import FIT_FILTERS, PLUGINS, POLICIES
 from gpufleet.scheduler.backlog import Backlog, order_key
 from gpufleet.scheduler.claims import ClaimBook
 from gpufleet.scheduler.fairshare import EPS, QueueTree, fair_shares, share_ratio
+from gpufleet.scheduler.job import Job, build_jobs, job_gpus
 from gpufleet.scheduler.outcome import (
     Binding,
     CycleResult,
@@ -101,36 +101,6 @@ class CycleConfig:
     and every queue's fair share. A replay reads only bindings and evictions."""
 
 
-@dataclass(frozen=True, slots=True)
-class Job:
-    key: str
-    queue: str
-    priority: int
-    created: float
-    min_member: int
-    pods: tuple[PodInfo, ...]
-    """Pending pods, core first."""
-    running: int
-    can_preempt: bool
-
-    @property
-    def need(self) -> int:
-        return min(len(self.pods), max(0, self.min_member - self.running))
-
-    @property
-    def incomplete(self) -> bool:
-        """Fewer pods exist (running and pending) than ``minMember``: it cannot start."""
-        return self.running + len(self.pods) < self.min_member
-
-    @property
-    def core(self) -> tuple[PodInfo, ...]:
-        return self.pods[: self.need]
-
-    @property
-    def extras(self) -> tuple[PodInfo, ...]:
-        return self.pods[self.need :]
-
-
 def gpus_text(value: float) -> str:
     return f"{value:g} GPU" + ("" if value == 1 else "s")
 
@@ -142,11 +112,6 @@ def amount_text(vec: FloatArray, mask: np.ndarray | None = None) -> str:
         if (mask is None or mask[i]) and (vec[i] > EPS or i == 0)
     ]
     return ", ".join(parts)
-
-
-def job_gpus(job: Job) -> float:
-    """GPUs the job's core asks for (what starvation protection compares)."""
-    return sum(p.spec.total_gpu_milli for p in job.core) / 1000
 
 
 def _equals_selector(attribute: str, value: object) -> str:
@@ -180,34 +145,6 @@ def _per_node_slots(spec: PodSpec, state: ClusterState, nodes: IntArray) -> IntA
         free = state.extended_free[nodes, column] if column is not None else 0
         per_node = np.minimum(per_node, free // max(amount, 1))
     return per_node
-
-
-def build_jobs(snapshot: Snapshot) -> list[Job]:
-    groups: dict[str, GroupSpec] = {g.key: g for g in snapshot.groups}
-    pending: dict[str, list[PodInfo]] = defaultdict(list)
-    running: dict[str, int] = defaultdict(int)
-    for pod in snapshot.pods:
-        if pod.bound:
-            running[pod.gang] += 1
-        elif pod.managed and not pod.blocked:
-            pending[pod.gang].append(pod)
-    jobs = []
-    for key, pods in pending.items():
-        group = groups.get(key)
-        pods.sort(key=lambda p: (-p.priority, p.created, p.key))
-        jobs.append(
-            Job(
-                key,
-                group.queue if group is not None and pods[0].queue == "" else pods[0].queue,
-                max(p.priority for p in pods),
-                group.created if group is not None else min(p.created for p in pods),
-                group.min_member if group is not None else 1,
-                tuple(pods),
-                running[key],
-                all(p.can_preempt for p in pods),
-            )
-        )
-    return jobs
 
 
 class Cycle:

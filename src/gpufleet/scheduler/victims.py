@@ -51,7 +51,8 @@ if TYPE_CHECKING:
     from gpufleet.model.cluster import ClusterState
     from gpufleet.model.pod import PodSpec
     from gpufleet.model.workload import PodInfo
-    from gpufleet.scheduler.cycle import Cycle, Job
+    from gpufleet.scheduler.cycle import Cycle
+    from gpufleet.scheduler.job import Job
 
 MAX_NODES_TRIED = 16
 """Candidate nodes evaluated per pod (those with the fewest eligible victims first)."""

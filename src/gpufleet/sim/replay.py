@@ -49,8 +49,9 @@ from gpufleet.model.workload import (
     vector,
 )
 from gpufleet.scheduler.backlog import Backlog, job_shape
-from gpufleet.scheduler.cycle import Cycle, CycleConfig, Job
+from gpufleet.scheduler.cycle import Cycle, CycleConfig
 from gpufleet.scheduler.fairshare import QueueTree, fair_shares
+from gpufleet.scheduler.job import Job
 from gpufleet.sim.events import ARRIVAL, COMPLETION, PERIODIC, EventQueue
 
 SAMPLES = 400
