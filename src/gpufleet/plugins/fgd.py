@@ -26,7 +26,7 @@ from gpufleet.model.arrays import FloatArray, IntArray
 from gpufleet.model.cluster import ClusterState
 from gpufleet.model.fragmentation import FragmentIndex
 from gpufleet.model.pod import PodSpec
-from gpufleet.plugins.gpu_choice import first_free_gpus
+from gpufleet.plugins.gpu_pick import first_free_gpus
 
 NAME = "FGDScore"
 GPU_CHOICE = "FGDGpu"

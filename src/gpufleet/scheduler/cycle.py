@@ -50,7 +50,7 @@ from gpufleet.model.workload import (
     request_vector,
     vector,
 )
-from gpufleet.plugins.gpu_choice import first_free_gpus, tightest_gpu
+from gpufleet.plugins.gpu_pick import first_free_gpus, tightest_gpu
 from gpufleet.plugins.registry import FIT_FILTERS, PLUGINS, POLICIES
 from gpufleet.scheduler.backlog import Backlog, order_key
 from gpufleet.scheduler.claims import ClaimBook
