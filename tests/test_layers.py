@@ -8,6 +8,9 @@
   cannot see is a call: the builtins ``open``, ``print``, ``input`` and ``__import__``, and
   numpy's global generator (``np.random.rand``, ``np.random.seed``, ...). Randomness in the
   core is a ``numpy.random.Generator`` passed in, or one built from an explicit seed.
+* Nor does it keep an unbounded process-wide cache (``functools.cache``,
+  ``lru_cache(maxsize=None)``): keyed on what a snapshot holds, it would grow for as long as
+  a process reads new input.
 """
 
 from __future__ import annotations
@@ -170,6 +173,7 @@ class _Checker(ast.NodeVisitor):
                     self.report(node, f"numpy.random.{a.name}")
 
     def visit_Name(self, node: ast.Name) -> None:
+        self._unbounded(node)
         if (
             isinstance(node.ctx, ast.Load)
             and node.id in IMPURE_BUILTINS
@@ -180,10 +184,15 @@ class _Checker(ast.NodeVisitor):
         self._whole_module(node)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
+        self._unbounded(node)
         if self.qualified(node.value) == "numpy.random" and node.attr not in SEEDED:
             self.report(node, f"numpy.random.{node.attr}")
         self._whole_module(node)
         self.generic_visit(node)
+
+    def _unbounded(self, node: ast.Name | ast.Attribute) -> None:
+        if self.qualified(node) == "functools.cache":
+            self.report(node, "functools.cache")
 
     def _whole_module(self, node: ast.Name | ast.Attribute) -> None:
         """``numpy.random`` itself handed on (``r = np.random``): its every use is unseen."""
@@ -194,6 +203,11 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         name = self.qualified(node.func) or ""
+        size = [*node.args[:1], *(k.value for k in node.keywords if k.arg == "maxsize")]
+        if name == "functools.lru_cache" and any(
+            isinstance(s, ast.Constant) and s.value is None for s in size
+        ):
+            self.report(node, "functools.lru_cache(maxsize=None)")
         seedable = name.startswith("numpy.random.") and name.rpartition(".")[2] in NEEDS_SEED
         if seedable and not node.args and not node.keywords:
             self.report(node, f"{name}() without a seed")
@@ -253,6 +267,16 @@ def test_the_purity_check_catches_a_probe() -> None:
         ("from numpy.random import rand", "numpy.random.rand"),
         ("import numpy as np\nnp.random.RandomState(1)", "numpy.random.RandomState"),
         ("import numpy as np\nr = np.random", "numpy.random"),
+        ("from functools import cache\n@cache\ndef f(x): ...", "functools.cache"),
+        ("import functools\n@functools.cache\ndef f(x): ...", "functools.cache"),
+        (
+            "from functools import lru_cache\n@lru_cache(maxsize=None)\ndef f(x): ...",
+            "functools.lru_cache(maxsize=None)",
+        ),
+        (
+            "import functools\nf = functools.lru_cache(None)(len)",
+            "functools.lru_cache(maxsize=None)",
+        ),
         (
             "import numpy as np\nnp.random.default_rng()",
             "numpy.random.default_rng() without a seed",
@@ -271,8 +295,15 @@ def test_the_purity_check_allows_seeded_generators_and_look_alikes() -> None:
     source = """\
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 from numpy.random import Generator, default_rng
+
+
+@lru_cache(maxsize=64)
+def bounded(x: int) -> int:
+    return x
 
 
 def draw(rng: np.random.Generator, seed: int, input: list[int], book: object) -> object:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from functools import cache, lru_cache
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import celpy
@@ -203,7 +203,7 @@ FUNCTIONS: dict[str, Any] = {
 }
 
 
-@cache
+@lru_cache(maxsize=1)
 def _env() -> celpy.Environment:
     """The CEL environment, built on first use: building its parser takes a third of a
     second that a snapshot without selectors should not pay."""
