@@ -22,7 +22,8 @@ import time
 import numpy as np
 
 from bench.docs import publish_table
-from gpufleet.model.cluster import MILLI, NodeSpec
+from gpufleet.model.arrays import MILLI
+from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, Snapshot, vector
 from gpufleet.scheduler.cycle import CycleConfig, run_cycle

@@ -33,7 +33,8 @@ import numpy as np
 
 from bench.docs import publish_table
 from bench.traces import PHILLY, add_traces_option, require
-from gpufleet.model.cluster import MILLI, NodeSpec
+from gpufleet.model.arrays import MILLI
+from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.workload import GroupSpec, PodInfo, Snapshot
 from gpufleet.scheduler.cycle import CycleConfig, run_cycle

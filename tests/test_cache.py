@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from gpufleet.model.cluster import MILLI, NodeSpec
+from gpufleet.model.arrays import MILLI
+from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.selectors import Requirement
 from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, Snapshot, vector

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpufleet.dra import cel
 from gpufleet.dra.allocator import Allocator, Unsatisfiable
 from gpufleet.dra.cel import SelectorError, compile_selector
 from gpufleet.load.errors import InputError
@@ -265,6 +266,28 @@ def test_driver_fast_path_agrees_with_cel(driver: str) -> None:
     assert slow.driver is None
     device = gpu("g0")
     assert fast.matches(device) is slow.matches(device) is (driver == DRIVER)
+
+
+def test_the_selector_caches_are_bounded() -> None:
+    """A process that meets ever new expressions and devices keeps only the latest ones."""
+    compile_selector.cache_clear()
+    drivers = [DRIVER, *(f"d{i}.example.com" for i in range(cel.COMPILED_SELECTORS))]
+    for driver in drivers:
+        compile_selector(f'device.driver == "{driver}" && true')
+    compiled = compile_selector.cache_info()
+    assert compiled.maxsize == cel.COMPILED_SELECTORS
+    assert compiled.currsize == cel.COMPILED_SELECTORS
+    # The first was dropped: it is compiled again, and still right.
+    assert compile_selector(f'device.driver == "{DRIVER}" && true').matches(gpu("g0"))
+    assert compile_selector.cache_info().misses == compiled.misses + 1
+
+    cel._domain_map.cache_clear()
+    for i in range(cel.DEVICE_MAPS + 1):
+        cel.activation(gpu(f"g{i}", serial=i))  # one attribute map per device, one capacity map
+    maps = cel._domain_map.cache_info()
+    assert maps.maxsize == cel.DEVICE_MAPS
+    assert maps.currsize == cel.DEVICE_MAPS
+    assert maps.misses == cel.DEVICE_MAPS + 2
 
 
 @st.composite

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpufleet.model.cluster import MILLI, NodeSpec
+from gpufleet.model.arrays import MILLI
+from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.pod import PodSpec
 from gpufleet.plugins.registry import POLICIES
 from gpufleet.sim.curves import discretise

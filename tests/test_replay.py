@@ -18,7 +18,8 @@ from gpufleet.model.workload import (
     Snapshot,
 )
 from gpufleet.scheduler.backlog import Backlog, job_shape
-from gpufleet.scheduler.cycle import Cycle, CycleConfig, Job, run_cycle
+from gpufleet.scheduler.cycle import Cycle, CycleConfig, run_cycle
+from gpufleet.scheduler.job import Job
 from gpufleet.sim.replay import REPLAY_POLICIES, Replay
 
 

@@ -14,8 +14,9 @@ and ``asApproximateFloat``; ``semver("1.2.3")`` (version attributes are semvers)
 ``compareTo``, ``isGreaterThan``, ``isLessThan``, ``major``, ``minor``, ``patch``; CEL's
 string functions and Kubernetes' string library (``lowerAscii``, ``upperAscii``, ``trim``,
 ``replace``, ``split``, ``join``, ``indexOf``, ``lastIndexOf``, ``substring``, ``charAt``).
-Each expression is compiled once; a broken one raises :class:`SelectorError`, which the
-allocator turns into a failure of the claims that use it.
+Each expression is compiled once while it is in use (the caches are bounded: a long run
+that meets ever new expressions or devices must not grow without end); a broken one raises
+:class:`SelectorError`, which the allocator turns into a failure of the claims that use it.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from functools import cache
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 import celpy
@@ -49,6 +50,18 @@ _SUFFIX = {
     "Pi": Decimal(2) ** 50,
     "Ei": Decimal(2) ** 60,
 }
+COMPILED_SELECTORS = 512
+"""Compiled selectors kept, the least recently used dropped first. A compiled expression holds
+cel-python's tree, tens of kilobytes; a cluster's DeviceClasses, requests and gang constraints
+use a few dozen distinct expressions, so this keeps all of them and bounds the cache to tens of
+megabytes whatever a process reads."""
+
+DEVICE_MAPS = 4096
+"""``device.attributes`` and ``device.capacity`` maps kept, one per distinct set of values
+(about a kilobyte and a half each), the least recently used dropped first: a few thousand
+devices. A dropped map is rebuilt when needed, at a small part of the cost of evaluating a
+selector on it."""
+
 _SEMVER = re.compile(
     r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?"
 )
@@ -190,7 +203,7 @@ FUNCTIONS: dict[str, Any] = {
 }
 
 
-@cache
+@lru_cache(maxsize=1)
 def _env() -> celpy.Environment:
     """The CEL environment, built on first use: building its parser takes a third of a
     second that a snapshot without selectors should not pay."""
@@ -221,9 +234,9 @@ class Selector:
         return bool(result)
 
 
-@cache
+@lru_cache(maxsize=COMPILED_SELECTORS)
 def compile_selector(expression: str) -> Selector:
-    """The compiled selector (cached: every expression is compiled once)."""
+    """The compiled selector (cached: see ``COMPILED_SELECTORS``)."""
     try:
         ast = _env().compile(expression)
         program = _env().program(ast, functions=FUNCTIONS)
@@ -244,7 +257,7 @@ def _value(value: object) -> Any:
     return celtypes.StringType(str(value))
 
 
-@cache
+@lru_cache(maxsize=DEVICE_MAPS)
 def _domain_map(items: tuple[tuple[str, object], ...], driver: str, quantities: bool) -> Any:
     domains: dict[str, dict[str, Any]] = {}
     for name, value in items:

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 
 if TYPE_CHECKING:
-    from gpufleet.model.cluster import BoolArray, ClusterState, FloatArray, IntArray
+    from gpufleet.model.arrays import BoolArray, FloatArray, IntArray
+    from gpufleet.model.cluster import ClusterState
     from gpufleet.model.fragmentation import FragmentIndex
     from gpufleet.model.pod import PodSpec
 

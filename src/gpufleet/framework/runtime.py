@@ -26,7 +26,8 @@ from gpufleet.framework.protocols import (
 )
 from gpufleet.framework.registry import PluginFactory
 from gpufleet.framework.status import Code, Reason, Status
-from gpufleet.model.cluster import BoolArray, ClusterState, FloatArray, IntArray
+from gpufleet.model.arrays import BoolArray, FloatArray, IntArray
+from gpufleet.model.cluster import ClusterState
 from gpufleet.model.pod import PodSpec
 
 P = TypeVar("P")

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpufleet.load.errors import InputError, reading
-from gpufleet.model.cluster import MAX_GPUS_PER_NODE, MILLI, NodeSpec
+from gpufleet.model.arrays import MILLI
+from gpufleet.model.cluster import MAX_GPUS_PER_NODE, NodeSpec
 from gpufleet.model.pod import PodSpec
 
 if TYPE_CHECKING:

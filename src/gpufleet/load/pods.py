@@ -24,7 +24,7 @@ from gpufleet.load.vocabulary import (
     mib,
     mig_profile,
 )
-from gpufleet.model.cluster import MILLI
+from gpufleet.model.arrays import MILLI
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.selectors import (
     FIELD_NODE_NAME,

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
-import numpy.typing as npt
 
+from gpufleet.model.arrays import MILLI, BoolArray, IntArray
 from gpufleet.model.mig import MigLayouts, table_for
 from gpufleet.model.selectors import NodeLabels, Taint
 
@@ -27,9 +27,6 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from gpufleet.model.pod import PodSpec
-
-MILLI = 1000
-"""Milli-GPU in one whole GPU."""
 
 NO_MODEL = -1
 """``model_id`` of a node without GPUs."""
@@ -40,10 +37,6 @@ MAX_GPUS_PER_NODE = 128
 
 UNLIMITED_PODS = 1 << 40
 """``pods_free`` of a node without a pod limit."""
-
-IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
-FloatArray = npt.NDArray[np.float64]
 
 _state_ids = itertools.count()
 

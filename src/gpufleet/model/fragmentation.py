@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpufleet.model.cluster import MILLI, BoolArray, ClusterState, FloatArray, IntArray
+from gpufleet.model.arrays import MILLI, BoolArray, FloatArray, IntArray
+from gpufleet.model.cluster import ClusterState
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

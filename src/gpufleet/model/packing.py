@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from gpufleet.model.cluster import MILLI
+from gpufleet.model.arrays import MILLI
 
 
 @dataclass(slots=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from gpufleet.model.cluster import MILLI
+from gpufleet.model.arrays import MILLI
 from gpufleet.model.selectors import NodeConstraint
 
 

@@ -22,7 +22,7 @@ import numpy as np
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from gpufleet.model.cluster import BoolArray, IntArray
+    from gpufleet.model.arrays import BoolArray, IntArray
 
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
 """Node-selector operators of ``v1 NodeSelectorRequirement``."""

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gpufleet.model.cluster import FloatArray, NodeSpec
+from gpufleet.model.arrays import FloatArray
+from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.devices import Allocation, Claim, DeviceClass, Pool
 from gpufleet.model.pod import PodSpec
 

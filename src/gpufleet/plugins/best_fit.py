@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpufleet.framework.protocols import Handle
-from gpufleet.model.cluster import ClusterState, FloatArray, IntArray
+from gpufleet.model.arrays import FloatArray, IntArray
+from gpufleet.model.cluster import ClusterState
 from gpufleet.model.pod import PodSpec
 
 NAME = "BestFitScore"

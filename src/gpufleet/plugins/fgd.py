@@ -22,10 +22,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpufleet.framework.protocols import Handle
-from gpufleet.model.cluster import ClusterState, FloatArray, IntArray
+from gpufleet.model.arrays import FloatArray, IntArray
+from gpufleet.model.cluster import ClusterState
 from gpufleet.model.fragmentation import FragmentIndex
 from gpufleet.model.pod import PodSpec
-from gpufleet.plugins.gpu_choice import first_free_gpus
+from gpufleet.plugins.gpu_pick import first_free_gpus
 
 NAME = "FGDScore"
 GPU_CHOICE = "FGDGpu"

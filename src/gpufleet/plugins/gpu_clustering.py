@@ -18,7 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpufleet.framework.protocols import Handle
-from gpufleet.model.cluster import ClusterState, FloatArray, IntArray, gpu_pod_kind
+from gpufleet.model.arrays import FloatArray, IntArray
+from gpufleet.model.cluster import ClusterState, gpu_pod_kind
 from gpufleet.model.pod import PodSpec
 
 NAME = "GpuClusteringScore"

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpufleet.framework.protocols import Handle
-from gpufleet.model.cluster import MILLI, ClusterState, FloatArray, IntArray
+from gpufleet.model.arrays import MILLI, FloatArray, IntArray
+from gpufleet.model.cluster import ClusterState
 from gpufleet.model.pod import PodSpec
 
 NAME = "GpuPackingScore"

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpufleet.model.cluster import NO_MODEL, BoolArray, ClusterState, FloatArray, IntArray
+from gpufleet.model.arrays import BoolArray, FloatArray, IntArray
+from gpufleet.model.cluster import NO_MODEL, ClusterState
 from gpufleet.model.fragmentation import TypicalPods
 
 

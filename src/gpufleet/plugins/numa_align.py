@@ -5,7 +5,7 @@ Guaranteed pod with whole CPUs (pinned by the static CPU manager) is admitted on
 NUMA zone has both its GPUs and its CPUs; elsewhere the kubelet would reject it
 (TopologyAffinityError) after the scheduler bound it. Zones come from the node's
 NodeResourceTopology. Other pods and other nodes pass; the GPU choice still prefers one
-zone for every multi-GPU pod (:func:`gpufleet.plugins.gpu_choice.first_free_gpus`).
+zone for every multi-GPU pod (:func:`gpufleet.plugins.gpu_pick.first_free_gpus`).
 """
 
 from __future__ import annotations

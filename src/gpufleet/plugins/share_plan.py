@@ -57,11 +57,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpufleet.framework.protocols import Handle
-from gpufleet.model.cluster import MILLI, BoolArray, ClusterState, FloatArray, IntArray
+from gpufleet.model.arrays import MILLI, BoolArray, FloatArray, IntArray
+from gpufleet.model.cluster import ClusterState
 from gpufleet.model.fragmentation import TypicalPods
 from gpufleet.model.packing import best_fit_decreasing
 from gpufleet.model.pod import PodSpec
-from gpufleet.plugins.gpu_choice import first_free_gpus, tightest_gpu
+from gpufleet.plugins.gpu_pick import first_free_gpus, tightest_gpu
 from gpufleet.plugins.model_pools import PoolCache, Pools
 
 NAME = "PlannedShareScore"

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpufleet.framework.protocols import FilterVerdict, Handle
-from gpufleet.model.cluster import BoolArray, ClusterState
+from gpufleet.model.arrays import BoolArray
+from gpufleet.model.cluster import ClusterState
 from gpufleet.model.pod import PodSpec
 
 NAME = "TaintToleration"

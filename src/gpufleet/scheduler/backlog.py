@@ -30,8 +30,8 @@ from gpufleet.model.workload import pods_request, vector
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
-    from gpufleet.model.cluster import FloatArray
-    from gpufleet.scheduler.cycle import Job
+    from gpufleet.model.arrays import FloatArray
+    from gpufleet.scheduler.job import Job
 
 
 def order_key(job: Job) -> tuple[int, float, str]:

@@ -42,7 +42,7 @@ from gpufleet.model.devices import (
 from gpufleet.scheduler.outcome import ClaimStatus
 
 if TYPE_CHECKING:
-    from gpufleet.model.cluster import BoolArray
+    from gpufleet.model.arrays import BoolArray
     from gpufleet.model.workload import PodInfo, Snapshot
     from gpufleet.scheduler.transaction import Running, Transaction
 

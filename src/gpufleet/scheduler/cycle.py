@@ -23,8 +23,7 @@ The cycle decides; it changes nothing outside its own copy of the state. Its res
 from __future__ import annotations
 
 import json
-from collections import defaultdict
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Literal
@@ -35,13 +34,13 @@ from gpufleet.dra.allocator import Unsatisfiable
 from gpufleet.framework.protocols import Handle
 from gpufleet.framework.runtime import Framework, Held
 from gpufleet.framework.status import Code, Reason, Status
-from gpufleet.model.cluster import BoolArray, ClusterState
+from gpufleet.model.arrays import BoolArray
+from gpufleet.model.cluster import ClusterState
 from gpufleet.model.fragmentation import FragmentIndex, typical_pods
 from gpufleet.model.workload import (
     NON_PREEMPTIBLE_PRIORITY,
     RESOURCES,
     UNITS,
-    GroupSpec,
     PodInfo,
     Snapshot,
     pods_request,
@@ -51,6 +50,7 @@ from gpufleet.plugins.registry import FIT_FILTERS, PLUGINS, POLICIES
 from gpufleet.scheduler.backlog import Backlog, order_key
 from gpufleet.scheduler.claims import ClaimBook
 from gpufleet.scheduler.fairshare import EPS, fair_shares, share_ratio
+from gpufleet.scheduler.job import Job, job_gpus, snapshot_jobs
 from gpufleet.scheduler.ledger import Ledger
 from gpufleet.scheduler.outcome import (
     Binding,
@@ -67,7 +67,7 @@ from gpufleet.scheduler.transaction import Running, Transaction
 from gpufleet.scheduler.victims import Plan, VictimSearch
 
 if TYPE_CHECKING:
-    from gpufleet.model.cluster import FloatArray, IntArray
+    from gpufleet.model.arrays import FloatArray, IntArray
     from gpufleet.model.pod import PodSpec
 
 
@@ -93,36 +93,6 @@ class CycleConfig:
     and every queue's fair share. A replay reads only bindings and evictions."""
 
 
-@dataclass(frozen=True, slots=True)
-class Job:
-    key: str
-    queue: str
-    priority: int
-    created: float
-    min_member: int
-    pods: tuple[PodInfo, ...]
-    """Pending pods, core first."""
-    running: int
-    can_preempt: bool
-
-    @property
-    def need(self) -> int:
-        return min(len(self.pods), max(0, self.min_member - self.running))
-
-    @property
-    def incomplete(self) -> bool:
-        """Fewer pods exist (running and pending) than ``minMember``: it cannot start."""
-        return self.running + len(self.pods) < self.min_member
-
-    @property
-    def core(self) -> tuple[PodInfo, ...]:
-        return self.pods[: self.need]
-
-    @property
-    def extras(self) -> tuple[PodInfo, ...]:
-        return self.pods[self.need :]
-
-
 def gpus_text(value: float) -> str:
     return f"{value:g} GPU" + ("" if value == 1 else "s")
 
@@ -134,11 +104,6 @@ def amount_text(vec: FloatArray, mask: np.ndarray | None = None) -> str:
         if (mask is None or mask[i]) and (vec[i] > EPS or i == 0)
     ]
     return ", ".join(parts)
-
-
-def job_gpus(job: Job) -> float:
-    """GPUs the job's core asks for (what starvation protection compares)."""
-    return sum(p.spec.total_gpu_milli for p in job.core) / 1000
 
 
 def _equals_selector(attribute: str, value: object) -> str:
@@ -172,46 +137,6 @@ def _per_node_slots(spec: PodSpec, state: ClusterState, nodes: IntArray) -> IntA
         free = state.extended_free[nodes, column] if column is not None else 0
         per_node = np.minimum(per_node, free // max(amount, 1))
     return per_node
-
-
-def build_jobs(
-    pods: Iterable[PodInfo],
-    groups: Mapping[str, GroupSpec],
-    running: Mapping[str, Sequence[str]],
-) -> list[Job]:
-    """The jobs of the pending gpufleet pods among ``pods``: one per PodGroup (or pod on its
-    own), its pods by priority, then age; ``running`` has each gang's running pods."""
-    pending: dict[str, list[PodInfo]] = defaultdict(list)
-    for pod in pods:
-        if not pod.bound and pod.managed and not pod.blocked:
-            pending[pod.gang].append(pod)
-    jobs = []
-    for key, members in pending.items():
-        group = groups.get(key)
-        members.sort(key=lambda p: (-p.priority, p.created, p.key))
-        first = members[0]
-        jobs.append(
-            Job(
-                key,
-                group.queue if group is not None and first.queue == "" else first.queue,
-                max(p.priority for p in members),
-                group.created if group is not None else min(p.created for p in members),
-                group.min_member if group is not None else 1,
-                tuple(members),
-                len(running.get(key, ())),
-                all(p.can_preempt for p in members),
-            )
-        )
-    return jobs
-
-
-def snapshot_jobs(snapshot: Snapshot) -> list[Job]:
-    """The jobs of a snapshot's pending pods (see :func:`build_jobs`)."""
-    running: dict[str, list[str]] = defaultdict(list)
-    for pod in snapshot.pods:
-        if pod.bound:
-            running[pod.gang].append(pod.key)
-    return build_jobs(snapshot.pods, {g.key: g for g in snapshot.groups}, running)
 
 
 def make_framework(policy: str, workload: Sequence[PodSpec], rng: np.random.Generator) -> Framework:

@@ -30,7 +30,7 @@ from gpufleet.model.workload import vector
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from gpufleet.model.cluster import FloatArray
+    from gpufleet.model.arrays import FloatArray
     from gpufleet.model.workload import QueueSpec
 
 EPS = 1e-9

@@ -17,16 +17,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpufleet.model.cluster import MILLI, ClusterState
+from gpufleet.model.arrays import MILLI
+from gpufleet.model.cluster import ClusterState
 from gpufleet.model.workload import DEFAULT_QUEUE, QueueSpec, request_vector, vector
-from gpufleet.plugins.gpu_choice import first_free_gpus, tightest_gpu
+from gpufleet.plugins.gpu_pick import first_free_gpus, tightest_gpu
 from gpufleet.scheduler.fairshare import QueueTree
 from gpufleet.scheduler.transaction import Running
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from gpufleet.model.cluster import FloatArray, NodeSpec
+    from gpufleet.model.arrays import FloatArray
+    from gpufleet.model.cluster import NodeSpec
     from gpufleet.model.pod import PodSpec
     from gpufleet.model.workload import GroupSpec, PodInfo
     from gpufleet.scheduler.claims import ClaimBook

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from gpufleet.model.cluster import FloatArray
+    from gpufleet.model.arrays import FloatArray
     from gpufleet.model.devices import DeviceResult, OpaqueConfig
 
 

@@ -17,7 +17,8 @@ import numpy as np
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from gpufleet.model.cluster import BoolArray, ClusterState, FloatArray, IntArray
+    from gpufleet.model.arrays import BoolArray, FloatArray, IntArray
+    from gpufleet.model.cluster import ClusterState
     from gpufleet.model.workload import QueueSpec
     from gpufleet.scheduler.transaction import Running
 

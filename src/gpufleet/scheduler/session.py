@@ -21,7 +21,8 @@ import numpy as np
 from gpufleet.model.workload import Snapshot
 from gpufleet.scheduler.cache import ClusterCache, snapshot_events
 from gpufleet.scheduler.claims import ClaimBook
-from gpufleet.scheduler.cycle import Cycle, CycleConfig, build_jobs
+from gpufleet.scheduler.cycle import Cycle, CycleConfig
+from gpufleet.scheduler.job import build_jobs
 from gpufleet.scheduler.ledger import Ledger
 from gpufleet.scheduler.pool import VictimPool
 

@@ -28,7 +28,8 @@ from gpufleet.framework.runtime import Held
 from gpufleet.framework.status import Code, Status
 
 if TYPE_CHECKING:
-    from gpufleet.model.cluster import BoolArray, ClusterState, IntArray
+    from gpufleet.model.arrays import BoolArray, IntArray
+    from gpufleet.model.cluster import ClusterState
     from gpufleet.model.workload import GroupSpec, PodInfo
     from gpufleet.scheduler.transaction import Transaction
 

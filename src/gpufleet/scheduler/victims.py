@@ -33,24 +33,29 @@ evictions behind.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 import numpy as np
 
 from gpufleet.framework.status import Code, Status
-from gpufleet.model.cluster import MILLI
+from gpufleet.model.arrays import MILLI
 from gpufleet.model.workload import request_vector
 from gpufleet.scheduler.fairshare import EPS
 from gpufleet.scheduler.placement import choose_gpus, place
 from gpufleet.scheduler.transaction import Running, Transaction
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Hashable
+    from collections.abc import Callable, Hashable, Mapping, Sequence, Set
 
-    from gpufleet.model.cluster import BoolArray, ClusterState, FloatArray
+    from gpufleet.framework.runtime import Framework, Held
+    from gpufleet.model.arrays import BoolArray, FloatArray
+    from gpufleet.model.cluster import ClusterState
     from gpufleet.model.pod import PodSpec
-    from gpufleet.model.workload import PodInfo
-    from gpufleet.scheduler.cycle import Cycle, Job
+    from gpufleet.model.workload import GroupSpec, PodInfo
+    from gpufleet.scheduler.claims import ClaimBook
+    from gpufleet.scheduler.fairshare import QueueTree
+    from gpufleet.scheduler.job import Job
+    from gpufleet.scheduler.pool import VictimPool
 
 MAX_NODES_TRIED = 16
 """Candidate nodes evaluated per pod (those with the fewest eligible victims first)."""
@@ -75,6 +80,48 @@ NO_ROOM = {
 }
 
 
+class CycleView(Protocol):
+    """What a victim search reads of the cycle it makes room in, and the one thing it
+    writes there: ``movable``, consolidation's candidates, kept across the cycle's searches.
+    :class:`~gpufleet.scheduler.cycle.Cycle` is one."""
+
+    movable: tuple[Hashable, BoolArray, ClusterState] | None
+
+    @property
+    def state(self) -> ClusterState: ...
+    @property
+    def empty(self) -> ClusterState: ...
+    @property
+    def framework(self) -> Framework: ...
+    @property
+    def pool(self) -> VictimPool: ...
+    @property
+    def book(self) -> ClaimBook: ...
+    @property
+    def tree(self) -> QueueTree: ...
+    @property
+    def fair(self) -> Mapping[str, FloatArray]: ...
+    @property
+    def groups(self) -> Mapping[str, GroupSpec]: ...
+    @property
+    def running(self) -> Mapping[str, Running]: ...
+    @property
+    def gang_running(self) -> Mapping[str, Sequence[str]]: ...
+    @property
+    def bound_now(self) -> Set[str]: ...
+    @property
+    def held(self) -> Held | None: ...
+    @property
+    def now(self) -> float: ...
+
+    def held_for_claims(self, pod: PodInfo) -> Held | None: ...
+    def claims_fit(self, pod: PodInfo, node: int) -> bool: ...
+    def claims_freed(self, pods: Sequence[PodInfo]) -> FloatArray: ...
+    def ratio(self, queue: str, extra: FloatArray | None = None) -> float: ...
+    def slots(self, pods: tuple[PodInfo, ...], state: ClusterState | None = None) -> float: ...
+    def consolidation_epoch(self) -> Hashable: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Plan:
     action: str
@@ -88,7 +135,7 @@ def _always(_unit: Unit, _taken: list[Running]) -> bool:
 
 
 class VictimSearch:
-    def __init__(self, cycle: Cycle, job: Job) -> None:
+    def __init__(self, cycle: CycleView, job: Job) -> None:
         self.cycle, self.job = cycle, job
         self.state = cycle.state
         self.framework = cycle.framework

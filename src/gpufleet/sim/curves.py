@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpufleet.model.cluster import FloatArray
+from gpufleet.model.arrays import FloatArray
 from gpufleet.model.results import ARRIVED_MAX_PCT
 
 

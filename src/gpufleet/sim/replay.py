@@ -36,7 +36,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from gpufleet.model.cluster import FloatArray, NodeSpec
+from gpufleet.model.arrays import FloatArray
+from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.results import QueueUsage, ReplayRun, Timeline
 from gpufleet.model.workload import (
     DEFAULT_QUEUE,
@@ -48,8 +49,9 @@ from gpufleet.model.workload import (
     vector,
 )
 from gpufleet.scheduler.backlog import Backlog, job_shape
-from gpufleet.scheduler.cycle import Cycle, CycleConfig, Job
+from gpufleet.scheduler.cycle import Cycle, CycleConfig
 from gpufleet.scheduler.fairshare import QueueTree, fair_shares
+from gpufleet.scheduler.job import Job
 from gpufleet.sim.events import ARRIVAL, COMPLETION, PERIODIC, EventQueue
 
 SAMPLES = 400

@@ -1,0 +1,89 @@
+"""The unit a cycle schedules: a job, the pending pods of a PodGroup or one pod on its own.
+
+A job needs ``minMember`` minus its running pods placed together (its *core*); pods beyond
+that are elastic extras, placed if they fit. :func:`build_jobs` groups a snapshot's pending
+gpufleet pods into jobs; a replay builds its own as its trace's jobs arrive.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from gpufleet.model.workload import GroupSpec, PodInfo, Snapshot
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    key: str
+    queue: str
+    priority: int
+    created: float
+    min_member: int
+    pods: tuple[PodInfo, ...]
+    """Pending pods, core first."""
+    running: int
+    can_preempt: bool
+
+    @property
+    def need(self) -> int:
+        return min(len(self.pods), max(0, self.min_member - self.running))
+
+    @property
+    def incomplete(self) -> bool:
+        """Fewer pods exist (running and pending) than ``minMember``: it cannot start."""
+        return self.running + len(self.pods) < self.min_member
+
+    @property
+    def core(self) -> tuple[PodInfo, ...]:
+        return self.pods[: self.need]
+
+    @property
+    def extras(self) -> tuple[PodInfo, ...]:
+        return self.pods[self.need :]
+
+
+def job_gpus(job: Job) -> float:
+    """GPUs the job's core asks for (what starvation protection compares)."""
+    return sum(p.spec.total_gpu_milli for p in job.core) / 1000
+
+
+def build_jobs(
+    pods: Iterable[PodInfo],
+    groups: Mapping[str, GroupSpec],
+    running: Mapping[str, Sequence[str]],
+) -> list[Job]:
+    """The jobs of the pending gpufleet pods among ``pods``: one per PodGroup (or pod on its
+    own), its pods by priority, then age; ``running`` has each gang's running pods."""
+    pending: dict[str, list[PodInfo]] = defaultdict(list)
+    for pod in pods:
+        if not pod.bound and pod.managed and not pod.blocked:
+            pending[pod.gang].append(pod)
+    jobs = []
+    for key, members in pending.items():
+        group = groups.get(key)
+        members.sort(key=lambda p: (-p.priority, p.created, p.key))
+        first = members[0]
+        jobs.append(
+            Job(
+                key,
+                group.queue if group is not None and first.queue == "" else first.queue,
+                max(p.priority for p in members),
+                group.created if group is not None else min(p.created for p in members),
+                group.min_member if group is not None else 1,
+                tuple(members),
+                len(running.get(key, ())),
+                all(p.can_preempt for p in members),
+            )
+        )
+    return jobs
+
+
+def snapshot_jobs(snapshot: Snapshot) -> list[Job]:
+    """The jobs of a snapshot's pending pods (see :func:`build_jobs`)."""
+    running: dict[str, list[str]] = defaultdict(list)
+    for pod in snapshot.pods:
+        if pod.bound:
+            running[pod.gang].append(pod.key)
+    return build_jobs(snapshot.pods, {g.key: g for g in snapshot.groups}, running)
