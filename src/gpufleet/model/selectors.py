@@ -101,7 +101,8 @@ class NodeConstraint:
 
 
 class NodeLabels:
-    """Labels and taints of every node, with cached masks (shared by state copies)."""
+    """Labels and taints of every node, with cached masks (shared by state copies: a
+    node's labels change in place, :meth:`set_node`, as the cluster cache learns of it)."""
 
     __slots__ = (
         "_ids", "_masks", "_taint_masks", "blocking_taints", "labels", "names", "taints",
@@ -113,9 +114,9 @@ class NodeLabels:
         taints: Sequence[tuple[Taint, ...]],
         names: Sequence[str] = (),
     ) -> None:
-        self.labels = tuple(labels)
+        self.labels = list(labels)
         self.names = tuple(names)
-        self.taints = tuple(taints)
+        self.taints = list(taints)
         self._masks: dict[Requirement, BoolArray] = {}
         self._taint_masks: dict[Taint, BoolArray] = {}
         self._ids: dict[str, tuple[IntArray, tuple[str, ...]]] = {}
@@ -123,31 +124,24 @@ class NodeLabels:
         self.blocking_taints = tuple(sorted(seen, key=lambda t: (t.key, t.value, t.effect)))
         """Distinct NoSchedule/NoExecute taints of the cluster."""
 
-    def with_node(self, row: int, labels: dict[str, str], taints: tuple[Taint, ...]) -> NodeLabels:
-        """A copy with node ``row``'s labels and taints replaced; its cached masks are
-        carried over with that one row judged again (states sharing this index keep it)."""
-        other = NodeLabels.__new__(NodeLabels)
-        other.names = self.names
-        other.labels = (*self.labels[:row], labels, *self.labels[row + 1 :])
-        other.taints = (*self.taints[:row], taints, *self.taints[row + 1 :])
+    def set_node(self, row: int, labels: dict[str, str], taints: tuple[Taint, ...]) -> None:
+        """Node ``row``'s labels and taints changed: its entry of each cached mask is judged
+        again (a new array where it changes, so that a mask already handed out stays as
+        it was); the others are untouched."""
+        old, old_taints = self.labels[row], self.taints[row]
+        self.labels[row] = labels
+        self.taints[row] = taints
         fields = {FIELD_NODE_NAME: self.names[row]} if self.names else {}
-        other._masks = {
-            r: _with_row(m, row, r.matches(fields if r.key == FIELD_NODE_NAME else labels))
-            for r, m in self._masks.items()
-        }
-        other._taint_masks = {
-            t: _with_row(m, row, t in taints) for t, m in self._taint_masks.items()
-        }
-        old = self.labels[row]
-        other._ids = {
-            k: v for k, v in self._ids.items() if old.get(k) == labels.get(k)
-        }  # a changed label's domains are counted again when next asked
-        if taints == self.taints[row]:
-            other.blocking_taints = self.blocking_taints
-        else:
-            seen = {t for node in other.taints for t in node if t.effect in BLOCKING_EFFECTS}
-            other.blocking_taints = tuple(sorted(seen, key=lambda t: (t.key, t.value, t.effect)))
-        return other
+        for r, mask in self._masks.items():
+            value = r.matches(fields if r.key == FIELD_NODE_NAME else labels)
+            self._masks[r] = _with_row(mask, row, value)
+        for t, mask in self._taint_masks.items():
+            self._taint_masks[t] = _with_row(mask, row, t in taints)
+        for key in [k for k in self._ids if old.get(k) != labels.get(k)]:
+            del self._ids[key]  # that label's domains are counted again when next asked
+        if taints != old_taints:
+            seen = {t for node in self.taints for t in node if t.effect in BLOCKING_EFFECTS}
+            self.blocking_taints = tuple(sorted(seen, key=lambda t: (t.key, t.value, t.effect)))
 
     def requirement_mask(self, requirement: Requirement) -> BoolArray:
         mask = self._masks.get(requirement)

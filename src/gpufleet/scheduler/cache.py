@@ -183,8 +183,10 @@ class ClusterCache:
         self._waiting: dict[str, PodInfo] = {}
         """Bound pods whose node the cache has not seen yet (a watch may report a pod
         before its node): they take capacity once the node arrives."""
-        self._shapes: Counter[PodSpec] = Counter()
+        self._shapes: Counter[Hashable] = Counter()
         """Every pod's request (name aside), counted: the default FGD workload."""
+        self._exemplar: dict[Hashable, PodSpec] = {}
+        """A pod spec of each request of ``_shapes``."""
         self._unbound: dict[str, PodInfo] = {}
         """gpufleet's pods that no event shows bound (pending, or assumed by a cycle)."""
         self._joining: dict[str, Running] = {}
@@ -263,7 +265,7 @@ class ClusterCache:
             return
         row = ledger.node_index[new.name]
         for state in (ledger.state, ledger.empty):
-            state.node_labels = state.node_labels.with_node(row, new.labels, new.taints)
+            state.node_labels.set_node(row, new.labels, new.taints)
 
     def _group(self, key: str, new: GroupSpec | None) -> None:
         if self._ledger is None:
@@ -275,9 +277,10 @@ class ClusterCache:
 
     def _pod(self, key: str, old: PodInfo | None, new: PodInfo | None) -> None:
         if old is not None:
-            self._shapes[replace(old.spec, name="")] -= 1
+            self._shapes[old.spec.request_key] -= 1
         if new is not None:
-            self._shapes[replace(new.spec, name="")] += 1
+            self._shapes[new.spec.request_key] += 1
+            self._exemplar.setdefault(new.spec.request_key, new.spec)
         self._index_unbound(key, new)
         if new is None or new.claims or (old is not None and old.claims):
             self._gone(key, claims=new is not None or (old is not None and bool(old.claims)))
@@ -428,8 +431,7 @@ class ClusterCache:
         to place)."""
         shapes = None
         if self.workload is None:
-            counted = ((s, n) for s, n in self._shapes.items() if n)
-            shapes = tuple(sorted(counted, key=_shape_order))
+            shapes = frozenset((k, n) for k, n in self._shapes.items() if n)
         key: Hashable = (policy, shapes)
         known = self._frameworks.get(key)
         if known is None:
@@ -464,16 +466,10 @@ class ClusterCache:
         """The pods FGD measures fragmentation against (see the class doc)."""
         if self.workload is not None:
             return list(self.workload)
-        return [
-            spec for spec, n in sorted(self._shapes.items(), key=_shape_order) for _ in range(n)
-        ]
+        counted = sorted((repr(k), n, self._exemplar[k]) for k, n in self._shapes.items() if n)
+        return [spec for _, n, spec in counted for _ in range(n)]
 
     def pending(self) -> list[PodInfo]:
         """Pods waiting to be scheduled (gpufleet's, not bound, not assumed)."""
         running = self.ledger().running
         return [p for k, p in sorted(self._unbound.items()) if k not in running]
-
-
-def _shape_order(item: tuple[PodSpec, int]) -> tuple[object, ...]:
-    spec = item[0]
-    return (spec.cpu_milli, spec.memory_mib, spec.num_gpu, spec.gpu_milli, repr(spec))
