@@ -14,7 +14,7 @@ nodes that changed. :meth:`ClusterState.copy` gives an independent state for wha
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -22,9 +22,10 @@ import numpy.typing as npt
 
 from gpufleet.model.mig import MigLayouts, table_for
 from gpufleet.model.selectors import NodeLabels, Taint
+from gpufleet.model.values import EMPTY, frozen_map
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from gpufleet.model.pod import PodSpec
 
@@ -57,9 +58,9 @@ class NodeSpec:
     memory_mib: int
     gpus: int
     gpu_model: str | None
-    labels: dict[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = EMPTY
     taints: tuple[Taint, ...] = ()
-    mig_slices: dict[str, int] = field(default_factory=dict)
+    mig_slices: Mapping[str, int] = EMPTY
     """Static MIG: slices the node advertises per profile (``{"1g.10gb": 7}``)."""
     mig_dynamic: bool = False
     """Dynamic MIG: gpufleet chooses how the node's GPUs are partitioned."""
@@ -69,11 +70,17 @@ class NodeSpec:
     """Allocatable milli-CPU of each NUMA zone (empty: unknown)."""
     single_numa: bool = False
     """The kubelet's topology manager runs the single-numa-node policy."""
-    extended: dict[str, int] = field(default_factory=dict)
+    extended: Mapping[str, int] = EMPTY
     """Allocatable of every other resource (``vpc.amazonaws.com/efa``, ``hugepages-2Mi``,
     ``ephemeral-storage``), in its base unit (devices, bytes)."""
     max_pods: int | None = None
     """Allocatable ``pods``: how many pods the kubelet runs (None: no limit, as in a trace)."""
+
+    def __post_init__(self) -> None:
+        # The maps are stored frozen, so that the node compares and hashes by value.
+        object.__setattr__(self, "labels", frozen_map(self.labels))
+        object.__setattr__(self, "mig_slices", frozen_map(self.mig_slices))
+        object.__setattr__(self, "extended", frozen_map(self.extended))
 
 
 class ClusterState:

@@ -18,6 +18,7 @@ import numpy as np
 from gpufleet.model.cluster import FloatArray, NodeSpec
 from gpufleet.model.devices import Allocation, Claim, DeviceClass, Pool
 from gpufleet.model.pod import PodSpec
+from gpufleet.model.values import EMPTY, ArrayValue, frozen_map, read_only
 
 RESOURCES = ("gpu", "cpu", "memory")
 """Order of the resource vectors: GPUs, milli-CPU, MiB."""
@@ -50,11 +51,12 @@ def pods_request(pods: Iterable[PodInfo]) -> FloatArray:
     return total
 
 
-@dataclass(frozen=True, slots=True)
-class QueueSpec:
+@dataclass(frozen=True, slots=True, eq=False)
+class QueueSpec(ArrayValue):
     """A queue: guaranteed ``quota``, hard ``limit`` (inf: none), ``weight`` for the surplus.
 
-    ``quota``, ``limit`` and ``weight`` are vectors over :data:`RESOURCES`.
+    ``quota``, ``limit`` and ``weight`` are vectors over :data:`RESOURCES`, stored as
+    read-only copies; queues compare and hash by their values (:class:`ArrayValue`).
     """
 
     name: str
@@ -67,6 +69,11 @@ class QueueSpec:
     reclaim_min_runtime_s: float = 0.0
     quota_set: tuple[bool, ...] = (False, False, False)
     """Per resource: was a quota given? Only those bound non-preemptible work."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "quota", read_only(self.quota))
+        object.__setattr__(self, "limit", read_only(self.limit))
+        object.__setattr__(self, "weight", read_only(self.weight))
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,8 +148,11 @@ class Snapshot:
     device_classes: tuple[DeviceClass, ...] = ()
     pools: tuple[Pool, ...] = ()
     claims: tuple[Claim, ...] = ()
-    allocations: Mapping[str, Allocation] = field(default_factory=dict)
+    allocations: Mapping[str, Allocation] = EMPTY
     """Claims already allocated (by key)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "allocations", frozen_map(self.allocations))
 
 
 @dataclass(frozen=True, slots=True)
