@@ -413,6 +413,21 @@ def test_a_changed_field_makes_a_different_value(cls: type) -> None:
         assert {value: "found"}.get(changed) is None, name
 
 
+@pytest.mark.parametrize(
+    "make", [node_spec, pod_info, group_spec, queue_spec], ids=lambda make: make.__name__
+)
+def test_uid_and_resource_version_take_no_part_in_equality(make: Callable[[], Any]) -> None:
+    # Identity, not content: an object read again after a write that changed nothing the
+    # scheduler reads is the same value, and a cache diffing old against new sees no change.
+    value = make()
+    assert (value.uid, value.resource_version) == ("", "")
+    other = replace(value, uid="7d1e", resource_version="102")
+    assert other.uid == "7d1e"
+    assert other == value
+    assert hash(other) == hash(value)
+    assert {value: "found"}[other] == "found"
+
+
 def test_values_survive_pickling() -> None:
     # The fill runs its tasks in processes.
     for case in CASES.values():

@@ -14,7 +14,7 @@ nodes that changed. :meth:`ClusterState.copy` gives an independent state for wha
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -75,6 +75,11 @@ class NodeSpec:
     ``ephemeral-storage``), in its base unit (devices, bytes)."""
     max_pods: int | None = None
     """Allocatable ``pods``: how many pods the kubelet runs (None: no limit, as in a trace)."""
+    uid: str = field(default="", compare=False)
+    """``metadata.uid`` (empty: not read from a cluster). Like ``resource_version`` it says
+    which object this is, not what it holds: neither takes part in ``==`` or ``hash``."""
+    resource_version: str = field(default="", compare=False)
+    """``metadata.resourceVersion``: which write of the object this is."""
 
     def __post_init__(self) -> None:
         # The maps are stored frozen, so that the node compares and hashes by value.

@@ -69,6 +69,11 @@ class QueueSpec(ArrayValue):
     reclaim_min_runtime_s: float = 0.0
     quota_set: tuple[bool, ...] = (False, False, False)
     """Per resource: was a quota given? Only those bound non-preemptible work."""
+    uid: str = field(default="", compare=False)
+    """``metadata.uid`` and ``resource_version`` its ``metadata.resourceVersion`` (empty: not
+    read from a cluster): which object and which write of it, not what it holds, so neither
+    takes part in ``==`` or ``hash`` (likewise for pods, PodGroups and nodes)."""
+    resource_version: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "quota", read_only(self.quota))
@@ -107,6 +112,10 @@ class PodInfo:
     """For a pending pod: the most GPUs its claims may count as toward its queue, beyond
     its container requests (scheduler/claims.py; a claim its queue already holds, or an
     earlier pending pod of its queue counts, is not counted again). Set by the cycle."""
+    uid: str = field(default="", compare=False)
+    """``metadata.uid`` (empty: not read from a cluster); not compared, as for queues."""
+    resource_version: str = field(default="", compare=False)
+    """``metadata.resourceVersion``; not compared."""
 
     @property
     def gang(self) -> str:
@@ -133,6 +142,10 @@ class GroupSpec:
     device_match: str | None = None
     """A device attribute (``gpu.nvidia.com/clique``) every device of the gang's claims must
     share: the gang's claims are allocated as one problem."""
+    uid: str = field(default="", compare=False)
+    """``metadata.uid`` (empty: not read from a cluster); not compared, as for queues."""
+    resource_version: str = field(default="", compare=False)
+    """``metadata.resourceVersion``; not compared."""
 
 
 @dataclass(frozen=True, slots=True)
