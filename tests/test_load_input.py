@@ -134,6 +134,31 @@ items:
     ]
 
 
+def test_a_pod_as_kubectl_prints_it_keeps_its_uid_and_resource_version(tmp_path: Path) -> None:
+    pod = """apiVersion: v1
+kind: Pod
+metadata:
+  creationTimestamp: "2026-01-01T00:00:00Z"
+  generation: 1
+  name: p
+  namespace: ml
+  resourceVersion: "48213"
+  uid: 5f0c2a7e-9b8d-4f3e-a1c6-2d7b9e8f0a31
+spec: {schedulerName: gpufleet, containers: [{name: c}]}
+status: {phase: Pending}
+"""
+    snap, warned = load(write(tmp_path, NODE, pod))
+    assert warned == []
+    assert [(p.uid, p.resource_version) for p in snap.pods] == [  # type: ignore[attr-defined]
+        ("5f0c2a7e-9b8d-4f3e-a1c6-2d7b9e8f0a31", "48213")
+    ]
+    with pytest.raises(InputError) as caught:
+        load(write(tmp_path, NODE, pod.replace('"48213"', "48213")))  # a YAML integer
+    assert "Pod p: field 'metadata.resourceVersion': expected a string, got 48213" in str(
+        caught.value
+    )
+
+
 def test_a_repeated_mapping_key_is_an_error_with_its_line(tmp_path: Path) -> None:
     pods = """apiVersion: v1
 kind: Pod

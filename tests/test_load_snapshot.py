@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
 from gpufleet.load.errors import InputError
 from gpufleet.load.snapshot import load_snapshot
+from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.selectors import Requirement, Taint
+from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, Snapshot
+from gpufleet.report.cycle import cycle_json
+from gpufleet.scheduler.cycle import run_cycle
 
 NODE = """
 apiVersion: v1
@@ -473,6 +478,39 @@ POD = "apiVersion: v1\nkind: Pod\nmetadata: {{name: p, namespace: ml{meta}}}\nsp
             "version value",
             id="bad-attribute",
         ),
+        pytest.param(
+            [NODE, POD.format(meta=", uid: 12", spec="containers: [{name: c}]")],
+            "Pod p: field 'metadata.uid': expected a string, got 12",
+            id="pod-uid-not-string",
+        ),
+        pytest.param(
+            [NODE, POD.format(meta=", resourceVersion: 101", spec="containers: [{name: c}]")],
+            "Pod p: field 'metadata.resourceVersion': expected a string, got 101",
+            id="pod-resource-version-not-string",
+        ),
+        pytest.param(
+            [NODE.replace("metadata: {name: n1,", "metadata: {name: n1, resourceVersion: 7,")],
+            "Node n1: field 'metadata.resourceVersion': expected a string, got 7",
+            id="node-resource-version-not-string",
+        ),
+        pytest.param(
+            [
+                NODE,
+                "apiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\n"
+                "metadata: {name: g, uid: [a]}\nspec: {minMember: 1}",
+            ],
+            "PodGroup g: field 'metadata.uid': expected a string, got ['a']",
+            id="group-uid-not-string",
+        ),
+        pytest.param(
+            [
+                NODE,
+                "apiVersion: gpufleet.io/v1alpha1\nkind: Queue\n"
+                "metadata: {name: q, resourceVersion: {v: 1}}",
+            ],
+            "Queue q: field 'metadata.resourceVersion': expected a string, got {v: 1}",
+            id="queue-resource-version-not-string",
+        ),
         pytest.param(["key: [unclosed"], "is not valid YAML", id="bad-yaml"),
         pytest.param(["- just\n- a list"], "expected Kubernetes objects", id="not-objects"),
     ],
@@ -488,3 +526,73 @@ def test_bad_snapshots_name_object_and_field(tmp_path: Path, docs: list[str], me
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no such file"):
         load_snapshot(tmp_path / "nope.yaml")
+
+
+IDENTIFIED = [
+    "apiVersion: v1\nkind: Node\nmetadata: {name: n1, uid: 7d1e-node, resourceVersion: '101'}\n"
+    "status: {allocatable: {cpu: '8', memory: 64Gi, nvidia.com/gpu: '2'}}",
+    "apiVersion: gpufleet.io/v1alpha1\nkind: Queue\n"
+    "metadata: {name: team-a, uid: 7d1e-queue, resourceVersion: '102'}",
+    "apiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\nmetadata: {name: g, namespace: ml, "
+    "uid: 7d1e-group, resourceVersion: '103', labels: {gpufleet.io/queue: team-a}}\n"
+    "spec: {minMember: 2}",
+    *(
+        f"apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: ml, uid: 7d1e-{name}, "
+        f"resourceVersion: '{version}', labels: {{scheduling.x-k8s.io/pod-group: g}}}}\n"
+        "spec: {schedulerName: gpufleet, containers: [{name: c, resources: "
+        "{limits: {nvidia.com/gpu: '1'}}}]}"
+        for name, version in (("p0", 104), ("p1", 105))
+    ),
+]
+"""A Node, Queue, PodGroup and its two pods, each with its uid and resourceVersion."""
+
+
+def identities(snap: Snapshot) -> list[tuple[str, str]]:
+    values: list[NodeSpec | QueueSpec | GroupSpec | PodInfo] = [
+        *snap.nodes, *snap.queues, *snap.groups, *snap.pods
+    ]  # fmt: skip
+    return [(v.uid, v.resource_version) for v in values]
+
+
+def test_uid_and_resource_version_are_read(tmp_path: Path) -> None:
+    snap = load_snapshot(write(tmp_path, *IDENTIFIED))
+    assert identities(snap) == [
+        ("7d1e-node", "101"),
+        ("7d1e-queue", "102"),
+        ("7d1e-group", "103"),
+        ("7d1e-p0", "104"),
+        ("7d1e-p1", "105"),
+    ]
+
+
+def test_without_uid_and_resource_version_they_are_empty(tmp_path: Path) -> None:
+    bare = [re.sub(r", uid: [\w-]+, resourceVersion: '\d+'", "", doc) for doc in IDENTIFIED]
+    assert all("uid" not in doc for doc in bare)
+    assert identities(load_snapshot(write(tmp_path, *bare))) == [("", "")] * 5
+
+
+def test_identity_changes_neither_the_values_nor_the_schedule(tmp_path: Path) -> None:
+    read = load_snapshot(write(tmp_path, *IDENTIFIED))
+    renamed = [
+        doc.replace("uid: 7d1e", "uid: 9a2f").replace("resourceVersion: '1", "resourceVersion: '9")
+        for doc in IDENTIFIED
+    ]
+    again = load_snapshot(write(tmp_path, *renamed))
+    assert identities(again) != identities(read)
+    assert again == read
+    assert hash(again) == hash(read)
+    assert [p.spec.request_key for p in again.pods] == [p.spec.request_key for p in read.pods]
+    now = 1e9
+    assert cycle_json(run_cycle(again, now)) == cycle_json(run_cycle(read, now))
+    assert len(run_cycle(read, now).bindings) == 2
+
+
+def test_a_node_pool_does_not_give_its_nodes_the_templates_identity(tmp_path: Path) -> None:
+    pool = (
+        "apiVersion: gpufleet.io/v1alpha1\nkind: NodePool\nmetadata: {name: pool}\n"
+        "spec: {count: 2, template: {metadata: {uid: 7d1e-node, resourceVersion: '101'}, "
+        "status: {allocatable: {cpu: '1', memory: 1Gi}}}}"
+    )
+    snap = load_snapshot(write(tmp_path, pool))
+    assert [n.name for n in snap.nodes] == ["pool-000", "pool-001"]
+    assert identities(snap) == [("", ""), ("", "")]

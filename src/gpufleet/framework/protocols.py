@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
+from gpufleet.model.values import ArrayValue
+
 if TYPE_CHECKING:
     from gpufleet.model.arrays import BoolArray, FloatArray, IntArray
     from gpufleet.model.cluster import ClusterState
@@ -26,9 +28,13 @@ if TYPE_CHECKING:
     from gpufleet.model.pod import PodSpec
 
 
-@dataclass(frozen=True, slots=True)
-class FilterVerdict:
-    """``feasible`` nodes, and for each reason the nodes that fail it (they may overlap)."""
+@dataclass(frozen=True, slots=True, eq=False)
+class FilterVerdict(ArrayValue):
+    """``feasible`` nodes, and for each reason the nodes that fail it (they may overlap).
+
+    Verdicts compare and hash by their masks' values (:class:`ArrayValue`); a mask must not
+    change once it is in a verdict (they are not copied: verdicts are made per pod and
+    filter)."""
 
     feasible: BoolArray
     failures: tuple[tuple[str, BoolArray], ...] = ()
@@ -76,8 +82,8 @@ class GpuChooser(Plugin, Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class Handle:
+@dataclass(frozen=True, slots=True, eq=False)
+class Handle(ArrayValue):
     """What the framework gives plugins: seeded randomness, the target workload, tie order.
 
     ``tie_rank`` orders nodes for breaking score ties: among equally scored nodes the one
@@ -86,6 +92,9 @@ class Handle:
     None means node index order. ``fragments`` is the fragment index over the workload's
     typical pods (FGD's target workload); it is shared so that the FGD score and the
     simulator's fragmentation report refresh each changed node once.
+
+    Two handles are equal when they share the generator and the fragment index (objects
+    with state, compared by identity) and their tie ranks are equal.
     """
 
     rng: np.random.Generator

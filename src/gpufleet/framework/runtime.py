@@ -29,6 +29,7 @@ from gpufleet.framework.status import Code, Reason, Status
 from gpufleet.model.arrays import BoolArray, FloatArray, IntArray
 from gpufleet.model.cluster import ClusterState
 from gpufleet.model.pod import PodSpec
+from gpufleet.model.values import ArrayValue
 
 P = TypeVar("P")
 
@@ -37,9 +38,10 @@ class ProfileError(ValueError):
     """A profile names a plugin that does not implement the extension point it is used at."""
 
 
-@dataclass(frozen=True, slots=True)
-class FilterResult:
-    """Feasible node indexes, or a non-success status saying why there are none."""
+@dataclass(frozen=True, slots=True, eq=False)
+class FilterResult(ArrayValue):
+    """Feasible node indexes, or a non-success status saying why there are none (compared
+    and hashed by value, :class:`ArrayValue`)."""
 
     nodes: IntArray
     status: Status
@@ -121,9 +123,10 @@ class Framework:
         return int(best[np.argmin(self.tie_rank[best])])
 
 
-@dataclass(frozen=True, slots=True)
-class Held:
-    """Nodes the cycle holds back (for a starving job), as a filter with its own reason."""
+@dataclass(frozen=True, slots=True, eq=False)
+class Held(ArrayValue):
+    """Nodes the cycle holds back (for a starving job), as a filter with its own reason
+    (compared and hashed by value, :class:`ArrayValue`)."""
 
     mask: BoolArray
     message: str

@@ -302,6 +302,7 @@ def read_pod(
             )
     created = r.time("metadata.creationTimestamp") or 0.0
     blocked = "" if node is not None else _blocked(r, group, group_queues)
+    uid, version = r.identity()
     return PodInfo(
         r.key,
         spec,
@@ -316,6 +317,8 @@ def read_pod(
         managed,
         _pod_claims(r),
         blocked,
+        uid=uid,
+        resource_version=version,
     )
 
 

@@ -25,6 +25,10 @@ MAX_QUANTITY = Decimal(2) ** 52
 
 Obj = Mapping[str, Any]
 
+UID = "uid"
+RESOURCE_VERSION = "resourceVersion"
+"""The metadata fields that identify an object and its version (:meth:`Reader.identity`)."""
+
 
 def shown(value: object) -> str:
     """A value as the user wrote it: ``2.5`` for a quantity (not ``Decimal('2.500')``),
@@ -141,6 +145,12 @@ class Reader:
         if value is not None and not isinstance(value, str):
             raise self.fail(path, "a string", value)
         return value
+
+    def identity(self) -> tuple[str, str]:
+        """``metadata.uid`` and ``metadata.resourceVersion``, the strings ``kubectl get -o
+        yaml`` prints (empty where absent): which object this is, and which write of it."""
+        uid = self.string(f"metadata.{UID}", "") or ""
+        return uid, self.string(f"metadata.{RESOURCE_VERSION}", "") or ""
 
     def time(self, path: str) -> float | None:
         return self.time_of(path, self.get(path))

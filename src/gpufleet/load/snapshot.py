@@ -26,6 +26,10 @@ Choices worth knowing:
   labelled ``kubernetes.io/hostname``; ``spec.domains`` (widest first) gives each run of
   ``size`` consecutive nodes its own value of a topology label (``POOL-rack-00``, …). With
   no ``Topology`` object, the pools' domain labels, then the hostname, are the topology.
+  The nodes are new objects: they do not take the template's ``uid`` or
+  ``resourceVersion`` (a template copied from a real Node has them).
+* Nodes, Pods, PodGroups and Queues keep their ``metadata.uid`` and
+  ``metadata.resourceVersion`` (:meth:`Reader.identity`); they never change a decision.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from gpufleet.load.devices import allocation, claim_spec, device_class, pools
 from gpufleet.load.errors import InputError, reading, warn_default
 from gpufleet.load.kinds import Warn, sort_objects
 from gpufleet.load.pods import read_pod
-from gpufleet.load.reader import Obj, Reader
+from gpufleet.load.reader import RESOURCE_VERSION, UID, Obj, Reader
 from gpufleet.load.schema import LENIENT, STRICT, name_problem, unknown_fields
 from gpufleet.load.vocabulary import (
     DEFAULT_SCHEDULER,
@@ -409,6 +413,9 @@ def _node_pool(r: Reader) -> tuple[tuple[str, ...], list[Reader]]:
     meta = template.get("metadata") or {}
     if not isinstance(meta, Mapping):
         raise r.fail("spec.template.metadata", "a mapping", meta)
+    # A template copied from a real Node carries its identity; the pool's nodes are new
+    # objects, and must not all claim that one uid.
+    meta = {k: v for k, v in meta.items() if k not in {UID, RESOURCE_VERSION}}
     labels = meta.get("labels") or {}
     if not isinstance(labels, Mapping):
         raise r.fail("spec.template.metadata.labels", "a mapping", labels)
@@ -502,6 +509,7 @@ def _node(r: Reader) -> NodeSpec:
             "A100, H100 or H200)",
             product,
         )
+    uid, version = r.identity()
     return NodeSpec(
         r.name,
         cpu_milli(cpu),
@@ -514,6 +522,8 @@ def _node(r: Reader) -> NodeSpec:
         dynamic,
         extended=extended,
         max_pods=max_pods,
+        uid=uid,
+        resource_version=version,
     )
 
 
@@ -618,6 +628,7 @@ def _queue(r: Reader) -> tuple[QueueSpec, tuple[bool, ...]]:
     for q, lim, res in zip(quota, limit, ("gpu", "cpu", "memory"), strict=True):
         if lim < q:
             raise r.fail(f"spec.resources.{res}.limit", f"-1 or at least the quota ({q:g})", lim)
+    uid, version = r.identity()
     spec = QueueSpec(
         r.name,
         parent or None,
@@ -628,6 +639,8 @@ def _queue(r: Reader) -> tuple[QueueSpec, tuple[bool, ...]]:
         r.duration("spec.preemptMinRuntime"),
         r.duration("spec.reclaimMinRuntime"),
         given,
+        uid,
+        version,
     )
     return spec, given
 
@@ -661,6 +674,7 @@ def _group(r: Reader) -> GroupSpec:
     stale = None
     if STALE_ANNOTATION in annotations:
         stale = r.time_of(f"metadata.annotations.{STALE_ANNOTATION}", annotations[STALE_ANNOTATION])
+    uid, version = r.identity()
     return GroupSpec(
         r.key,
         r.integer("spec.minMember", 1, minimum=1),
@@ -670,6 +684,8 @@ def _group(r: Reader) -> GroupSpec:
         annotations.get(TOPOLOGY_REQUIRED) or None,
         annotations.get(TOPOLOGY_PREFERRED) or None,
         annotations.get(DEVICE_MATCH) or None,
+        uid,
+        version,
     )
 
 

@@ -22,9 +22,10 @@ import numpy as np
 from gpufleet.model.arrays import MILLI, BoolArray, IntArray
 from gpufleet.model.mig import MigLayouts, table_for
 from gpufleet.model.selectors import NodeLabels, Taint
+from gpufleet.model.values import EMPTY, frozen_map
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from gpufleet.model.pod import PodSpec
 
@@ -50,9 +51,9 @@ class NodeSpec:
     memory_mib: int
     gpus: int
     gpu_model: str | None
-    labels: dict[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = EMPTY
     taints: tuple[Taint, ...] = ()
-    mig_slices: dict[str, int] = field(default_factory=dict)
+    mig_slices: Mapping[str, int] = EMPTY
     """Static MIG: slices the node advertises per profile (``{"1g.10gb": 7}``)."""
     mig_dynamic: bool = False
     """Dynamic MIG: gpufleet chooses how the node's GPUs are partitioned."""
@@ -62,11 +63,22 @@ class NodeSpec:
     """Allocatable milli-CPU of each NUMA zone (empty: unknown)."""
     single_numa: bool = False
     """The kubelet's topology manager runs the single-numa-node policy."""
-    extended: dict[str, int] = field(default_factory=dict)
+    extended: Mapping[str, int] = EMPTY
     """Allocatable of every other resource (``vpc.amazonaws.com/efa``, ``hugepages-2Mi``,
     ``ephemeral-storage``), in its base unit (devices, bytes)."""
     max_pods: int | None = None
     """Allocatable ``pods``: how many pods the kubelet runs (None: no limit, as in a trace)."""
+    uid: str = field(default="", compare=False)
+    """``metadata.uid`` (empty: not read from a cluster). Like ``resource_version`` it says
+    which object this is, not what it holds: neither takes part in ``==`` or ``hash``."""
+    resource_version: str = field(default="", compare=False)
+    """``metadata.resourceVersion``: which write of the object this is."""
+
+    def __post_init__(self) -> None:
+        # The maps are stored frozen, so that the node compares and hashes by value.
+        object.__setattr__(self, "labels", frozen_map(self.labels))
+        object.__setattr__(self, "mig_slices", frozen_map(self.mig_slices))
+        object.__setattr__(self, "extended", frozen_map(self.extended))
 
 
 class ClusterState:

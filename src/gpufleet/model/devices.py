@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 
 from gpufleet.model.selectors import Taint as DeviceTaint
 from gpufleet.model.selectors import Toleration as DeviceToleration
+from gpufleet.model.values import EMPTY, FrozenMap, frozen_map
 
 # Device taints and tolerations follow the rules of node taints (model/selectors.py).
 __all__ = [
@@ -73,13 +74,17 @@ class Device:
     all_nodes: bool = False
     nodes: frozenset[str] | None = None
     """The nodes a slice's ``nodeSelector`` reaches (None: not selector-based)."""
-    attributes: Mapping[str, object] = field(default_factory=dict)
-    capacity: Mapping[str, Decimal] = field(default_factory=dict)
+    attributes: Mapping[str, object] = EMPTY
+    capacity: Mapping[str, Decimal] = EMPTY
     taints: tuple[DeviceTaint, ...] = ()
     consumes: tuple[tuple[str, tuple[tuple[str, Decimal], ...]], ...] = ()
     """Shared counters the device takes from its pool: (counter set, ((counter, amount), ...))."""
     multi: bool = False
     """``allowMultipleAllocations``: consumable capacity, shared by several claims."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "attributes", frozen_map(self.attributes))
+        object.__setattr__(self, "capacity", frozen_map(self.capacity))
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -102,10 +107,14 @@ class Pool:
     slice_count: int
     slices_seen: int
     devices: tuple[Device, ...]
-    counters: Mapping[str, Mapping[str, Decimal]] = field(default_factory=dict)
+    counters: Mapping[str, Mapping[str, Decimal]] = EMPTY
     """Shared counter sets: name -> counter -> amount."""
     invalid: str | None = None
     """Why the pool cannot be used (e.g. a device name in two slices), or None."""
+
+    def __post_init__(self) -> None:
+        counters = {name: frozen_map(amounts) for name, amounts in self.counters.items()}
+        object.__setattr__(self, "counters", FrozenMap(counters))
 
     @property
     def complete(self) -> bool:

@@ -31,6 +31,7 @@ import numpy as np
 
 from gpufleet.model.arrays import MILLI, BoolArray, FloatArray, IntArray
 from gpufleet.model.cluster import ClusterState
+from gpufleet.model.values import ArrayValue, read_only
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -41,9 +42,12 @@ DEFAULT_COVERAGE = 0.95
 """Share of the workload's pods that the typical pods cover (FGD's popularity threshold)."""
 
 
-@dataclass(frozen=True, slots=True)
-class TypicalPods:
-    """The target workload: ``K`` request shapes with probabilities summing to 1."""
+@dataclass(frozen=True, slots=True, eq=False)
+class TypicalPods(ArrayValue):
+    """The target workload: ``K`` request shapes with probabilities summing to 1.
+
+    The arrays are stored as read-only copies; equal workloads compare and hash equal
+    (:class:`ArrayValue`)."""
 
     cpu_milli: IntArray
     gpu_milli: IntArray
@@ -52,6 +56,13 @@ class TypicalPods:
     prob: FloatArray
     memory_mib: FloatArray
     """Mean memory of the shape's pods (not part of the shape; FGD's measure ignores it)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cpu_milli", read_only(self.cpu_milli))
+        object.__setattr__(self, "gpu_milli", read_only(self.gpu_milli))
+        object.__setattr__(self, "num_gpu", read_only(self.num_gpu))
+        object.__setattr__(self, "prob", read_only(self.prob))
+        object.__setattr__(self, "memory_mib", read_only(self.memory_mib))
 
     @property
     def size(self) -> int:

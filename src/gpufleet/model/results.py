@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+from gpufleet.model.values import frozen_map
 
 ARRIVED_MAX_PCT = 130
 """Curves run over arrived workload 0..130% of cluster GPU capacity."""
@@ -73,8 +76,11 @@ class Timeline:
     """Samples over simulated time: GPUs allocated per queue and GPUs pending."""
 
     time_s: tuple[float, ...]
-    allocated: dict[str, tuple[float, ...]]
+    allocated: Mapping[str, tuple[float, ...]]
     pending_gpus: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "allocated", frozen_map(self.allocated))
 
     def to_json(self) -> dict[str, object]:
         return {

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from gpufleet.model.arrays import BoolArray, IntArray
 
@@ -39,7 +39,7 @@ class Requirement:
     operator: str
     values: tuple[str, ...] = ()
 
-    def matches(self, labels: dict[str, str]) -> bool:
+    def matches(self, labels: Mapping[str, str]) -> bool:
         value = labels.get(self.key)
         if self.operator == "In":
             return value is not None and value in self.values
@@ -110,7 +110,7 @@ class NodeLabels:
 
     def __init__(
         self,
-        labels: Sequence[dict[str, str]],
+        labels: Sequence[Mapping[str, str]],
         taints: Sequence[tuple[Taint, ...]],
         names: Sequence[str] = (),
     ) -> None:
@@ -124,7 +124,7 @@ class NodeLabels:
         self.blocking_taints = tuple(sorted(seen, key=lambda t: (t.key, t.value, t.effect)))
         """Distinct NoSchedule/NoExecute taints of the cluster."""
 
-    def set_node(self, row: int, labels: dict[str, str], taints: tuple[Taint, ...]) -> None:
+    def set_node(self, row: int, labels: Mapping[str, str], taints: tuple[Taint, ...]) -> None:
         """Node ``row``'s labels and taints changed: its entry of each cached mask is judged
         again (a new array where it changes, so that a mask already handed out stays as
         it was); the others are untouched."""
@@ -146,10 +146,9 @@ class NodeLabels:
     def requirement_mask(self, requirement: Requirement) -> BoolArray:
         mask = self._masks.get(requirement)
         if mask is None:
+            fields: Sequence[Mapping[str, str]] = self.labels
             if requirement.key == FIELD_NODE_NAME:
                 fields = [{FIELD_NODE_NAME: name} for name in self.names]
-            else:
-                fields = list(self.labels)
             mask = np.fromiter(
                 (requirement.matches(labels) for labels in fields),
                 dtype=np.bool_,

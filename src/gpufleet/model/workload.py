@@ -19,6 +19,7 @@ from gpufleet.model.arrays import FloatArray
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.devices import Allocation, Claim, DeviceClass, Pool
 from gpufleet.model.pod import PodSpec
+from gpufleet.model.values import EMPTY, ArrayValue, frozen_map, read_only
 
 RESOURCES = ("gpu", "cpu", "memory")
 """Order of the resource vectors: GPUs, milli-CPU, MiB."""
@@ -51,11 +52,12 @@ def pods_request(pods: Iterable[PodInfo]) -> FloatArray:
     return total
 
 
-@dataclass(frozen=True, slots=True)
-class QueueSpec:
+@dataclass(frozen=True, slots=True, eq=False)
+class QueueSpec(ArrayValue):
     """A queue: guaranteed ``quota``, hard ``limit`` (inf: none), ``weight`` for the surplus.
 
-    ``quota``, ``limit`` and ``weight`` are vectors over :data:`RESOURCES`.
+    ``quota``, ``limit`` and ``weight`` are vectors over :data:`RESOURCES`, stored as
+    read-only copies; queues compare and hash by their values (:class:`ArrayValue`).
     """
 
     name: str
@@ -68,6 +70,16 @@ class QueueSpec:
     reclaim_min_runtime_s: float = 0.0
     quota_set: tuple[bool, ...] = (False, False, False)
     """Per resource: was a quota given? Only those bound non-preemptible work."""
+    uid: str = field(default="", compare=False)
+    """``metadata.uid`` and ``resource_version`` its ``metadata.resourceVersion`` (empty: not
+    read from a cluster): which object and which write of it, not what it holds, so neither
+    takes part in ``==`` or ``hash`` (likewise for pods, PodGroups and nodes)."""
+    resource_version: str = field(default="", compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "quota", read_only(self.quota))
+        object.__setattr__(self, "limit", read_only(self.limit))
+        object.__setattr__(self, "weight", read_only(self.weight))
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +113,10 @@ class PodInfo:
     """For a pending pod: the most GPUs its claims may count as toward its queue, beyond
     its container requests (scheduler/claims.py; a claim its queue already holds, or an
     earlier pending pod of its queue counts, is not counted again). Set by the cycle."""
+    uid: str = field(default="", compare=False)
+    """``metadata.uid`` (empty: not read from a cluster); not compared, as for queues."""
+    resource_version: str = field(default="", compare=False)
+    """``metadata.resourceVersion``; not compared."""
 
     @property
     def gang(self) -> str:
@@ -127,6 +143,10 @@ class GroupSpec:
     device_match: str | None = None
     """A device attribute (``gpu.nvidia.com/clique``) every device of the gang's claims must
     share: the gang's claims are allocated as one problem."""
+    uid: str = field(default="", compare=False)
+    """``metadata.uid`` (empty: not read from a cluster); not compared, as for queues."""
+    resource_version: str = field(default="", compare=False)
+    """``metadata.resourceVersion``; not compared."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,8 +162,11 @@ class Snapshot:
     device_classes: tuple[DeviceClass, ...] = ()
     pools: tuple[Pool, ...] = ()
     claims: tuple[Claim, ...] = ()
-    allocations: Mapping[str, Allocation] = field(default_factory=dict)
+    allocations: Mapping[str, Allocation] = EMPTY
     """Claims already allocated (by key)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "allocations", frozen_map(self.allocations))
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,488 @@
+"""Every frozen dataclass of ``model/`` and ``framework/`` compares by value and hashes.
+
+A cluster cache fed by watch events stores these values, diffs the old one against the new
+one on update and keys dictionaries by them. The table below builds each type twice,
+separately: the two must be equal, hash equal and find each other in a dict or set; a
+copy with any one compared field changed must not be equal. Fields are changed by
+``bumped`` (an int plus one, a string with a suffix, ...) unless the case says how.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import pickle
+import pkgutil
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, replace
+from decimal import Decimal
+from typing import Any
+
+import numpy as np
+import pytest
+
+import gpufleet.framework
+import gpufleet.model
+from gpufleet.framework.profile import Profile
+from gpufleet.framework.protocols import FilterVerdict, Handle
+from gpufleet.framework.runtime import FilterResult, Held
+from gpufleet.framework.status import Code, Reason, Status
+from gpufleet.model.cluster import NodeSpec
+from gpufleet.model.devices import (
+    Allocation,
+    Claim,
+    Constraint,
+    Device,
+    DeviceClass,
+    DeviceResult,
+    OpaqueConfig,
+    Pool,
+    Request,
+    Subrequest,
+)
+from gpufleet.model.fragmentation import FragmentIndex, TypicalPods, typical_pods
+from gpufleet.model.mig import TABLES, Instance, MigProfile
+from gpufleet.model.pod import PodSpec
+from gpufleet.model.results import FillRun, QueueUsage, ReplayRun, Timeline
+from gpufleet.model.selectors import NodeConstraint, Requirement, Taint, Toleration
+from gpufleet.model.values import FrozenMap
+from gpufleet.model.workload import (
+    GroupSpec,
+    PodInfo,
+    QueueSpec,
+    ReplayJob,
+    Snapshot,
+    vector,
+)
+
+RNG = np.random.default_rng(0)
+FRAGMENTS = FragmentIndex(typical_pods([PodSpec("p", 1000, 1024, 1, 1000)]))
+"""A handle's generator and fragment index are objects with state, compared by identity:
+equal handles share them."""
+
+
+def requirement() -> Requirement:
+    return Requirement("zone", "In", ("a", "b"))
+
+
+def constraint() -> NodeConstraint:
+    return NodeConstraint(((requirement(),),), (Toleration("gpu", "Exists"),))
+
+
+def node_spec() -> NodeSpec:
+    return NodeSpec(
+        "node-1",
+        96_000,
+        393_216,
+        8,
+        "A100",
+        {"zone": "a", "rack": "r1"},
+        (Taint("gpu", "yes"),),
+        {"1g.10gb": 7},
+        False,
+        (0, 0, 1, 1),
+        (48_000, 48_000),
+        True,
+        {"vpc.amazonaws.com/efa": 4},
+        110,
+    )
+
+
+def pod_spec() -> PodSpec:
+    return PodSpec(
+        "ns/p",
+        4000,
+        8192,
+        1,
+        1000,
+        frozenset({"A100"}),
+        constraint(),
+        extended=(("vpc.amazonaws.com/efa", 1),),
+    )
+
+
+def queue_spec() -> QueueSpec:
+    return QueueSpec(
+        "team-a",
+        "dept",
+        50,
+        vector(4, 8000, 4096),
+        vector(8, np.inf, np.inf),
+        vector(2, 1, 1),
+        60.0,
+        30.0,
+        (True, False, False),
+    )
+
+
+def pod_info() -> PodInfo:
+    return PodInfo(
+        "ns/p",
+        pod_spec(),
+        "team-a",
+        "ns/gang",
+        10,
+        True,
+        100.0,
+        "node-1",
+        (3,),
+        150.0,
+        True,
+        ("ns/claim",),
+        "",
+        0.5,
+    )
+
+
+def group_spec() -> GroupSpec:
+    return GroupSpec("ns/gang", 4, "team-a", 100.0, 200.0, "rack", "zone", "clique")
+
+
+def device() -> Device:
+    return Device(
+        "gpu.example.com",
+        "pool-1",
+        "gpu-0",
+        "node-1",
+        False,
+        frozenset({"node-1"}),
+        {"gpu.example.com/model": "A100", "gpu.example.com/numa": 0},
+        {"gpu.example.com/memory": Decimal(80)},
+        (Taint("broken"),),
+        (("set-1", (("memory", Decimal(40)),)),),
+        True,
+    )
+
+
+def pool() -> Pool:
+    return Pool(
+        "gpu.example.com", "pool-1", 1, 1, 1, (device(),), {"set-1": {"memory": Decimal(80)}}
+    )
+
+
+def opaque() -> OpaqueConfig:
+    return OpaqueConfig("gpu.example.com", '{"sharing": "mps"}', ("gpu",))
+
+
+def subrequest() -> Subrequest:
+    return Subrequest(
+        "gpu",
+        "gpu.example.com",
+        ("device.driver == 'gpu.example.com'",),
+        2,
+        False,
+        False,
+        (Toleration("broken", "Exists"),),
+        (("gpu.example.com/memory", Decimal(20)),),
+    )
+
+
+def request() -> Request:
+    return Request("gpu", (subrequest(),), True)
+
+
+def claim() -> Claim:
+    return Claim("ns/claim", (request(),), (Constraint(("gpu",), "numa", None),), (opaque(),))
+
+
+def device_result() -> DeviceResult:
+    return DeviceResult(
+        "gpu",
+        "gpu.example.com",
+        "pool-1",
+        "gpu-0",
+        False,
+        (("gpu.example.com/memory", Decimal(20)),),
+        (Toleration("broken", "Exists"),),
+        "gpu.example.com",
+    )
+
+
+def allocation() -> Allocation:
+    return Allocation((device_result(),), "node-1")
+
+
+def typical() -> TypicalPods:
+    return TypicalPods(
+        np.array([4000, 8000], dtype=np.int64),
+        np.array([500, 1000], dtype=np.int64),
+        np.array([1, 2], dtype=np.int64),
+        (None, frozenset({"A100"})),
+        np.array([0.25, 0.75]),
+        np.array([1024.0, 2048.0]),
+    )
+
+
+def timeline() -> Timeline:
+    return Timeline((0.0, 60.0), {"team-a": (1.0, 2.0)}, (0.0, 1.0))
+
+
+def replay_run() -> ReplayRun:
+    return ReplayRun(
+        "trace", "gpufleet", 42, 10, 8, 1, 1, 5.0, 4.0, 9.0, 50.0, 70.0, 3600.0, 2, 0.5,
+        12.0, 24.0, 7200.0, 100, (QueueUsage("team-a", 10, 12.0, 10.0),), (0.0, 5.0, 9.0),
+        timeline(), 1.5,
+    )  # fmt: skip
+
+
+def verdict() -> FilterVerdict:
+    return FilterVerdict(
+        np.array([True, False, True]), (("Insufficient GPU", np.array([False, True, False])),)
+    )
+
+
+def status() -> Status:
+    return Status(Code.UNSCHEDULABLE, (Reason("GpuFit", "Insufficient GPU", 1),), "GpuFit", 3)
+
+
+def snapshot() -> Snapshot:
+    return Snapshot(
+        (node_spec(),),
+        (pod_info(),),
+        (group_spec(),),
+        (queue_spec(),),
+        ("rack",),
+        (DeviceClass("gpu.example.com", ("true",), (opaque(),), 1.0),),
+        (pool(),),
+        (claim(),),
+        {"ns/claim": allocation()},
+    )
+
+
+@dataclass(frozen=True)
+class Also:
+    """A change of one field that is valid only with others changed too."""
+
+    value: object
+    others: dict[str, object]
+
+
+@dataclass(frozen=True)
+class Case:
+    make: Callable[[], object]
+    changes: dict[str, object] = field(default_factory=dict)
+    """How to change the fields ``bumped`` cannot (or would make invalid)."""
+
+
+CASES: dict[type, Case] = {
+    NodeSpec: Case(
+        node_spec,
+        {
+            "gpu_model": "H100",
+            "labels": {"zone": "b", "rack": "r1"},
+            "mig_slices": {"1g.10gb": 6},
+            "extended": {},
+        },
+    ),
+    Requirement: Case(requirement),
+    Taint: Case(lambda: Taint("gpu", "yes", "NoExecute")),
+    Toleration: Case(lambda: Toleration("gpu", "Equal", "yes", "NoSchedule")),
+    NodeConstraint: Case(constraint),
+    MigProfile: Case(lambda: MigProfile("3g.40gb", 3, 4, (0, 4), 2)),
+    Instance: Case(
+        lambda: Instance(MigProfile("3g.40gb", 3, 4, (0, 4), 2), 4),
+        {"profile": TABLES["A100-80GB"]["4g.40gb"]},
+    ),
+    PodSpec: Case(
+        pod_spec,
+        {
+            "gpu_milli": 500,
+            "gpu_models": None,
+            "constraint": None,
+            "mig_profile": Also("3g.40gb", {"num_gpu": 0, "gpu_milli": 0}),
+        },
+    ),
+    QueueSpec: Case(queue_spec, {"parent": None, "quota_set": (True, True, False)}),
+    PodInfo: Case(pod_info, {"spec": replace(pod_spec(), cpu_milli=1), "node": None}),
+    GroupSpec: Case(group_spec),
+    ReplayJob: Case(
+        lambda: ReplayJob("job-1", "team-a", 10.0, 600.0, pod_spec(), 2),
+        {"spec": replace(pod_spec(), memory_mib=1)},
+    ),
+    Snapshot: Case(snapshot, {"allocations": {}}),
+    Device: Case(
+        device,
+        {
+            "node": None,
+            "nodes": None,
+            "attributes": {"gpu.example.com/model": "H100", "gpu.example.com/numa": 0},
+            "capacity": {},
+        },
+    ),
+    Pool: Case(pool, {"invalid": "a device in two slices", "counters": {}}),
+    OpaqueConfig: Case(opaque),
+    DeviceClass: Case(lambda: DeviceClass("gpu.example.com", ("true",), (opaque(),), 1.0)),
+    Subrequest: Case(subrequest),
+    Request: Case(request),
+    Constraint: Case(lambda: Constraint(("gpu",), "numa", "pcie")),
+    Claim: Case(claim),
+    Allocation: Case(allocation),
+    DeviceResult: Case(device_result),
+    TypicalPods: Case(typical, {"gpu_models": (frozenset({"V100"}), None)}),
+    FillRun: Case(lambda: FillRun("default", "fgd", 42, (None, 50.0), (None, 10.0), 3, 100, 2.5)),
+    QueueUsage: Case(lambda: QueueUsage("team-a", 10, 12.0, 10.0)),
+    Timeline: Case(timeline, {"allocated": {"team-b": (1.0, 2.0)}}),
+    ReplayRun: Case(
+        replay_run,
+        {"mean_wait_s": None, "queues": (), "timeline": replace(timeline(), pending_gpus=())},
+    ),
+    Profile: Case(lambda: Profile("fgd", ("GpuFit",), (("FGDScore", 1),), "FGDGpu", False, "")),
+    FilterVerdict: Case(verdict, {"failures": ()}),
+    Handle: Case(
+        lambda: Handle(RNG, FRAGMENTS, np.array([2, 0, 1])),
+        {
+            "rng": np.random.default_rng(0),
+            "fragments": FragmentIndex(FRAGMENTS.typical),
+            "tie_rank": None,
+        },
+    ),
+    FilterResult: Case(
+        lambda: FilterResult(np.array([0, 2]), status()), {"status": Status(Code.SUCCESS)}
+    ),
+    Held: Case(lambda: Held(np.array([True, False]), "held for ns/big")),
+    Reason: Case(lambda: Reason("GpuFit", "Insufficient GPU", 1)),
+    Status: Case(status, {"code": Code.SUCCESS}),
+}
+
+
+def bumped(value: object) -> object:
+    """A different value of the same kind."""
+    if isinstance(value, bool | np.bool_):
+        return not value
+    if isinstance(value, int | float | Decimal):
+        return value + 1
+    if isinstance(value, str):
+        return f"{value}-changed"
+    if isinstance(value, np.ndarray):
+        return ~value if value.dtype == np.bool_ else value + 1
+    if isinstance(value, tuple) and value:
+        return (*value, value[-1])
+    raise AssertionError(f"say in the case how to change {value!r}")
+
+
+def compared_fields(value: object) -> list[str]:
+    assert dataclasses.is_dataclass(value)
+    return [f.name for f in fields(value) if f.compare]
+
+
+def frozen_dataclasses(package: Any) -> set[type]:
+    found = set()
+    for info in pkgutil.iter_modules(package.__path__):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if (
+                cls.__module__ == module.__name__
+                and dataclasses.is_dataclass(cls)
+                and cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
+            ):
+                found.add(cls)
+    return found
+
+
+def test_the_table_covers_every_frozen_dataclass() -> None:
+    expected = frozen_dataclasses(gpufleet.model) | frozen_dataclasses(gpufleet.framework)
+    assert {cls.__name__ for cls in expected - set(CASES)} == set()
+    assert {cls.__name__ for cls in set(CASES) - expected} == set()
+
+
+@pytest.mark.parametrize("cls", list(CASES), ids=lambda cls: cls.__name__)
+def test_values_built_apart_are_equal_and_hash_equal(cls: type) -> None:
+    a, b = CASES[cls].make(), CASES[cls].make()
+    assert type(a) is cls
+    assert a is not b
+    assert a == b
+    assert not a != b  # noqa: SIM202 (!= is its own operator)
+    assert hash(a) == hash(b)
+    assert {a: "found"}[b] == "found"
+    assert len({a, b}) == 1
+
+
+@pytest.mark.parametrize("cls", list(CASES), ids=lambda cls: cls.__name__)
+def test_a_changed_field_makes_a_different_value(cls: type) -> None:
+    case = CASES[cls]
+    value = case.make()
+    assert set(case.changes) <= set(compared_fields(value))
+    for name in compared_fields(value):
+        change = case.changes[name] if name in case.changes else bumped(getattr(value, name))
+        others = change.others if isinstance(change, Also) else {}
+        new = change.value if isinstance(change, Also) else change
+        changed = replace(value, **{name: new}, **others)  # type: ignore[type-var]
+        assert changed != value, name
+        assert value != changed, name
+        assert {value: "found"}.get(changed) is None, name
+
+
+@pytest.mark.parametrize(
+    "make", [node_spec, pod_info, group_spec, queue_spec], ids=lambda make: make.__name__
+)
+def test_uid_and_resource_version_take_no_part_in_equality(make: Callable[[], Any]) -> None:
+    # Identity, not content: an object read again after a write that changed nothing the
+    # scheduler reads is the same value, and a cache diffing old against new sees no change.
+    value = make()
+    assert (value.uid, value.resource_version) == ("", "")
+    other = replace(value, uid="7d1e", resource_version="102")
+    assert other.uid == "7d1e"
+    assert other == value
+    assert hash(other) == hash(value)
+    assert {value: "found"}[other] == "found"
+
+
+def test_values_survive_pickling() -> None:
+    # The fill runs its tasks in processes.
+    for case in CASES.values():
+        value = case.make()
+        if not isinstance(value, Handle):  # its generator would come back as a copy
+            assert pickle.loads(pickle.dumps(value)) == value
+
+
+def test_a_node_keeps_its_own_copy_of_the_maps_it_is_given() -> None:
+    labels = {"zone": "a"}
+    node = NodeSpec("n", 1000, 1024, 0, None, labels)
+    labels["zone"] = "b"
+    assert node.labels == {"zone": "a"}
+    assert isinstance(node.labels, FrozenMap)
+    with pytest.raises(TypeError, match="cannot be changed"):
+        node.labels["zone"] = "c"
+    assert node == NodeSpec("n", 1000, 1024, 0, None, {"zone": "a"})
+
+
+def test_a_queue_keeps_read_only_copies_of_its_vectors() -> None:
+    quota = vector(1, 2, 3)
+    queue = QueueSpec("q", quota=quota)
+    quota[0] = 9
+    assert queue == QueueSpec("q", quota=vector(1, 2, 3))
+    with pytest.raises(ValueError, match="read-only"):
+        queue.quota[0] = 5
+
+
+def test_array_fields_compare_by_value_not_by_dtype_and_shape_counts() -> None:
+    held = Held(np.array([1, 0], dtype=np.int64), "m")
+    assert held == Held(np.array([1.0, 0.0]), "m")
+    assert hash(held) == hash(Held(np.array([1.0, 0.0]), "m"))
+    assert held != Held(np.array([[1, 0]]), "m")
+    assert held != Held(np.array([1, 0, 0]), "m")
+
+
+def test_a_frozen_map_is_a_dict_that_cannot_change() -> None:
+    items = FrozenMap({"a": 1, "b": 2})
+    assert items == {"b": 2, "a": 1}
+    assert hash(items) == hash(FrozenMap({"b": 2, "a": 1}))  # order does not count
+    assert items.get("a") == 1
+    assert "b" in items
+    assert FrozenMap(items) == items
+    changes: list[Callable[[], object]] = [
+        lambda: items.update(c=3),
+        lambda: items.pop("a"),
+        items.popitem,
+        lambda: items.setdefault("c", 3),
+        items.clear,
+        lambda: items.__setitem__("a", 2),
+        lambda: items.__delitem__("a"),
+        lambda: items.__ior__({"c": 3}),
+    ]
+    for change in changes:
+        with pytest.raises(TypeError, match="cannot be changed"):
+            change()
+    assert items == {"a": 1, "b": 2}
+    assert repr(items) == "FrozenMap({'a': 1, 'b': 2})"
