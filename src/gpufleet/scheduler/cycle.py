@@ -49,6 +49,7 @@ from gpufleet.model.workload import (
     pods_request,
     request_vector,
     vector,
+    with_demand,
 )
 from gpufleet.plugins.gpu_choice import first_free_gpus, tightest_gpu
 from gpufleet.plugins.registry import FIT_FILTERS, PLUGINS, POLICIES
@@ -145,7 +146,7 @@ def amount_text(vec: FloatArray, mask: np.ndarray | None = None) -> str:
 
 def job_gpus(job: Job) -> float:
     """GPUs the job's core asks for (what starvation protection compares)."""
-    return sum(p.spec.total_gpu_milli for p in job.core) / 1000
+    return sum(p.demand.total_gpu_milli for p in job.core) / 1000
 
 
 def _equals_selector(attribute: str, value: object) -> str:
@@ -181,7 +182,7 @@ def _per_node_slots(spec: PodSpec, state: ClusterState, nodes: IntArray) -> IntA
     return per_node
 
 
-def build_jobs(snapshot: Snapshot) -> list[Job]:
+def build_jobs(snapshot: Snapshot, state: ClusterState) -> list[Job]:
     groups: dict[str, GroupSpec] = {g.key: g for g in snapshot.groups}
     pending: dict[str, list[PodInfo]] = defaultdict(list)
     running: dict[str, int] = defaultdict(int)
@@ -189,7 +190,7 @@ def build_jobs(snapshot: Snapshot) -> list[Job]:
         if pod.bound:
             running[pod.gang] += 1
         elif pod.managed and not pod.blocked:
-            pending[pod.gang].append(pod)
+            pending[pod.gang].append(with_demand(pod, state))
     jobs = []
     for key, pods in pending.items():
         group = groups.get(key)
@@ -270,7 +271,7 @@ class Cycle:
             if pod.node is not None:
                 self._bind_existing(pod)
                 if pod.queue not in self.tree.queues:
-                    self.unqueued = self.unqueued + request_vector(pod.spec)
+                    self.unqueued = self.unqueued + request_vector(self.running[pod.key].spec)
         if self.state.mig is not None:
             self.state.mig.mark_baseline()  # running pods' slices are the cluster's own
         self.pool = VictimPool(
@@ -282,7 +283,7 @@ class Cycle:
         self.backlog = (
             backlog
             if backlog is not None
-            else Backlog.of(self._with_claim_gpus(build_jobs(snapshot)))
+            else Backlog.of(self._with_claim_gpus(build_jobs(snapshot, self.state)))
         )
         self.capacity = vector(
             self.state.total_gpus + self.book.gpu_capacity(),
@@ -380,7 +381,11 @@ class Cycle:
 
         Built on first use: a snapshot without pods has no workload and needs no placement.
         """
-        specs = [p.spec for p in self.snapshot.pods] if self.workload is None else self.workload
+        specs = (
+            [self.state.demand(p.spec) for p in self.snapshot.pods]
+            if self.workload is None
+            else self.workload
+        )
         return Framework(
             POLICIES[self.config.policy],
             PLUGINS,
@@ -395,7 +400,13 @@ class Cycle:
     def _bind_existing(self, pod: PodInfo) -> None:
         assert pod.node is not None
         node = self.node_index[pod.node]
-        spec = pod.spec
+        spec = pod.spec.sized_for(int(self.state.gpu_memory[node]))
+        if spec is None:
+            raise SnapshotError(
+                f"Pod {pod.key} asks for {pod.spec.gpu_memory_mib} MiB of one GPU and runs on "
+                f"node {pod.node}, whose GPUs have {int(self.state.gpu_memory[node])} MiB "
+                "(0: no label nvidia.com/gpu.memory): its share cannot be sized"
+            )
         gpus = pod.gpus
         if spec.mig_profile is not None:
             dynamic = self.state.mig is not None and self.state.mig.is_dynamic(node)
