@@ -13,9 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from gpufleet.framework.runtime import Framework, Held
 from gpufleet.framework.status import Status
-from gpufleet.model.cluster import ClusterState
+from gpufleet.model.cluster import BoolArray, ClusterState
 from gpufleet.model.pod import PodSpec
 
 
@@ -54,6 +56,17 @@ def on_node(state: ClusterState, pod: PodSpec, node: int) -> PodSpec:
     sized = pod.sized_for(int(state.gpu_memory[node]))
     assert sized is not None, "GpuMemory let only nodes with enough GPU memory through"
     return sized
+
+
+def share_over(state: ClusterState, pod: PodSpec, cap: int) -> BoolArray:
+    """The nodes on which ``pod``, a share sized by GPU memory, takes more than ``cap``
+    milli-GPU (those whose GPUs cannot hold it at all are GpuMemory's to reject)."""
+    over = np.zeros(state.size, dtype=np.bool_)
+    for size in np.unique(state.gpu_memory).tolist():
+        sized = pod.sized_for(size)
+        if sized is not None and sized.gpu_milli > cap:
+            over |= state.gpu_memory == size
+    return over
 
 
 def choose_gpus(

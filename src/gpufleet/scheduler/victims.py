@@ -369,15 +369,16 @@ class VictimSearch:
         if not left.any():
             return None
         freed = pool.freed(self.state, left)
+        held = self.cycle.held if self.pod is None else self.cycle.capped(self.pod, self.cycle.held)
         possible = np.zeros(self.state.size, dtype=np.bool_)
-        possible[self.framework.run_filters(freed, spec, self.cycle.held).nodes] = True
+        possible[self.framework.run_filters(freed, spec, held).nodes] = True
         counts = np.bincount(pool.node[left], minlength=self.state.size)
         nodes = np.flatnonzero(possible & (counts > 0))
         nodes = nodes[np.lexsort((nodes, counts[nodes]))][:MAX_NODES_TRIED]
         if nodes.size == 0:
             return None
         static = np.zeros(self.state.size, dtype=np.bool_)
-        static[self.framework.run_filters(self.cycle.empty, spec, self.cycle.held).nodes] = True
+        static[self.framework.run_filters(self.cycle.empty, spec, held).nodes] = True
         gone = {r.pod.key for r in taken} | self.cycle.bound_now
 
         def eligible(key: str) -> bool:
