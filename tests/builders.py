@@ -33,6 +33,11 @@ class PodBuilder:
         self.spec = replace(self.spec, num_gpu=1, gpu_milli=milli)
         return self
 
+    def gpu_memory(self, mib: int) -> PodBuilder:
+        """A share of one GPU sized by GPU memory (``gpufleet.io/gpu-memory``)."""
+        self.spec = replace(self.spec, num_gpu=1, gpu_milli=0, gpu_memory_mib=mib)
+        return self
+
     def models(self, *names: str) -> PodBuilder:
         self.spec = replace(self.spec, gpu_models=frozenset(names))
         return self
@@ -46,9 +51,18 @@ def pod(name: str = "p") -> PodBuilder:
 
 
 def node(
-    name: str, cpu: float = 96, gpus: int = 8, model: str | None = "G2", mem: int = 393216
+    name: str,
+    cpu: float = 96,
+    gpus: int = 8,
+    model: str | None = "G2",
+    mem: int = 393216,
+    *,
+    gpu_mem: int | None = None,
 ) -> NodeSpec:
-    return NodeSpec(name, round(cpu * 1000), mem, gpus, model if gpus else None)
+    """A node; ``gpu_mem``: MiB of each GPU (label ``nvidia.com/gpu.memory``)."""
+    return NodeSpec(
+        name, round(cpu * 1000), mem, gpus, model if gpus else None, gpu_memory_mib=gpu_mem
+    )
 
 
 @dataclass

@@ -2,7 +2,9 @@
 
 Whatever the snapshot: no node or GPU is over-committed, gangs are all-or-nothing,
 queue limits hold, non-preemptible pods are never evicted, and reclaim never takes a
-queue below its fair share except by evicting a whole gang.
+queue below its fair share except by evicting a whole gang. Nodes have GPUs of different
+memory (or none known), and some pods ask for a share by GPU memory: each takes, and its
+queue is charged, its share on the node it runs on.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from gpufleet.scheduler.outcome import CycleResult
 
 NOW = 10_000.0
 QUEUES = ("team-a", "team-b", "team-c")
+GIB = 1024
 
 
 @st.composite
@@ -43,9 +46,11 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
             65536,
             draw(st.sampled_from([2, 4, 8])),
             "G",
+            gpu_memory_mib=draw(st.sampled_from([None, 40 * GIB, 80 * GIB])),
         )
         for i in range(n_nodes)
     )
+    memory = {n.name: n.gpu_memory_mib or 0 for n in nodes}
     queues = [QueueSpec("default")]
     nested = draw(st.booleans())
     if nested:
@@ -69,12 +74,15 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
         )
 
     def request(name: str) -> PodSpec:
-        kind = draw(st.sampled_from(["whole", "share", "cpu"]))
+        kind = draw(st.sampled_from(["whole", "share", "memory", "cpu"]))
         cpu = draw(st.sampled_from([0, 1000, 4000]))
         if kind == "whole":
             return PodSpec(name, cpu, 1024, draw(st.integers(1, 4)), MILLI)
         if kind == "share":
             return PodSpec(name, cpu, 1024, 1, draw(st.sampled_from([250, 500, 700])))
+        if kind == "memory":
+            asked = draw(st.sampled_from([10 * GIB, 20 * GIB, 60 * GIB]))
+            return PodSpec(name, cpu, 1024, 1, 0, gpu_memory_mib=asked)
         return PodSpec(name, max(cpu, 500), 1024)
 
     # Running pods: placed greedily where they fit, so the snapshot is consistent.
@@ -83,8 +91,11 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
     pods: list[PodInfo] = []
     groups: list[GroupSpec] = []
     for i in range(draw(st.integers(0, 10))):
-        spec = request(f"r{i}")
+        asked = request(f"r{i}")
         for name, gpus in free_gpus.items():
+            spec = asked.sized_for(memory[name])
+            if spec is None:
+                continue
             fitting = [g for g, f in enumerate(gpus) if f >= spec.gpu_milli]
             if free_cpu[name] >= spec.cpu_milli and len(fitting) >= spec.num_gpu:
                 chosen = tuple(fitting[: spec.num_gpu])
@@ -94,7 +105,7 @@ def snapshots(draw: st.DrawFn) -> Snapshot:
                 pods.append(
                     PodInfo(
                         f"run/r{i}",
-                        replace(spec, name=f"run/r{i}"),
+                        replace(asked, name=f"run/r{i}"),
                         draw(st.sampled_from(QUEUES)),
                         priority=draw(st.sampled_from([0, 10, 100])),
                         node=name,
@@ -140,6 +151,14 @@ def final_pods(
     return out
 
 
+def held(snapshot: Snapshot, pod: PodInfo, node: str) -> PodSpec:
+    """What ``pod`` takes on ``node``: a share sized by GPU memory, sized for its GPUs."""
+    memory = {n.name: n.gpu_memory_mib or 0 for n in snapshot.nodes}
+    spec = pod.spec.sized_for(memory[node])
+    assert spec is not None, f"{pod.key} runs on {node}, whose GPUs cannot hold it"
+    return spec
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(snapshots())
 def test_cycle_invariants(snapshot: Snapshot) -> None:
@@ -150,12 +169,14 @@ def test_cycle_invariants(snapshot: Snapshot) -> None:
     cpu: dict[str, int] = defaultdict(int)
     memory: dict[str, int] = defaultdict(int)
     gpu: dict[tuple[str, int], int] = defaultdict(int)
-    for pod, node, gpus in placed.values():
-        cpu[node] += pod.spec.cpu_milli
-        memory[node] += pod.spec.memory_mib
-        assert len(gpus) == pod.spec.num_gpu
+    taken = {key: held(snapshot, pod, node) for key, (pod, node, _) in placed.items()}
+    for key, (_, node, gpus) in placed.items():
+        spec = taken[key]
+        cpu[node] += spec.cpu_milli
+        memory[node] += spec.memory_mib
+        assert len(gpus) == spec.num_gpu
         for g in gpus:
-            gpu[node, g] += pod.spec.gpu_milli
+            gpu[node, g] += spec.gpu_milli
     capacity = {n.name: n for n in snapshot.nodes}
     for node, used in cpu.items():
         assert used <= capacity[node].cpu_milli
@@ -182,7 +203,8 @@ def test_cycle_invariants(snapshot: Snapshot) -> None:
     alloc = tree.subtree_sum(
         {
             q: sum(
-                (request_vector(p.spec) for p, _, _ in placed.values() if p.queue == q), vector()
+                (request_vector(taken[k]) for k, (p, _, _) in placed.items() if p.queue == q),
+                vector(),
             )
             for q in tree.queues
         }
@@ -199,7 +221,9 @@ def test_cycle_invariants(snapshot: Snapshot) -> None:
     units: dict[str, dict[str, np.ndarray]] = defaultdict(dict)
     for victim in reclaimed:
         unit = units[victim.queue]
-        unit[victim.gang] = unit.get(victim.gang, vector()) + request_vector(victim.spec)
+        assert victim.node is not None
+        share = request_vector(held(snapshot, victim, victim.node))
+        unit[victim.gang] = unit.get(victim.gang, vector()) + share
     for q, victims in units.items():
         if q in other_evictions:
             continue

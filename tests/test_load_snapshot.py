@@ -34,6 +34,7 @@ def test_node_quantities_labels_and_taints(tmp_path: Path) -> None:
     snap = load_snapshot(write(tmp_path, NODE))
     (n1,) = snap.nodes
     assert (n1.cpu_milli, n1.memory_mib, n1.gpus, n1.gpu_model) == (63500, 503 * 1024, 8, "H100")
+    assert n1.gpu_memory_mib == 81920
     assert n1.taints == (Taint("dedicated", "ml", "NoSchedule"),)
     assert snap.queues == ()
 
@@ -81,7 +82,11 @@ items:
     assert p.spec.constraint is not None
     assert p.spec.constraint.terms == ((Requirement("nvidia.com/gpu.product", "In", ("H100",)),),)
     assert (by_key["ml/half"].spec.num_gpu, by_key["ml/half"].spec.gpu_milli) == (1, 500)
-    assert by_key["ml/mem"].spec.gpu_milli == 250  # 20 GiB of an 80 GiB GPU
+    mem = by_key["ml/mem"].spec  # kept as written; sized where it is judged against a node
+    assert (mem.num_gpu, mem.gpu_milli, mem.gpu_memory_mib) == (1, 0, 20 * 1024)
+    sized = mem.sized_for(snap.nodes[0].gpu_memory_mib or 0)
+    assert sized is not None
+    assert sized.gpu_milli == 250  # 20 GiB of an 80 GiB GPU
 
 
 def test_priority_classes_and_groups(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ import gpufleet.framework
 import gpufleet.model
 from gpufleet.framework.profile import Profile
 from gpufleet.framework.protocols import FilterVerdict, Handle
-from gpufleet.framework.runtime import FilterResult, Held
+from gpufleet.framework.runtime import FilterResult, GpuMemory, Held
 from gpufleet.framework.status import Code, Reason, Status
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.devices import (
@@ -273,8 +273,10 @@ CASES: dict[type, Case] = {
             "labels": {"zone": "b", "rack": "r1"},
             "mig_slices": {"1g.10gb": 6},
             "extended": {},
+            "gpu_memory_mib": 81_920,
         },
     ),
+    GpuMemory: Case(GpuMemory),
     Requirement: Case(requirement),
     Taint: Case(lambda: Taint("gpu", "yes", "NoExecute")),
     Toleration: Case(lambda: Toleration("gpu", "Equal", "yes", "NoSchedule")),

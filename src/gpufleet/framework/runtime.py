@@ -6,6 +6,14 @@ the remaining nodes, selects the best node and asks the GPU chooser for GPUs. Am
 scored nodes the one of lowest tie rank wins — as in the FGD authors' simulator, whose
 kube-scheduler picks the smallest node name — so equal nodes are filled one after another
 rather than evenly. It holds no cluster state of its own.
+
+A pod whose share of a GPU is sized by GPU memory takes a different share on GPUs of
+different memory. Plugins never see it so: the framework splits the nodes by their GPU
+memory (:func:`memory_groups`; the nodes of one GPU model have one size, so there are few)
+and runs the filters, and the scores, once per size on the nodes of that size with the pod
+sized for it (:meth:`PodSpec.sized_for`) — every plugin judges a plain share, and a filter
+still returns one mask over all nodes. Nodes whose GPU memory is unknown or too small are
+rejected by ``GpuMemory``, with a reason of their own.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from gpufleet.framework.protocols import (
     FilterVerdict,
     GpuChooser,
     Handle,
+    Plugin,
     ScorePlugin,
 )
 from gpufleet.framework.registry import PluginFactory
@@ -45,6 +54,60 @@ class FilterResult(ArrayValue):
 
     nodes: IntArray
     status: Status
+
+
+@dataclass(frozen=True, slots=True)
+class GpuMemory:
+    """The nodes whose GPUs can hold a share sized by GPU memory, as a filter of its own."""
+
+    name: str = "GpuMemory"
+
+
+GPU_MEMORY = GpuMemory()
+
+Verdicts = list[tuple[Plugin, FilterVerdict, BoolArray]]
+"""Filter verdicts with the nodes still in when each filter ran."""
+
+
+def memory_text(mib: int) -> str:
+    """A quantity as Kubernetes writes it: ``20Gi``, else ``1500Mi``."""
+    return f"{mib // 1024}Gi" if mib % 1024 == 0 else f"{mib}Mi"
+
+
+def memory_groups(
+    state: ClusterState, pod: PodSpec
+) -> tuple[FilterVerdict, list[tuple[PodSpec, BoolArray]]]:
+    """For a share sized by GPU memory: the ``GpuMemory`` verdict (nodes with GPUs of at
+    least that memory pass; no eviction changes a node's GPUs, so a rejection is
+    unresolvable) and, per GPU memory size of the nodes that pass, smallest first, the pod
+    sized for it with the nodes of that size."""
+    memory = state.gpu_memory
+    fits = memory >= pod.gpu_memory_mib  # 0 (unknown, or no GPUs) never does
+    gpus = state.gpu_count > 0
+    failures = tuple(
+        (message, failing)
+        for message, failing in (
+            ("Insufficient nvidia.com/gpu", ~gpus),
+            (
+                "node(s) didn't have label nvidia.com/gpu.memory to size the Pod's share of "
+                "GPU memory",
+                gpus & (memory == 0),
+            ),
+            (
+                f"node(s) had GPUs with less than the Pod's {memory_text(pod.gpu_memory_mib)} "
+                "of GPU memory",
+                gpus & (memory > 0) & ~fits,
+            ),
+        )
+        if failing.any()
+    )
+    verdict = FilterVerdict(fits, failures, unresolvable=True, everything=not failures)
+    groups = []
+    for size in np.unique(memory[fits]).tolist():
+        spec = pod.sized_for(size)
+        assert spec is not None
+        groups.append((spec, memory == size))
+    return verdict, groups
 
 
 class Framework:
@@ -84,33 +147,71 @@ class Framework:
         self, state: ClusterState, pod: PodSpec, held: Held | None = None
     ) -> FilterResult:
         """Feasible nodes for ``pod``; ``held`` nodes are off limits (reserved by the cycle)."""
-        alive = np.ones(state.size, dtype=np.bool_)
-        verdicts: list[tuple[FilterPlugin | Held, FilterVerdict, BoolArray]] = []
+        if pod.sized_by_memory:
+            memory, groups = memory_groups(state, pod)
+            alive = np.zeros(state.size, dtype=np.bool_)
+            verdicts: Verdicts = []
+            if not memory.everything:
+                verdicts.append((GPU_MEMORY, memory, np.ones(state.size, dtype=np.bool_)))
+            for spec, members in groups:
+                fits, more = self._filter(state, spec, held, members)
+                alive |= fits
+                verdicts.extend(more)
+        else:
+            alive, verdicts = self._filter(state, pod, held, None)
+        nodes = np.flatnonzero(alive)
+        if nodes.size:
+            return FilterResult(nodes, Status(Code.SUCCESS, total_nodes=state.size))
+        return FilterResult(nodes, _unschedulable(verdicts, state.size))
+
+    def _filter(
+        self, state: ClusterState, pod: PodSpec, held: Held | None, within: BoolArray | None
+    ) -> tuple[BoolArray, Verdicts]:
+        """The nodes (of ``within``, None: all) that pass every filter, and each filter's
+        verdict with the nodes still in when it ran."""
+        alive = np.ones(state.size, dtype=np.bool_) if within is None else within
+        verdicts: Verdicts = []
         if held is not None:
             verdicts.append((held, held.filter(state, pod), alive))
-            alive = ~held.mask
+            alive = alive & ~held.mask
         for plugin in self.filters:
             verdict = plugin.filter(state, pod)
             if verdict.everything:
                 continue
             verdicts.append((plugin, verdict, alive))
             alive = alive & verdict.feasible
-        nodes = np.flatnonzero(alive)
-        if nodes.size:
-            return FilterResult(nodes, Status(Code.SUCCESS, total_nodes=state.size))
-        return FilterResult(nodes, _unschedulable(verdicts, state.size))
+        return alive, verdicts
 
     def node_reasons(self, state: ClusterState, pod: PodSpec) -> list[tuple[str, ...]]:
         """Per node, every reason each filter rejects it for (empty: it fits) — for explain."""
         reasons: list[list[str]] = [[] for _ in range(state.size)]
-        for plugin in self.filters:
-            for message, failing in plugin.filter(state, pod).failures:
+        judged: list[tuple[PodSpec, BoolArray | None]] = [(pod, None)]
+        if pod.sized_by_memory:
+            memory, groups = memory_groups(state, pod)
+            judged = [*groups]
+            for message, failing in memory.failures:
                 for node in np.flatnonzero(failing):
                     reasons[node].append(message)
+        for spec, within in judged:
+            for plugin in self.filters:
+                for message, failing in plugin.filter(state, spec).failures:
+                    mine = failing if within is None else failing & within
+                    for node in np.flatnonzero(mine):
+                        reasons[node].append(message)
         return [tuple(r) for r in reasons]
 
     def run_scores(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> FloatArray:
+        """The weighted score of each of ``nodes`` (feasible for ``pod``); a share sized by
+        GPU memory is scored on the nodes of each GPU memory size with its share there."""
         total = np.zeros(nodes.size, dtype=np.float64)
+        if pod.sized_by_memory:
+            memory = state.gpu_memory[nodes]
+            for size in np.unique(memory).tolist():
+                spec = pod.sized_for(size)
+                assert spec is not None, "GpuMemory let only nodes with enough memory through"
+                part = memory == size
+                total[part] = self.run_scores(state, spec, nodes[part])
+            return total
         for plugin, weight in self.scores:
             total += weight * plugin.score(state, pod, nodes)
         return total
@@ -136,11 +237,10 @@ class Held(ArrayValue):
         return FilterVerdict(~self.mask, ((self.message, self.mask),))
 
 
-def _unschedulable(
-    verdicts: list[tuple[FilterPlugin | Held, FilterVerdict, BoolArray]], total_nodes: int
-) -> Status:
-    """Why no node is left: per filter and reason, the nodes it rejected that were still in."""
-    reasons: list[Reason] = []
+def _unschedulable(verdicts: Verdicts, total_nodes: int) -> Status:
+    """Why no node is left: per filter and reason, the nodes it rejected that were still in
+    (a reason given for several groups of nodes is counted once, over all of them)."""
+    counts: dict[tuple[str, str], int] = {}
     unresolvable = True
     emptied_by = ""
     for plugin, verdict, alive in verdicts:
@@ -150,12 +250,12 @@ def _unschedulable(
         if not emptied_by and not (alive & verdict.feasible).any():
             emptied_by = plugin.name
         unresolvable = unresolvable and verdict.unresolvable
-        reasons.extend(
-            Reason(plugin.name, message, int(np.count_nonzero(rejected & failing)))
-            for message, failing in verdict.failures
-        )
+        for message, failing in verdict.failures:
+            key = (plugin.name, message)
+            counts[key] = counts.get(key, 0) + int(np.count_nonzero(rejected & failing))
+    reasons = tuple(Reason(plugin, message, n) for (plugin, message), n in counts.items())
     code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
-    return Status(code, tuple(reasons), plugin=emptied_by, total_nodes=total_nodes)
+    return Status(code, reasons, plugin=emptied_by, total_nodes=total_nodes)
 
 
 def _expect(plugin: object, protocol: type[P], name: str, point: str) -> P:

@@ -14,7 +14,6 @@ from gpufleet.load.vocabulary import (
     FRACTION_ANNOTATION,
     GPU_INDEX_ANNOTATION,
     GPU_MEMORY_ANNOTATION,
-    GPU_MEMORY_LABEL,
     GPU_RESOURCE,
     MIG_PREFIX,
     POD_GROUP_LABEL,
@@ -90,10 +89,16 @@ def _extended(requests: dict[str, Decimal]) -> tuple[tuple[str, int], ...]:
     )
 
 
+MAX_GPU_MEMORY_MIB = 10**9
+"""More GPU memory than any GPU has (the node label ``nvidia.com/gpu.memory`` has at most 9
+digits of MiB): a typo."""
+
+
 def _gpu_request(
-    r: Reader, requests: dict[str, Decimal], fields: dict[str, str], gpu_memory: int | None
-) -> tuple[int, int]:
-    """(num_gpu, gpu_milli) of a pod."""
+    r: Reader, requests: dict[str, Decimal], fields: dict[str, str]
+) -> tuple[int, int, int]:
+    """(num_gpu, gpu_milli, gpu_memory_mib) of a pod: a share sized by GPU memory keeps its
+    MiB, its milli-GPU 0 (they depend on the node it is judged against)."""
     whole = requests.get(GPU_RESOURCE, Decimal(0))
     if whole != int(whole):
         raise r.fail(fields[GPU_RESOURCE], "a whole number of GPUs", whole)
@@ -111,21 +116,18 @@ def _gpu_request(
             raise r.fail(fraction_field, "a fraction of one GPU in (0, 1], such as '0.5'", raw)
         milli = max(1, round(fraction * MILLI))
     elif GPU_MEMORY_ANNOTATION in annotations:
-        if gpu_memory is None:
-            raise r.fail(
-                memory_field,
-                f"nodes labelled {GPU_MEMORY_LABEL} (MiB) to size the share against",
-                annotations[GPU_MEMORY_ANNOTATION],
-            )
-        asked = mib(r.quantity(memory_field, annotations[GPU_MEMORY_ANNOTATION]), round_up=True)
-        if not 0 < asked <= gpu_memory:
-            raise r.fail(memory_field, f"at most the smallest GPU's {gpu_memory} MiB", asked)
-        milli = math.ceil(asked * MILLI / gpu_memory)
+        raw = annotations[GPU_MEMORY_ANNOTATION]
+        asked = mib(r.quantity(memory_field, raw), round_up=True)
+        if not 0 < asked < MAX_GPU_MEMORY_MIB:  # as the node label: at most 9 digits of MiB
+            raise r.fail(memory_field, "GPU memory of one GPU, such as '20Gi'", raw)
+        if whole > 1:
+            raise r.fail(memory_field, f"no share of one GPU with {whole} whole GPUs", whole)
+        return 1, 0, asked
     if milli is None:
-        return int(whole), MILLI if whole else 0
+        return int(whole), MILLI if whole else 0, 0
     if whole > 1:
         raise r.fail(fraction_field, f"no fraction with {whole} whole GPUs", whole)
-    return 1, milli
+    return 1, milli, 0
 
 
 NOTHING = Requirement("", "In", ())
@@ -249,7 +251,6 @@ def read_pod(
     r: Reader,
     classes: dict[str, tuple[int, bool, bool]],
     group_queues: dict[str, str],
-    gpu_memory: int | None,
     node_gpus: dict[str, int],
     *,
     schedulers: Collection[str] = (SCHEDULER_NAME,),
@@ -258,7 +259,7 @@ def read_pod(
     if phase in {"Succeeded", "Failed"}:
         return None
     requests, fields = _requests(r)
-    num_gpu, gpu_milli = _gpu_request(r, requests, fields, gpu_memory)
+    num_gpu, gpu_milli, gpu_memory = _gpu_request(r, requests, fields)
     mig_slices = _mig_request(r, requests, fields)
     mig, mig_count = mig_slices if mig_slices is not None else (None, 1)
     if mig is not None and num_gpu:
@@ -275,6 +276,7 @@ def read_pod(
         _guaranteed_whole_cpus(r),
         mig_count,
         _extended(requests),
+        gpu_memory,
     )
     labels = r.strings("metadata.labels")
     annotations = r.strings("metadata.annotations")

@@ -15,8 +15,9 @@ Choices worth knowing:
   largest init container; a resource with limits but no requests requests its limits
   (Kubernetes' defaulting) — which is how ``nvidia.com/gpu`` is usually written.
 * ``gpufleet.io/gpu-fraction: "0.5"`` asks for half of one GPU; ``gpufleet.io/gpu-memory``
-  asks for that much GPU memory, as a fraction of the smallest GPU memory any node
-  advertises (label ``nvidia.com/gpu.memory``, MiB), so it fits on every GPU it is given.
+  asks for that much memory of one GPU, kept as written: each object is read alone, so the
+  share is sized only where the pod is judged against a node, by that node's GPU memory
+  (label ``nvidia.com/gpu.memory``, MiB; see :meth:`PodSpec.sized_for`).
 * Succeeded and Failed pods hold nothing and are skipped. Pods bound by any scheduler take
   capacity; pods of other schedulers count towards a queue only if they carry its label.
 * ``spec.unschedulable`` on a Node acts as the taint ``node.kubernetes.io/unschedulable``.
@@ -252,7 +253,6 @@ def _parse(
         _each(by_kind.get("PodGroup", []), _group), lambda g: g.key, "PodGroup", source
     )
     group_queues = {g.key: g.queue for g in groups}
-    gpu_memory = _smallest_gpu_memory(by_kind.get("Node", []))
     node_gpus = {n.name: n.gpus for n in nodes}
     if len(by_kind.get("Pod", [])) > MAX_PODS:
         raise InputError(
@@ -260,7 +260,7 @@ def _parse(
         )
     read_pods = _each(
         by_kind.get("Pod", []),
-        lambda r: read_pod(r, classes, group_queues, gpu_memory, node_gpus, schedulers=schedulers),
+        lambda r: read_pod(r, classes, group_queues, node_gpus, schedulers=schedulers),
     )
     pods = [pod for pod in read_pods if pod is not None]
     _other_schedulers(by_kind.get("Pod", []), read_pods, source, warn)
@@ -524,6 +524,7 @@ def _node(r: Reader) -> NodeSpec:
         max_pods=max_pods,
         uid=uid,
         resource_version=version,
+        gpu_memory_mib=_gpu_memory(r, labels),
     )
 
 
@@ -566,17 +567,14 @@ def _with_numa(
     return replace(node, gpu_zones=gpu_zones, zone_cpu_milli=zone_cpu, single_numa=single)
 
 
-def _smallest_gpu_memory(readers: list[Reader]) -> int | None:
-    sizes = []
-    for r in readers:
-        raw = r.strings("metadata.labels").get(GPU_MEMORY_LABEL)
-        if raw is not None:
-            if not INTEGER.fullmatch(raw) or int(raw) <= 0 or len(raw) > 9:
-                raise r.fail(
-                    f"metadata.labels.{GPU_MEMORY_LABEL}", "MiB as a positive integer", raw
-                )
-            sizes.append(int(raw))
-    return min(sizes) if sizes else None
+def _gpu_memory(r: Reader, labels: Mapping[str, str]) -> int | None:
+    """MiB of each of the node's GPUs (label ``nvidia.com/gpu.memory``), None without it."""
+    raw = labels.get(GPU_MEMORY_LABEL)
+    if raw is None:
+        return None
+    if not INTEGER.fullmatch(raw) or int(raw) <= 0 or len(raw) > 9:
+        raise r.fail(f"metadata.labels.{GPU_MEMORY_LABEL}", "MiB as a positive integer", raw)
+    return int(raw)
 
 
 def _priority_class(r: Reader) -> tuple[int, bool, bool]:

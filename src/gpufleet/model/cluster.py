@@ -68,6 +68,9 @@ class NodeSpec:
     ``ephemeral-storage``), in its base unit (devices, bytes)."""
     max_pods: int | None = None
     """Allocatable ``pods``: how many pods the kubelet runs (None: no limit, as in a trace)."""
+    gpu_memory_mib: int | None = None
+    """Memory of each of the node's GPUs, MiB (label ``nvidia.com/gpu.memory``; None: unknown).
+    It sizes the shares pods ask for by GPU memory (:meth:`PodSpec.sized_for`)."""
     uid: str = field(default="", compare=False)
     """``metadata.uid`` (empty: not read from a cluster). Like ``resource_version`` it says
     which object this is, not what it holds: neither takes part in ``==`` or ``hash``."""
@@ -94,6 +97,7 @@ class ClusterState:
         gpu_idle: ``(N,)`` free milli-GPU per node (row sums of ``gpu_free``).
         gpu_whole_free: ``(N,)`` fully free GPUs per node.
         model_id: ``(N,)`` index into ``models``, ``NO_MODEL`` for nodes without GPUs.
+        gpu_memory: ``(N,)`` MiB of each GPU of the node, 0 where unknown.
         models: GPU model names, sorted.
         node_labels: labels and taints, with cached masks (shared by copies).
         mig_profiles: static MIG profiles of the cluster; ``mig_free`` ``(N, P)`` free slices.
@@ -123,6 +127,7 @@ class ClusterState:
         "gpu_count",
         "gpu_free",
         "gpu_idle",
+        "gpu_memory",
         "gpu_pod_kinds",
         "gpu_present",
         "gpu_whole_free",
@@ -164,6 +169,9 @@ class ClusterState:
                 for node in nodes
             ],
             dtype=np.int64,
+        )
+        self.gpu_memory: IntArray = np.array(
+            [(node.gpu_memory_mib or 0) if node.gpus else 0 for node in nodes], dtype=np.int64
         )
         self.gpu_present: BoolArray = np.arange(g)[None, :] < self.gpu_count[:, None]
         self.cpu_free: IntArray = self.cpu_capacity.copy()
@@ -254,6 +262,34 @@ class ClusterState:
             self._model_masks[allowed] = mask
         return mask
 
+    def allowed(self, pod: PodSpec) -> BoolArray:
+        """Nodes whose labels, taints and GPU model ``pod`` allows (its node selector, required
+        node affinity, tolerations and GPU models), with GPUs if it asks for any: where it
+        could run if nothing else did. Capacity is not looked at."""
+        mask = self.gpu_count > 0 if pod.num_gpu else np.ones(self.size, dtype=np.bool_)
+        if pod.num_gpu and pod.gpu_models is not None:
+            mask &= self.model_mask(pod.gpu_models)
+        labels, constraint = self.node_labels, pod.constraint
+        if constraint is not None and constraint.has_terms:
+            mask &= labels.affinity_mask(constraint)
+        tolerations = constraint.tolerations if constraint is not None else ()
+        for taint in labels.blocking_taints:
+            if not any(t.tolerates(taint) for t in tolerations):
+                mask &= ~labels.taint_mask(taint)
+        return mask
+
+    def demand(self, pod: PodSpec) -> PodSpec:
+        """``pod`` as its queue counts it while it waits: a share sized by GPU memory is sized
+        for the largest GPU memory among the nodes it is :meth:`allowed` on (the least of a
+        GPU it can take) — a whole GPU if none of them has enough; other pods as they are.
+
+        Nodes it may not run on, and allowed nodes with less GPU memory, change nothing."""
+        if not pod.sized_by_memory:
+            return pod
+        memory = self.gpu_memory[self.allowed(pod)]
+        sized = pod.sized_for(int(memory.max()) if memory.size else 0)
+        return sized if sized is not None else pod.with_share(MILLI)
+
     def mig_gpu(self, node: int, pod: PodSpec) -> tuple[int, ...] | None:
         """Where ``pod``'s MIG slices go on ``node``: on a dynamic-MIG node the GPU of each
         slice (the best option of :meth:`MigLayouts.candidates`, slice after slice), ``()`` on
@@ -319,6 +355,7 @@ class ClusterState:
             return self.mig_gpu(node, pod) is not None
         if not pod.num_gpu:
             return True
+        _sized(pod)
         if self.pins_cpu(node, pod) and not self.numa_aligned(pod)[node]:
             return False
         return int(np.count_nonzero(self.gpu_free[node] >= pod.gpu_milli)) >= pod.num_gpu
@@ -365,6 +402,7 @@ class ClusterState:
             self._reserve_mig(node, pod, gpus)
             return
         count = int(self.gpu_count[node])
+        _sized(pod)
         if len(gpus) != pod.num_gpu or len(set(gpus)) != len(gpus):
             raise ValueError(f"pod {pod.name} needs {pod.num_gpu} distinct GPU(s), got {gpus}")
         if any(not 0 <= g < count for g in gpus):
@@ -488,6 +526,13 @@ class ClusterState:
         other._model_masks = dict(self._model_masks)
         other.mig = None if self.mig is None else self.mig.copy()
         return other
+
+
+def _sized(pod: PodSpec) -> None:
+    """Refuse a share sized by GPU memory that is not sized for a node: it has no milli-GPU
+    to fit or take (the caller sizes it with :meth:`PodSpec.sized_for`)."""
+    if pod.sized_by_memory:
+        raise ValueError(f"pod {pod.name}: its GPU memory share is not sized for the node")
 
 
 def gpu_pod_kind(pod: PodSpec) -> int:

@@ -4,7 +4,13 @@ A pod asks for CPU (milli), memory (MiB) and GPUs in one of two forms:
 
 * ``num_gpu`` whole GPUs (``gpu_milli == 1000``), or
 * a share of one GPU (``num_gpu == 1``, ``0 < gpu_milli < 1000``), as GPU-sharing
-  schedulers (Alibaba's open-gpu-share, gpufleet's ``gpufleet.io/gpu-fraction``) express it.
+  schedulers (Alibaba's open-gpu-share, gpufleet's ``gpufleet.io/gpu-fraction``) express it;
+* a share of one GPU sized by memory (``gpu_memory_mib > 0``, ``num_gpu == 1``,
+  ``gpu_milli == 0``; gpufleet's ``gpufleet.io/gpu-memory``): how much of a GPU that is
+  depends on the GPU, so the spec keeps the memory as written and :meth:`PodSpec.sized_for`
+  turns it into a plain share for the GPU memory of one node. Under device-plugin semantics
+  (:meth:`PodSpec.as_whole_gpus`) it is a whole GPU (``gpu_milli == 1000``) of at least
+  that memory.
 
 ``gpu_models`` restricts the GPU models the pod may run on (None: any); ``constraint`` its
 nodes by labels and taints (:mod:`gpufleet.model.selectors`).
@@ -41,13 +47,22 @@ class PodSpec:
     """Other resources the pod requests (``vpc.amazonaws.com/efa``, ``hugepages-2Mi``,
     ``ephemeral-storage``), sorted by name, in their base unit: every node it runs on must
     offer them (kube-scheduler's NodeResourcesFit)."""
+    gpu_memory_mib: int = 0
+    """GPU memory (MiB) of a share sized by memory (0: the share, if any, is ``gpu_milli``)."""
 
     def __post_init__(self) -> None:
         if min(self.cpu_milli, self.memory_mib, self.num_gpu, self.gpu_milli) < 0:
             raise ValueError(f"pod {self.name}: negative request")
+        if self.gpu_memory_mib < 0:
+            raise ValueError(f"pod {self.name}: negative GPU memory")
+        if self.gpu_memory_mib and (self.num_gpu != 1 or self.gpu_milli not in (0, MILLI)):
+            raise ValueError(
+                f"pod {self.name}: a share sized by GPU memory is one GPU, its milli unsized "
+                "(0) or whole"
+            )
         if self.num_gpu == 0 and self.gpu_milli != 0:
             raise ValueError(f"pod {self.name}: gpu_milli without GPUs")
-        if self.num_gpu > 0 and not 0 < self.gpu_milli <= MILLI:
+        if self.num_gpu > 0 and not self.gpu_memory_mib and not 0 < self.gpu_milli <= MILLI:
             raise ValueError(f"pod {self.name}: gpu_milli must be in 1..{MILLI}")
         if self.num_gpu > 1 and self.gpu_milli != MILLI:
             raise ValueError(f"pod {self.name}: a share of a GPU is only possible with one GPU")
@@ -71,6 +86,7 @@ class PodSpec:
             self.exclusive_cpu,
             self.mig_count,
             self.extended,
+            self.gpu_memory_mib,
         )
 
     @property
@@ -88,13 +104,45 @@ class PodSpec:
 
     @property
     def is_gpu_share(self) -> bool:
-        """True for a pod that asks for part of one GPU."""
+        """True for a pod that asks for part of one GPU (sized by memory or not)."""
         return self.num_gpu == 1 and self.gpu_milli < MILLI
 
     @property
+    def sized_by_memory(self) -> bool:
+        """True for a pod whose share of a GPU is its GPU memory: its milli-GPU depend on
+        the node (:meth:`sized_for`)."""
+        return self.gpu_memory_mib > 0
+
+    @property
     def total_gpu_milli(self) -> int:
-        """The pod's whole GPU request in milli-GPU (``num_gpu * gpu_milli``)."""
+        """The pod's whole GPU request in milli-GPU (``num_gpu * gpu_milli``).
+
+        Raises ValueError for a share sized by memory that is not sized for a node yet: it
+        has no milli-GPU of its own (a silent 0 would let it fit anywhere)."""
+        if self.num_gpu and not self.gpu_milli:
+            raise ValueError(
+                f"pod {self.name}: a share of {self.gpu_memory_mib} MiB of GPU memory has no "
+                "milli-GPU until it is sized for a node's GPUs"
+            )
         return self.num_gpu * self.gpu_milli
+
+    def with_share(self, gpu_milli: int) -> PodSpec:
+        """The pod as a plain share of ``gpu_milli`` (a whole GPU at 1000) — what a share sized
+        by memory takes on one GPU."""
+        return dataclasses.replace(self, gpu_milli=gpu_milli, gpu_memory_mib=0)
+
+    def sized_for(self, gpu_memory_mib: int) -> PodSpec | None:
+        """The pod on a node whose GPUs have ``gpu_memory_mib`` MiB each (0: unknown): a share
+        sized by memory becomes ``ceil(memory * 1000 / gpu_memory_mib)`` milli-GPU of one
+        GPU (a whole GPU under device-plugin semantics); None where that memory is unknown or
+        smaller than the pod asks for. Other pods are returned as they are."""
+        if not self.gpu_memory_mib:
+            return self
+        if gpu_memory_mib < self.gpu_memory_mib:  # 0 (unknown) included
+            return None
+        if self.gpu_milli == MILLI:
+            return self.with_share(MILLI)
+        return self.with_share(-(-self.gpu_memory_mib * MILLI // gpu_memory_mib))  # ceil
 
     def as_whole_gpus(self) -> PodSpec:
         """The same pod under device-plugin semantics: a share of a GPU takes a whole one."""

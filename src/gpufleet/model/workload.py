@@ -11,12 +11,12 @@ Time is seconds since the epoch, as floats; the cycle is handed ``now``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from gpufleet.model.arrays import FloatArray
-from gpufleet.model.cluster import NodeSpec
+from gpufleet.model.cluster import ClusterState, NodeSpec
 from gpufleet.model.devices import Allocation, Claim, DeviceClass, Pool
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.values import EMPTY, ArrayValue, frozen_map, read_only
@@ -43,13 +43,21 @@ def request_vector(pod: PodSpec) -> FloatArray:
 
 
 def pods_request(pods: Iterable[PodInfo]) -> FloatArray:
-    """What ``pods`` take from their queue together (see :func:`request_vector`), with the
-    GPUs their ResourceClaims count as (``claim_gpus``)."""
+    """What pending ``pods`` ask of their queue together (see :func:`request_vector`): each
+    its ``demand``, with the GPUs their ResourceClaims count as (``claim_gpus``)."""
     total = vector()
     for p in pods:
-        total += request_vector(p.spec)
+        total += request_vector(p.demand)
         total[0] += p.claim_gpus
     return total
+
+
+def with_demand(pod: PodInfo, state: ClusterState) -> PodInfo:
+    """Pending ``pod`` with the milli-GPU its queue counts a share sized by GPU memory at
+    (:meth:`ClusterState.demand`); other pods as they are."""
+    if not pod.spec.sized_by_memory:
+        return pod
+    return replace(pod, demand_milli=state.demand(pod.spec).gpu_milli)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -117,6 +125,18 @@ class PodInfo:
     """``metadata.uid`` (empty: not read from a cluster); not compared, as for queues."""
     resource_version: str = field(default="", compare=False)
     """``metadata.resourceVersion``; not compared."""
+    demand_milli: int = 0
+    """For a pending pod whose share is sized by GPU memory: the milli-GPU its queue counts
+    it at (:func:`with_demand`; set by the cycle). A bound pod counts the share it takes on
+    its node instead."""
+
+    @property
+    def demand(self) -> PodSpec:
+        """What the pod asks of its queue while it waits: its spec, with a share sized by GPU
+        memory at ``demand_milli`` (an error if the cycle did not set it)."""
+        if not self.spec.sized_by_memory:
+            return self.spec
+        return self.spec.with_share(self.demand_milli)
 
     @property
     def gang(self) -> str:

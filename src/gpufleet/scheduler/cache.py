@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from gpufleet.framework.runtime import Framework
-    from gpufleet.model.cluster import NodeSpec
+    from gpufleet.model.cluster import ClusterState, NodeSpec
     from gpufleet.model.devices import Allocation, Claim, DeviceClass
     from gpufleet.model.pod import PodSpec
     from gpufleet.scheduler.outcome import CycleResult
@@ -425,7 +425,9 @@ class ClusterCache:
             self._joining.clear()
         return self._pool
 
-    def framework(self, policy: str, rng: np.random.Generator) -> Framework | None:
+    def framework(
+        self, policy: str, state: ClusterState, rng: np.random.Generator
+    ) -> Framework | None:
         """The policy's plugins, kept while the workload they measure is the same, so that
         their per-node caches refresh only the nodes that changed (None: no pods, nothing
         to place)."""
@@ -435,7 +437,7 @@ class ClusterCache:
         key: Hashable = (policy, shapes)
         known = self._frameworks.get(key)
         if known is None:
-            workload = self.workload_specs()
+            workload = [state.demand(spec) for spec in self.workload_specs()]
             if not workload:
                 return None
             self._frameworks.clear()

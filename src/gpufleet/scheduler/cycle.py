@@ -23,6 +23,7 @@ The cycle decides; it changes nothing outside its own copy of the state. Its res
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -34,7 +35,7 @@ from gpufleet.dra.allocator import Unsatisfiable
 from gpufleet.framework.protocols import Handle
 from gpufleet.framework.runtime import Framework, Held
 from gpufleet.framework.status import Code, Reason, Status
-from gpufleet.model.arrays import BoolArray
+from gpufleet.model.arrays import MILLI, BoolArray
 from gpufleet.model.cluster import ClusterState
 from gpufleet.model.fragmentation import FragmentIndex, typical_pods
 from gpufleet.model.workload import (
@@ -60,7 +61,7 @@ from gpufleet.scheduler.outcome import (
     Pending,
     Reconfiguration,
 )
-from gpufleet.scheduler.placement import Placement, place
+from gpufleet.scheduler.placement import Placement, place, share_over
 from gpufleet.scheduler.pool import VictimPool
 from gpufleet.scheduler.topology import Domains, Failure, GangPlacement, levels_for, restrict
 from gpufleet.scheduler.transaction import Running, Transaction
@@ -217,7 +218,7 @@ class Cycle:
         if framework is not None:
             self.__dict__["framework"] = framework  # the cached_property's slot
         if backlog is None:
-            found = snapshot_jobs(snapshot) if jobs is None else list(jobs)
+            found = snapshot_jobs(snapshot, self.state) if jobs is None else list(jobs)
             backlog = Backlog.of(self._with_claim_gpus(found))
         self.backlog = backlog
         self.capacity = ledger.capacity
@@ -287,6 +288,8 @@ class Cycle:
         self.room_failures = {k: v for k, v in self.room_failures.items() if v[0] == epoch}
         self.held: Held | None = None
         """The holds that apply to the job being scheduled."""
+        self.caps: dict[str, int] = {}
+        """The most milli-GPU each memory-sized share of that job may take (share_caps)."""
 
     @property
     def fair(self) -> dict[str, FloatArray]:
@@ -309,7 +312,11 @@ class Cycle:
 
         Built on first use: a snapshot without pods has no workload and needs no placement.
         """
-        specs = [p.spec for p in self.snapshot.pods] if self.workload is None else self.workload
+        specs = (
+            [self.state.demand(p.spec) for p in self.snapshot.pods]
+            if self.workload is None
+            else self.workload
+        )
         return make_framework(self.config.policy, specs, self.rng)
 
     # -- state --------------------------------------------------------------------------
@@ -523,6 +530,7 @@ class Cycle:
                 reason = self._stale(job, blocked)
                 self._pend(job, job.pods, reason, notes=notes, record=record)
                 return False
+            self.caps = self.share_caps(job, core, request)
             txn = Transaction(self.state)
             failure = self.allocate_job(job, txn)
             if failure is not None:
@@ -581,7 +589,7 @@ class Cycle:
                     status = Status(Code.UNSCHEDULABLE, total_nodes=self.state.size)
                     return Failure(pod, status, i, f"pod {pod.key}: {why}")
                 limit = restrict(held, ~allowed, "node(s) cannot allocate the pod's ResourceClaims")
-            outcome = place(self.framework, self.state, pod.spec, limit)
+            outcome = place(self.framework, self.state, pod.spec, self.capped(pod, limit))
             if isinstance(outcome, Status):
                 return Failure(pod, outcome, i)
             txn.reserve(outcome.node, outcome.pod, outcome.gpus)
@@ -592,9 +600,47 @@ class Cycle:
     def held_for_claims(self, pod: PodInfo) -> Held | None:
         """The held nodes, plus, for a pod with claims, the nodes that cannot allocate them."""
         if not pod.claims:
-            return self.held
+            return self.capped(pod, self.held)
         allowed, _ = self.book.nodes(pod, self.state.names)
-        return restrict(self.held, ~allowed, "node(s) cannot allocate the pod's ResourceClaims")
+        held = restrict(self.held, ~allowed, "node(s) cannot allocate the pod's ResourceClaims")
+        return self.capped(pod, held)
+
+    def share_caps(self, job: Job, pods: Sequence[PodInfo], request: FloatArray) -> dict[str, int]:
+        """The most milli-GPU each share sized by GPU memory among ``pods`` may take.
+
+        Admission judged ``request``, the job at its pods' ``demand`` (the least share each
+        can take); on smaller GPUs a share is larger. What the limits of the job's queues
+        (and, for non-preemptible work, their GPU quotas) leave beyond ``request`` is split
+        evenly among those pods, so that the shares they take on their nodes keep within.
+        """
+        sized = [p for p in pods if p.spec.sized_by_memory]
+        if not sized:
+            return {}
+        room = np.inf
+        for q in self.tree.paths[job.queue]:
+            spec = self.tree.queues[q]
+            room = min(room, spec.limit[0] - self.alloc[q][0] - request[0])
+            if job.priority >= self.config.non_preemptible_priority and spec.quota_set[0]:
+                room = min(room, spec.quota[0] - self.alloc_np[q][0] - request[0])
+        if room == np.inf:
+            return {}
+        each = math.floor(max(room, 0.0) * MILLI / len(sized) + 1e-6)
+        return {p.key: p.demand_milli + each for p in sized}
+
+    def capped(self, pod: PodInfo, held: Held | None) -> Held | None:
+        """``held``, plus the nodes where ``pod``'s share of GPU memory would be over its cap."""
+        cap = self.caps.get(pod.key)
+        if cap is None:
+            return held
+        over = share_over(self.state, self.framework.prepare(pod.spec), cap)
+        if not over.any():
+            return held
+        return restrict(
+            held,
+            over,
+            f"node(s) had GPUs on which the Pod's share of GPU memory is over the {cap}m "
+            "its queue's limit or quota leaves it",
+        )
 
     def claims_fit(self, pod: PodInfo, node: int) -> bool:
         """Whether ``pod``'s claims can be allocated on ``node`` now."""
@@ -760,7 +806,9 @@ class Cycle:
             request = pods_request((pod,))
             blocked = self.admission(job, request)
             if blocked is None:
-                outcome = place(self.framework, self.state, pod.spec, self.extras_held(job))
+                self.caps = self.share_caps(job, (pod,), request)
+                held = self.capped(pod, self.extras_held(job))
+                outcome = place(self.framework, self.state, pod.spec, held)
                 if isinstance(outcome, Placement):
                     self.state.reserve(outcome.node, outcome.pod, outcome.gpus)
                     self._record_binding(pod, outcome.node, outcome.pod, outcome.gpus)

@@ -11,7 +11,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from gpufleet.model.workload import GroupSpec, PodInfo, Snapshot
+from gpufleet.model.cluster import ClusterState
+from gpufleet.model.workload import GroupSpec, PodInfo, Snapshot, with_demand
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,20 +47,22 @@ class Job:
 
 def job_gpus(job: Job) -> float:
     """GPUs the job's core asks for (what starvation protection compares)."""
-    return sum(p.spec.total_gpu_milli for p in job.core) / 1000
+    return sum(p.demand.total_gpu_milli for p in job.core) / 1000
 
 
 def build_jobs(
     pods: Iterable[PodInfo],
     groups: Mapping[str, GroupSpec],
     running: Mapping[str, Sequence[str]],
+    state: ClusterState,
 ) -> list[Job]:
     """The jobs of the pending gpufleet pods among ``pods``: one per PodGroup (or pod on its
-    own), its pods by priority, then age; ``running`` has each gang's running pods."""
+    own), its pods by priority, then age; ``running`` has each gang's running pods; a share
+    sized by GPU memory counts as its least share on ``state`` (:func:`with_demand`)."""
     pending: dict[str, list[PodInfo]] = defaultdict(list)
     for pod in pods:
         if not pod.bound and pod.managed and not pod.blocked:
-            pending[pod.gang].append(pod)
+            pending[pod.gang].append(with_demand(pod, state))
     jobs = []
     for key, members in pending.items():
         group = groups.get(key)
@@ -80,10 +83,10 @@ def build_jobs(
     return jobs
 
 
-def snapshot_jobs(snapshot: Snapshot) -> list[Job]:
+def snapshot_jobs(snapshot: Snapshot, state: ClusterState) -> list[Job]:
     """The jobs of a snapshot's pending pods (see :func:`build_jobs`)."""
     running: dict[str, list[str]] = defaultdict(list)
     for pod in snapshot.pods:
         if pod.bound:
             running[pod.gang].append(pod.key)
-    return build_jobs(snapshot.pods, {g.key: g for g in snapshot.groups}, running)
+    return build_jobs(snapshot.pods, {g.key: g for g in snapshot.groups}, running, state)

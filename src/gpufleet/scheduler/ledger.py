@@ -125,9 +125,15 @@ class Ledger:
         node = self.node_index.get(pod.node)
         if node is None:
             raise SnapshotError(f"Pod {pod.key} is bound to node {pod.node}, which does not exist")
-        spec = pod.spec
-        gpus = pod.gpus
         state = self.state
+        spec = pod.spec.sized_for(int(state.gpu_memory[node]))
+        if spec is None:
+            raise SnapshotError(
+                f"Pod {pod.key} asks for {pod.spec.gpu_memory_mib} MiB of one GPU and runs on "
+                f"node {pod.node}, whose GPUs have {int(state.gpu_memory[node])} MiB "
+                "(0: no label nvidia.com/gpu.memory): its share cannot be sized"
+            )
+        gpus = pod.gpus
         if spec.mig_profile is not None:
             dynamic = state.mig is not None and state.mig.is_dynamic(node)
             if not dynamic:

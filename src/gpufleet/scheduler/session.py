@@ -49,8 +49,8 @@ class Session:
             now,
             ledger=ledger,
             pool=pool,
-            jobs=build_jobs(pending, ledger.groups, ledger.gang_running),
-            framework=cache.framework(config.policy, np.random.default_rng(0)),
+            jobs=build_jobs(pending, ledger.groups, ledger.gang_running, ledger.state),
+            framework=cache.framework(config.policy, ledger.state, np.random.default_rng(0)),
         )
 
     def run(self) -> CycleResult:

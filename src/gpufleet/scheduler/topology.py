@@ -198,7 +198,7 @@ class GangPlacement:
         plan = levels_for(group, topology)
         assert plan is not None
         kind, levels = plan
-        needed = sum(p.spec.total_gpu_milli for p in self.pods)
+        needed = sum(p.demand.total_gpu_milli for p in self.pods)
         reason = ""
         last: Failure | None = None
         for level in levels:

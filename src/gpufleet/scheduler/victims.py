@@ -41,7 +41,7 @@ from gpufleet.framework.status import Code, Status
 from gpufleet.model.arrays import MILLI
 from gpufleet.model.workload import request_vector
 from gpufleet.scheduler.fairshare import EPS
-from gpufleet.scheduler.placement import choose_gpus, place
+from gpufleet.scheduler.placement import choose_gpus, on_node, place
 from gpufleet.scheduler.transaction import Running, Transaction
 
 if TYPE_CHECKING:
@@ -115,6 +115,7 @@ class CycleView(Protocol):
     def now(self) -> float: ...
 
     def held_for_claims(self, pod: PodInfo) -> Held | None: ...
+    def capped(self, pod: PodInfo, held: Held | None) -> Held | None: ...
     def claims_fit(self, pod: PodInfo, node: int) -> bool: ...
     def claims_freed(self, pods: Sequence[PodInfo]) -> FloatArray: ...
     def ratio(self, queue: str, extra: FloatArray | None = None) -> float: ...
@@ -132,6 +133,12 @@ class Plan:
 
 def _always(_unit: Unit, _taken: list[Running]) -> bool:
     return True
+
+
+def moving(running: Running) -> PodSpec:
+    """What a pod that consolidation moves asks for elsewhere: what it holds, but a share
+    sized by GPU memory as the pod asks for it, to be sized again for its new node."""
+    return running.pod.spec if running.pod.spec.sized_by_memory else running.spec
 
 
 class VictimSearch:
@@ -247,8 +254,11 @@ class VictimSearch:
             """Volcano's Reclaimable: the unit's queues are above their fair share with
             the victims taken so far gone (the unit itself still counted)."""
             for q in others(unit[0].pod.queue):
-                gone = [r.pod for r in taken if q in cycle.tree.paths[r.pod.queue]]
-                removed = sum((request_vector(p.spec) for p in gone), cycle.claims_freed(gone))
+                gone = [r for r in taken if q in cycle.tree.paths[r.pod.queue]]
+                removed = sum(
+                    (request_vector(r.spec) for r in gone),
+                    cycle.claims_freed([r.pod for r in gone]),
+                )
                 if cycle.ratio(q, -removed) <= 1 + EPS:
                     return False  # at or below its fair share: never a victim
             return True
@@ -269,11 +279,12 @@ class VictimSearch:
 
     def _consolidate_candidates(self, request: FloatArray) -> tuple[BoolArray | None, str]:
         state = self.state
-        whole = sum(p.spec.num_gpu for p in self.job.core if not p.spec.is_gpu_share)
+        demands = [p.demand for p in self.job.core]
+        whole = sum(d.num_gpu for d in demands if not d.is_gpu_share)
         free_whole = int(np.count_nonzero(state.gpu_free == MILLI))
         if (
             free_whole < whole
-            or state.gpu_free.sum() < sum(p.spec.gpu_equivalent for p in self.job.core) * MILLI
+            or state.gpu_free.sum() < sum(d.gpu_equivalent for d in demands) * MILLI
             or state.cpu_free.sum() < request[1]
             or state.memory_free.sum() < request[2]
         ):
@@ -288,7 +299,7 @@ class VictimSearch:
         keep = mask.copy()
         fits: dict[Hashable, bool] = {}
         for i in np.flatnonzero(mask):
-            spec = pool.items[i].spec
+            spec = moving(pool.items[i])
             anywhere = fits.get(spec.request_key)
             if anywhere is None:
                 anywhere = bool(framework.run_filters(state, spec, self.cycle.held).nodes.size)
@@ -376,6 +387,7 @@ class VictimSearch:
             for r in chosen:
                 self._evict(txn, r)
                 victims.append(r)
+            spec = on_node(self.state, spec, node)
             gpus = choose_gpus(self.framework, self.state, spec, node)
             txn.reserve(node, spec, gpus)
             placements.append((node, spec, gpus))
@@ -383,7 +395,7 @@ class VictimSearch:
                 self.cycle.book.take(pod, self.state.names[node], txn)
             if relocate:
                 for r in chosen:
-                    out = place(self.framework, self.state, r.spec, self.cycle.held)
+                    out = place(self.framework, self.state, moving(r), self.cycle.held)
                     assert not isinstance(out, Status), "relocation was checked"
                     txn.reserve(out.node, out.pod, out.gpus)
                     moved.append((r, (out.node, out.pod, out.gpus)))
@@ -405,15 +417,16 @@ class VictimSearch:
         if not left.any():
             return None
         freed = pool.freed(self.state, left)
+        held = self.cycle.held if self.pod is None else self.cycle.capped(self.pod, self.cycle.held)
         possible = np.zeros(self.state.size, dtype=np.bool_)
-        possible[self.framework.run_filters(freed, spec, self.cycle.held).nodes] = True
+        possible[self.framework.run_filters(freed, spec, held).nodes] = True
         counts = np.bincount(pool.node[left], minlength=self.state.size)
         nodes = np.flatnonzero(possible & (counts > 0))
         nodes = nodes[np.lexsort((nodes, counts[nodes]))][:MAX_NODES_TRIED]
         if nodes.size == 0:
             return None
         static = np.zeros(self.state.size, dtype=np.bool_)
-        static[self.framework.run_filters(self.cycle.empty, spec, self.cycle.held).nodes] = True
+        static[self.framework.run_filters(self.cycle.empty, spec, held).nodes] = True
         gone = {r.pod.key for r in taken} | self.cycle.bound_now
 
         def eligible(key: str) -> bool:
@@ -462,6 +475,7 @@ class VictimSearch:
         an eligible victim itself; spares are counted against everything chosen so far. A
         node whose score does not ``beat`` the best so far is not checked for relocation.
         """
+        spec = on_node(self.state, spec, node)
         mark = txn.mark()
         chosen: list[Unit] = []
         fitted = False
@@ -512,7 +526,7 @@ class VictimSearch:
         """With the pod on ``node``, can every moved pod be bound elsewhere?"""
         txn.reserve(node, spec, choose_gpus(self.framework, self.state, spec, node))
         for r in moved:
-            out = place(self.framework, self.state, r.spec, self.cycle.held)
+            out = place(self.framework, self.state, moving(r), self.cycle.held)
             if isinstance(out, Status):
                 return False
             txn.reserve(out.node, out.pod, out.gpus)
