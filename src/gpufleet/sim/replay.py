@@ -10,7 +10,8 @@ the same second, so that a job arriving as another ends finds its GPUs free.
 A job is a gang of identical pods. It starts when all its pods are bound and runs for its
 duration; then its pods leave. A job whose pods are evicted (preempted, reclaimed, moved
 by consolidation) loses the run — the GPU time it had is counted as lost — and goes back
-to its queue in its old place, to run again from the start.
+to its queue in its old place, to run again from the start. What is measured is measured
+by :class:`~gpufleet.scheduler.metering.Meter`, from the facts of these events.
 
 Policies (:data:`REPLAY_POLICIES`) are configurations of the one cycle, not code paths:
 
@@ -30,15 +31,13 @@ from __future__ import annotations
 
 import math
 import time
-from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from gpufleet.model.arrays import FloatArray
 from gpufleet.model.cluster import NodeSpec
-from gpufleet.model.results import QueueUsage, ReplayRun, Timeline
+from gpufleet.model.results import ReplayRun
 from gpufleet.model.workload import (
     DEFAULT_QUEUE,
     GroupSpec,
@@ -50,8 +49,8 @@ from gpufleet.model.workload import (
 )
 from gpufleet.scheduler.backlog import Backlog, job_shape
 from gpufleet.scheduler.cycle import Cycle, CycleConfig
-from gpufleet.scheduler.fairshare import QueueTree, fair_shares
 from gpufleet.scheduler.job import Job
+from gpufleet.scheduler.metering import Meter
 from gpufleet.sim.events import ARRIVAL, COMPLETION, PERIODIC, EventQueue
 
 SAMPLES = 400
@@ -128,13 +127,10 @@ def tenant_queues(
 
 @dataclass(slots=True)
 class _Progress:
-    """What happened to one job so far."""
+    """Where one job's current run stands."""
 
     attempt: int = 0
     bound: int = 0
-    start: float = math.nan
-    first_start: float = math.nan
-    finish: float = math.nan
 
 
 class Replay:
@@ -167,10 +163,7 @@ class Replay:
         if DEFAULT_QUEUE not in known and DEFAULT_QUEUE in self.queue_of.values():
             tenants = (*tenants, QueueSpec(DEFAULT_QUEUE))
         self.tenants = tenants
-        self.held = {q.name: 0.0 for q in tenants}
-        """Per tenant: GPUs its bound pods hold now."""
-        self.waiting = {q.name: 0.0 for q in tenants}
-        """Per tenant: GPUs its waiting pods ask for now."""
+        """The queues metered: one per tenant, whether or not the cycle has them."""
         self.cycles = 0
         config = CycleConfig(
             policy=policy.placement,
@@ -190,7 +183,8 @@ class Replay:
             rng=np.random.default_rng(seed),
         )
         self.capacity = capacity
-        self.fair_tree = QueueTree.of(self.tenants)
+        self.meter: Meter
+        """Meters the run (made by :meth:`run`, which knows how far it goes)."""
         self.pod_job: dict[str, int] = {}
         self.events: EventQueue[tuple[int, int]] = EventQueue()
         for i, job in enumerate(self.jobs):
@@ -200,17 +194,22 @@ class Replay:
         self.timed = bool(policy.actions) or math.isfinite(policy.starvation_after_s)
         """Whether waiting alone can change what the cycle does (min runtimes expiring into
         reclaim, starvation): then a periodic cycle runs while jobs wait."""
-        self.preemptions = 0
-        self.lost_gpu_s = 0.0
 
     # -- jobs in and out of the cycle ---------------------------------------------------
 
     def _cycle_queue(self, job: ReplayJob) -> str:
         return self.queue_of[job.queue] if self.policy.tenant_queues else DEFAULT_QUEUE
 
-    def _enqueue(self, i: int) -> None:
+    def _tenant(self, job: ReplayJob) -> str:
+        return self.queue_of[job.queue]
+
+    def _arrive(self, i: int, now: float) -> None:
+        self.meter.arrived(self.jobs[i].name, self._tenant(self.jobs[i]), now)
+        self._enqueue(i, now)
+
+    def _enqueue(self, i: int, now: float) -> None:
         """Job ``i`` waits (again): as one gang, or as pods of their own."""
-        job, progress = self.jobs[i], self.progress[i]
+        job = self.jobs[i]
         queue = self._cycle_queue(job)
         names = pod_names(job)
         for name in names:
@@ -236,57 +235,53 @@ class Replay:
             units = [Job(p.key, queue, 0, job.arrival_s, 1, (p,), 0, True) for p in pods]
         for unit in units:
             self.cycle.backlog.add(unit, job_shape(unit, self.cycle.groups.get(unit.key)))
-        self.waiting[self.queue_of[job.queue]] += job.gpus
-        progress.bound = 0
-        progress.start = math.nan
+        self._wait(i, now)
 
-    def _stop(self, i: int, keep: frozenset[str] = frozenset()) -> None:
-        """End the pods of job ``i`` (those the cycle evicted are gone already; ``keep``
-        the ones it moved)."""
+    def _wait(self, i: int, now: float) -> None:
+        """The pods of job ``i`` wait, none bound yet."""
         job = self.jobs[i]
-        self.held[self.queue_of[job.queue]] -= self.progress[i].bound * job.spec.gpu_equivalent
         for name in pod_names(job):
+            self.meter.queued(name, self._tenant(job), job.spec.gpu_equivalent, now)
+        self.progress[i].bound = 0
+
+    def _stop(
+        self, i: int, now: float, *, evicted: bool = False, keep: frozenset[str] = frozenset()
+    ) -> None:
+        """End the run of job ``i`` and its pods (those the cycle evicted are gone from the
+        cycle already; ``keep`` the ones it moved)."""
+        job = self.jobs[i]
+        for name in pod_names(job):
+            if name in self.meter:
+                self.meter.stopped(name, now, evicted=evicted)
             if name in self.cycle.running and name not in keep:
                 self.cycle.finish(name)
         self.cycle.groups.pop(job.name, None)
+        self.meter.job_stopped(job.name, now, evicted=evicted)
 
     def _complete(self, i: int, attempt: int, now: float) -> None:
-        progress = self.progress[i]
-        if attempt != progress.attempt:
+        if attempt != self.progress[i].attempt:
             return  # the run this completion belonged to was evicted
-        self._stop(i)
-        progress.finish = now
+        self._stop(i, now)
 
     def _evicted(self, key: str, now: float, moved: frozenset[str]) -> None:
         """Job of pod ``key`` lost its run: back to its queue, or, if the cycle moved the
         pod (consolidation moves only jobs of one pod), restarted by the binding that
         follows in the same result."""
         i = self.pod_job[key]
-        progress = self.progress[i]
-        job = self.jobs[i]
-        if not math.isnan(progress.start):
-            self.lost_gpu_s += job.gpus * (now - progress.start)
-        self.preemptions += 1
-        progress.attempt += 1
-        self._stop(i, moved)
+        self.progress[i].attempt += 1
+        self._stop(i, now, evicted=True, keep=moved)
         if key in moved:
-            self.waiting[self.queue_of[job.queue]] += job.gpus
-            progress.bound = 0
-            progress.start = math.nan
+            self._wait(i, now)
         else:
-            self._enqueue(i)
+            self._enqueue(i, now)
 
     def _bound(self, key: str, now: float) -> None:
         i = self.pod_job[key]
-        progress = self.progress[i]
-        tenant = self.queue_of[self.jobs[i].queue]
-        self.held[tenant] += self.jobs[i].spec.gpu_equivalent
-        self.waiting[tenant] -= self.jobs[i].spec.gpu_equivalent
+        progress, job = self.progress[i], self.jobs[i]
+        self.meter.started(key, self._tenant(job), job.spec.gpu_equivalent, now)
         progress.bound += 1
-        if progress.bound == self.jobs[i].pods:
-            progress.start = now
-            if math.isnan(progress.first_start):
-                progress.first_start = now
+        if progress.bound == job.pods:
+            self.meter.job_started(job.name, now)
             self.events.push(now + self.jobs[i].duration_s, COMPLETION, (i, progress.attempt))
             self.other_events += 1
 
@@ -294,7 +289,15 @@ class Replay:
 
     def run(self, until: float | None = None, progress: Progress | None = None) -> ReplayRun:
         started = time.perf_counter()
-        meter = _Meter(self, until)
+        last_arrival = max((j.arrival_s for j in self.jobs), default=0.0)
+        span = until if until is not None else last_arrival
+        meter = self.meter = Meter(
+            self.tenants,
+            self.capacity,
+            sample_every=max(span, 1.0) / SAMPLES,
+            # after the last arrival the cluster only drains: allocation is averaged before
+            average_until=min(span, last_arrival),
+        )
         batches = 0
         while self.events:
             if until is not None and self.events.peek_time() > until:
@@ -310,7 +313,7 @@ class Replay:
                     self._complete(i, attempt, now)
                 elif event.priority == ARRIVAL:
                     self.other_events -= 1
-                    self._enqueue(i)
+                    self._arrive(i, now)
                 else:
                     self.periodic = False
                     periodic = True
@@ -323,8 +326,33 @@ class Replay:
             if progress is not None and batches % PROGRESS_EVERY == 0:
                 progress(now)
         end = until if until is not None else self.events.now
-        meter.advance(end)
-        return meter.result(end, time.perf_counter() - started)
+        elapsed = time.perf_counter() - started
+        reading = meter.reading(end)
+        return ReplayRun(
+            workload=self.workload,
+            policy=self.policy.name,
+            seed=self.seed,
+            jobs=reading.jobs,
+            finished_jobs=reading.finished_jobs,
+            running_jobs=reading.running_jobs,
+            pending_jobs=reading.pending_jobs,
+            mean_wait_s=reading.mean_wait_s,
+            p50_wait_s=reading.p50_wait_s,
+            p95_wait_s=reading.p95_wait_s,
+            mean_jct_s=reading.mean_jct_s,
+            gpu_allocation_mean=reading.gpu_allocation_mean,
+            allocation_window_s=reading.allocation_window_s,
+            preemptions=reading.preemptions,
+            lost_gpu_hours=reading.lost_gpu_hours,
+            gpu_hours=reading.gpu_hours,
+            capacity_gpu_hours=reading.capacity_gpu_hours,
+            simulated_s=end,
+            cycles=self.cycles,
+            queues=reading.queues,
+            wait_quantiles_s=reading.wait_quantiles_s,
+            timeline=reading.timeline,
+            elapsed_s=elapsed,
+        )
 
     def _cycle(self, now: float, periodic: bool) -> None:
         cycle = self.cycle
@@ -339,136 +367,3 @@ class Replay:
                 self._evicted(eviction.pod, now, moved)
         for binding in result.bindings:
             self._bound(binding.pod, now)
-
-
-class _Meter:
-    """Integrates what the replay measures over time, between event batches."""
-
-    def __init__(self, replay: Replay, until: float | None) -> None:
-        self.replay = replay
-        self.last = 0.0
-        self.tenants = [q.name for q in replay.tenants]
-        self._spans = array("d")
-        """The intervals between event batches, in which nothing changed."""
-        self._held = array("d")
-        """Per interval, per tenant: the GPUs its pods held."""
-        self._waiting = array("d")
-        """Per interval, per tenant: the GPUs its waiting pods asked for."""
-        self.gpu_s = 0.0
-        last_event = max((j.arrival_s for j in replay.jobs), default=0.0)
-        span = until if until is not None else last_event
-        self.window = min(span, last_event)
-        """Allocation is averaged while jobs arrive (after, the cluster only drains)."""
-        self.window_gpu_s = 0.0
-        self.step = max(span, 1.0) / SAMPLES
-        self.next_sample = 0.0
-        self.times: list[float] = []
-        self.samples: dict[str, list[float]] = {q: [] for q in self.tenants}
-        self.pending: list[float] = []
-
-    def advance(self, now: float) -> None:
-        """Account the interval since the last call, in which nothing changed."""
-        dt = now - self.last
-        if dt <= 0:
-            return
-        replay = self.replay
-        held = replay.held
-        total = sum(held.values())
-        if total > replay.capacity + 1e-6:
-            raise AssertionError(f"{total:g} GPUs held on a cluster of {replay.capacity:g}")
-        self.gpu_s += total * dt
-        self.window_gpu_s += total * max(0.0, min(now, self.window) - min(self.last, self.window))
-        while self.next_sample < now:
-            self.times.append(self.next_sample)
-            for q in self.tenants:
-                self.samples[q].append(round(held[q], 3))
-            self.pending.append(round(sum(replay.waiting.values()), 3))
-            self.next_sample += self.step
-        self._spans.append(dt)
-        self._held.extend(held[q] for q in self.tenants)
-        self._waiting.extend(replay.waiting[q] for q in self.tenants)
-        self.last = now
-
-    def usage(self) -> tuple[FloatArray, FloatArray]:
-        """Per tenant: the GPU-seconds it held, and its fair share's, over the replay.
-
-        The fair shares of every interval are divided at once, one column each."""
-        spans = np.frombuffer(self._spans, dtype=np.float64)
-        if not spans.size:
-            return np.zeros(len(self.tenants)), np.zeros(len(self.tenants))
-        held = np.frombuffer(self._held, dtype=np.float64).reshape(spans.size, -1)
-        demand = held + np.frombuffer(self._waiting, dtype=np.float64).reshape(spans.size, -1)
-        capacity = np.full(spans.size, self.replay.capacity)
-        fair = fair_shares(
-            self.replay.fair_tree,
-            {q: demand[:, j] for j, q in enumerate(self.tenants)},
-            capacity,
-            resource=0,
-        )
-        shares = np.stack([fair.get(q, np.zeros(spans.size)) for q in self.tenants], axis=1)
-        return spans @ held, spans @ shares
-
-    def result(self, end: float, elapsed: float) -> ReplayRun:
-        replay = self.replay
-        held_s, fair_s = self.usage()
-        progress = replay.progress
-        arrived = [i for i, job in enumerate(replay.jobs) if job.arrival_s <= end]
-        finished = [i for i in arrived if not math.isnan(progress[i].finish)]
-        started = [i for i in arrived if not math.isnan(progress[i].first_start)]
-        running = [
-            i
-            for i in started
-            if math.isnan(progress[i].finish) and not math.isnan(progress[i].start)
-        ]
-        waits = np.array(
-            [progress[i].first_start - replay.jobs[i].arrival_s for i in started], dtype=np.float64
-        )
-        jcts = np.array(
-            [progress[i].finish - replay.jobs[i].arrival_s for i in finished], dtype=np.float64
-        )
-        capacity_s = replay.capacity * end
-        window, window_gpu_s = min(self.window, end), self.window_gpu_s
-        if window <= 0:  # every job arrived at 0
-            window, window_gpu_s = end, self.gpu_s
-        jobs_of: dict[str, int] = {}
-        for i in arrived:
-            tenant = replay.queue_of[replay.jobs[i].queue]
-            jobs_of[tenant] = jobs_of.get(tenant, 0) + 1
-        return ReplayRun(
-            workload=replay.workload,
-            policy=replay.policy.name,
-            seed=replay.seed,
-            jobs=len(arrived),
-            finished_jobs=len(finished),
-            running_jobs=len(running),
-            pending_jobs=len(arrived) - len(finished) - len(running),
-            mean_wait_s=float(waits.mean()) if waits.size else None,
-            p50_wait_s=float(np.percentile(waits, 50)) if waits.size else None,
-            p95_wait_s=float(np.percentile(waits, 95)) if waits.size else None,
-            mean_jct_s=float(jcts.mean()) if jcts.size else None,
-            gpu_allocation_mean=(
-                100.0 * window_gpu_s / (replay.capacity * window)
-                if replay.capacity * window
-                else 0.0
-            ),
-            allocation_window_s=window,
-            preemptions=replay.preemptions,
-            lost_gpu_hours=replay.lost_gpu_s / 3600,
-            gpu_hours=self.gpu_s / 3600,
-            capacity_gpu_hours=capacity_s / 3600,
-            simulated_s=end,
-            cycles=replay.cycles,
-            queues=tuple(
-                QueueUsage(q, jobs_of.get(q, 0), float(held_s[j]) / 3600, float(fair_s[j]) / 3600)
-                for j, q in enumerate(self.tenants)
-            ),
-            wait_quantiles_s=tuple(
-                float(w) for w in (np.percentile(waits, np.arange(101)) if waits.size else ())
-            ),
-            timeline=Timeline(
-                tuple(self.times),
-                {q: tuple(v) for q, v in self.samples.items()},
-                tuple(self.pending),
-            ),
-            elapsed_s=elapsed,
-        )
