@@ -281,13 +281,13 @@ def test_queues_are_ordered_by_the_fair_shares_of_this_cycle() -> None:
         cycle.backlog.add(job, job_shape(job))
         heads.setdefault(queue, job)
     cycle.begin(1.0)  # demands a 6, b 2 GPUs: fair shares 6 and 2
-    assert cycle.queue_order("a", heads["a"]) < cycle.queue_order("b", heads["b"])
+    assert cycle.order.key("a", heads["a"]) < cycle.order.key("b", heads["b"])
     late = pod("b2", "b", 4, created=3.0)
     job = Job(late.key, "b", 0, 3.0, 1, (late,), 0, True)
     cycle.backlog.add(job, job_shape(job))
     cycle.begin(2.0)  # demands a 6, b 6 GPUs: fair shares 4 and 4
     assert cycle.fair["b"][0] == 4
-    assert cycle.queue_order("b", heads["b"]) < cycle.queue_order("a", heads["a"])
+    assert cycle.order.key("b", heads["b"]) < cycle.order.key("a", heads["a"])
 
 
 def test_fair_shares_are_those_of_the_cycle_start() -> None:

@@ -38,9 +38,6 @@ from typing import TYPE_CHECKING, Protocol, TypeAlias
 import numpy as np
 
 from gpufleet.framework.status import Code, Status
-from gpufleet.model.arrays import MILLI
-from gpufleet.model.workload import request_vector
-from gpufleet.scheduler.fairshare import EPS
 from gpufleet.scheduler.placement import choose_gpus, on_node, place
 from gpufleet.scheduler.transaction import Running, Transaction
 
@@ -65,19 +62,48 @@ Unit = tuple[Running, ...]
 if TYPE_CHECKING:
     Accept: TypeAlias = Callable[[Unit, list[Running]], bool]
     """Whether a unit of victims may be taken, given those taken so far."""
+    Candidates: TypeAlias = tuple[BoolArray | None, str, Accept]
+    """The pods an action may evict (None: none, and the note says why), and its rule for
+    each unit of victims."""
 
-FOUND = {"preempt": "found victims", "reclaim": "found victims", "consolidate": "moves found"}
-NOT_FOUND = {
-    "preempt": "evicting eligible pods frees no fitting node",
-    "reclaim": "evicting reclaimable pods (of queues above their fair share) frees no node "
-    "that fits",
-    "consolidate": "no preemptible pods can be moved to make room",
-}
-NO_ROOM = {
-    "preempt": "evicting every eligible pod would still leave no room for the job",
-    "reclaim": "reclaiming every reclaimable pod would still leave no room for the job",
-    "consolidate": "moving every pod that can move would still leave no room for the job",
-}
+
+class RoomAction(Protocol):
+    """An action that makes room for a job by evicting pods (``scheduler/actions/``): its
+    rule for who may be a victim; the search itself is :class:`VictimSearch`'s."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def relocate(self) -> bool:
+        """Victims are moved (bound again elsewhere in the same cycle), not stopped."""
+
+    @property
+    def needs_preemption(self) -> bool:
+        """Only for jobs whose ``preemptionPolicy`` is not ``Never``."""
+
+    @property
+    def fair_share_bound(self) -> bool:
+        """Its failures depend on the queues' fair shares: a binding that takes a queue
+        above its share makes them worth retrying."""
+
+    @property
+    def found(self) -> str: ...
+    @property
+    def not_found(self) -> str: ...
+    @property
+    def no_room(self) -> str: ...
+
+    def candidates(self, search: VictimSearch, request: FloatArray) -> Candidates:
+        """The pods this action may evict for ``search.job`` needing ``request``."""
+
+    def freed(self, search: VictimSearch, mask: BoolArray) -> ClusterState:
+        """The cluster with every pod of ``mask`` gone (an upper bound for the search)."""
+
+    def scope(self, job: Job) -> Hashable:
+        """What a failed search for ``job`` depends on besides the job's pods."""
+
+    def epoch(self, cycle: CycleView) -> Hashable:
+        """How long a failed search stays failed (see ``scheduler/room.py``)."""
 
 
 class CycleView(Protocol):
@@ -110,16 +136,22 @@ class CycleView(Protocol):
     @property
     def bound_now(self) -> Set[str]: ...
     @property
-    def held(self) -> Held | None: ...
-    @property
     def now(self) -> float: ...
+    @property
+    def cycles(self) -> int: ...
+    @property
+    def released(self) -> int: ...
+    @property
+    def over_share(self) -> int: ...
 
-    def held_for_claims(self, pod: PodInfo) -> Held | None: ...
+    def held_for_claims(self, pod: PodInfo, held: Held | None) -> Held | None: ...
     def capped(self, pod: PodInfo, held: Held | None) -> Held | None: ...
     def claims_fit(self, pod: PodInfo, node: int) -> bool: ...
     def claims_freed(self, pods: Sequence[PodInfo]) -> FloatArray: ...
     def ratio(self, queue: str, extra: FloatArray | None = None) -> float: ...
-    def slots(self, pods: tuple[PodInfo, ...], state: ClusterState | None = None) -> float: ...
+    def slots(
+        self, pods: tuple[PodInfo, ...], state: ClusterState | None, held: Held | None
+    ) -> float: ...
     def consolidation_epoch(self) -> Hashable: ...
 
 
@@ -131,7 +163,8 @@ class Plan:
     moved: tuple[tuple[Running, Slot], ...] = ()
 
 
-def _always(_unit: Unit, _taken: list[Running]) -> bool:
+def always(_unit: Unit, _taken: list[Running]) -> bool:
+    """Every unit of victims may be taken (preemption, consolidation)."""
     return True
 
 
@@ -142,170 +175,45 @@ def moving(running: Running) -> PodSpec:
 
 
 class VictimSearch:
-    def __init__(self, cycle: CycleView, job: Job) -> None:
-        self.cycle, self.job = cycle, job
+    def __init__(self, cycle: CycleView, job: Job, held: Held | None) -> None:
+        self.cycle, self.job, self.held = cycle, job, held
+        """``held``: the nodes no victim may be sought on, nor placement made."""
         self.state = cycle.state
         self.framework = cycle.framework
         self.pool = cycle.pool
         self.pod: PodInfo | None = None
         """The pod of the job whose room is being made (its claims must fit too)."""
 
-    def run(self, action: str, request: FloatArray) -> tuple[Plan | None, str]:
-        mask, note, accept = self._candidates(action, request)
+    def run(self, action: RoomAction, request: FloatArray) -> tuple[Plan | None, str]:
+        """Make room for the job's core with ``action``'s victims: a plan, and a note."""
+        mask, note, accept = self.candidates(action, request)
         if mask is None:
             return None, note
-        core = self.job.core
-        if action == "consolidate" and self._bound(action, mask) < len(core):
-            return None, NO_ROOM[action]
-        plan = self._search(action, mask, accept, relocate=action == "consolidate")
-        return plan, FOUND[action] if plan else NOT_FOUND[action]
+        if action.relocate and self._bound(action, mask) < len(self.job.core):
+            return None, action.no_room
+        plan = self._search(action.name, mask, accept, relocate=action.relocate)
+        return plan, action.found if plan else action.not_found
 
-    def hopeless(self, action: str, request: FloatArray) -> str | None:
+    def hopeless(self, action: RoomAction, request: FloatArray) -> str | None:
         """Why ``action`` cannot make room for the job even if it evicted every pod it may
         (None: a search may succeed). Held nodes only take room away, so what is hopeless
         here is hopeless in every topology domain the job's searches are confined to."""
-        mask, note, _ = self._candidates(action, request)
+        mask, note, _ = self.candidates(action, request)
         if mask is None:
             return note
-        return NO_ROOM[action] if self._bound(action, mask) < len(self.job.core) else None
+        return action.no_room if self._bound(action, mask) < len(self.job.core) else None
 
-    def _bound(self, action: str, mask: BoolArray) -> float:
+    def candidates(self, action: RoomAction, request: FloatArray) -> Candidates:
+        """The pods ``action`` may evict for the job (None, and why not, when there are
+        none), and the rule that accepts each unit of victims."""
+        if action.needs_preemption and not self.job.can_preempt:
+            return None, "the job's preemptionPolicy is Never", always
+        return action.candidates(self, request)
+
+    def _bound(self, action: RoomAction, mask: BoolArray) -> float:
         """At most how many of the job's core pods fit once every pod of ``mask`` is gone."""
-        freed = self._movable()[1] if action == "consolidate" else None
-        if freed is None:
-            freed = self.pool.freed(self.state, mask)
-        return self.cycle.slots(self.job.core, freed)
-
-    def _movable(self) -> tuple[BoolArray, ClusterState]:
-        """The pods consolidation may move (each fits somewhere on its own), and the state
-        with all of them gone. Kept for the consolidation epoch and the held nodes: within
-        an epoch capacity is only taken, so the pods that fit can only have become fewer
-        and the freed state stays an upper bound (the search checks each move itself)."""
-        cycle, pool = self.cycle, self.pool
-        key = (
-            cycle.consolidation_epoch(),
-            None if cycle.held is None else cycle.held.mask.tobytes(),
-        )
-        known = cycle.movable
-        if known is None or known[0] != key:
-            mask = self._relocatable_alone(pool.alive & pool.single & ~pool.claims)
-            known = cycle.movable = (key, mask, pool.freed(self.state, mask))
-        return known[1], known[2]
-
-    def _candidates(self, action: str, request: FloatArray) -> tuple[BoolArray | None, str, Accept]:
-        """The pods ``action`` may evict (None, and why not, when there are none), and
-        the rule that accepts each unit of victims."""
-        if action in {"preempt", "reclaim"} and not self.job.can_preempt:
-            return None, "the job's preemptionPolicy is Never", _always
-        if action == "preempt":
-            return (*self._preempt_candidates(), _always)
-        if action == "reclaim":
-            return self._reclaim_candidates(request)
-        if action == "consolidate":
-            return (*self._consolidate_candidates(request), _always)
-        return None, f"unknown action {action!r}", _always
-
-    # -- the three rules ----------------------------------------------------------------
-
-    def _preempt_candidates(self) -> tuple[BoolArray | None, str]:
-        job, pool = self.job, self.pool
-        min_runtime = self.cycle.tree.queues[job.queue].preempt_min_runtime_s
-        mask = (
-            pool.alive
-            & pool.in_queues([job.queue])
-            & (pool.priority < job.priority)
-            & pool.preempt_ok
-        )
-        if not mask.any():
-            return None, (
-                f"no lower-priority preemptible pods in queue {job.queue}"
-                + (f" past its preemptMinRuntime of {min_runtime:g}s" if min_runtime else "")
-            )
-        return mask, ""
-
-    def _reclaim_candidates(self, request: FloatArray) -> tuple[BoolArray | None, str, Accept]:
-        job, cycle, pool = self.job, self.cycle, self.pool
-        own_path = cycle.tree.paths[job.queue]
-
-        def others(queue: str) -> list[str]:
-            """The victim's queues that the job's queue does not share (never empty)."""
-            return [q for q in cycle.tree.paths.get(queue, ()) if q not in own_path]
-
-        def mine(queue: str) -> list[str]:
-            """The job's queues that a victim of ``queue`` does not share."""
-            return [q for q in own_path if q not in cycle.tree.paths.get(queue, ())]
-
-        # Below the queues both share, the job's side must stay within its fair share with
-        # the job and the victim's side must be above its fair share.
-        over = {q: cycle.ratio(q, request) for q in own_path}
-        victims_of = [q for q in pool.queue_names if q in cycle.tree.queues and q not in own_path]
-        allowed = [q for q in victims_of if all(over[m] <= 1 + EPS for m in mine(q))]
-        if victims_of and not allowed:
-            q = max(own_path, key=lambda q: over[q])
-            return (
-                None,
-                f"queue {q} would be at {over[q]:.2f}x its fair share "
-                f"({cycle.fair[q][0]:g} GPUs) with this job; reclaim takes GPUs only for "
-                "a queue that stays within its fair share",
-                _always,
-            )
-
-        def accept(unit: Unit, taken: list[Running]) -> bool:
-            """Volcano's Reclaimable: the unit's queues are above their fair share with
-            the victims taken so far gone (the unit itself still counted)."""
-            for q in others(unit[0].pod.queue):
-                gone = [r for r in taken if q in cycle.tree.paths[r.pod.queue]]
-                removed = sum(
-                    (request_vector(r.spec) for r in gone),
-                    cycle.claims_freed([r.pod for r in gone]),
-                )
-                if cycle.ratio(q, -removed) <= 1 + EPS:
-                    return False  # at or below its fair share: never a victim
-            return True
-
-        above = [q for q in allowed if all(cycle.ratio(p) > 1 + EPS for p in others(q))]
-        in_other = pool.alive & pool.in_queues(victims_of)
-        mask = in_other & pool.in_queues(above) & pool.reclaim_ok
-        if not mask.any():
-            protected = int(np.count_nonzero(in_other & ~pool.reclaim_ok))
-            return (
-                None,
-                f"no pod of a queue above its fair share can be reclaimed ({len(above)} "
-                f"queue(s) above it; {protected} preemptible pod(s) of other queues within "
-                "reclaimMinRuntime)",
-                accept,
-            )
-        return mask, "", accept
-
-    def _consolidate_candidates(self, request: FloatArray) -> tuple[BoolArray | None, str]:
-        state = self.state
-        demands = [p.demand for p in self.job.core]
-        whole = sum(d.num_gpu for d in demands if not d.is_gpu_share)
-        free_whole = int(np.count_nonzero(state.gpu_free == MILLI))
-        if (
-            free_whole < whole
-            or state.gpu_free.sum() < sum(d.gpu_equivalent for d in demands) * MILLI
-            or state.cpu_free.sum() < request[1]
-            or state.memory_free.sum() < request[2]
-        ):
-            return None, "the job does not fit in the cluster's total free capacity"
-        return self._movable()[0], ""
-
-    def _relocatable_alone(self, mask: BoolArray) -> BoolArray:
-        """The pods of ``mask`` that fit somewhere now, each on its own (a pod that does not
-        can never be moved; the search need not consider it). Its own node counts: a
-        shared-GPU pod may move to another GPU of it."""
-        pool, state, framework = self.pool, self.state, self.framework
-        keep = mask.copy()
-        fits: dict[Hashable, bool] = {}
-        for i in np.flatnonzero(mask):
-            spec = moving(pool.items[i])
-            anywhere = fits.get(spec.request_key)
-            if anywhere is None:
-                anywhere = bool(framework.run_filters(state, spec, self.cycle.held).nodes.size)
-                fits[spec.request_key] = anywhere
-            keep[i] = anywhere
-        return keep
+        freed = action.freed(self, mask)
+        return self.cycle.slots(self.job.core, freed, self.held)
 
     # -- the search ---------------------------------------------------------------------
 
@@ -368,7 +276,9 @@ class VictimSearch:
         moved: list[tuple[Running, Slot]] = []
         for pod in self.job.core:
             self.pod = pod
-            outcome = place(self.framework, self.state, pod.spec, self.cycle.held_for_claims(pod))
+            outcome = place(
+                self.framework, self.state, pod.spec, self.cycle.held_for_claims(pod, self.held)
+            )
             if not isinstance(outcome, Status):
                 txn.reserve(outcome.node, outcome.pod, outcome.gpus)
                 placements.append((outcome.node, outcome.pod, outcome.gpus))
@@ -395,7 +305,7 @@ class VictimSearch:
                 self.cycle.book.take(pod, self.state.names[node], txn)
             if relocate:
                 for r in chosen:
-                    out = place(self.framework, self.state, moving(r), self.cycle.held)
+                    out = place(self.framework, self.state, moving(r), self.held)
                     assert not isinstance(out, Status), "relocation was checked"
                     txn.reserve(out.node, out.pod, out.gpus)
                     moved.append((r, (out.node, out.pod, out.gpus)))
@@ -417,7 +327,7 @@ class VictimSearch:
         if not left.any():
             return None
         freed = pool.freed(self.state, left)
-        held = self.cycle.held if self.pod is None else self.cycle.capped(self.pod, self.cycle.held)
+        held = self.held if self.pod is None else self.cycle.capped(self.pod, self.held)
         possible = np.zeros(self.state.size, dtype=np.bool_)
         possible[self.framework.run_filters(freed, spec, held).nodes] = True
         counts = np.bincount(pool.node[left], minlength=self.state.size)
@@ -526,7 +436,7 @@ class VictimSearch:
         """With the pod on ``node``, can every moved pod be bound elsewhere?"""
         txn.reserve(node, spec, choose_gpus(self.framework, self.state, spec, node))
         for r in moved:
-            out = place(self.framework, self.state, moving(r), self.cycle.held)
+            out = place(self.framework, self.state, moving(r), self.held)
             if isinstance(out, Status):
                 return False
             txn.reserve(out.node, out.pod, out.gpus)

@@ -1,0 +1,184 @@
+"""Allocate: place a job's core all or nothing, then its elastic pods if they fit.
+
+The core — ``minMember`` minus the pods already running — goes in one
+:class:`~gpufleet.scheduler.transaction.Transaction`: every pod through the profile's filters,
+scores and GPU choice (:func:`~gpufleet.scheduler.placement.place`), a gang with a topology
+annotation through :class:`~gpufleet.scheduler.topology.GangPlacement`, pods with
+ResourceClaims only where the claims can be allocated (:class:`~gpufleet.scheduler.claims.
+ClaimBook`), and a gang whose devices must share one attribute value tried value by value.
+Before trying, a gang of one plain spec is counted (:class:`~gpufleet.scheduler.fit.Fit`):
+when the cluster has fewer slots than pods, it fails without a placement. On failure the
+first pod that did not fit, and why, comes back; the caller rolls the transaction back.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Protocol
+
+from gpufleet.dra.allocator import Unsatisfiable
+from gpufleet.framework.status import Code, Reason, Status
+from gpufleet.scheduler.placement import place, share_over
+from gpufleet.scheduler.topology import Domains, Failure, GangPlacement, levels_for, restrict
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from gpufleet.framework.runtime import Framework, Held
+    from gpufleet.model.cluster import ClusterState
+    from gpufleet.model.workload import GroupSpec, PodInfo
+    from gpufleet.scheduler.claims import ClaimBook
+    from gpufleet.scheduler.fit import Fit
+    from gpufleet.scheduler.job import Job
+    from gpufleet.scheduler.transaction import Running, Transaction
+
+CLAIMS_REASON = "node(s) cannot allocate the pod's ResourceClaims"
+
+
+class AllocationContext(Protocol):
+    """What allocation reads of the cycle."""
+
+    @property
+    def state(self) -> ClusterState: ...
+    @property
+    def framework(self) -> Framework: ...
+    @property
+    def fit(self) -> Fit: ...
+    @property
+    def book(self) -> ClaimBook: ...
+    @property
+    def groups(self) -> Mapping[str, GroupSpec]: ...
+    @property
+    def running(self) -> Mapping[str, Running]: ...
+    @property
+    def gang_running(self) -> Mapping[str, Sequence[str]]: ...
+
+
+class Allocation:
+    """Allocation in one cycle; ``caps`` are the share caps of the job being placed."""
+
+    def __init__(self, cycle: AllocationContext, topology: tuple[str, ...]) -> None:
+        self.cycle, self.topology = cycle, topology
+        self.caps: dict[str, int] = {}
+        """The most milli-GPU each memory-sized share of the job may take (admission)."""
+
+    def pods(
+        self, pods: tuple[PodInfo, ...], txn: Transaction, held: Held | None
+    ) -> Failure | None:
+        """Place ``pods`` in ``txn`` off ``held`` nodes; on failure the first that did not fit."""
+        cycle = self.cycle
+        state, book = cycle.state, cycle.book
+        for i, pod in enumerate(pods):
+            limit = held
+            if pod.claims:
+                allowed, why = book.nodes(pod, state.names)
+                if not allowed.any():
+                    status = Status(Code.UNSCHEDULABLE, total_nodes=state.size)
+                    return Failure(pod, status, i, f"pod {pod.key}: {why}")
+                limit = restrict(held, ~allowed, CLAIMS_REASON)
+            outcome = place(cycle.framework, state, pod.spec, self.capped(pod, limit))
+            if isinstance(outcome, Status):
+                return Failure(pod, outcome, i)
+            txn.reserve(outcome.node, outcome.pod, outcome.gpus)
+            if pod.claims:
+                book.take(pod, state.names[outcome.node], txn)
+        return None
+
+    def job(self, job: Job, txn: Transaction, held: Held | None) -> Failure | None:
+        """Place the job's core; a gang whose devices must share an attribute value is tried
+        value by value, the value with the fewest free devices first (the fullest that fits)."""
+        book = self.cycle.book
+        group = self.cycle.groups.get(job.key)
+        if group is None or group.device_match is None or book.allocator is None:
+            return self._core(job, txn, held)
+        last: Failure | None = None
+        try:
+            for value in book.match_values(group.device_match):
+                book.device_match = _equals_selector(group.device_match, value)
+                mark = txn.mark()
+                failure = self._core(job, txn, held)
+                if failure is None:
+                    return None
+                txn.rollback(mark)
+                last = failure
+        finally:
+            book.device_match = None
+        return last or self._core(job, txn, held)
+
+    def _core(self, job: Job, txn: Transaction, held: Held | None) -> Failure | None:
+        cycle = self.cycle
+        core, state = job.core, cycle.state
+        if len(core) > 1 and (slots := cycle.fit.slots(core, None, held)) < len(core):
+            # The cluster cannot take the gang, whatever the domain: say so without trying
+            # (a saturated cluster has many such gangs waiting) — with the filters' own
+            # reasons where no node can take even one of its pods.
+            fitted = int(slots)
+            if not fitted:
+                spec = cycle.framework.prepare(core[0].spec)
+                result = cycle.framework.run_filters(state, spec, held)
+                if not result.nodes.size:
+                    return Failure(core[0], result.status, 0)
+            full = "node(s) had no room left for another pod of the gang"
+            status = Status(
+                Code.UNSCHEDULABLE, (Reason("GangFit", full, state.size),), "GangFit", state.size
+            )
+            return Failure(core[fitted], status, fitted)
+        group = cycle.groups.get(job.key)
+        if group is not None and levels_for(group, self.topology) is not None:
+            gang = GangPlacement(self.pods, core, txn, held)
+            return gang.allocate(group, self.topology, self.gang_nodes(job.key))
+        return self.pods(core, txn, held)
+
+    def for_claims(self, pod: PodInfo, held: Held | None) -> Held | None:
+        """``held``, plus, for a pod with claims, the nodes that cannot allocate them, and
+        the nodes where a capped share would be over its cap."""
+        if not pod.claims:
+            return self.capped(pod, held)
+        allowed, _ = self.cycle.book.nodes(pod, self.cycle.state.names)
+        return self.capped(pod, restrict(held, ~allowed, CLAIMS_REASON))
+
+    def capped(self, pod: PodInfo, held: Held | None) -> Held | None:
+        """``held``, plus the nodes where ``pod``'s share of GPU memory would be over its cap."""
+        cap = self.caps.get(pod.key)
+        if cap is None:
+            return held
+        over = share_over(self.cycle.state, self.cycle.framework.prepare(pod.spec), cap)
+        if not over.any():
+            return held
+        return restrict(
+            held,
+            over,
+            f"node(s) had GPUs on which the Pod's share of GPU memory is over the {cap}m "
+            "its queue's limit or quota leaves it",
+        )
+
+    def claims_fit(self, pod: PodInfo, node: int) -> bool:
+        """Whether ``pod``'s claims can be allocated on ``node`` now."""
+        book, names = self.cycle.book, self.cycle.state.names
+        return not isinstance(book.try_on(pod, names[node]), Unsatisfiable)
+
+    def gang_nodes(self, gang: str) -> list[int]:
+        """Nodes where the gang's pods run (at the snapshot or bound in this cycle)."""
+        running = self.cycle.running
+        return sorted({running[k].node for k in self.cycle.gang_running.get(gang, ())})
+
+    def extras_held(self, job: Job, held: Held | None) -> Held | None:
+        """Where the job's elastic pods may go: its topology domain, if it has to keep one."""
+        group = self.cycle.groups.get(job.key)
+        plan = levels_for(group, self.topology) if group is not None else None
+        nodes = self.gang_nodes(job.key)
+        if plan is None or plan[0] != "required" or not nodes:
+            return held
+        domains = Domains.of(self.cycle.state, plan[1][0])
+        domain = int(domains.ids[nodes[0]])
+        return restrict(
+            held, domains.outside(domain), f"node(s) outside the gang's {domains.short}"
+        )
+
+
+def _equals_selector(attribute: str, value: object) -> str:
+    """CEL requiring ``attribute`` (``domain/name``) to equal ``value``."""
+    domain, _, name = attribute.rpartition("/")
+    literal = json.dumps(value) if not isinstance(value, bool) else str(value).lower()
+    # Devices of other drivers (a NIC claim of the same gang) are not constrained.
+    return f'device.driver != "{domain}" || device.attributes["{domain}"].{name} == {literal}'

@@ -1,0 +1,63 @@
+"""Preempt: evict lower-priority pods of the job's own queue.
+
+Victims are the preemptible pods of the job's queue with a lower priority than the job's,
+past the queue's ``preemptMinRuntime``. Every unit of victims may be taken; the search
+(:class:`~gpufleet.scheduler.victims.VictimSearch`) chooses the fewest and cheapest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gpufleet.scheduler.victims import always
+
+if TYPE_CHECKING:
+    from collections.abc import Hashable
+
+    from gpufleet.model.arrays import BoolArray, FloatArray
+    from gpufleet.model.cluster import ClusterState
+    from gpufleet.scheduler.job import Job
+    from gpufleet.scheduler.victims import Candidates, CycleView, VictimSearch
+
+NAME = "preempt"
+
+
+@dataclass(frozen=True, slots=True)
+class Preempt:
+    name: str = NAME
+    relocate: bool = False
+    needs_preemption: bool = True
+    fair_share_bound: bool = False
+    found: str = "found victims"
+    not_found: str = "evicting eligible pods frees no fitting node"
+    no_room: str = "evicting every eligible pod would still leave no room for the job"
+
+    def candidates(self, search: VictimSearch, request: FloatArray) -> Candidates:
+        job, pool = search.job, search.pool
+        min_runtime = search.cycle.tree.queues[job.queue].preempt_min_runtime_s
+        mask = (
+            pool.alive
+            & pool.in_queues([job.queue])
+            & (pool.priority < job.priority)
+            & pool.preempt_ok
+        )
+        if not mask.any():
+            return (
+                None,
+                f"no lower-priority preemptible pods in queue {job.queue}"
+                + (f" past its preemptMinRuntime of {min_runtime:g}s" if min_runtime else ""),
+                always,
+            )
+        return mask, "", always
+
+    def freed(self, search: VictimSearch, mask: BoolArray) -> ClusterState:
+        return search.pool.freed(search.state, mask)
+
+    def scope(self, job: Job) -> Hashable:
+        return (job.queue, job.priority, job.can_preempt)
+
+    def epoch(self, cycle: CycleView) -> Hashable:
+        """Min runtimes and priorities are judged at the cycle's time: a failure lasts the
+        cycle, until capacity is freed."""
+        return (cycle.cycles, cycle.released, 0)

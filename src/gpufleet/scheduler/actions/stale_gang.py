@@ -1,0 +1,66 @@
+"""Stale-gang release: a gang running below its ``minMember`` is worth nothing.
+
+A gang with some pods running and fewer than ``minMember`` (a member failed, or was
+evicted without the rest) cannot do its work. If it cannot be completed in this cycle and
+has been stale (PodGroup ``gpufleet.io/stale-since``) for longer than the grace period, its
+running pods are released — evicted with action ``stale-gang`` — so that their capacity
+serves jobs that can run. The reason of the gang's pending pods says which case holds.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+from gpufleet.scheduler.outcome import Eviction
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from gpufleet.model.cluster import ClusterState
+    from gpufleet.model.workload import GroupSpec
+    from gpufleet.scheduler.transaction import Running
+
+NAME = "stale-gang"
+
+
+class StaleContext(Protocol):
+    """What the release reads and changes of the cycle."""
+
+    @property
+    def now(self) -> float: ...
+    @property
+    def state(self) -> ClusterState: ...
+    @property
+    def groups(self) -> Mapping[str, GroupSpec]: ...
+    @property
+    def gang_running(self) -> Mapping[str, Sequence[str]]: ...
+    @property
+    def evictions(self) -> list[Eviction]: ...
+
+    def evict(self, key: str) -> Running:
+        """Stop counting pod ``key`` and remember what it frees (the caller releases it)."""
+
+
+def release_stale(cycle: StaleContext, grace_s: float, gang: str, reason: str) -> str:
+    """Release ``gang``'s running pods if it has been stale past ``grace_s``; ``reason``
+    with what holds prepended (unchanged for a gang that is not stale)."""
+    group = cycle.groups[gang]
+    running = len(cycle.gang_running.get(gang, ()))
+    if not 0 < running < group.min_member:
+        return reason
+    stale, now = group.stale_since, cycle.now
+    if stale is not None and now - stale >= grace_s:
+        for key in sorted(cycle.gang_running[gang]):
+            released = cycle.evict(key)
+            cycle.state.release(released.node, released.spec, released.gpus)
+            cycle.evictions.append(Eviction(key, NAME, gang))
+        return (
+            f"gang {gang} had {running} of {group.min_member} pods running for "
+            f"{now - stale:.0f}s (grace {grace_s:g}s); its running pods were released. {reason}"
+        )
+    since = "now" if stale is None else f"{now - stale:.0f}s ago"
+    return (
+        f"gang {gang} has {running} of {group.min_member} pods running and is stale "
+        f"since {since}; its pods are released after {grace_s:g}s "
+        f"unless it is completed. {reason}"
+    )

@@ -1,0 +1,153 @@
+"""Making room for a job that does not fit: the profile's actions, in order, with a memo of
+their failures.
+
+Each action (``scheduler/actions/``) is a rule for who may be a victim; the search is the
+one :class:`~gpufleet.scheduler.victims.VictimSearch`. A gang with a topology annotation
+looks for room inside the largest domains of its level (and anywhere, if the level is only
+preferred); others anywhere off the held nodes.
+
+A search that failed for a job of the same shape fails again as long as its action's
+*epoch* has not changed (:meth:`~gpufleet.scheduler.victims.RoomAction.epoch`): later
+bindings only take capacity, and pods bound in this cycle are never victims. So the many
+identical jobs of a saturated cluster cost one search, not one each (KAI skips such jobs
+alike). An action that could not make room even by evicting every pod it may is not
+searched for at all (:meth:`~gpufleet.scheduler.victims.VictimSearch.hopeless`) — in no
+topology domain.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from gpufleet.scheduler.topology import Domains, levels_for, restrict
+from gpufleet.scheduler.victims import VictimSearch
+
+if TYPE_CHECKING:
+    from collections.abc import Hashable, Sequence
+
+    from gpufleet.framework.runtime import Held
+    from gpufleet.model.arrays import FloatArray
+    from gpufleet.scheduler.job import Job
+    from gpufleet.scheduler.victims import CycleView, Plan, RoomAction
+
+MAX_ROOM_DOMAINS = 4
+"""Topology domains (largest first) in which victims are sought for a constrained gang."""
+
+
+class Room:
+    """The actions a cycle may take to make room, and what they failed at."""
+
+    def __init__(self, actions: Sequence[RoomAction], topology: tuple[str, ...]) -> None:
+        self.actions = tuple(actions)
+        self.topology = topology
+        self.failures: dict[tuple[str, Hashable], tuple[Hashable, str]] = {}
+        """Searches that failed, by action and shape, with the epoch they failed in."""
+
+    @property
+    def watches_fair_share(self) -> bool:
+        """Whether an action's failures end when a queue goes above its fair share."""
+        return any(a.fair_share_bound for a in self.actions)
+
+    def forget_stale(self, epoch: Hashable) -> None:
+        """A cycle starts: only failures of the current ``epoch`` can still hold."""
+        self.failures = {k: v for k, v in self.failures.items() if v[0] == epoch}
+
+    def make(
+        self, cycle: CycleView, job: Job, request: FloatArray, notes: list[str], held: Held | None
+    ) -> Plan | None:
+        """The first action that makes room for ``job`` off ``held``, or None (notes say
+        why not)."""
+        actions = self.possible(cycle, job, request, notes, held)
+        if not actions:
+            return None
+        for where, inside in self._restrictions(cycle, job, held):
+            tried: list[str] = []
+            plan = self._within(cycle, job, request, tried, actions=actions, held=inside)
+            notes.extend(f"{where}{note}" for note in tried)
+            if plan is not None:
+                return plan
+        return None
+
+    def possible(
+        self, cycle: CycleView, job: Job, request: FloatArray, notes: list[str], held: Held | None
+    ) -> list[RoomAction]:
+        """The actions that might make room for ``job`` (the others' reasons go to notes)."""
+        search = VictimSearch(cycle, job, held)
+        out: list[RoomAction] = []
+        for action in self.actions:
+            shape = self._shape(job, action, held)
+            note = self._failure(cycle, action, shape)
+            if note is None and (note := search.hopeless(action, request)) is not None:
+                self.failures[action.name, shape] = (action.epoch(cycle), note)
+            if note is None:
+                out.append(action)
+            else:
+                notes.append(f"{action.name}: {note}")
+        return out
+
+    def _restrictions(
+        self, cycle: CycleView, job: Job, held: Held | None
+    ) -> list[tuple[str, Held | None]]:
+        """Where victims may be sought: inside the largest topology domains, or anywhere
+        (with the prefix its notes get)."""
+        group = cycle.groups.get(job.key)
+        plan = levels_for(group, self.topology) if group is not None else None
+        if plan is None:
+            return [("", held)]
+        kind, levels = plan
+        state = cycle.state
+        domains = Domains.of(state, levels[0])
+        inside = domains.ids >= 0
+        capacity = np.bincount(
+            domains.ids[inside], weights=state.gpu_count[inside], minlength=len(domains.names)
+        )
+        best = sorted(range(len(domains.names)), key=lambda d: (-capacity[d], domains.names[d]))
+        out: list[tuple[str, Held | None]] = [
+            (
+                f"in {domains.short} {domains.label(d)}: ",
+                restrict(held, domains.outside(d), f"node(s) outside {domains.short}"),
+            )
+            for d in best[:MAX_ROOM_DOMAINS]
+        ]
+        return [*out, ("anywhere: ", held)] if kind == "preferred" else out
+
+    def _within(
+        self,
+        cycle: CycleView,
+        job: Job,
+        request: FloatArray,
+        notes: list[str],
+        *,
+        actions: list[RoomAction],
+        held: Held | None,
+    ) -> Plan | None:
+        search = VictimSearch(cycle, job, held)
+        for action in actions:
+            shape = self._shape(job, action, held)
+            known = self._failure(cycle, action, shape)
+            if known is not None:
+                notes.append(f"{action.name}: {known}")
+                continue
+            plan, note = search.run(action, request)
+            notes.append(f"{action.name}: {note}")
+            if plan is not None:
+                return plan
+            self.failures[action.name, shape] = (action.epoch(cycle), note)
+        return None
+
+    @staticmethod
+    def _shape(job: Job, action: RoomAction, held: Held | None) -> Hashable:
+        """What ``action``'s search for ``job`` depends on besides the epoch."""
+        return (
+            action.scope(job),
+            tuple(p.spec.request_key for p in job.core),
+            tuple(k for p in job.core for k in p.claims),
+            None if held is None else held.mask.tobytes(),
+        )
+
+    def _failure(self, cycle: CycleView, action: RoomAction, shape: Hashable) -> str | None:
+        """Why ``action`` failed for a job of ``shape`` in this epoch, if it did."""
+        known = self.failures.get((action.name, shape))
+        return known[1] if known is not None and known[0] == action.epoch(cycle) else None
