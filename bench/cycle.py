@@ -22,11 +22,12 @@ import time
 import numpy as np
 
 from bench.docs import publish_table
+from gpufleet.compose import run_cycle
 from gpufleet.model.arrays import MILLI
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, Snapshot, vector
-from gpufleet.scheduler.cycle import CycleConfig, run_cycle
+from gpufleet.scheduler.cycle import CycleConfig
 
 SECTION = "cycle-speed"
 QUEUES = 20

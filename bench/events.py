@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from bench.docs import publish_table
+from gpufleet.compose import COMPONENTS
 from gpufleet.model.arrays import MILLI
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.pod import PodSpec
@@ -89,7 +90,9 @@ def queues(nodes: int) -> list[QueueSpec]:
 
 def build(nodes: list[NodeSpec], pods: list[PodInfo], nodes_count: int) -> ClusterCache:
     """Every object applied to an empty cache, then its ledger and victim pool."""
-    cache = ClusterCache(NON_PREEMPTIBLE_PRIORITY, workload=[GPU_POD, CPU_POD] * 4)
+    cache = ClusterCache(
+        NON_PREEMPTIBLE_PRIORITY, components=COMPONENTS, workload=[GPU_POD, CPU_POD] * 4
+    )
     cache.apply_all(Event("ADDED", "Node", n) for n in nodes)
     cache.apply_all(Event("ADDED", "Queue", q) for q in queues(nodes_count))
     cache.apply_all(Event("ADDED", "Pod", p) for p in pods)

@@ -21,11 +21,11 @@ import time
 import numpy as np
 
 from bench.docs import publish
+from gpufleet.compose import run_cycle
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.mig import TABLES
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.workload import PodInfo, Snapshot
-from gpufleet.scheduler.cycle import run_cycle
 
 SECTION = "mig"
 GPUS = 8

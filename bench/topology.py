@@ -33,11 +33,12 @@ import numpy as np
 
 from bench.docs import publish_table
 from bench.traces import PHILLY, add_traces_option, require
+from gpufleet.compose import run_cycle
 from gpufleet.model.arrays import MILLI
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.workload import GroupSpec, PodInfo, Snapshot
-from gpufleet.scheduler.cycle import CycleConfig, run_cycle
+from gpufleet.scheduler.cycle import CycleConfig
 
 SECTION = "topology"
 BLOCK, RACK = "topology.kubernetes.io/block", "topology.kubernetes.io/rack"

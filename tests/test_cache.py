@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from gpufleet.compose import COMPONENTS
 from gpufleet.model.arrays import MILLI
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.pod import PodSpec
@@ -45,7 +46,7 @@ def bound(key: str, node: str, gpus: tuple[int, ...], **kw: object) -> PodInfo:
 
 def fresh(cache: ClusterCache) -> ClusterCache:
     """A cache built from scratch from ``cache``'s objects, its assumptions as facts."""
-    other = ClusterCache(NP)
+    other = ClusterCache(NP, components=COMPONENTS)
     other.apply_all(snapshot_events(effective(cache)))
     return other
 
@@ -102,7 +103,7 @@ def decisions(cache: ClusterCache, now: float) -> tuple[object, ...]:
 
 
 def cache_of(*events: Event) -> ClusterCache:
-    cache = ClusterCache(NP)
+    cache = ClusterCache(NP, components=COMPONENTS)
     cache.apply_all(events)
     cache.ledger()
     return cache
@@ -164,7 +165,7 @@ def test_structural_changes_rebuild_the_ledger_at_the_next_session(
 
 def test_unknown_kinds_are_refused() -> None:
     with pytest.raises(ValueError, match="does not keep Secret"):
-        ClusterCache(NP).apply(Event("ADDED", "Secret", gpu_node("n0")))
+        ClusterCache(NP, components=COMPONENTS).apply(Event("ADDED", "Secret", gpu_node("n0")))
 
 
 # -- assume, confirm, forget ------------------------------------------------------------
@@ -263,7 +264,7 @@ class CacheMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.cache = ClusterCache(NP)
+        self.cache = ClusterCache(NP, components=COMPONENTS)
         self.now = 1000.0
         self.serial = 0
         self.cache.apply(Event("ADDED", "Node", gpu_node("n0")))

@@ -16,6 +16,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gpufleet.compose import run_cycle
 from gpufleet.model.arrays import MILLI
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.pod import PodSpec
@@ -27,7 +28,7 @@ from gpufleet.model.workload import (
     request_vector,
     vector,
 )
-from gpufleet.scheduler.cycle import CycleConfig, run_cycle
+from gpufleet.scheduler.cycle import CycleConfig
 from gpufleet.scheduler.fairshare import EPS, QueueTree, share_ratio
 from gpufleet.scheduler.outcome import CycleResult
 

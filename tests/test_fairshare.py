@@ -7,8 +7,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from gpufleet.compose import run_cycle
 from gpufleet.model.workload import PodInfo, QueueSpec, Snapshot, vector
-from gpufleet.scheduler.cycle import CycleConfig, run_cycle
+from gpufleet.scheduler.cycle import CycleConfig
 from gpufleet.scheduler.fairshare import QueueTree, divide, fair_shares, share_ratio
 from gpufleet.scheduler.outcome import CycleResult
 from tests.builders import node, pod

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gpufleet.compose import run_cycle
 from gpufleet.framework.protocols import Handle
 from gpufleet.framework.runtime import Framework
 from gpufleet.framework.status import Code
@@ -20,7 +21,7 @@ from gpufleet.model.fragmentation import FragmentIndex, typical_pods
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.workload import PodInfo, with_demand
 from gpufleet.plugins.registry import PLUGINS, POLICIES
-from gpufleet.scheduler.cycle import CycleConfig, run_cycle
+from gpufleet.scheduler.cycle import CycleConfig
 from gpufleet.scheduler.ledger import SnapshotError
 from gpufleet.scheduler.placement import Placement, commit, place
 from tests.builders import cluster, node, pod

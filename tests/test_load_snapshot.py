@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from gpufleet.compose import run_cycle
 from gpufleet.load.errors import InputError
 from gpufleet.load.snapshot import load_snapshot
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.selectors import Requirement, Taint
 from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, Snapshot
 from gpufleet.report.cycle import cycle_json
-from gpufleet.scheduler.cycle import run_cycle
 
 NODE = """
 apiVersion: v1

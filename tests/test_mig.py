@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpufleet.compose import run_cycle
 from gpufleet.model.cluster import ClusterState, NodeSpec
 from gpufleet.model.mig import TABLES, Instance, MigLayouts, table_for, valid_layout
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.workload import PodInfo, Snapshot
-from gpufleet.scheduler.cycle import run_cycle
 
 H100 = TABLES["H100-80GB"]
 

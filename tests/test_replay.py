@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from gpufleet.compose import COMPONENTS, run_cycle
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.workload import (
@@ -18,7 +19,7 @@ from gpufleet.model.workload import (
     Snapshot,
 )
 from gpufleet.scheduler.backlog import Backlog, job_shape
-from gpufleet.scheduler.cycle import Cycle, CycleConfig, run_cycle
+from gpufleet.scheduler.cycle import Cycle, CycleConfig
 from gpufleet.scheduler.job import Job
 from gpufleet.sim.replay import REPLAY_POLICIES, Replay
 
@@ -158,7 +159,7 @@ def test_room_probed_anywhere_is_made_once_inside_a_rack() -> None:
         (GroupSpec("ns/g", 2, topology_preferred=rack),),
         topology=(rack,),
     )
-    cycle = Cycle(snapshot, CycleConfig(actions=("preempt",)), 10_000.0)
+    cycle = Cycle(snapshot, CycleConfig(actions=("preempt",)), 10_000.0, components=COMPONENTS)
     result = cycle.run()
     assert sorted(b.pod for b in result.bindings) == ["ns/g0", "ns/g1"]
     nodes = {b.node for b in result.bindings}
@@ -176,7 +177,9 @@ def test_consolidation_may_move_a_shared_pod_to_another_gpu_of_its_node() -> Non
         PodInfo("ns/s", PodSpec("s", 1000, 1024, 1, 600), node="n1", gpus=(1,), started=0.0),
         PodInfo("ns/new", PodSpec("new", 1000, 1024, 1, 800)),
     )
-    result = Cycle(Snapshot((node,), pods), CycleConfig(actions=("consolidate",)), 100.0).run()
+    result = Cycle(
+        Snapshot((node,), pods), CycleConfig(actions=("consolidate",)), 100.0, components=COMPONENTS
+    ).run()
     assert [e.pod for e in result.evictions] == ["ns/r"]
     assert {b.pod: b.gpus for b in result.bindings} == {"ns/new": (0,), "ns/r": (1,)}
 
@@ -185,7 +188,9 @@ def test_a_gang_no_node_can_run_keeps_the_filters_reason() -> None:
     node = NodeSpec("n1", 64_000, 512 * 1024, 8, "V100")
     spec = PodSpec("g", 1000, 1024, 8, 1000, frozenset({"H100"}))
     pods = tuple(PodInfo(f"ns/g{k}", spec, group="ns/g") for k in range(2))
-    result = Cycle(Snapshot((node,), pods, (GroupSpec("ns/g", 2),)), CycleConfig(), 0.0).run()
+    result = Cycle(
+        Snapshot((node,), pods, (GroupSpec("ns/g", 2),)), CycleConfig(), 0.0, components=COMPONENTS
+    ).run()
     assert "GPU model" in result.pending[0].reason
 
 
@@ -198,6 +203,7 @@ def test_consolidation_is_retried_once_new_pods_may_move() -> None:
         CycleConfig(policy="kube-default", actions=("consolidate",)),
         0.0,
         backlog=Backlog(skip_failed=True),
+        components=COMPONENTS,
     )
     for name, gpus in (("a", 1), ("b", 2)):
         pod = PodInfo(f"ns/{name}", PodSpec(name, 1000, 1024, gpus, 1000), created=len(name))
@@ -219,7 +225,13 @@ def _backlog_cycle(running: list[int], config: CycleConfig) -> Cycle:
         PodInfo(f"ns/run{i}", PodSpec(f"run{i}", 1000, 1024, g, 1000), node="n1")
         for i, g in enumerate(running)
     )
-    return Cycle(Snapshot((node,), pods), config, 0.0, backlog=Backlog(skip_failed=True))
+    return Cycle(
+        Snapshot((node,), pods),
+        config,
+        0.0,
+        backlog=Backlog(skip_failed=True),
+        components=COMPONENTS,
+    )
 
 
 def _wait(cycle: Cycle, name: str, gpus: int, created: float) -> None:
@@ -269,7 +281,13 @@ def test_queues_are_ordered_by_the_fair_shares_of_this_cycle() -> None:
 
     running = (pod("a-run", "a", 3, node="n1"), pod("b-run", "b", 1, node="n1"))
     queues = (QueueSpec("a"), QueueSpec("b"))
-    cycle = Cycle(Snapshot((node,), running, queues=queues), CycleConfig(), 0.0, backlog=Backlog())
+    cycle = Cycle(
+        Snapshot((node,), running, queues=queues),
+        CycleConfig(),
+        0.0,
+        backlog=Backlog(),
+        components=COMPONENTS,
+    )
     heads: dict[str, Job] = {}
     for name, queue, gpus, created in (
         ("a1", "a", 1, 1.0),

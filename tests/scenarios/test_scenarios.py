@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 import yaml
 
+from gpufleet.compose import schedule_snapshot
 from gpufleet.load.snapshot import load_snapshot
 from gpufleet.scheduler.cycle import CycleConfig
-from gpufleet.scheduler.session import schedule_snapshot
 
 HERE = Path(__file__).parent
 SCENARIOS = sorted(HERE.glob("*.yaml"))

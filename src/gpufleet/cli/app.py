@@ -25,6 +25,7 @@ from rich.progress import (
 )
 
 from gpufleet import __version__
+from gpufleet.compose import schedule_snapshot
 from gpufleet.load.errors import InputError
 from gpufleet.load.openb import BUNDLED_NODES, BUNDLED_WORKLOAD, bundled, load_nodes, load_pods
 from gpufleet.load.snapshot import load_snapshot
@@ -42,7 +43,6 @@ from gpufleet.report.table import summary_table
 from gpufleet.scheduler.cycle import CycleConfig
 from gpufleet.scheduler.ledger import SnapshotError
 from gpufleet.scheduler.outcome import CycleResult
-from gpufleet.scheduler.session import schedule_snapshot
 from gpufleet.sim.batch import seed_range
 from gpufleet.sim.fill import run_fill
 from gpufleet.sim.replay import REPLAY_POLICIES, Replay

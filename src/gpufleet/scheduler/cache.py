@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from gpufleet.model.cluster import ClusterState, NodeSpec
     from gpufleet.model.devices import Allocation, Claim, DeviceClass
     from gpufleet.model.pod import PodSpec
+    from gpufleet.scheduler.components import Components
     from gpufleet.scheduler.outcome import CycleResult
     from gpufleet.scheduler.transaction import Running
 
@@ -157,17 +158,20 @@ class ClusterCache:
 
     ``non_preemptible_priority`` decides which running pods count as non-preemptible in
     queue accounting; ``workload`` is the pods FGD's fragmentation is measured against
-    (default: the pods in the cache when a session starts).
+    (default: the pods in the cache when a session starts); ``components`` the plugins,
+    policies and actions the edge composed.
     """
 
     def __init__(
         self,
         non_preemptible_priority: int,
         *,
+        components: Components,
         workload: Sequence[PodSpec] | None = None,
         assumed_ttl_s: float = ASSUMED_TTL_S,
     ) -> None:
         self.non_preemptible_priority = non_preemptible_priority
+        self.components = components
         self.workload = tuple(workload) if workload is not None else None
         self.assumed_ttl_s = assumed_ttl_s
         self.objects: dict[str, dict[str, CacheObject]] = {kind: {} for kind in KINDS}
@@ -441,7 +445,7 @@ class ClusterCache:
             if not workload:
                 return None
             self._frameworks.clear()
-            known = self._frameworks[key] = make_framework(policy, workload, rng)
+            known = self._frameworks[key] = make_framework(self.components, policy, workload, rng)
         return known
 
     def _build(self) -> None:

@@ -41,8 +41,6 @@ from gpufleet.model.workload import (
     pods_request,
     vector,
 )
-from gpufleet.plugins.registry import FIT_FILTERS, PLUGINS, POLICIES
-from gpufleet.scheduler.actions import builtin_actions
 from gpufleet.scheduler.actions.allocate import Allocation
 from gpufleet.scheduler.actions.stale_gang import release_stale
 from gpufleet.scheduler.admission import QueueAdmission
@@ -71,6 +69,7 @@ if TYPE_CHECKING:
     from gpufleet.model.arrays import BoolArray, FloatArray
     from gpufleet.model.cluster import ClusterState
     from gpufleet.model.pod import PodSpec
+    from gpufleet.scheduler.components import Components
     from gpufleet.scheduler.topology import Failure
     from gpufleet.scheduler.victims import Plan
 
@@ -97,15 +96,17 @@ class CycleConfig:
     and every queue's fair share. A replay reads only bindings and evictions."""
 
 
-def make_framework(policy: str, workload: Sequence[PodSpec], rng: np.random.Generator) -> Framework:
+def make_framework(
+    components: Components, policy: str, workload: Sequence[PodSpec], rng: np.random.Generator
+) -> Framework:
     """The plugins of ``policy``, FGD's fragmentation measured against ``workload``."""
-    return Framework(
-        POLICIES[policy], PLUGINS, Handle(rng, FragmentIndex(typical_pods(workload)), None)
-    )
+    handle = Handle(rng, FragmentIndex(typical_pods(workload)), None)
+    return Framework(components.policies[policy], components.plugins, handle)
 
 
 class Cycle:
-    """The working state of one cycle over a ledger; :func:`run_cycle` is the entry point."""
+    """The working state of one cycle over a ledger (``gpufleet/compose.py`` has the entry
+    points that put one together)."""
 
     def __init__(
         self,
@@ -113,6 +114,7 @@ class Cycle:
         config: CycleConfig,
         now: float,
         *,
+        components: Components,
         workload: Sequence[PodSpec] | None = None,
         backlog: Backlog | None = None,
         rng: np.random.Generator | None = None,
@@ -122,7 +124,8 @@ class Cycle:
         framework: Framework | None = None,
     ) -> None:
         """A cycle at ``now`` over ``ledger`` (default: the snapshot's nodes with its bound
-        pods), which it changes as it decides.
+        pods), which it changes as it decides, with the plugins, policies and actions of
+        ``components``.
 
         ``workload`` is the pods FGD's fragmentation is measured against (default: the
         snapshot's); ``backlog`` the pending jobs (default: ``jobs``, else the snapshot's);
@@ -132,6 +135,7 @@ class Cycle:
         keeps one Cycle for a whole trace and calls :meth:`begin` before each cycle.
         """
         self.config, self.now, self.snapshot = config, now, snapshot
+        self.components = components
         self.workload = workload
         self.rng = rng if rng is not None else np.random.default_rng(0)
         if ledger is None:
@@ -153,8 +157,8 @@ class Cycle:
         self.order = QueueOrder(ledger)
         self.admission = QueueAdmission(ledger, config.non_preemptible_priority)
         self.holds = Holds()
-        registry = builtin_actions()
-        self.room = Room([registry[name] for name in config.actions], snapshot.topology)
+        actions = [components.actions[name] for name in config.actions]
+        self.room = Room(actions, snapshot.topology)
         self.allocation = Allocation(self, snapshot.topology)
         self.act = True
         """Whether this cycle may evict (consolidate, reclaim, preempt)."""
@@ -229,11 +233,11 @@ class Cycle:
         """
         snapshot_specs = [self.state.demand(p.spec) for p in self.snapshot.pods]
         specs = snapshot_specs if self.workload is None else self.workload
-        return make_framework(self.config.policy, specs, self.rng)
+        return make_framework(self.components, self.config.policy, specs, self.rng)
 
     @cached_property
     def fit(self) -> Fit:
-        return Fit(self.framework, self.state, self.empty, FIT_FILTERS)
+        return Fit(self.framework, self.state, self.empty, self.components.resource_filters)
 
     def slots(
         self, pods: tuple[PodInfo, ...], state: ClusterState | None, held: Held | None
@@ -558,8 +562,3 @@ class Cycle:
         if any(p.key in self.config.watch for p in job.pods):
             reasons = self.framework.node_reasons(self.state, self.framework.prepare(pod.spec))
             self.node_reasons[pod.key] = tuple(zip(self.state.names, reasons, strict=True))
-
-
-def run_cycle(snapshot: Snapshot, now: float, config: CycleConfig | None = None) -> CycleResult:
-    """Schedule ``snapshot`` once at time ``now`` (seconds since the epoch)."""
-    return Cycle(snapshot, config or CycleConfig(), now).run()

@@ -8,7 +8,7 @@ cycle works on the cache's own ledger, so each binding it decides holds its capa
 the decision on, and its result is assumed in the cache when it ends; without it the cycle
 works on a copy and leaves the cache as it was (a what-if over a live cache). The snapshot
 edge, ``gpufleet schedule``, is: read the YAML, apply every object to an empty cache,
-run one session (:func:`schedule_snapshot`).
+run one session (``schedule_snapshot`` in ``gpufleet/compose.py``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gpufleet.model.workload import Snapshot
-from gpufleet.scheduler.cache import ClusterCache, snapshot_events
+from gpufleet.scheduler.cache import ClusterCache
 from gpufleet.scheduler.claims import ClaimBook
 from gpufleet.scheduler.cycle import Cycle, CycleConfig
 from gpufleet.scheduler.job import build_jobs
@@ -51,6 +51,7 @@ class Session:
             pool=pool,
             jobs=build_jobs(pending, ledger.groups, ledger.gang_running, ledger.state),
             framework=cache.framework(config.policy, ledger.state, np.random.default_rng(0)),
+            components=cache.components,
         )
 
     def run(self) -> CycleResult:
@@ -83,14 +84,3 @@ def _copies(cache: ClusterCache) -> tuple[Ledger, VictimPool]:
         ledger.state.gpu_slots,
     )
     return ledger, pool
-
-
-def schedule_snapshot(
-    snapshot: Snapshot, now: float, config: CycleConfig | None = None
-) -> CycleResult:
-    """Schedule ``snapshot`` once at ``now``: every object applied to an empty cache, then
-    one session."""
-    config = config or CycleConfig()
-    cache = ClusterCache(config.non_preemptible_priority)
-    cache.apply_all(snapshot_events(snapshot))
-    return Session(cache, config, now).run()

@@ -36,6 +36,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from gpufleet.compose import COMPONENTS
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.results import ReplayRun
 from gpufleet.model.workload import (
@@ -181,6 +182,7 @@ class Replay:
             workload=[job.spec for job in self.jobs],
             backlog=Backlog(skip_failed=True),
             rng=np.random.default_rng(seed),
+            components=COMPONENTS,
         )
         self.capacity = capacity
         self.meter: Meter

@@ -1,0 +1,31 @@
+"""What the edges hand the scheduling core: the registries it draws its parts from.
+
+The core never imports a registry of its own accord: the composition root
+(``gpufleet/compose.py``) builds one :class:`Components` — the placement plugins and the
+policies (profiles) of ``plugins/registry.py``, the actions of ``scheduler/actions/`` —
+and the edges (the CLI, the simulators, later the live scheduler) pass it to the cache, the
+session and the cycle. A test or another edge may hand in other registries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gpufleet.framework.profile import Profile
+    from gpufleet.framework.registry import PluginFactory, Registry
+    from gpufleet.scheduler.victims import RoomAction
+
+
+@dataclass(frozen=True, eq=False)
+class Components:
+    plugins: Registry[PluginFactory]
+    """Placement plugins by name."""
+    policies: Registry[Profile]
+    """Policies: profiles of those plugins, by name."""
+    resource_filters: tuple[str, ...]
+    """The filters that judge only a pod's constraints and free resources: a profile with
+    exactly these lets a cycle count slots instead of running them (``fit.py``)."""
+    actions: Registry[RoomAction]
+    """Actions that make room, by the names a profile lists (``CycleConfig.actions``)."""
