@@ -26,16 +26,13 @@ from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
 from gpufleet.model.workload import pods_request, vector
+from gpufleet.scheduler.job import order_key
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
     from gpufleet.model.arrays import FloatArray
     from gpufleet.scheduler.job import Job
-
-
-def order_key(job: Job) -> tuple[int, float, str]:
-    return (-job.priority, job.created, job.key)
 
 
 def job_shape(job: Job, topology: object = None) -> Hashable:

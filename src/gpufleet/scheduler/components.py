@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from gpufleet.framework.profile import Profile
     from gpufleet.framework.registry import PluginFactory, Registry
-    from gpufleet.scheduler.victims import RoomAction
+    from gpufleet.scheduler.view import RoomAction
 
 
 @dataclass(frozen=True, eq=False)

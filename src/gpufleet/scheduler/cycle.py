@@ -44,25 +44,26 @@ from gpufleet.model.workload import (
 from gpufleet.scheduler.actions.allocate import Allocation
 from gpufleet.scheduler.actions.stale_gang import release_stale
 from gpufleet.scheduler.admission import QueueAdmission
-from gpufleet.scheduler.backlog import Backlog, order_key
+from gpufleet.scheduler.backlog import Backlog
 from gpufleet.scheduler.claims import ClaimBook
 from gpufleet.scheduler.fairshare import EPS
 from gpufleet.scheduler.fit import Fit
 from gpufleet.scheduler.holds import Holds
-from gpufleet.scheduler.job import Job, snapshot_jobs
+from gpufleet.scheduler.job import Job, snapshot_jobs, with_claim_gpus
+from gpufleet.scheduler.journal import Journal, Record, failure_reason
 from gpufleet.scheduler.ledger import Ledger
 from gpufleet.scheduler.order import QueueOrder
 from gpufleet.scheduler.outcome import (
     Binding,
     CycleResult,
     Eviction,
-    JobRecord,
     Pending,
     Reconfiguration,
 )
 from gpufleet.scheduler.placement import Placement, place
 from gpufleet.scheduler.pool import VictimPool
 from gpufleet.scheduler.room import Room
+from gpufleet.scheduler.serve import failure_token, serve, settled
 from gpufleet.scheduler.transaction import Running, Transaction
 
 if TYPE_CHECKING:
@@ -70,11 +71,7 @@ if TYPE_CHECKING:
     from gpufleet.model.cluster import ClusterState
     from gpufleet.model.pod import PodSpec
     from gpufleet.scheduler.components import Components
-    from gpufleet.scheduler.topology import Failure
-    from gpufleet.scheduler.victims import Plan
-
-Record = tuple["FloatArray", "FloatArray", float]
-"""A job's queue's fair share, allocation and share ratio when its turn came."""
+    from gpufleet.scheduler.view import Plan
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,7 +173,7 @@ class Cycle:
             self.__dict__["framework"] = framework  # the cached_property's slot
         if backlog is None:
             found = snapshot_jobs(snapshot, self.state) if jobs is None else list(jobs)
-            backlog = Backlog.of(self._with_claim_gpus(found))
+            backlog = Backlog.of(with_claim_gpus(found, ledger))
         self.backlog = backlog
         self.capacity = ledger.capacity
         self.bindings: list[Binding] = []
@@ -198,9 +195,7 @@ class Cycle:
         self.order.start(self.backlog.demand, self.capacity)
         self.bindings = []
         self.evictions: list[Eviction] = []
-        self.pending: list[Pending] = []
-        self.records: list[JobRecord] = []
-        self.node_reasons: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {}
+        self.journal = Journal(records=self.config.records, watch=self.config.watch)
         self.evicted_nodes: set[int] = set()
         self.freed_gpus: set[tuple[int, int]] = set()
         self.bound_now: set[str] = set()
@@ -279,41 +274,22 @@ class Cycle:
         self.freed_gpus.update((running.node, g) for g in running.gpus)
         return running
 
-    def _with_claim_gpus(self, jobs: list[Job]) -> list[Job]:
-        """``jobs`` with their pending pods' ``claim_gpus``: what their claims may count as,
-        each claim once per queue — not where the queue's running pods hold it already,
-        and, among pending pods, only for the first that uses it (jobs in serving order)."""
-        if self.book.allocator is None:
-            return jobs
-        counted = {q: set(users) for q, users in self.ledger.claim_users.items()}
-        out = []
-        for job in sorted(jobs, key=order_key):
-            pods = []
-            for pod in job.pods:
-                seen = counted.setdefault(pod.queue, set())
-                fresh = [k for k in pod.claims if k not in seen]
-                seen.update(fresh)
-                gpus = sum(self.book.most_gpus(k) for k in fresh)
-                pods.append(replace(pod, claim_gpus=gpus) if gpus else pod)
-            out.append(replace(job, pods=tuple(pods)))
-        return out
-
     # -- the cycle ----------------------------------------------------------------------
 
     def run(self) -> CycleResult:
         backlog = self.backlog
         backlog.start()
-        self.pending.extend(
+        self.journal.pending.extend(
             Pending(p.key, p.blocked) for p in self.snapshot.pods if p.blocked and p.managed
         )
         unknown = [q for q in backlog.queues() if q not in self.tree.queues]
         for queue in unknown:
             for job in backlog.behind(queue):
-                self._pend(job, job.pods, f"queue {job.queue} does not exist")
+                self.journal.pend(job, job.pods, f"queue {job.queue} does not exist")
         for gang in sorted(self.partial):
             if gang not in backlog:
                 release_stale(self, self.config.stale_grace_s, gang, "")
-        self._serve(backlog)
+        serve(self, backlog)
         mig = self.state.mig
         reconfigurations = tuple(
             Reconfiguration(self.state.names[node], gpu, tuple(layout))
@@ -322,87 +298,20 @@ class Cycle:
         return CycleResult(
             tuple(self.bindings),
             tuple(self.evictions),
-            tuple(sorted(self.pending, key=lambda p: p.pod)),
-            tuple(self.records),
-            self.node_reasons,
+            tuple(sorted(self.journal.pending, key=lambda p: p.pod)),
+            tuple(self.journal.records),
+            self.journal.node_reasons,
             dict(self.fair) if self.config.records else {},
             reconfigurations,
             self.book.status(),
         )
 
-    def _serve(self, backlog: Backlog) -> None:
-        """Serve the queues' jobs, one at a time, the queue furthest below its share first."""
-        strict = self.config.strict_fifo
-        viable = self.worth if self.act else self.viable
-        heads: dict[str, Job] = {}
-        for queue in backlog.queues():
-            if queue in self.tree.queues:
-                head = backlog.head(queue, 0, self._failure_token(), strict=strict, viable=viable)
-                if head is not None:
-                    heads[queue] = head
-        bound: list[Job] = []
-        while heads:
-            queue = (
-                min(heads, key=lambda q: self.order.key(q, heads[q]))
-                if len(heads) > 1
-                else next(iter(heads))
-            )
-            job = heads[queue]
-            backlog.passed(job)
-            # A replay's backlog skips known failures without a trace: a head judged at the
-            # walk's start may have lost its room to the jobs bound since.
-            if (not backlog.skip_failed or viable(job)) and self.schedule(job):
-                bound.append(job)
-                backlog.bound(job)
-            else:
-                backlog.failed(job, len(self.evictions), self._failure_token())
-                if strict:
-                    backlog.block(queue)
-                    if not backlog.skip_failed:
-                        for behind in backlog.behind(queue):
-                            self._pend(behind, behind.pods, f"behind {job.key} (strict FIFO)")
-            head = backlog.head(
-                queue, len(self.evictions), self._failure_token(), strict=strict, viable=viable
-            )
-            if head is None:
-                del heads[queue]
-            else:
-                heads[queue] = head
-        for job in bound:
-            backlog.remove(job)
-
     def _failure_token(self) -> Hashable:
-        """What a failed job's class waits on: freed capacity or a change of holds (later
-        bindings only take capacity). A cycle that may evict has tokens of its own: there
-        every failed class is judged again (:meth:`worth`), with its fair shares and min
-        runtimes."""
-        token = (self.released, self.holds.version)
-        return (*token, "act", self.cycles) if self.act else token
+        return failure_token(self)
 
     def settled(self) -> bool:
-        """Whether a cycle now, without evicting, would do nothing: every pending class
-        failed since capacity was last freed, and no gang runs below its minMember (whose
-        grace period could run out)."""
-        if self.partial:
-            return False
-        return self.backlog.settled(
-            self._failure_token(), strict=self.config.strict_fifo, viable=self.viable
-        )
-
-    def worth(self, job: Job) -> bool:
-        """In a cycle that may evict: whether trying ``job`` could bind it — it fits now,
-        or some action might make room for it (:meth:`VictimSearch.hopeless`)."""
-        if self.viable(job):
-            return True
-        request = pods_request(job.core)
-        return bool(self.room.possible(self, job, request, [], self.holds.against(job)))
-
-    def viable(self, job: Job) -> bool:
-        """Whether ``job`` may fit now without evicting anything: False only when its core
-        is of one plain spec and the cluster has fewer slots for it than it needs (an exact
-        bound, see :meth:`Fit.slots`)."""
-        core = job.core
-        return not core or self.fit.slots(core, None, self.holds.against(job)) >= len(core)
+        """Whether a cycle now, without evicting, would do nothing (see ``serve.py``)."""
+        return settled(self)
 
     def schedule(self, job: Job) -> bool:
         """Place ``job`` (or make room for it); False if it stays pending."""
@@ -421,32 +330,34 @@ class Cycle:
                 f"gang {job.key} has {job.running + len(job.pods)} pod(s), fewer than its "
                 f"minMember {job.min_member}; waiting for the rest to be created"
             )
-            self._pend(job, job.pods, self._stale(job, reason), notes=notes, record=record)
+            self.journal.pend(job, job.pods, self._stale(job, reason), notes=notes, record=record)
             return False
         if core:
             request = pods_request(core)
             blocked = self.admission.blocked(job, request)
             if blocked is not None:
-                self._pend(job, job.pods, self._stale(job, blocked), notes=notes, record=record)
+                self.journal.pend(
+                    job, job.pods, self._stale(job, blocked), notes=notes, record=record
+                )
                 return False
             self.allocation.caps = self.admission.share_caps(job, core, request)
             txn = Transaction(self.state)
             failure = self.allocation.job(job, txn, held)
             if failure is not None:
-                self._watch(job, failure.pod)
+                self.journal.watch(job, failure.pod, self.framework, self.state)
                 txn.rollback()
                 plan = None
                 if self.act and failure.status.code is not Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                     plan = self.room.make(self, job, request, notes, held)
                 if plan is None:
-                    self._give_up(job, self._failure_reason(job, failure), notes, record)
+                    self._give_up(job, failure_reason(job, failure), notes, record)
                     return False
                 self._apply(job, plan)
             else:
                 for pod, (node, spec, gpus) in zip(core, txn.reserved(), strict=True):
                     self._bound(pod, node, spec, gpus)
         self._extras(job, held)
-        self._record(job, record, "bound" if core else "elastic", notes)
+        self.journal.record(job, record, "bound" if core else "elastic", notes)
         return True
 
     def _extras(self, job: Job, held: Held | None) -> None:
@@ -461,9 +372,9 @@ class Cycle:
                     self.state.reserve(outcome.node, outcome.pod, outcome.gpus)
                     self._bound(pod, outcome.node, outcome.pod, outcome.gpus)
                     continue
-                self._watch(job, pod)
+                self.journal.watch(job, pod, self.framework, self.state)
                 blocked = outcome.message()
-            self.pending.append(
+            self.journal.pending.append(
                 Pending(pod.key, f"elastic pod beyond minMember of {job.key}: {blocked}")
             )
 
@@ -500,19 +411,6 @@ class Cycle:
 
     # -- pending, and why ---------------------------------------------------------------
 
-    def _failure_reason(self, job: Job, failure: Failure) -> str:
-        pod, status, fitted = failure.pod, failure.status, failure.fitted
-        if failure.reason is not None:
-            if len(job.core) == 1:
-                return failure.reason
-            return f"gang {job.key} of {len(job.core)} pods: {failure.reason}"
-        if len(job.core) == 1:
-            return status.message()
-        return (
-            f"gang {job.key} needs {len(job.core)} pods, {fitted} fit; "
-            f"pod {pod.key}: {status.message()}"
-        )
-
     def _give_up(self, job: Job, reason: str, notes: list[str], record: Record | None) -> None:
         reason = self._stale(job, reason)
         waited = self.now - job.created
@@ -524,7 +422,7 @@ class Cycle:
                     f" Waiting {waited:.0f}s (over {after:g}s): "
                     f"holding node(s) {', '.join(held)} for it."
                 )
-        self._pend(job, job.pods, reason, notes=notes, record=record)
+        self.journal.pend(job, job.pods, reason, notes=notes, record=record)
 
     def _stale(self, job: Job, reason: str) -> str:
         """A gang running below ``minMember`` that cannot be completed is released after the
@@ -532,33 +430,3 @@ class Cycle:
         if job.key not in self.groups:
             return reason
         return release_stale(self, self.config.stale_grace_s, job.key, reason)
-
-    def _pend(
-        self,
-        job: Job,
-        pods: tuple[PodInfo, ...],
-        reason: str,
-        *,
-        notes: list[str] | tuple[str, ...] = (),
-        record: Record | None = None,
-    ) -> None:
-        self.pending.extend(Pending(p.key, reason) for p in pods)
-        self._record(job, record, "pending", notes)
-
-    def _record(
-        self, job: Job, record: Record | None, outcome: str, notes: list[str] | tuple[str, ...]
-    ) -> None:
-        if not self.config.records:
-            return
-        if record is None:
-            record = (vector(), vector(), 0.0)
-        keys = tuple(p.key for p in job.pods)
-        self.records.append(
-            JobRecord(job.key, job.queue, job.priority, keys, *record, outcome, tuple(notes))
-        )
-
-    def _watch(self, job: Job, pod: PodInfo) -> None:
-        """Keep, for explain, why each node rejected ``pod`` (the first of its job that failed)."""
-        if any(p.key in self.config.watch for p in job.pods):
-            reasons = self.framework.node_reasons(self.state, self.framework.prepare(pod.spec))
-            self.node_reasons[pod.key] = tuple(zip(self.state.names, reasons, strict=True))

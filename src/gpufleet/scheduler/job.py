@@ -9,10 +9,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from gpufleet.model.cluster import ClusterState
 from gpufleet.model.workload import GroupSpec, PodInfo, Snapshot, with_demand
+
+if TYPE_CHECKING:
+    from gpufleet.scheduler.ledger import Ledger
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +47,11 @@ class Job:
     @property
     def extras(self) -> tuple[PodInfo, ...]:
         return self.pods[self.need :]
+
+
+def order_key(job: Job) -> tuple[int, float, str]:
+    """The order a queue serves its jobs in: priority, then age, then name."""
+    return (-job.priority, job.created, job.key)
 
 
 def job_gpus(job: Job) -> float:
@@ -90,3 +99,24 @@ def snapshot_jobs(snapshot: Snapshot, state: ClusterState) -> list[Job]:
         if pod.bound:
             running[pod.gang].append(pod.key)
     return build_jobs(snapshot.pods, {g.key: g for g in snapshot.groups}, running, state)
+
+
+def with_claim_gpus(jobs: list[Job], ledger: Ledger) -> list[Job]:
+    """``jobs`` with their pending pods' ``claim_gpus``: what their claims may count as,
+    each claim once per queue — not where the queue's running pods hold it already, and,
+    among pending pods, only for the first that uses it (jobs in serving order)."""
+    book = ledger.book
+    if book.allocator is None:
+        return jobs
+    counted = {q: set(users) for q, users in ledger.claim_users.items()}
+    out = []
+    for job in sorted(jobs, key=order_key):
+        pods = []
+        for pod in job.pods:
+            seen = counted.setdefault(pod.queue, set())
+            fresh = [k for k in pod.claims if k not in seen]
+            seen.update(fresh)
+            gpus = sum(book.most_gpus(k) for k in fresh)
+            pods.append(replace(pod, claim_gpus=gpus) if gpus else pod)
+        out.append(replace(job, pods=tuple(pods)))
+    return out

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from gpufleet.framework.runtime import Held
     from gpufleet.model.arrays import FloatArray
     from gpufleet.scheduler.job import Job
-    from gpufleet.scheduler.victims import CycleView, Plan, RoomAction
+    from gpufleet.scheduler.view import CycleView, Plan, RoomAction
 
 MAX_ROOM_DOMAINS = 4
 """Topology domains (largest first) in which victims are sought for a constrained gang."""

@@ -4,9 +4,9 @@ Allocation (``allocate.py``) places a job's pods; when they do not fit, the acti
 profile names (``CycleConfig.actions``) make room, in that order: ``consolidate.py`` moves
 preemptible pods to defragment, ``reclaim.py`` takes capacity back from queues above their
 fair share, ``preempt.py`` evicts lower-priority pods of the job's own queue. Each of these
-is a rule for who may be a victim (a :class:`~gpufleet.scheduler.victims.RoomAction`); the
+is a rule for who may be a victim (a :class:`~gpufleet.scheduler.view.RoomAction`); the
 search for the fewest, cheapest victims is the one :class:`~gpufleet.scheduler.victims.
-VictimSearch` they share, and ``scheduler/room.py`` runs them with its memo of failures.
+SearchView` they share, and ``scheduler/room.py`` runs them with its memo of failures.
 ``stale_gang.py`` releases a gang left below its ``minMember``.
 
 The edges hand the cycle a registry of actions (:func:`builtin_actions` lists these); a new
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from gpufleet.framework.registry import Registry
 from gpufleet.scheduler.actions import consolidate, preempt, reclaim
-from gpufleet.scheduler.victims import RoomAction
+from gpufleet.scheduler.view import RoomAction
 
 
 def builtin_actions() -> Registry[RoomAction]:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gpufleet.model.arrays import MILLI
-from gpufleet.scheduler.victims import always, moving
+from gpufleet.scheduler.view import always, moving
 
 if TYPE_CHECKING:
     from collections.abc import Hashable
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from gpufleet.model.arrays import BoolArray, FloatArray
     from gpufleet.model.cluster import ClusterState
     from gpufleet.scheduler.job import Job
-    from gpufleet.scheduler.victims import Candidates, CycleView, VictimSearch
+    from gpufleet.scheduler.view import Candidates, CycleView, SearchView
 
 NAME = "consolidate"
 
@@ -37,7 +37,7 @@ class Consolidate:
     not_found: str = "no preemptible pods can be moved to make room"
     no_room: str = "moving every pod that can move would still leave no room for the job"
 
-    def candidates(self, search: VictimSearch, request: FloatArray) -> Candidates:
+    def candidates(self, search: SearchView, request: FloatArray) -> Candidates:
         state = search.state
         demands = [p.demand for p in search.job.core]
         whole = sum(d.num_gpu for d in demands if not d.is_gpu_share)
@@ -51,7 +51,7 @@ class Consolidate:
             return None, "the job does not fit in the cluster's total free capacity", always
         return movable(search)[0], "", always
 
-    def freed(self, search: VictimSearch, mask: BoolArray) -> ClusterState:
+    def freed(self, search: SearchView, mask: BoolArray) -> ClusterState:
         return movable(search)[1]
 
     def scope(self, job: Job) -> Hashable:
@@ -63,7 +63,7 @@ class Consolidate:
         return cycle.consolidation_epoch()
 
 
-def movable(search: VictimSearch) -> tuple[BoolArray, ClusterState]:
+def movable(search: SearchView) -> tuple[BoolArray, ClusterState]:
     """The pods consolidation may move (each fits somewhere on its own), and the state
     with all of them gone. Kept for the consolidation epoch and the held nodes: within an
     epoch capacity is only taken, so the pods that fit can only have become fewer and the
@@ -78,7 +78,7 @@ def movable(search: VictimSearch) -> tuple[BoolArray, ClusterState]:
     return known[1], known[2]
 
 
-def _relocatable_alone(search: VictimSearch, mask: BoolArray) -> BoolArray:
+def _relocatable_alone(search: SearchView, mask: BoolArray) -> BoolArray:
     """The pods of ``mask`` that fit somewhere now, each on its own (a pod that does not
     can never be moved; the search need not consider it). Its own node counts: a
     shared-GPU pod may move to another GPU of it."""

@@ -2,7 +2,7 @@
 
 Victims are the preemptible pods of the job's queue with a lower priority than the job's,
 past the queue's ``preemptMinRuntime``. Every unit of victims may be taken; the search
-(:class:`~gpufleet.scheduler.victims.VictimSearch`) chooses the fewest and cheapest.
+(:class:`~gpufleet.scheduler.victims.SearchView`) chooses the fewest and cheapest.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gpufleet.scheduler.victims import always
+from gpufleet.scheduler.view import always
 
 if TYPE_CHECKING:
     from collections.abc import Hashable
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from gpufleet.model.arrays import BoolArray, FloatArray
     from gpufleet.model.cluster import ClusterState
     from gpufleet.scheduler.job import Job
-    from gpufleet.scheduler.victims import Candidates, CycleView, VictimSearch
+    from gpufleet.scheduler.view import Candidates, CycleView, SearchView
 
 NAME = "preempt"
 
@@ -33,7 +33,7 @@ class Preempt:
     not_found: str = "evicting eligible pods frees no fitting node"
     no_room: str = "evicting every eligible pod would still leave no room for the job"
 
-    def candidates(self, search: VictimSearch, request: FloatArray) -> Candidates:
+    def candidates(self, search: SearchView, request: FloatArray) -> Candidates:
         job, pool = search.job, search.pool
         min_runtime = search.cycle.tree.queues[job.queue].preempt_min_runtime_s
         mask = (
@@ -51,7 +51,7 @@ class Preempt:
             )
         return mask, "", always
 
-    def freed(self, search: VictimSearch, mask: BoolArray) -> ClusterState:
+    def freed(self, search: SearchView, mask: BoolArray) -> ClusterState:
         return search.pool.freed(search.state, mask)
 
     def scope(self, job: Job) -> Hashable:

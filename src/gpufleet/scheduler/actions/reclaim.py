@@ -20,7 +20,7 @@ import numpy as np
 
 from gpufleet.model.workload import request_vector
 from gpufleet.scheduler.fairshare import EPS
-from gpufleet.scheduler.victims import always
+from gpufleet.scheduler.view import always
 
 if TYPE_CHECKING:
     from collections.abc import Hashable
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from gpufleet.model.cluster import ClusterState
     from gpufleet.scheduler.job import Job
     from gpufleet.scheduler.transaction import Running
-    from gpufleet.scheduler.victims import Candidates, CycleView, Unit, VictimSearch
+    from gpufleet.scheduler.view import Candidates, CycleView, SearchView, Unit
 
 NAME = "reclaim"
 
@@ -46,7 +46,7 @@ class Reclaim:
     )
     no_room: str = "reclaiming every reclaimable pod would still leave no room for the job"
 
-    def candidates(self, search: VictimSearch, request: FloatArray) -> Candidates:
+    def candidates(self, search: SearchView, request: FloatArray) -> Candidates:
         job, cycle, pool = search.job, search.cycle, search.pool
         own_path = cycle.tree.paths[job.queue]
 
@@ -100,7 +100,7 @@ class Reclaim:
             )
         return mask, "", accept
 
-    def freed(self, search: VictimSearch, mask: BoolArray) -> ClusterState:
+    def freed(self, search: SearchView, mask: BoolArray) -> ClusterState:
         return search.pool.freed(search.state, mask)
 
     def scope(self, job: Job) -> Hashable:

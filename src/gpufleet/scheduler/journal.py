@@ -1,0 +1,84 @@
+"""What a cycle tells about the jobs it could not place, and about every job it tried.
+
+The journal keeps the pending pods with their reasons, the per-job records that
+``gpufleet explain`` shows (the queue's fair share and allocation when the job's turn came,
+the outcome, the notes of the actions tried) and, for watched pods, each node's filter
+reasons. It composes a job's reason from its parts (:func:`failure_reason`); the rendering
+of outcomes for people stays in ``report/``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gpufleet.model.workload import vector
+from gpufleet.scheduler.outcome import JobRecord, Pending
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from gpufleet.framework.runtime import Framework
+    from gpufleet.model.arrays import FloatArray
+    from gpufleet.model.cluster import ClusterState
+    from gpufleet.model.workload import PodInfo
+    from gpufleet.scheduler.job import Job
+    from gpufleet.scheduler.topology import Failure
+
+Record = tuple["FloatArray", "FloatArray", float]
+"""A job's queue's fair share, allocation and share ratio when its turn came."""
+
+
+def failure_reason(job: Job, failure: Failure) -> str:
+    """Why ``job``'s core could not be placed: the first pod that did not fit, and why."""
+    pod, status, fitted = failure.pod, failure.status, failure.fitted
+    if failure.reason is not None:
+        if len(job.core) == 1:
+            return failure.reason
+        return f"gang {job.key} of {len(job.core)} pods: {failure.reason}"
+    if len(job.core) == 1:
+        return status.message()
+    return (
+        f"gang {job.key} needs {len(job.core)} pods, {fitted} fit; "
+        f"pod {pod.key}: {status.message()}"
+    )
+
+
+class Journal:
+    """Pending pods, job records and node reasons of one cycle."""
+
+    def __init__(self, *, records: bool, watch: frozenset[str]) -> None:
+        self.keep_records, self.watching = records, watch
+        self.pending: list[Pending] = []
+        self.records: list[JobRecord] = []
+        self.node_reasons: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {}
+
+    def pend(
+        self,
+        job: Job,
+        pods: Sequence[PodInfo],
+        reason: str,
+        *,
+        notes: Sequence[str] = (),
+        record: Record | None = None,
+    ) -> None:
+        """``pods`` of ``job`` stay pending for ``reason``."""
+        self.pending.extend(Pending(p.key, reason) for p in pods)
+        self.record(job, record, "pending", notes)
+
+    def record(self, job: Job, record: Record | None, outcome: str, notes: Sequence[str]) -> None:
+        """``job``'s turn: its queue's figures, its outcome and the notes of what was tried."""
+        if not self.keep_records:
+            return
+        if record is None:
+            record = (vector(), vector(), 0.0)
+        keys = tuple(p.key for p in job.pods)
+        self.records.append(
+            JobRecord(job.key, job.queue, job.priority, keys, *record, outcome, tuple(notes))
+        )
+
+    def watch(self, job: Job, pod: PodInfo, framework: Framework, state: ClusterState) -> None:
+        """Keep, for explain, why each node rejected ``pod`` (the first of its job that
+        failed), if one of the job's pods is watched."""
+        if any(p.key in self.watching for p in job.pods):
+            reasons = framework.node_reasons(state, framework.prepare(pod.spec))
+            self.node_reasons[pod.key] = tuple(zip(state.names, reasons, strict=True))
