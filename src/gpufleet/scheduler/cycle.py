@@ -63,7 +63,7 @@ from gpufleet.scheduler.outcome import (
 from gpufleet.scheduler.placement import Placement, place
 from gpufleet.scheduler.pool import VictimPool
 from gpufleet.scheduler.room import Room
-from gpufleet.scheduler.serve import failure_token, serve, settled
+from gpufleet.scheduler.serve import serve, settled
 from gpufleet.scheduler.transaction import Running, Transaction
 
 if TYPE_CHECKING:
@@ -255,9 +255,6 @@ class Cycle:
         """Consolidation fails again until capacity is freed or new pods may be moved."""
         return ("consolidate", self.released, self.pool.generation)
 
-    def preemptible(self, pod: PodInfo) -> bool:
-        return self.ledger.preemptible(pod)
-
     def finish(self, key: str) -> Running:
         """Pod ``key`` ended (its job completed, or it was stopped): free what it held."""
         running = self.ledger.remove(key)
@@ -305,9 +302,6 @@ class Cycle:
             reconfigurations,
             self.book.status(),
         )
-
-    def _failure_token(self) -> Hashable:
-        return failure_token(self)
 
     def settled(self) -> bool:
         """Whether a cycle now, without evicting, would do nothing (see ``serve.py``)."""
