@@ -18,6 +18,7 @@ from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.selectors import Requirement
 from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, Snapshot, vector
+from gpufleet.report.reasons import why_text
 from gpufleet.scheduler.cache import ClusterCache, Event, snapshot_events
 from gpufleet.scheduler.cycle import CycleConfig
 from gpufleet.scheduler.ledger import Ledger
@@ -98,7 +99,7 @@ def decisions(cache: ClusterCache, now: float) -> tuple[object, ...]:
     return (
         sorted((b.pod, b.node, b.gpus) for b in result.bindings),
         sorted((e.pod, e.action) for e in result.evictions),
-        sorted((p.pod, p.reason) for p in result.pending),
+        sorted((p.pod, why_text(p.why)) for p in result.pending),
     )
 
 

@@ -13,6 +13,7 @@ from gpufleet.framework.status import Code
 from gpufleet.model.fragmentation import FragmentIndex, typical_pods
 from gpufleet.plugins import best_fit, fgd, gpu_choice, gpu_fit, node_resources
 from gpufleet.plugins.registry import PLUGINS, POLICIES
+from gpufleet.report.reasons import status_text
 from gpufleet.scheduler.placement import Placement, place
 from tests.builders import cluster, node, pod
 
@@ -68,7 +69,7 @@ def test_unschedulable_pod_gets_kube_scheduler_counts() -> None:
     assert not isinstance(outcome, Placement)
     assert outcome.code is Code.UNSCHEDULABLE
     assert outcome.plugin == "GpuFit"
-    assert outcome.message() == (
+    assert status_text(outcome) == (
         "0/3 nodes are available: 1 Insufficient cpu, 2 Insufficient nvidia.com/gpu."
     )
 
@@ -79,7 +80,7 @@ def test_model_mismatch_everywhere_is_unresolvable() -> None:
     outcome = place(framework, state, pod().gpus(1).models("A100").obj())
     assert not isinstance(outcome, Placement)
     assert outcome.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-    assert "2 node(s) didn't match Pod's GPU model (A100)" in outcome.message()
+    assert "2 node(s) didn't match Pod's GPU model (A100)" in status_text(outcome)
 
 
 @pytest.mark.parametrize(("ranks", "expected"), [([2, 0, 1], 1), ([0, 2, 1], 0), (None, 0)])

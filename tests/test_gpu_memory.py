@@ -21,6 +21,7 @@ from gpufleet.model.fragmentation import FragmentIndex, typical_pods
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.workload import PodInfo, with_demand
 from gpufleet.plugins.registry import PLUGINS, POLICIES
+from gpufleet.report.reasons import status_text
 from gpufleet.scheduler.cycle import CycleConfig
 from gpufleet.scheduler.ledger import SnapshotError
 from gpufleet.scheduler.placement import Placement, commit, place
@@ -136,7 +137,7 @@ def test_a_share_larger_than_every_gpu_pends_with_the_reason_of_each_node() -> N
     )
     status = framework().run_filters(state, pod().gpu_memory(96 * GIB).obj()).status
     assert status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE  # no eviction makes GPUs larger
-    assert status.message() == (
+    assert status_text(status) == (
         "0/4 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) didn't have label "
         "nvidia.com/gpu.memory to size the Pod's share of GPU memory, 2 node(s) had GPUs with "
         "less than the Pod's 96Gi of GPU memory."

@@ -18,6 +18,7 @@ from gpufleet.model.workload import (
     ReplayJob,
     Snapshot,
 )
+from gpufleet.report.reasons import why_text
 from gpufleet.scheduler.backlog import Backlog, job_shape
 from gpufleet.scheduler.cycle import Cycle, CycleConfig
 from gpufleet.scheduler.job import Job
@@ -191,7 +192,7 @@ def test_a_gang_no_node_can_run_keeps_the_filters_reason() -> None:
     result = Cycle(
         Snapshot((node,), pods, (GroupSpec("ns/g", 2),)), CycleConfig(), 0.0, components=COMPONENTS
     ).run()
-    assert "GPU model" in result.pending[0].reason
+    assert "GPU model" in why_text(result.pending[0].why)
 
 
 def test_consolidation_is_retried_once_new_pods_may_move() -> None:

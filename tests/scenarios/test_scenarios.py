@@ -26,6 +26,7 @@ import yaml
 
 from gpufleet.compose import schedule_snapshot
 from gpufleet.load.snapshot import load_snapshot
+from gpufleet.report.reasons import why_text
 from gpufleet.scheduler.cycle import CycleConfig
 
 HERE = Path(__file__).parent
@@ -65,7 +66,7 @@ def test_scenario(path: Path) -> None:
     bound = {b.pod: b for b in result.bindings}
     want_bound: dict[str, Any] = expect.get("bindings") or {}
     assert sorted(bound) == sorted(want_bound), (
-        f"bound {sorted(bound)}; pending {[(p.pod, p.reason) for p in result.pending]}"
+        f"bound {sorted(bound)}; pending {[(p.pod, why_text(p.why)) for p in result.pending]}"
     )
     for pod, want in want_bound.items():
         got = bound[pod]
@@ -82,7 +83,7 @@ def test_scenario(path: Path) -> None:
     evicted = {e.pod: e.action for e in result.evictions}
     assert evicted == (expect.get("evictions") or {})
 
-    pending = {p.pod: p.reason for p in result.pending}
+    pending = {p.pod: why_text(p.why) for p in result.pending}
     want_pending: dict[str, str] = expect.get("pending") or {}
     assert sorted(pending) == sorted(want_pending), pending
     for pod, text in want_pending.items():

@@ -2,7 +2,7 @@
 
 "Does not fit" is not an exception: a cycle returns a :class:`Status` whose code says
 whether trying again after preemption could help, with structured :class:`Reason` records
-that the edges render to text ("0/3 nodes are available: 2 Insufficient cpu, ...").
+that ``report/reasons.py`` renders to text ("0/3 nodes are available: 2 Insufficient cpu, ...").
 """
 
 from __future__ import annotations
@@ -48,14 +48,6 @@ class Status:
     @property
     def is_success(self) -> bool:
         return self.code is Code.SUCCESS
-
-    def message(self) -> str:
-        """kube-scheduler's FitError text: ``0/N nodes are available: <count reason>, ...``."""
-        if self.is_success:
-            return ""
-        parts = sorted(f"{r.nodes} {r.message}" for r in self.reasons if r.nodes)
-        detail = ", ".join(parts) if parts else "no nodes to consider"
-        return f"0/{self.total_nodes} nodes are available: {detail}."
 
 
 SUCCESS = Status(Code.SUCCESS)

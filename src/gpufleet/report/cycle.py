@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 
 from gpufleet.model.workload import RESOURCES
+from gpufleet.report.reasons import why_text
 
 if TYPE_CHECKING:
     from gpufleet.model.devices import DeviceResult
@@ -51,7 +52,7 @@ def cycle_json(result: CycleResult) -> str:
     document: dict[str, list[dict[str, object]]] = {
         "bindings": [binding_json(b) for b in result.bindings],
         "evictions": [{"pod": e.pod, "action": e.action, "for": e.for_} for e in result.evictions],
-        "pending": [{"pod": p.pod, "reason": p.reason} for p in result.pending],
+        "pending": [{"pod": p.pod, "reason": why_text(p.why)} for p in result.pending],
     }
     if result.reconfigurations:
         document["reconfigurations"] = [
@@ -81,7 +82,7 @@ def cycle_tables(result: CycleResult) -> list[Table]:
     pending.add_column("pod", no_wrap=True)
     pending.add_column("reason")
     for p in result.pending:
-        pending.add_row(p.pod, p.reason)
+        pending.add_row(p.pod, why_text(p.why))
     tables = [bindings, evictions, pending]
     if result.reconfigurations:
         mig = Table(title=f"MIG reconfigurations ({len(result.reconfigurations)})")
@@ -182,7 +183,7 @@ def pod_outcome(result: CycleResult, info: PodInfo) -> dict[str, object]:
     elif info.bound:
         out["status"] = "bound"
     elif pending is not None:
-        out["reason"] = pending.reason
+        out["reason"] = why_text(pending.why)
     elif not info.managed:
         out["reason"] = "not scheduled by gpufleet: spec.schedulerName names another scheduler"
     return out
@@ -233,7 +234,7 @@ def explain_lines(
                 lines += claim_status_lines(key, results, result.claim_status.get(key))
     for pending in result.pending:
         if pending.pod == pod:
-            lines.append(f"  pending: {pending.reason}")
+            lines.append(f"  pending: {why_text(pending.why)}")
     victims = [e for e in result.evictions if e.for_ == record.key]
     for e in victims:
         lines.append(f"  evicts {e.pod} ({e.action})")

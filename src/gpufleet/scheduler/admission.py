@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gpufleet.model.arrays import MILLI
-from gpufleet.model.workload import RESOURCES, UNITS
 from gpufleet.scheduler.fairshare import EPS
+from gpufleet.scheduler.outcome import Why, WhyCode, why
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -27,19 +27,6 @@ if TYPE_CHECKING:
     from gpufleet.scheduler.ledger import Ledger
 
 
-def gpus_text(value: float) -> str:
-    return f"{value:g} GPU" + ("" if value == 1 else "s")
-
-
-def amount_text(vec: FloatArray, mask: np.ndarray | None = None) -> str:
-    parts = [
-        gpus_text(vec[0]) if i == 0 else f"{vec[i]:g} {UNITS[i]}"
-        for i in range(len(RESOURCES))
-        if (mask is None or mask[i]) and (vec[i] > EPS or i == 0)
-    ]
-    return ", ".join(parts)
-
-
 class QueueAdmission:
     """The admission rule over one ledger's queues (see the module doc)."""
 
@@ -47,19 +34,21 @@ class QueueAdmission:
         self.ledger = ledger
         self.non_preemptible_priority = non_preemptible_priority
 
-    def blocked(self, job: Job, request: FloatArray) -> str | None:
+    def blocked(self, job: Job, request: FloatArray) -> Why | None:
         """Why the job's queues cannot take ``request`` now (limit, quota), or None."""
         tree, alloc, alloc_np = self.ledger.tree, self.ledger.alloc, self.ledger.alloc_np
         for q in tree.paths[job.queue]:
             spec = tree.queues[q]
             over = alloc[q] + request > spec.limit + EPS
             if over.any():
-                i = int(np.flatnonzero(over)[0])
-                limit = gpus_text(spec.limit[i]) if i == 0 else f"{spec.limit[i]:g} {UNITS[i]}"
-                return (
-                    f"queue {q} is at its limit of {limit} "
-                    f"({amount_text(alloc[q], over)} in use, job needs "
-                    f"{amount_text(request, over)})"
+                return why(
+                    WhyCode.QUEUE_LIMIT,
+                    queue=q,
+                    resource=int(np.flatnonzero(over)[0]),
+                    limit=_values(spec.limit),
+                    in_use=_values(alloc[q]),
+                    needs=_values(request),
+                    over=tuple(bool(o) for o in over),
                 )
         if job.priority >= self.non_preemptible_priority:
             for q in tree.paths[job.queue]:
@@ -67,11 +56,14 @@ class QueueAdmission:
                 mask = np.array(spec.quota_set)
                 over = mask & (alloc_np[q] + request > spec.quota + EPS)
                 if over.any():
-                    return (
-                        f"non-preemptible job (priority {job.priority}) must fit within "
-                        f"queue {q}'s quota of {amount_text(spec.quota, over)} "
-                        f"({amount_text(alloc_np[q], over)} in use by non-preemptible "
-                        f"work, job needs {amount_text(request, over)})"
+                    return why(
+                        WhyCode.QUOTA_NON_PREEMPTIBLE,
+                        priority=job.priority,
+                        queue=q,
+                        quota=_values(spec.quota),
+                        in_use=_values(alloc_np[q]),
+                        needs=_values(request),
+                        over=tuple(bool(o) for o in over),
                     )
         return None
 
@@ -97,3 +89,8 @@ class QueueAdmission:
             return {}
         each = math.floor(max(room, 0.0) * MILLI / len(sized) + 1e-6)
         return {p.key: p.demand_milli + each for p in sized}
+
+
+def _values(vector: FloatArray) -> tuple[float, ...]:
+    """A resource vector as a reason's fact (GPUs, milli-CPU, MiB)."""
+    return tuple(float(v) for v in vector)

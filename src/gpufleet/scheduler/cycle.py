@@ -59,6 +59,9 @@ from gpufleet.scheduler.outcome import (
     Eviction,
     Pending,
     Reconfiguration,
+    Why,
+    WhyCode,
+    why,
 )
 from gpufleet.scheduler.placement import Placement, place
 from gpufleet.scheduler.pool import VictimPool
@@ -277,15 +280,17 @@ class Cycle:
         backlog = self.backlog
         backlog.start()
         self.journal.pending.extend(
-            Pending(p.key, p.blocked) for p in self.snapshot.pods if p.blocked and p.managed
+            Pending(p.key, why(WhyCode.BLOCKED, detail=p.blocked))
+            for p in self.snapshot.pods
+            if p.blocked and p.managed
         )
         unknown = [q for q in backlog.queues() if q not in self.tree.queues]
         for queue in unknown:
             for job in backlog.behind(queue):
-                self.journal.pend(job, job.pods, f"queue {job.queue} does not exist")
+                self.journal.pend(job, job.pods, why(WhyCode.QUEUE_MISSING, queue=job.queue))
         for gang in sorted(self.partial):
             if gang not in backlog:
-                release_stale(self, self.config.stale_grace_s, gang, "")
+                release_stale(self, self.config.stale_grace_s, gang, None)
         serve(self, backlog)
         mig = self.state.mig
         reconfigurations = tuple(
@@ -320,9 +325,9 @@ class Cycle:
         notes: list[str] = []
         core = job.core
         if job.incomplete:
-            reason = (
-                f"gang {job.key} has {job.running + len(job.pods)} pod(s), fewer than its "
-                f"minMember {job.min_member}; waiting for the rest to be created"
+            pods = job.running + len(job.pods)
+            reason = why(
+                WhyCode.GANG_INCOMPLETE, gang=job.key, pods=pods, min_member=job.min_member
             )
             self.journal.pend(job, job.pods, self._stale(job, reason), notes=notes, record=record)
             return False
@@ -367,10 +372,9 @@ class Cycle:
                     self._bound(pod, outcome.node, outcome.pod, outcome.gpus)
                     continue
                 self.journal.watch(job, pod, self.framework, self.state)
-                blocked = outcome.message()
-            self.journal.pending.append(
-                Pending(pod.key, f"elastic pod beyond minMember of {job.key}: {blocked}")
-            )
+                blocked = why(WhyCode.UNSCHEDULABLE, status=outcome)
+            reason = why(WhyCode.ELASTIC, job=job.key, then=blocked)
+            self.journal.pending.append(Pending(pod.key, reason))
 
     def _apply(self, job: Job, plan: Plan) -> None:
         for victim in plan.victims:
@@ -405,22 +409,23 @@ class Cycle:
 
     # -- pending, and why ---------------------------------------------------------------
 
-    def _give_up(self, job: Job, reason: str, notes: list[str], record: Record | None) -> None:
+    def _give_up(self, job: Job, reason: Why, notes: list[str], record: Record | None) -> None:
         reason = self._stale(job, reason)
         waited = self.now - job.created
         after = self.config.starvation_after_s
         if waited >= after and any(p.spec.num_gpu for p in job.core):
             held = self.holds.hold(job, self.state, self.fit.static_nodes)
             if held:
-                reason += (
-                    f" Waiting {waited:.0f}s (over {after:g}s): "
-                    f"holding node(s) {', '.join(held)} for it."
+                reason = why(
+                    WhyCode.STARVING, waited_s=waited, after_s=after, nodes=tuple(held), then=reason
                 )
         self.journal.pend(job, job.pods, reason, notes=notes, record=record)
 
-    def _stale(self, job: Job, reason: str) -> str:
+    def _stale(self, job: Job, reason: Why) -> Why:
         """A gang running below ``minMember`` that cannot be completed is released after the
         grace period (the reason says which)."""
         if job.key not in self.groups:
             return reason
-        return release_stale(self, self.config.stale_grace_s, job.key, reason)
+        stale = release_stale(self, self.config.stale_grace_s, job.key, reason)
+        assert stale is not None
+        return stale

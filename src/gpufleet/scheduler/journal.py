@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gpufleet.model.workload import vector
-from gpufleet.scheduler.outcome import JobRecord, Pending
+from gpufleet.scheduler.outcome import JobRecord, Pending, Why, WhyCode, why
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -28,18 +28,25 @@ Record = tuple["FloatArray", "FloatArray", float]
 """A job's queue's fair share, allocation and share ratio when its turn came."""
 
 
-def failure_reason(job: Job, failure: Failure) -> str:
+def failure_reason(job: Job, failure: Failure) -> Why:
     """Why ``job``'s core could not be placed: the first pod that did not fit, and why."""
     pod, status, fitted = failure.pod, failure.status, failure.fitted
-    if failure.reason is not None:
-        if len(job.core) == 1:
-            return failure.reason
-        return f"gang {job.key} of {len(job.core)} pods: {failure.reason}"
-    if len(job.core) == 1:
-        return status.message()
-    return (
-        f"gang {job.key} needs {len(job.core)} pods, {fitted} fit; "
-        f"pod {pod.key}: {status.message()}"
+    need = len(job.core)
+    if failure.why is not None:
+        return (
+            failure.why
+            if need == 1
+            else why(WhyCode.GANG, gang=job.key, need=need, then=failure.why)
+        )
+    if need == 1:
+        return why(WhyCode.UNSCHEDULABLE, status=status)
+    return why(
+        WhyCode.GANG_UNSCHEDULABLE,
+        gang=job.key,
+        need=need,
+        fitted=fitted,
+        pod=pod.key,
+        status=status,
     )
 
 
@@ -56,7 +63,7 @@ class Journal:
         self,
         job: Job,
         pods: Sequence[PodInfo],
-        reason: str,
+        reason: Why,
         *,
         notes: Sequence[str] = (),
         record: Record | None = None,

@@ -1,13 +1,88 @@
-"""What one scheduling cycle decided, as values the edges render (JSON, tables, explain)."""
+"""What one scheduling cycle decided, as values the edges render (JSON, tables, explain).
+
+Why a pod waits is a :class:`Why`: a code with the facts that decided it, and the reason it
+adds to (``then``), never prose — ``report/reasons.py`` renders it for people, and the live
+scheduler will render it to events and conditions.
+"""
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from gpufleet.model.values import FrozenMap, frozen_map
 
 if TYPE_CHECKING:
+    from gpufleet.framework.status import Status
     from gpufleet.model.arrays import FloatArray
     from gpufleet.model.devices import DeviceResult, OpaqueConfig
+
+
+class WhyCode(enum.Enum):
+    """What keeps pods pending; the facts each carries are listed."""
+
+    BLOCKED = "Blocked"
+    """The pod may not be scheduled whatever the cluster holds: ``detail`` (its gates, its
+    deletion, a missing PodGroup, as the reader found)."""
+    QUEUE_MISSING = "QueueMissing"
+    """``queue`` does not exist."""
+    GANG_INCOMPLETE = "GangIncomplete"
+    """``gang`` has ``pods`` pods, fewer than ``min_member``."""
+    QUEUE_LIMIT = "QueueLimit"
+    """``queue`` is at its ``limit`` (a resource vector; ``resource`` the first over):
+    ``in_use`` and the job's ``needs``, the resources over in ``over``."""
+    QUOTA_NON_PREEMPTIBLE = "NonPreemptibleQuota"
+    """Non-preemptible work (``priority``) must fit ``queue``'s ``quota``: ``in_use`` by
+    non-preemptible work, ``needs``, ``over``."""
+    UNSCHEDULABLE = "Unschedulable"
+    """The filters' verdict (``status``): counts of nodes per reason."""
+    GANG_UNSCHEDULABLE = "GangUnschedulable"
+    """``gang`` needs ``need`` pods, ``fitted`` fit; ``pod`` did not (``status``)."""
+    CLAIMS = "ClaimsUnallocatable"
+    """``pod``'s ResourceClaims cannot be allocated: ``detail`` (the allocator's)."""
+    TOPOLOGY = "TopologyUnsatisfiable"
+    """No domain of level ``level`` (``kind``: required or preferred) holds the gang:
+    ``counts``, pairs of (domain, pods it can hold) best first (at most four shown, ``more``
+    others), of ``pods``; ``short`` names the level's domains; ``missing``: no node has the
+    level's label."""
+    GANG = "Gang"
+    """``then``, for a pod of gang ``gang`` of ``need`` pods."""
+    STALE = "StaleGang"
+    """``gang`` runs ``running`` of ``min_member`` pods, stale since ``since_s`` seconds
+    (None: now), released after ``grace_s``; ``then`` the job's own reason."""
+    STALE_RELEASED = "StaleGangReleased"
+    """``gang`` ran ``running`` of ``min_member`` pods for ``for_s`` seconds, past
+    ``grace_s``: its running pods were released; ``then`` the job's own reason."""
+    STARVING = "Starving"
+    """``then``, and the job has waited ``waited_s`` (over ``after_s``): ``nodes`` are held
+    for it."""
+    STRICT_FIFO = "StrictFIFO"
+    """Behind job ``behind``, which does not fit (strict FIFO)."""
+    ELASTIC = "Elastic"
+    """An elastic pod beyond the ``minMember`` of ``job``, pending for ``then``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Why:
+    """Why pods wait (see :class:`WhyCode` for the facts of each code)."""
+
+    code: WhyCode
+    facts: FrozenMap[str, Any] = field(default_factory=lambda: frozen_map({}))
+    status: Status | None = None
+    """The filters' verdict, where one decided."""
+    then: Why | None = None
+    """The reason this one adds to."""
+
+    def fact(self, name: str) -> Any:
+        return self.facts[name]
+
+
+def why(
+    code: WhyCode, *, status: Status | None = None, then: Why | None = None, **facts: object
+) -> Why:
+    """A :class:`Why` of ``code`` with ``facts``."""
+    return Why(code, frozen_map(facts), status, then)
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +111,7 @@ class Eviction:
 @dataclass(frozen=True, slots=True)
 class Pending:
     pod: str
-    reason: str
+    why: Why
 
 
 @dataclass(frozen=True, slots=True)

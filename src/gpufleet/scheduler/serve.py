@@ -15,6 +15,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 from gpufleet.model.workload import pods_request
+from gpufleet.scheduler.outcome import WhyCode, why
 
 if TYPE_CHECKING:
     from collections.abc import Hashable
@@ -92,7 +93,9 @@ def serve(cycle: ServeContext, backlog: Backlog) -> None:
                 backlog.block(queue)
                 if not backlog.skip_failed:
                     for behind in backlog.behind(queue):
-                        cycle.journal.pend(behind, behind.pods, f"behind {job.key} (strict FIFO)")
+                        cycle.journal.pend(
+                            behind, behind.pods, why(WhyCode.STRICT_FIFO, behind=job.key)
+                        )
         head = backlog.head(
             queue, len(cycle.evictions), failure_token(cycle), strict=strict, viable=judge
         )

@@ -26,6 +26,8 @@ import numpy as np
 
 from gpufleet.framework.runtime import Held
 from gpufleet.framework.status import Code, Status
+from gpufleet.model.values import frozen_map
+from gpufleet.scheduler.outcome import Why, WhyCode
 
 if TYPE_CHECKING:
     from gpufleet.model.arrays import BoolArray, IntArray
@@ -79,8 +81,8 @@ class Failure:
     pod: PodInfo
     status: Status
     fitted: int
-    reason: str | None = None
-    """A reason that replaces the pod's own (e.g. one per topology domain)."""
+    why: Why | None = None
+    """A reason that replaces the pod's own (the claims, the topology domains)."""
 
 
 def levels_for(group: GroupSpec, topology: Sequence[str]) -> tuple[str, tuple[str, ...]] | None:
@@ -107,14 +109,16 @@ def domain_order(domains: Domains, state: ClusterState, needed_milli: int) -> li
     return sorted((int(d) for d in fitting), key=lambda d: (int(free[d]), domains.names[d]))
 
 
-def per_domain_reason(domains: Domains, counts: dict[int, int], pods: int) -> str:
-    """ "rack r1 can hold 3 of 4 pods; rack r2 can hold 2 of 4 pods" (best domains first)."""
+SHOWN_DOMAINS = 4
+"""Domains a reason names (the best); the others are counted."""
+
+
+def per_domain_facts(domains: Domains, counts: dict[int, int]) -> dict[str, object]:
+    """The best domains and how many of the gang's pods each can hold, and how many more
+    domains hold fewer (a reason's facts, :data:`~gpufleet.scheduler.outcome.WhyCode.TOPOLOGY`)."""
     ranked = sorted(counts.items(), key=lambda kv: (-kv[1], domains.names[kv[0]]))
-    shown = [
-        f"{domains.short} {domains.label(d)} can hold {n} of {pods} pods" for d, n in ranked[:4]
-    ]
-    more = len(ranked) - len(shown)
-    return "; ".join(shown) + (f"; {more} more {domains.short}(s) hold fewer" if more else "")
+    shown = tuple((domains.label(d), n) for d, n in ranked[:SHOWN_DOMAINS])
+    return {"short": domains.short, "counts": shown, "more": len(ranked) - len(shown)}
 
 
 class GangPlacement:
@@ -199,7 +203,7 @@ class GangPlacement:
         assert plan is not None
         kind, levels = plan
         needed = sum(p.demand.total_gpu_milli for p in self.pods)
-        reason = ""
+        facts: dict[str, object] | None = None
         last: Failure | None = None
         for level in levels:
             domains = Domains.of(self.state, level)
@@ -213,11 +217,11 @@ class GangPlacement:
             if chosen is not None:
                 return None
             last = failure or last
-            if not reason:
-                reason = (
-                    per_domain_reason(domains, self.count_untried(domains, counts), len(self.pods))
+            if facts is None:
+                facts = (
+                    per_domain_facts(domains, self.count_untried(domains, counts))
                     if domains.names
-                    else f"no node has the label {level}"
+                    else {"missing": True}
                 )
         if kind == "preferred":
             last = self.spread_fewest(Domains.of(self.state, levels[0]))
@@ -229,4 +233,6 @@ class GangPlacement:
             else Status(Code.UNSCHEDULABLE, total_nodes=self.state.size)
         )
         pod = last.pod if last is not None else self.pods[0]
-        return Failure(pod, status, 0, f"topology {kind} {levels[0]}: {reason}")
+        found = {"short": "", "counts": (), "more": 0, "missing": False, **(facts or {})}
+        found.update(kind=kind, level=levels[0], pods=len(self.pods))
+        return Failure(pod, status, 0, Why(WhyCode.TOPOLOGY, frozen_map(found)))

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from gpufleet.dra.allocator import Unsatisfiable
 from gpufleet.framework.status import Code, Reason, Status
+from gpufleet.scheduler.outcome import WhyCode, why
 from gpufleet.scheduler.placement import place, share_over
 from gpufleet.scheduler.topology import Domains, Failure, GangPlacement, levels_for, restrict
 
@@ -71,10 +72,10 @@ class Allocation:
         for i, pod in enumerate(pods):
             limit = held
             if pod.claims:
-                allowed, why = book.nodes(pod, state.names)
+                allowed, detail = book.nodes(pod, state.names)
                 if not allowed.any():
                     status = Status(Code.UNSCHEDULABLE, total_nodes=state.size)
-                    return Failure(pod, status, i, f"pod {pod.key}: {why}")
+                    return Failure(pod, status, i, why(WhyCode.CLAIMS, pod=pod.key, detail=detail))
                 limit = restrict(held, ~allowed, CLAIMS_REASON)
             outcome = place(cycle.framework, state, pod.spec, self.capped(pod, limit))
             if isinstance(outcome, Status):

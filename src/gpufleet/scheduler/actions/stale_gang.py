@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from gpufleet.scheduler.outcome import Eviction
+from gpufleet.scheduler.outcome import Eviction, Why, WhyCode, why
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -41,9 +41,9 @@ class StaleContext(Protocol):
         """Stop counting pod ``key`` and remember what it frees (the caller releases it)."""
 
 
-def release_stale(cycle: StaleContext, grace_s: float, gang: str, reason: str) -> str:
+def release_stale(cycle: StaleContext, grace_s: float, gang: str, reason: Why | None) -> Why | None:
     """Release ``gang``'s running pods if it has been stale past ``grace_s``; ``reason``
-    with what holds prepended (unchanged for a gang that is not stale)."""
+    with what holds added (unchanged for a gang that is not stale)."""
     group = cycle.groups[gang]
     running = len(cycle.gang_running.get(gang, ()))
     if not 0 < running < group.min_member:
@@ -54,13 +54,21 @@ def release_stale(cycle: StaleContext, grace_s: float, gang: str, reason: str) -
             released = cycle.evict(key)
             cycle.state.release(released.node, released.spec, released.gpus)
             cycle.evictions.append(Eviction(key, NAME, gang))
-        return (
-            f"gang {gang} had {running} of {group.min_member} pods running for "
-            f"{now - stale:.0f}s (grace {grace_s:g}s); its running pods were released. {reason}"
+        return why(
+            WhyCode.STALE_RELEASED,
+            gang=gang,
+            running=running,
+            min_member=group.min_member,
+            for_s=now - stale,
+            grace_s=grace_s,
+            then=reason,
         )
-    since = "now" if stale is None else f"{now - stale:.0f}s ago"
-    return (
-        f"gang {gang} has {running} of {group.min_member} pods running and is stale "
-        f"since {since}; its pods are released after {grace_s:g}s "
-        f"unless it is completed. {reason}"
+    return why(
+        WhyCode.STALE,
+        gang=gang,
+        running=running,
+        min_member=group.min_member,
+        since_s=None if stale is None else now - stale,
+        grace_s=grace_s,
+        then=reason,
     )

@@ -1,0 +1,176 @@
+"""Why pods wait, in words: every code of the core's structured reasons has its sentence, and
+the sentences say what kube-scheduler and gpufleet's explain have always said."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpufleet.framework.status import Code, Reason, Status
+from gpufleet.report.reasons import _RENDER, status_text, why_text
+from gpufleet.scheduler.outcome import Why, WhyCode, why
+
+FILTERS = Status(
+    Code.UNSCHEDULABLE,
+    (Reason("NodeResourcesFit", "Insufficient cpu", 3), Reason("GpuFit", "Insufficient GPU", 1)),
+    "GpuFit",
+    4,
+)
+FILTERS_TEXT = "0/4 nodes are available: 1 Insufficient GPU, 3 Insufficient cpu."
+LIMIT = why(
+    WhyCode.QUEUE_LIMIT,
+    queue="team-a",
+    resource=0,
+    limit=(4.0, float("inf"), float("inf")),
+    in_use=(3.0, 2000.0, 0.0),
+    needs=(2.0, 1000.0, 0.0),
+    over=(True, False, False),
+)
+
+CASES = [
+    pytest.param(
+        why(WhyCode.BLOCKED, detail="SchedulingGated: gate-a"),
+        "SchedulingGated: gate-a",
+        id="blocked",
+    ),
+    pytest.param(
+        why(WhyCode.QUEUE_MISSING, queue="q"), "queue q does not exist", id="queue-missing"
+    ),
+    pytest.param(
+        why(WhyCode.GANG_INCOMPLETE, gang="ns/g", pods=2, min_member=4),
+        "gang ns/g has 2 pod(s), fewer than its minMember 4; waiting for the rest to be created",
+        id="gang-incomplete",
+    ),
+    pytest.param(
+        LIMIT,
+        "queue team-a is at its limit of 4 GPUs (3 GPUs in use, job needs 2 GPUs)",
+        id="queue-limit",
+    ),
+    pytest.param(
+        why(
+            WhyCode.QUOTA_NON_PREEMPTIBLE,
+            priority=100,
+            queue="team-a",
+            quota=(2.0, 0.0, 0.0),
+            in_use=(1.0, 0.0, 0.0),
+            needs=(2.0, 0.0, 0.0),
+            over=(True, False, False),
+        ),
+        "non-preemptible job (priority 100) must fit within queue team-a's quota of 2 GPUs "
+        "(1 GPU in use by non-preemptible work, job needs 2 GPUs)",
+        id="non-preemptible-quota",
+    ),
+    pytest.param(why(WhyCode.UNSCHEDULABLE, status=FILTERS), FILTERS_TEXT, id="unschedulable"),
+    pytest.param(
+        why(WhyCode.GANG_UNSCHEDULABLE, gang="ns/g", need=4, fitted=3, pod="ns/p3", status=FILTERS),
+        f"gang ns/g needs 4 pods, 3 fit; pod ns/p3: {FILTERS_TEXT}",
+        id="gang-unschedulable",
+    ),
+    pytest.param(
+        why(WhyCode.CLAIMS, pod="ns/p", detail="no node can hold its claims"),
+        "pod ns/p: no node can hold its claims",
+        id="claims",
+    ),
+    pytest.param(
+        why(
+            WhyCode.TOPOLOGY,
+            kind="required",
+            level="rack",
+            pods=4,
+            short="rack",
+            counts=(("r1", 3), ("r2", 2)),
+            more=1,
+            missing=False,
+        ),
+        "topology required rack: rack r1 can hold 3 of 4 pods; rack r2 can hold 2 of 4 pods; "
+        "1 more rack(s) hold fewer",
+        id="topology",
+    ),
+    pytest.param(
+        why(
+            WhyCode.TOPOLOGY,
+            kind="preferred",
+            level="zone",
+            pods=2,
+            short="",
+            counts=(),
+            more=0,
+            missing=True,
+        ),
+        "topology preferred zone: no node has the label zone",
+        id="topology-no-label",
+    ),
+    pytest.param(
+        why(WhyCode.GANG, gang="ns/g", need=2, then=why(WhyCode.CLAIMS, pod="ns/p", detail="x")),
+        "gang ns/g of 2 pods: pod ns/p: x",
+        id="gang-of",
+    ),
+    pytest.param(
+        why(
+            WhyCode.STALE,
+            gang="ns/g",
+            running=1,
+            min_member=2,
+            since_s=None,
+            grace_s=60.0,
+            then=LIMIT,
+        ),
+        "gang ns/g has 1 of 2 pods running and is stale since now; its pods are released after "
+        "60s unless it is completed. queue team-a is at its limit of 4 GPUs (3 GPUs in use, job "
+        "needs 2 GPUs)",
+        id="stale",
+    ),
+    pytest.param(
+        why(
+            WhyCode.STALE_RELEASED,
+            gang="ns/g",
+            running=1,
+            min_member=2,
+            for_s=90.4,
+            grace_s=60.0,
+            then=LIMIT,
+        ),
+        "gang ns/g had 1 of 2 pods running for 90s (grace 60s); its running pods were released. "
+        "queue team-a is at its limit of 4 GPUs (3 GPUs in use, job needs 2 GPUs)",
+        id="stale-released",
+    ),
+    pytest.param(
+        why(WhyCode.STARVING, waited_s=4000.0, after_s=1800.0, nodes=("n1", "n2"), then=LIMIT),
+        "queue team-a is at its limit of 4 GPUs (3 GPUs in use, job needs 2 GPUs) Waiting 4000s "
+        "(over 1800s): holding node(s) n1, n2 for it.",
+        id="starving",
+    ),
+    pytest.param(
+        why(WhyCode.STRICT_FIFO, behind="ns/first"),
+        "behind ns/first (strict FIFO)",
+        id="strict-fifo",
+    ),
+    pytest.param(
+        why(WhyCode.ELASTIC, job="ns/g", then=why(WhyCode.UNSCHEDULABLE, status=FILTERS)),
+        f"elastic pod beyond minMember of ns/g: {FILTERS_TEXT}",
+        id="elastic",
+    ),
+]
+
+
+@pytest.mark.parametrize(("reason", "text"), CASES)
+def test_each_code_reads_as_it_always_has(reason: Why, text: str) -> None:
+    assert why_text(reason) == text
+
+
+def test_every_code_has_a_sentence_and_a_case() -> None:
+    assert set(_RENDER) == set(WhyCode)
+    assert {case.values[0].code for case in CASES} == set(WhyCode)  # type: ignore[union-attr]
+
+
+def test_reasons_are_values() -> None:
+    again = why(WhyCode.QUEUE_LIMIT, **dict(LIMIT.facts))
+    assert again == LIMIT
+    assert hash(again) == hash(LIMIT)
+    assert {again: 1}[LIMIT] == 1
+
+
+def test_a_status_without_reasons_says_so() -> None:
+    assert status_text(Status(Code.UNSCHEDULABLE, total_nodes=0)) == (
+        "0/0 nodes are available: no nodes to consider."
+    )
+    assert status_text(Status(Code.SUCCESS)) == ""
