@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING
 
 from gpufleet.plugins.registry import FIT_FILTERS, PLUGINS, POLICIES
 from gpufleet.scheduler.actions import builtin_actions
+from gpufleet.scheduler.admission import QueueAdmission
 from gpufleet.scheduler.cache import ClusterCache, snapshot_events
 from gpufleet.scheduler.components import Components
 from gpufleet.scheduler.cycle import Cycle, CycleConfig
+from gpufleet.scheduler.order import QueueOrder
 from gpufleet.scheduler.session import Session
 
 if TYPE_CHECKING:
@@ -25,8 +27,10 @@ if TYPE_CHECKING:
     from gpufleet.model.workload import Snapshot
     from gpufleet.scheduler.outcome import CycleResult
 
-COMPONENTS = Components(PLUGINS, POLICIES, FIT_FILTERS, builtin_actions())
-"""gpufleet's plugins, policies and actions."""
+COMPONENTS = Components(
+    PLUGINS, POLICIES, FIT_FILTERS, builtin_actions(), QueueOrder, QueueAdmission
+)
+"""gpufleet's plugins, policies, actions and queue rules."""
 
 
 def new_cache(config: CycleConfig, workload: Sequence[PodSpec] | None = None) -> ClusterCache:

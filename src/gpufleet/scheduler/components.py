@@ -2,7 +2,8 @@
 
 The core never imports a registry of its own accord: the composition root
 (``gpufleet/compose.py``) builds one :class:`Components` — the placement plugins and the
-policies (profiles) of ``plugins/registry.py``, the actions of ``scheduler/actions/`` —
+policies (profiles) of ``plugins/registry.py``, the actions of ``scheduler/actions/``, the
+queue and admission rules (``scheduler/rules.py``) —
 and the edges (the CLI, the simulators, later the live scheduler) pass it to the cache, the
 session and the cycle. A test or another edge may hand in other registries.
 """
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from gpufleet.framework.profile import Profile
     from gpufleet.framework.registry import PluginFactory, Registry
+    from gpufleet.scheduler.rules import AdmissionRuleFactory, QueueRuleFactory
     from gpufleet.scheduler.view import RoomAction
 
 
@@ -29,3 +31,7 @@ class Components:
     exactly these lets a cycle count slots instead of running them (``fit.py``)."""
     actions: Registry[RoomAction]
     """Actions that make room, by the names a profile lists (``CycleConfig.actions``)."""
+    queue_rule: QueueRuleFactory
+    """Makes the rule that orders queues (``scheduler/rules.py``)."""
+    admission_rule: AdmissionRuleFactory
+    """Makes the rule that admits jobs to their queues."""

@@ -43,7 +43,6 @@ from gpufleet.model.workload import (
 )
 from gpufleet.scheduler.actions.allocate import Allocation
 from gpufleet.scheduler.actions.stale_gang import release_stale
-from gpufleet.scheduler.admission import QueueAdmission
 from gpufleet.scheduler.backlog import Backlog
 from gpufleet.scheduler.claims import ClaimBook
 from gpufleet.scheduler.fairshare import EPS
@@ -52,7 +51,6 @@ from gpufleet.scheduler.holds import Holds
 from gpufleet.scheduler.job import Job, snapshot_jobs, with_claim_gpus
 from gpufleet.scheduler.journal import Journal, Record, failure_reason
 from gpufleet.scheduler.ledger import Ledger
-from gpufleet.scheduler.order import QueueOrder
 from gpufleet.scheduler.outcome import (
     Binding,
     CycleResult,
@@ -154,8 +152,8 @@ class Cycle:
         self.running, self.gang_running = ledger.running, ledger.gang_running
         self.partial, self.alloc = ledger.partial, ledger.alloc
         self.cycles = 0
-        self.order = QueueOrder(ledger)
-        self.admission = QueueAdmission(ledger, config.non_preemptible_priority)
+        self.order = components.queue_rule(ledger)
+        self.admission = components.admission_rule(ledger, config.non_preemptible_priority)
         self.holds = Holds()
         actions = [components.actions[name] for name in config.actions]
         self.room = Room(actions, snapshot.topology)

@@ -25,9 +25,9 @@ if TYPE_CHECKING:
     from gpufleet.scheduler.holds import Holds
     from gpufleet.scheduler.job import Job
     from gpufleet.scheduler.journal import Journal
-    from gpufleet.scheduler.order import QueueOrder
     from gpufleet.scheduler.outcome import Eviction
     from gpufleet.scheduler.room import Room
+    from gpufleet.scheduler.rules import QueueRule
 from gpufleet.scheduler.view import CycleView
 
 
@@ -44,7 +44,7 @@ class ServeContext(CycleView, Protocol):
     @property
     def backlog(self) -> Backlog: ...
     @property
-    def order(self) -> QueueOrder: ...
+    def order(self) -> QueueRule: ...
     @property
     def holds(self) -> Holds: ...
     @property
