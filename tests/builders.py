@@ -224,6 +224,17 @@ def cluster(*nodes: NodeSpec) -> ClusterState:
     return ClusterState(list(nodes))
 
 
+def free_of(state: ClusterState) -> tuple[list[int], list[int], list[list[int]], list[int]]:
+    """What every node has free (CPU, memory, each GPU, pod slots): to compare a state before
+    and after a step that must leave it as it found it."""
+    return (
+        state.cpu_free.tolist(),
+        state.memory_free.tolist(),
+        state.gpu_free.tolist(),
+        state.pods_free.tolist(),
+    )
+
+
 def with_gpu_free(state: ClusterState, node_index: int, free: list[int]) -> ClusterState:
     """Set a node's GPUs' free milli directly (a state after some placements)."""
     state.gpu_free[node_index, : len(free)] = free
