@@ -19,7 +19,7 @@ from gpufleet.model.workload import PodInfo
 from gpufleet.scheduler.cycle import Cycle
 from gpufleet.scheduler.fit import per_node_slots
 from gpufleet.scheduler.placement import place
-from tests.builders import InfoBuilder, cluster, cycle_of, info, node, pod
+from tests.builders import InfoBuilder, cluster, cycle_of, info, node, pod, with_gpu_free
 
 EFA = "vpc.amazonaws.com/efa"
 
@@ -46,6 +46,11 @@ NODES = (
 def test_per_node_slots(spec: PodSpec, expected: list[int]) -> None:
     state = cluster(*NODES)
     assert per_node_slots(spec, state, np.arange(state.size)).tolist() == expected
+
+
+def test_gpus_partly_taken_by_shares_are_no_slots() -> None:
+    state = with_gpu_free(cluster(node("n0", gpus=4)), 0, [500, 500, 1000, 1000])
+    assert per_node_slots(pod().gpus(1).obj(), state, np.arange(1)).tolist() == [2]
 
 
 def pods(count: int, builder: InfoBuilder | None = None) -> tuple[PodInfo, ...]:
@@ -112,8 +117,8 @@ def clusters(draw: st.DrawFn) -> tuple[list[NodeSpec], list[PodInfo], PodSpec]:
         if used or draw(st.booleans()):
             taken = info(f"run/w{i}").cpu(draw(st.integers(0, cpu // 2))).gpus(used)
             bound.append(taken.on(f"n{i}", *range(used)).obj())
-        if used < gpus and draw(st.booleans()):
-            bound.append(info(f"run/s{i}").cpu(0).share(300).on(f"n{i}", used).obj())
+        for g in range(used, used + draw(st.integers(0, min(2, gpus - used)))):
+            bound.append(info(f"run/s{i}-{g}").cpu(0).share(300).on(f"n{i}", g).obj())
     spec = pod("ns/p").cpu(draw(st.integers(1, 4))).gpus(draw(st.integers(0, 3))).obj()
     return nodes, bound, spec
 
