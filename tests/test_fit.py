@@ -117,8 +117,8 @@ def clusters(draw: st.DrawFn) -> tuple[list[NodeSpec], list[PodInfo], PodSpec]:
         if used or draw(st.booleans()):
             taken = info(f"run/w{i}").cpu(draw(st.integers(0, cpu // 2))).gpus(used)
             bound.append(taken.on(f"n{i}", *range(used)).obj())
-        for g in range(used, used + draw(st.integers(0, min(2, gpus - used)))):
-            bound.append(info(f"run/s{i}-{g}").cpu(0).share(300).on(f"n{i}", g).obj())
+        shared = range(used, used + draw(st.integers(0, min(2, gpus - used))))
+        bound.extend(info(f"run/s{i}-{g}").cpu(0).share(300).on(f"n{i}", g).obj() for g in shared)
     spec = pod("ns/p").cpu(draw(st.integers(1, 4))).gpus(draw(st.integers(0, 3))).obj()
     return nodes, bound, spec
 
