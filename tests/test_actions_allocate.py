@@ -145,16 +145,21 @@ DRIVER = "gpu.nvidia.com"
 
 
 def clique_pool(name: str, cliques: str) -> Pool:
+    """A node's GPUs, of the cliques named by the letters of ``cliques`` ("-": none)."""
     devices = tuple(
-        Device(DRIVER, name, f"g{i}", name, attributes={f"{DRIVER}/clique": c})
+        Device(DRIVER, name, f"g{i}", name, attributes={f"{DRIVER}/clique": c} if c != "-" else {})
         for i, c in enumerate(cliques)
     )
     return Pool(DRIVER, name, 1, 1, 1, devices)
 
 
-def clique_cycle(per_pod: int, match: str | None = f"{DRIVER}/clique") -> Cycle:
-    """n1's GPUs are of cliques a, a, b, b; n2's b, b, c, c; a gang of two pods, each with a
-    claim for ``per_pod`` GPUs."""
+def clique_cycle(
+    per_pod: int,
+    match: str | None = f"{DRIVER}/clique",
+    cliques: tuple[str, str] = ("aabb", "bbcc"),
+) -> Cycle:
+    """n1's GPUs are of cliques a, a, b, b; n2's b, b, c, c (by default); a gang of two pods,
+    each with a claim for ``per_pod`` GPUs."""
     pods = tuple(info(f"ml/g-{i}").gang("ml/g").claims(f"ml/g-{i}-gpu").obj() for i in range(2))
     claims = tuple(
         Claim(p.claims[0], (Request("gpu", (Subrequest("gpu", DRIVER, count=per_pod),)),))
@@ -165,7 +170,7 @@ def clique_cycle(per_pod: int, match: str | None = f"{DRIVER}/clique") -> Cycle:
         pods,
         (GroupSpec("ml/g", 2, device_match=match),),
         device_classes=(DeviceClass(DRIVER, (f'device.driver == "{DRIVER}"',)),),
-        pools=(clique_pool("n1", "aabb"), clique_pool("n2", "bbcc")),
+        pools=(clique_pool("n1", cliques[0]), clique_pool("n2", cliques[1])),
         claims=claims,
     )
     return Cycle(snapshot, CycleConfig(), 100.0)
@@ -203,6 +208,15 @@ def test_a_device_matched_gang_that_no_value_holds_fails_and_leaves_no_claim() -
     assert cycle.book.device_match is None
     assert cycle.book.allocations == {}
     assert txn.reserved() == []
+
+
+def test_a_device_matched_gang_takes_no_device_without_the_attribute() -> None:
+    # No GPU has a clique: no value can be shared by every device of the gang (README,
+    # "every device of the gang shares one value of the attribute"), so it must wait.
+    cycle = clique_cycle(2, cliques=("----", "----"))
+    failure = cycle.allocation.job(job_of(cycle, "ml/g"), Transaction(cycle.state), None)
+    assert failure is not None
+    assert devices(cycle) == {}
 
 
 def test_nodes_that_cannot_allocate_a_pods_claims_are_held_for_it() -> None:
