@@ -1,6 +1,8 @@
 """Builders for test objects, in kube-scheduler's wrapper style.
 
-``pod("p").cpu(4).gpus(2).obj()`` is a pod asking for 4 CPUs and 2 whole GPUs.
+``pod("p").cpu(4).gpus(2).obj()`` is a pod asking for 4 CPUs and 2 whole GPUs;
+``info("ns/a").gpus(2).queue("team").on("n0", 0, 1).obj()`` the same pod as a cycle reads
+it, bound to GPUs 0 and 1 of node n0; ``cycle_of(nodes, pods)`` a cycle over them.
 """
 
 from __future__ import annotations
@@ -11,6 +13,11 @@ from pathlib import Path
 
 from gpufleet.model.cluster import ClusterState, NodeSpec
 from gpufleet.model.pod import PodSpec
+from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, Snapshot
+from gpufleet.scheduler.claims import ClaimBook
+from gpufleet.scheduler.cycle import Cycle, CycleConfig
+from gpufleet.scheduler.job import Job
+from gpufleet.scheduler.ledger import Ledger
 
 
 @dataclass
@@ -66,6 +73,142 @@ def node(
 
 
 @dataclass
+class InfoBuilder:
+    """A pod as the cycle reads it (:class:`PodInfo`): its request, queue, gang, priority,
+    and where it runs if it is bound."""
+
+    info: PodInfo
+
+    def _spec(self, spec: PodSpec) -> InfoBuilder:
+        self.info = replace(self.info, spec=spec)
+        return self
+
+    def cpu(self, cores: float) -> InfoBuilder:
+        return self._spec(replace(self.info.spec, cpu_milli=round(cores * 1000)))
+
+    def mem(self, mib: int) -> InfoBuilder:
+        return self._spec(replace(self.info.spec, memory_mib=mib))
+
+    def gpus_only(self, count: int) -> InfoBuilder:
+        """``count`` whole GPUs and no CPU or memory: GPUs are its only resource."""
+        return self._spec(
+            replace(self.info.spec, cpu_milli=0, memory_mib=0, num_gpu=count, gpu_milli=1000)
+        )
+
+    def gpus(self, count: int) -> InfoBuilder:
+        return self._spec(replace(self.info.spec, num_gpu=count, gpu_milli=1000 if count else 0))
+
+    def share(self, milli: int) -> InfoBuilder:
+        return self._spec(replace(self.info.spec, num_gpu=1, gpu_milli=milli))
+
+    def gpu_memory(self, mib: int, demand_milli: int = 0) -> InfoBuilder:
+        """A share sized by GPU memory; ``demand_milli``: what its queue counts it at while
+        it waits (the cycle sets it from the cluster)."""
+        self._spec(replace(self.info.spec, num_gpu=1, gpu_milli=0, gpu_memory_mib=mib))
+        self.info = replace(self.info, demand_milli=demand_milli)
+        return self
+
+    def models(self, *names: str) -> InfoBuilder:
+        return self._spec(replace(self.info.spec, gpu_models=frozenset(names)))
+
+    def queue(self, name: str) -> InfoBuilder:
+        self.info = replace(self.info, queue=name)
+        return self
+
+    def priority(self, value: int) -> InfoBuilder:
+        self.info = replace(self.info, priority=value)
+        return self
+
+    def gang(self, key: str) -> InfoBuilder:
+        self.info = replace(self.info, group=key)
+        return self
+
+    def created(self, at: float) -> InfoBuilder:
+        self.info = replace(self.info, created=at)
+        return self
+
+    def never_preempts(self) -> InfoBuilder:
+        self.info = replace(self.info, can_preempt=False)
+        return self
+
+    def claims(self, *keys: str) -> InfoBuilder:
+        self.info = replace(self.info, claims=keys)
+        return self
+
+    def on(self, node_name: str, *gpus: int, started: float = 0.0) -> InfoBuilder:
+        """Bound to ``node_name`` (on GPUs ``gpus``, if given), running since ``started``."""
+        self.info = replace(self.info, node=node_name, gpus=gpus, started=started)
+        return self
+
+    def obj(self) -> PodInfo:
+        return self.info
+
+
+def info(key: str) -> InfoBuilder:
+    """A pending pod of the default queue asking for 1 CPU and 1 GiB."""
+    return InfoBuilder(PodInfo(key, PodSpec(key, cpu_milli=1000, memory_mib=1024)))
+
+
+def cycle_of(
+    nodes: list[NodeSpec] | tuple[NodeSpec, ...],
+    pods: list[PodInfo] | tuple[PodInfo, ...] = (),
+    *,
+    queues: tuple[QueueSpec, ...] = (),
+    groups: tuple[GroupSpec, ...] = (),
+    now: float = 100.0,
+    config: CycleConfig | None = None,
+) -> Cycle:
+    """A cycle at ``now`` over a snapshot of ``nodes``, ``pods``, ``queues`` and ``groups``
+    (not run: a test calls the step it is about). FGD's workload is the snapshot's pods,
+    or one pod of 1 GPU if it has none."""
+    snapshot = Snapshot(tuple(nodes), tuple(pods), tuple(groups), tuple(queues))
+    workload = None if pods else [pod("w").gpus(1).obj()]
+    return Cycle(snapshot, config or CycleConfig(), now, workload=workload)
+
+
+def ledger_of(
+    nodes: list[NodeSpec] | tuple[NodeSpec, ...],
+    running: list[PodInfo] | tuple[PodInfo, ...] = (),
+    *,
+    queues: tuple[QueueSpec, ...] = (),
+    groups: tuple[GroupSpec, ...] = (),
+    non_preemptible_priority: int = 100,
+) -> Ledger:
+    """A ledger of ``nodes`` with the bound pods of ``running`` on them (no DRA objects)."""
+    ledger = Ledger(
+        nodes,
+        queues,
+        {g.key: g for g in groups},
+        ClaimBook(Snapshot(tuple(nodes))),
+        non_preemptible_priority,
+    )
+    ledger.bind_all(running)
+    return ledger
+
+
+def job(*pods: PodInfo, min_member: int | None = None, running: int = 0) -> Job:
+    """A pending job of ``pods`` (a PodGroup's key if they have one, else the pod's): the
+    first pod's queue, their highest priority, the oldest creation; ``min_member`` every
+    pod by default."""
+    first = pods[0]
+    return Job(
+        first.gang,
+        first.queue,
+        max(p.priority for p in pods),
+        min(p.created for p in pods),
+        len(pods) + running if min_member is None else min_member,
+        pods,
+        running,
+        all(p.can_preempt for p in pods),
+    )
+
+
+def job_of(cycle: Cycle, key: str) -> Job:
+    """The pending job ``key`` (a PodGroup's key, or a pod's on its own) of ``cycle``."""
+    return next(j for j in cycle.backlog.jobs() if j.key == key)
+
+
+@dataclass
 class ClusterBuilder:
     nodes: list[NodeSpec] = field(default_factory=list)
 
@@ -79,6 +222,17 @@ class ClusterBuilder:
 
 def cluster(*nodes: NodeSpec) -> ClusterState:
     return ClusterState(list(nodes))
+
+
+def free_of(state: ClusterState) -> tuple[list[int], list[int], list[list[int]], list[int]]:
+    """What every node has free (CPU, memory, each GPU, pod slots): to compare a state before
+    and after a step that must leave it as it found it."""
+    return (
+        state.cpu_free.tolist(),
+        state.memory_free.tolist(),
+        state.gpu_free.tolist(),
+        state.pods_free.tolist(),
+    )
 
 
 def with_gpu_free(state: ClusterState, node_index: int, free: list[int]) -> ClusterState:

@@ -1,0 +1,196 @@
+"""A session (``scheduler/session.py``): one cycle over the cluster cache. With ``assume``
+the cycle works on the cache's own ledger and its result is assumed in the cache; without,
+it works on a copy with the cache's content and leaves the cache as it was. Either way it
+decides as a cycle over the same objects as a snapshot does."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpufleet.load.snapshot import load_snapshot
+from gpufleet.model.devices import Claim, Device, DeviceClass, Pool, Request, Subrequest
+from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, Snapshot
+from gpufleet.scheduler.cache import ClusterCache, Event, Topology, snapshot_events
+from gpufleet.scheduler.cycle import CycleConfig, run_cycle
+from gpufleet.scheduler.outcome import CycleResult
+from gpufleet.scheduler.session import Session, schedule_snapshot
+from tests.builders import free_of, info, node
+
+CONFIG = CycleConfig(records=False)
+SCENARIOS = Path(__file__).parent / "scenarios"
+
+
+def cache_of(snapshot: Snapshot) -> ClusterCache:
+    cache = ClusterCache(CONFIG.non_preemptible_priority)
+    cache.apply_all(snapshot_events(snapshot))
+    return cache
+
+
+def decisions(result: CycleResult) -> tuple[object, ...]:
+    return (
+        [(b.pod, b.node, b.gpus, b.pipelined, b.claims) for b in result.bindings],
+        [(e.pod, e.action, e.for_) for e in result.evictions],
+        [(p.pod, p.reason) for p in result.pending],
+    )
+
+
+def preemption() -> Snapshot:
+    """n0 (2 GPUs) runs a low-priority pod; a higher-priority one waits for both GPUs, and
+    another pod waits for a GPU of n1."""
+    return Snapshot(
+        (node("n0", gpus=2), node("n1", gpus=1)),
+        (
+            info("ns/low").gpus(2).queue("a").priority(1).on("n0").obj(),
+            info("ns/high").gpus(2).queue("a").priority(50).obj(),
+            info("ns/one").gpus(1).queue("a").obj(),
+        ),
+        queues=(QueueSpec("a"),),
+    )
+
+
+def test_with_assume_the_cycle_works_on_the_caches_ledger_and_assumes_its_result() -> None:
+    cache = cache_of(preemption())
+    session = Session(cache, CONFIG, 100.0)
+    assert session.cycle.ledger is cache.ledger()
+    assert session.cycle.pool is cache.pool()
+    result = session.run()
+    assert decisions(result)[:2] == (
+        [("ns/high", "n0", (0, 1), True, None), ("ns/one", "n1", (0,), False, None)],
+        [("ns/low", "preempt", "ns/high")],
+    )
+    assert set(cache.assumed) == {"ns/high", "ns/one"}
+    assert cache.evicted == {"ns/low"}
+    assert sorted(cache.ledger().running) == ["ns/high", "ns/one"]
+    assert cache.pending() == []
+
+
+def test_without_assume_the_cycle_works_on_a_copy_and_the_cache_stays_as_it_was() -> None:
+    cache = cache_of(preemption())
+    ledger = cache.ledger()
+    before = (free_of(ledger.state), sorted(ledger.running), ledger.alloc["a"].tolist())
+    session = Session(cache, CONFIG, 100.0, assume=False)
+    assert session.cycle.ledger is not ledger
+    result = session.run()
+    assert [e.pod for e in result.evictions] == ["ns/low"]
+    assert cache.assumed == {}
+    assert cache.evicted == set()
+    assert cache.ledger() is ledger
+    assert (free_of(ledger.state), sorted(ledger.running), ledger.alloc["a"].tolist()) == before
+    assert [p.key for p in cache.pending()] == ["ns/high", "ns/one"]
+
+
+def test_a_session_without_assume_decides_as_one_with() -> None:
+    cache = cache_of(preemption())
+    what_if = Session(cache, CONFIG, 100.0, assume=False).run()
+    assert decisions(what_if) == decisions(Session(cache, CONFIG, 100.0).run())
+
+
+def test_a_session_without_assume_sees_what_earlier_sessions_assumed() -> None:
+    cache = cache_of(replace(preemption(), pods=preemption().pods[:2]))
+    Session(cache, CONFIG, 100.0).run()  # ns/high assumed on n0
+    cache.apply(Event("ADDED", "Pod", info("ns/late").gpus(2).queue("a").priority(60).obj()))
+    what_if = Session(cache, CONFIG, 101.0, assume=False).run()
+    # the assumed pod holds n0 and, bound by an earlier cycle, is a possible victim
+    assert decisions(what_if)[:2] == (
+        [("ns/late", "n0", (0, 1), True, None)],
+        [("ns/high", "preempt", "ns/late")],
+    )
+    assert decisions(what_if) == decisions(Session(cache, CONFIG, 101.0).run())
+
+
+def now_of(path: Path) -> float:
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    expect = next(d for d in docs if d.get("kind") == "Expectation")
+    stamp = dt.datetime.fromisoformat(str(expect["now"]))
+    return stamp.timestamp()
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "preempt-minimal",
+        "reclaim-over-fair-share",
+        "consolidate-moves-pods",
+        "gang-stale-released",
+        "dra-preempt-frees-device",
+        "starving-job-holds-nodes",
+        "topology-required-preempts-in-rack",
+        "mig-dynamic-repartition",
+        "gpu-memory-consolidate-resizes",
+    ],
+)
+def test_every_edge_decides_as_a_cycle_over_the_snapshot(name: str) -> None:
+    path = SCENARIOS / f"{name}.yaml"
+    snapshot, now = load_snapshot(path, warn=lambda _: None), now_of(path)
+    expected = decisions(run_cycle(snapshot, now, CONFIG))
+    assert decisions(schedule_snapshot(snapshot, now, CONFIG)) == expected
+    assert decisions(Session(cache_of(snapshot), CONFIG, now, assume=False).run()) == expected
+
+
+def test_the_caches_topology_confines_a_gang_to_one_rack() -> None:
+    nodes = tuple(replace(node(f"n{i}", gpus=2), labels={"rack": f"r{i // 2}"}) for i in range(4))
+    pods: tuple[PodInfo, ...] = (
+        info("ns/x").gpus(1).on("n0", 0).obj(),
+        *(info(f"ns/g-{i}").gpus(2).gang("ns/g").obj() for i in range(2)),
+    )
+    snapshot = Snapshot(
+        nodes, pods, (GroupSpec("ns/g", 2, topology_required="rack"),), topology=("rack",)
+    )
+    cache = cache_of(snapshot)
+    assert cache.get("Topology", "default") == Topology("default", ("rack",))
+    session = Session(cache, CONFIG, 100.0)
+    assert session.cycle.snapshot.topology == ("rack",)
+    assert sorted(b.node for b in session.run().bindings) == ["n2", "n3"]
+
+
+def test_the_caches_pending_pods_are_grouped_into_jobs() -> None:
+    snapshot = Snapshot(
+        (node("n0", gpus=0),),
+        (
+            info("ns/g-0").cpu(200).gang("ns/g").obj(),
+            info("ns/g-1").cpu(200).gang("ns/g").obj(),
+            info("ns/solo").cpu(1).obj(),
+            info("ns/ran").cpu(1).on("n0").obj(),
+        ),
+        (GroupSpec("ns/g", 2),),
+    )
+    session = Session(cache_of(snapshot), CONFIG, 100.0)
+    jobs = {j.key: [p.key for p in j.pods] for j in session.cycle.backlog.jobs()}
+    assert jobs == {"ns/g": ["ns/g-0", "ns/g-1"], "ns/solo": ["ns/solo"]}
+
+
+# -- ResourceClaims allocated by an assumed binding -------------------------------------
+
+DRIVER = "gpu.nvidia.com"
+
+
+def two_gpu_claims() -> Snapshot:
+    """One node with two GPUs as DRA devices; two pods, each with a claim for both."""
+
+    def claim(key: str) -> Claim:
+        return Claim(key, (Request("gpu", (Subrequest("gpu", DRIVER, count=2),)),))
+
+    devices = tuple(Device(DRIVER, "n1", f"g{i}", "n1") for i in range(2))
+    return Snapshot(
+        (node("n1", gpus=0),),
+        (info("ml/a").claims("ml/ca").obj(), info("ml/b").claims("ml/cb").obj()),
+        device_classes=(DeviceClass(DRIVER, (f'device.driver == "{DRIVER}"',)),),
+        pools=(Pool(DRIVER, "n1", 1, 1, 1, devices),),
+        claims=(claim("ml/ca"), claim("ml/cb")),
+    )
+
+
+def test_a_session_without_assume_sees_the_devices_an_assumed_binding_took() -> None:
+    cache = cache_of(two_gpu_claims())
+    first = Session(cache, CONFIG, 100.0).run()
+    assert [b.pod for b in first.bindings] == ["ml/a"]  # its claim takes both devices
+    assumed = Session(cache, CONFIG, 101.0, assume=False)
+    assert assumed.cycle.ledger.alloc["default"][0] == cache.ledger().alloc["default"][0] == 2
+    what_if = assumed.run()
+    assert [b.pod for b in what_if.bindings] == []
+    assert decisions(what_if) == decisions(Session(cache, CONFIG, 102.0).run())
