@@ -11,6 +11,7 @@ import csv
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from gpufleet.compose import COMPONENTS
 from gpufleet.model.cluster import ClusterState, NodeSpec
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, Snapshot
@@ -163,7 +164,7 @@ def cycle_of(
     or one pod of 1 GPU if it has none."""
     snapshot = Snapshot(tuple(nodes), tuple(pods), tuple(groups), tuple(queues))
     workload = None if pods else [pod("w").gpus(1).obj()]
-    return Cycle(snapshot, config or CycleConfig(), now, workload=workload)
+    return Cycle(snapshot, config or CycleConfig(), now, workload=workload, components=COMPONENTS)
 
 
 def ledger_of(

@@ -10,9 +10,11 @@ from dataclasses import replace
 
 import pytest
 
+from gpufleet.compose import COMPONENTS
 from gpufleet.framework.status import Code
 from gpufleet.model.devices import Claim, Device, DeviceClass, Pool, Request, Subrequest
 from gpufleet.model.workload import GroupSpec, Snapshot
+from gpufleet.report.reasons import status_text, why_text
 from gpufleet.scheduler.actions.allocate import Allocation
 from gpufleet.scheduler.cycle import Cycle, CycleConfig
 from gpufleet.scheduler.transaction import Transaction
@@ -45,7 +47,7 @@ def test_a_gang_that_does_not_fit_names_its_first_pod_that_did_not_and_rolls_bac
     failure = cycle.allocation.job(job_of(cycle, "ns/g"), txn, None)
     assert failure is not None
     assert (failure.pod.key, failure.fitted) == ("ns/g-1", 1)
-    assert failure.status.message() == "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
+    assert status_text(failure.status) == "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
     assert [(n, gpus) for n, _, gpus in txn.reserved()] == [(0, (0, 1, 2, 3))]
     txn.rollback()
     assert free_of(cycle.state) == before
@@ -81,7 +83,7 @@ def test_a_gang_of_one_plain_spec_is_counted_before_any_placement(
     failure = cycle.allocation.job(job_of(cycle, "ns/g"), txn, None)
     assert failure is not None
     assert (failure.pod.key, failure.fitted, failure.status.code) == (pod, fitted, code)
-    assert failure.status.message() == message
+    assert status_text(failure.status) == message
     assert txn.reserved() == []
     assert free_of(cycle.state) == before
 
@@ -173,7 +175,7 @@ def clique_cycle(
         pools=(clique_pool("n1", cliques[0]), clique_pool("n2", cliques[1])),
         claims=claims,
     )
-    return Cycle(snapshot, CycleConfig(), 100.0)
+    return Cycle(snapshot, CycleConfig(), 100.0, components=COMPONENTS)
 
 
 def devices(cycle: Cycle) -> dict[str, list[str]]:
@@ -203,8 +205,8 @@ def test_a_device_matched_gang_that_no_value_holds_fails_and_leaves_no_claim() -
     failure = cycle.allocation.job(job_of(cycle, "ml/g"), txn, None)
     assert failure is not None
     assert failure.pod.key == "ml/g-0"
-    assert failure.reason is not None
-    assert "needs 3" in failure.reason
+    assert failure.why is not None
+    assert "needs 3" in why_text(failure.why)
     assert cycle.book.device_match is None
     assert cycle.book.allocations == {}
     assert txn.reserved() == []

@@ -8,13 +8,22 @@ from __future__ import annotations
 import pytest
 
 from gpufleet.model.workload import GroupSpec
+from gpufleet.report.reasons import why_text
 from gpufleet.scheduler.actions.stale_gang import release_stale
 from gpufleet.scheduler.cycle import Cycle
-from gpufleet.scheduler.outcome import Eviction
+from gpufleet.scheduler.outcome import Eviction, Why, WhyCode, why
 from tests.builders import cycle_of, info, node
 
 GRACE = 60.0
 NOW = 100.0
+
+X = why(WhyCode.QUEUE_MISSING, queue="x")
+"""The job's own reason, which the stale gang's adds to ("queue x does not exist")."""
+
+
+def text(reason: Why | None) -> str:
+    assert reason is not None
+    return why_text(reason).replace("queue x does not exist", "X")
 
 
 def gang(running: int, min_member: int, stale_since: float | None) -> Cycle:
@@ -53,7 +62,7 @@ def test_a_gang_is_kept_within_its_grace_period(
 ) -> None:
     cycle = gang(running, min_member, stale_since)
     idle = cycle.state.gpu_idle.tolist()
-    assert release_stale(cycle, GRACE, "ns/g", "X") == reason
+    assert text(release_stale(cycle, GRACE, "ns/g", X)) == reason
     assert cycle.evictions == []
     assert len(cycle.gang_running.get("ns/g", ())) == running
     assert cycle.state.gpu_idle.tolist() == idle
@@ -71,7 +80,7 @@ def test_a_gang_past_its_grace_period_is_released(
 ) -> None:
     cycle = gang(running, min_member, stale_since)
     keys = [f"ns/g-{i}" for i in range(running)]
-    assert release_stale(cycle, GRACE, "ns/g", "X") == (
+    assert text(release_stale(cycle, GRACE, "ns/g", X)) == (
         f"gang ns/g had {running} of {min_member} pods running for {waited}s (grace 60s); "
         "its running pods were released. X"
     )
@@ -91,4 +100,4 @@ def test_a_cycle_releases_a_stale_gang_whose_rest_does_not_fit() -> None:
     result = cycle_of([node("n0", gpus=8)], pods, groups=(group,), now=NOW).run()
     assert [(e.pod, e.action) for e in result.evictions] == [("ns/g-0", "stale-gang")]
     assert [p.pod for p in result.pending] == ["ns/g-1"]
-    assert "its running pods were released" in result.pending[0].reason
+    assert "its running pods were released" in why_text(result.pending[0].why)

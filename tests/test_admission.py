@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from gpufleet.model.workload import PodInfo, QueueSpec, pods_request, vector
+from gpufleet.report.reasons import why_text
 from gpufleet.scheduler.admission import QueueAdmission
 from tests.builders import info, job, ledger_of, node
 
@@ -73,7 +74,8 @@ def asking(queue: str, gpus: int, *, cpu: float = 1, priority: int = 0) -> PodIn
 )
 def test_blocked_names_the_queue_and_the_limit(pod: PodInfo, expected: str | None) -> None:
     work = job(pod)
-    assert admission().blocked(work, pods_request(work.core)) == expected
+    blocked = admission().blocked(work, pods_request(work.core))
+    assert (None if blocked is None else why_text(blocked)) == expected
 
 
 def test_the_non_preemptible_threshold_is_the_configured_one() -> None:

@@ -20,11 +20,11 @@ from gpufleet.scheduler.actions.preempt import Preempt
 from gpufleet.scheduler.cycle import Cycle
 from gpufleet.scheduler.job import Job
 from gpufleet.scheduler.room import Room
-from gpufleet.scheduler.victims import CycleView, Plan, VictimSearch
+from gpufleet.scheduler.view import CycleView, Plan, SearchView
 from tests.builders import InfoBuilder, cycle_of, info, job_of, node
 
 if TYPE_CHECKING:
-    from gpufleet.scheduler.victims import Candidates
+    from gpufleet.scheduler.view import Candidates
 
 ACTIONS = builtin_actions()
 
@@ -65,11 +65,11 @@ class Counted:
     def no_room(self) -> str:
         return self.inner.no_room
 
-    def candidates(self, search: VictimSearch, request: FloatArray) -> Candidates:
+    def candidates(self, search: SearchView, request: FloatArray) -> Candidates:
         self.asked += 1
         return self.inner.candidates(search, request)
 
-    def freed(self, search: VictimSearch, mask: BoolArray) -> ClusterState:
+    def freed(self, search: SearchView, mask: BoolArray) -> ClusterState:
         return self.inner.freed(search, mask)
 
     def scope(self, job: Job) -> Hashable:

@@ -12,13 +12,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gpufleet.compose import COMPONENTS, run_cycle, schedule_snapshot
 from gpufleet.load.snapshot import load_snapshot
 from gpufleet.model.devices import Claim, Device, DeviceClass, Pool, Request, Subrequest
 from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, Snapshot
+from gpufleet.report.reasons import why_text
 from gpufleet.scheduler.cache import ClusterCache, Event, Topology, snapshot_events
-from gpufleet.scheduler.cycle import CycleConfig, run_cycle
+from gpufleet.scheduler.cycle import CycleConfig
 from gpufleet.scheduler.outcome import CycleResult
-from gpufleet.scheduler.session import Session, schedule_snapshot
+from gpufleet.scheduler.session import Session
 from tests.builders import free_of, info, node
 
 CONFIG = CycleConfig(records=False)
@@ -26,7 +28,7 @@ SCENARIOS = Path(__file__).parent / "scenarios"
 
 
 def cache_of(snapshot: Snapshot) -> ClusterCache:
-    cache = ClusterCache(CONFIG.non_preemptible_priority)
+    cache = ClusterCache(CONFIG.non_preemptible_priority, components=COMPONENTS)
     cache.apply_all(snapshot_events(snapshot))
     return cache
 
@@ -35,7 +37,7 @@ def decisions(result: CycleResult) -> tuple[object, ...]:
     return (
         [(b.pod, b.node, b.gpus, b.pipelined, b.claims) for b in result.bindings],
         [(e.pod, e.action, e.for_) for e in result.evictions],
-        [(p.pod, p.reason) for p in result.pending],
+        [(p.pod, why_text(p.why)) for p in result.pending],
     )
 
 

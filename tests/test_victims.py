@@ -21,7 +21,8 @@ from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, pods_request
 from gpufleet.scheduler.actions.preempt import Preempt
 from gpufleet.scheduler.cycle import Cycle
 from gpufleet.scheduler.transaction import Running
-from gpufleet.scheduler.victims import VictimSearch, moving
+from gpufleet.scheduler.victims import VictimSearch
+from gpufleet.scheduler.view import moving
 from tests.builders import InfoBuilder, cycle_of, free_of, info, job_of, node
 
 NOW = 100.0

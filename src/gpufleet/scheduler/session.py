@@ -64,7 +64,10 @@ class Session:
 def _copies(cache: ClusterCache) -> tuple[Ledger, VictimPool]:
     """An independent ledger and pool with the cache's content (for a session that does
     not assume)."""
+    source = cache.ledger()
     snap = cache.snapshot()
+    # Claims that assumed bindings allocated are in the book, not yet in the objects.
+    snap = replace(snap, allocations={**snap.allocations, **source.book.allocations})
     ledger = Ledger(
         snap.nodes,
         sorted(snap.queues, key=lambda q: q.name),
@@ -72,7 +75,6 @@ def _copies(cache: ClusterCache) -> tuple[Ledger, VictimPool]:
         ClaimBook(snap),
         cache.non_preemptible_priority,
     )
-    source = cache.ledger()
     names = source.state.names
     ledger.bind_all(
         [replace(r.pod, node=names[r.node], gpus=r.gpus) for r in source.running.values()]

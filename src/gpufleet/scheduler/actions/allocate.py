@@ -5,7 +5,8 @@ The core — ``minMember`` minus the pods already running — goes in one
 scores and GPU choice (:func:`~gpufleet.scheduler.placement.place`), a gang with a topology
 annotation through :class:`~gpufleet.scheduler.topology.GangPlacement`, pods with
 ResourceClaims only where the claims can be allocated (:class:`~gpufleet.scheduler.claims.
-ClaimBook`), and a gang whose devices must share one attribute value tried value by value.
+ClaimBook`), and a gang whose devices must share one attribute value tried value by value
+(none of them, if no device has the attribute).
 Before trying, a gang of one plain spec is counted (:class:`~gpufleet.scheduler.fit.Fit`):
 when the cluster has fewer slots than pods, it fails without a placement. On failure the
 first pod that did not fit, and why, comes back; the caller rolls the transaction back.
@@ -92,9 +93,15 @@ class Allocation:
         group = self.cycle.groups.get(job.key)
         if group is None or group.device_match is None or book.allocator is None:
             return self._core(job, txn, held)
+        values = book.match_values(group.device_match)
+        if not values:  # a constraint no device can meet (DRA's matchAttribute alike)
+            pod, size = job.core[0], self.cycle.state.size
+            detail = f"no device has the attribute {group.device_match} the gang's devices share"
+            reason = why(WhyCode.CLAIMS, pod=pod.key, detail=detail)
+            return Failure(pod, Status(Code.UNSCHEDULABLE, total_nodes=size), 0, reason)
         last: Failure | None = None
         try:
-            for value in book.match_values(group.device_match):
+            for value in values:
                 book.device_match = _equals_selector(group.device_match, value)
                 mark = txn.mark()
                 failure = self._core(job, txn, held)
@@ -104,7 +111,7 @@ class Allocation:
                 last = failure
         finally:
             book.device_match = None
-        return last or self._core(job, txn, held)
+        return last
 
     def _core(self, job: Job, txn: Transaction, held: Held | None) -> Failure | None:
         cycle = self.cycle
