@@ -234,3 +234,21 @@ def test_nodes_that_cannot_allocate_a_pods_claims_are_held_for_it() -> None:
     assert fitting.allocation.claims_fit(pod, 0)
     held = fitting.allocation.for_claims(pod, None)
     assert held is None or not held.mask.any()
+
+
+def test_devices_without_the_attribute_are_passed_over_not_an_error() -> None:
+    # n1: a, a, -, -; n2: a, a, -, -: the gang of two pods of two GPUs takes the four of
+    # clique a; a device without the attribute matches no value (and breaks no selector).
+    cycle = clique_cycle(2, cliques=("aa--", "aa--"))
+    assert cycle.allocation.job(job_of(cycle, "ml/g"), Transaction(cycle.state), None) is None
+    assert devices(cycle) == {"ml/g-0": ["n1/g0", "n1/g1"], "ml/g-1": ["n2/g0", "n2/g1"]}
+
+
+def test_a_gang_that_devices_without_the_attribute_would_complete_waits() -> None:
+    cycle = clique_cycle(3, cliques=("aa--", "aa--"))  # four of clique a, six needed
+    failure = cycle.allocation.job(job_of(cycle, "ml/g"), Transaction(cycle.state), None)
+    assert failure is not None
+    assert failure.why is not None
+    text = why_text(failure.why)
+    assert "no such member" not in text
+    assert "device.attributes" not in text

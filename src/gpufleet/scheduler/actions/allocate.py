@@ -188,5 +188,7 @@ def _equals_selector(attribute: str, value: object) -> str:
     """CEL requiring ``attribute`` (``domain/name``) to equal ``value``."""
     domain, _, name = attribute.rpartition("/")
     literal = json.dumps(value) if not isinstance(value, bool) else str(value).lower()
-    # Devices of other drivers (a NIC claim of the same gang) are not constrained.
-    return f'device.driver != "{domain}" || device.attributes["{domain}"].{name} == {literal}'
+    # Devices of other drivers (a NIC claim of the same gang) are not constrained; a device
+    # of the driver without the attribute does not match (rather than fail the selector).
+    value = f'device.attributes["{domain}"].{name}'
+    return f'device.driver != "{domain}" || (has({value}) && {value} == {literal})'
