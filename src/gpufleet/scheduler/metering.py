@@ -34,7 +34,7 @@ from gpufleet.scheduler.fairshare import QueueTree, fair_shares
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from gpufleet.model.cluster import FloatArray
+    from gpufleet.model.arrays import FloatArray
     from gpufleet.model.workload import QueueSpec
 
 HOUR = 3600.0
