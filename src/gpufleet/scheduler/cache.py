@@ -189,6 +189,11 @@ class ClusterCache:
         """A pod spec of each request of ``_shapes``."""
         self._unbound: dict[str, PodInfo] = {}
         """gpufleet's pods that no event shows bound (pending, or assumed by a cycle)."""
+        self._unbound_of: dict[str, dict[str, PodInfo]] = {}
+        """``_unbound`` by gang."""
+        self._changed: dict[str, None] = {}
+        """Gangs whose pending job may have changed since :meth:`pending_changes` was last
+        read (an ordered set: in the order of the changes)."""
         self._joining: dict[str, Running] = {}
         """Pods that became possible victims since the pool was last read (the pool
         takes them in one step: growing its arrays costs as much for one as for many)."""
@@ -268,6 +273,7 @@ class ClusterCache:
             state.node_labels.set_node(row, new.labels, new.taints)
 
     def _group(self, key: str, new: GroupSpec | None) -> None:
+        self._changed[key] = None
         if self._ledger is None:
             return
         if new is None:
@@ -281,7 +287,7 @@ class ClusterCache:
         if new is not None:
             self._shapes[new.spec.request_key] += 1
             self._exemplar.setdefault(new.spec.request_key, new.spec)
-        self._index_unbound(key, new)
+        self._index_unbound(key, old, new)
         if new is None or new.claims or (old is not None and old.claims):
             self._gone(key, claims=new is not None or (old is not None and bool(old.claims)))
             return
@@ -323,11 +329,26 @@ class ClusterCache:
             self._pool.update(confirmed)
         return True
 
-    def _index_unbound(self, key: str, new: PodInfo | None) -> None:
-        if new is not None and new.managed and not new.bound:
-            self._unbound[key] = new
-        else:
-            self._unbound.pop(key, None)
+    def _index_unbound(self, key: str, old: PodInfo | None, new: PodInfo | None) -> None:
+        if old is not None:
+            self._changed[old.gang] = None
+            if self._unbound.pop(key, None) is not None:
+                of = self._unbound_of[old.gang]
+                del of[key]
+                if not of:
+                    del self._unbound_of[old.gang]
+        if new is not None:
+            self._changed[new.gang] = None
+            if new.managed and not new.bound:
+                self._unbound[key] = new
+                self._unbound_of.setdefault(new.gang, {})[key] = new
+
+    def _touch(self, key: str) -> None:
+        """Pod ``key`` started or stopped counting: its gang's pending job changes (which
+        pods wait, how many of the gang run)."""
+        pod = self.pods.get(key)
+        if pod is not None:
+            self._changed[pod.gang] = None
 
     def _gone(self, key: str, *, claims: bool) -> None:
         """Pod ``key`` was deleted, or it (or what it was) uses ResourceClaims: then the
@@ -370,8 +391,10 @@ class ClusterCache:
         for eviction in result.evictions:
             self.assumed.pop(eviction.pod, None)
             self.evicted.add(eviction.pod)
+            self._touch(eviction.pod)
         ledger = self.ledger()
         for binding in result.bindings:
+            self._touch(binding.pod)
             self.evicted.discard(binding.pod)
             self.assumed[binding.pod] = now + self.assumed_ttl_s
             running = ledger.running.get(binding.pod)
@@ -383,6 +406,7 @@ class ClusterCache:
         again (as its object in the cache says)."""
         if self.assumed.pop(key, None) is None and key not in self.assumed:
             return
+        self._touch(key)
         ledger = self._ledger
         if ledger is not None and key in ledger.running:
             self._stop(key)
@@ -395,6 +419,7 @@ class ClusterCache:
         if key not in self.evicted:
             return
         self.evicted.discard(key)
+        self._touch(key)
         pod = self.pods.get(key)
         ledger = self._ledger
         if ledger is not None and pod is not None and pod.bound and key not in ledger.running:
@@ -445,6 +470,7 @@ class ClusterCache:
         return known
 
     def _build(self) -> None:
+        self._changed.clear()  # whoever keeps pending jobs reads them all from a new ledger
         snap = self.snapshot()
         ledger = Ledger(
             snap.nodes,
@@ -475,3 +501,20 @@ class ClusterCache:
         """Pods waiting to be scheduled (gpufleet's, not bound, not assumed)."""
         running = self.ledger().running
         return [p for k, p in sorted(self._unbound.items()) if k not in running]
+
+    def pending_of(self, gang: str) -> list[PodInfo]:
+        """The pods of ``gang`` (a PodGroup's key, or a pod's own) that wait to be scheduled,
+        as :meth:`pending` has them."""
+        running = self.ledger().running
+        of = self._unbound_of.get(gang, {})
+        return [p for k, p in sorted(of.items()) if k not in running]
+
+    def pending_changes(self) -> list[str]:
+        """The gangs whose pending job may have changed since the last call, in the order of
+        the changes: pods of theirs were added, changed or deleted, bound, assumed,
+        forgotten, evicted or kept, or their PodGroup changed. A scheduler that keeps its
+        pending jobs across cycles reads them (:class:`~gpufleet.scheduler.session.Scheduler`);
+        after a rebuild of the ledger (see :meth:`ledger`) it reads every pending pod anew."""
+        changed = list(self._changed)
+        self._changed.clear()
+        return changed
