@@ -99,6 +99,9 @@ class Scheduler:
         self.cycles = 0
         """Cycles run."""
         self.backlog = Backlog(skip_failed=True)
+        self._left: dict[str, None] = {}
+        """Gangs with pods the last cycle left pending, whose job it may have taken out of
+        the backlog all the same (elastic pods beyond minMember that found no room)."""
         self.ledger: Ledger
         self.framework: Framework | None
         self.cycle = self._new_cycle()
@@ -109,6 +112,7 @@ class Scheduler:
         self.ledger = ledger = cache.ledger()
         self.framework = cache.framework(self.config.policy, ledger.state, self.rng)
         cache.pending_changes()  # every pending pod is read below
+        self._left.clear()
         self.backlog = backlog = Backlog(skip_failed=True)
         jobs = build_jobs(cache.pending(), ledger.groups, ledger.gang_running, ledger.state)
         for job in sorted(jobs, key=order_key):
@@ -136,18 +140,26 @@ class Scheduler:
         if ledger is not self.ledger or framework is not self.framework:
             self.cycle = self._new_cycle()
             return
-        backlog = self.backlog
         for gang in cache.pending_changes():
-            pods = cache.pending_of(gang)
-            found = build_jobs(pods, ledger.groups, ledger.gang_running, ledger.state)
-            entry = (found[0], self._shape(found[0])) if found else None
-            known = backlog.entry(gang)
-            if known == entry:
-                continue
-            if known is not None:
-                backlog.remove(known[0])
-            if entry is not None:
-                backlog.add(*entry)
+            self._read(gang)
+        for gang in self._left:
+            if gang not in self.backlog:
+                self._read(gang)
+        self._left.clear()
+
+    def _read(self, gang: str) -> None:
+        """The pending job of ``gang`` as the cache's pods make it, in the backlog."""
+        ledger, backlog = self.ledger, self.backlog
+        pods = self.cache.pending_of(gang)
+        found = build_jobs(pods, ledger.groups, ledger.gang_running, ledger.state)
+        entry = (found[0], self._shape(found[0])) if found else None
+        known = backlog.entry(gang)
+        if known == entry:
+            return
+        if known is not None:
+            backlog.remove(known[0])
+        if entry is not None:
+            backlog.add(*entry)
 
     def __len__(self) -> int:
         """Jobs waiting."""
@@ -174,6 +186,11 @@ class Scheduler:
         self.cycles += 1
         result = self.cycle.run()
         self.cache.assume(result, now)
+        pods = self.cache.pods
+        for pending in result.pending:
+            pod = pods.get(pending.pod)
+            if pod is not None:
+                self._left[pod.gang] = None
         return result
 
 

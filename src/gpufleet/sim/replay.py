@@ -174,7 +174,6 @@ class Replay:
             tenants = (*tenants, QueueSpec(DEFAULT_QUEUE))
         self.tenants = tenants
         """The queues metered: one per tenant, whether or not the cycle has them."""
-        self.cycles = 0
         config = CycleConfig(
             policy=policy.placement,
             actions=policy.actions,
@@ -362,7 +361,7 @@ class Replay:
             gpu_hours=reading.gpu_hours,
             capacity_gpu_hours=reading.capacity_gpu_hours,
             simulated_s=end,
-            cycles=self.cycles,
+            cycles=self.scheduler.cycles,
             queues=reading.queues,
             wait_quantiles_s=reading.wait_quantiles_s,
             timeline=reading.timeline,
@@ -370,7 +369,6 @@ class Replay:
         )
 
     def _cycle(self, now: float, periodic: bool) -> None:
-        self.cycles += 1
         result = self.scheduler.run(now, act=periodic)
         moved = frozenset(e.pod for e in result.evictions if e.action == "consolidate")
         evicted: set[int] = set()
