@@ -25,7 +25,9 @@ confirmed within its time to live (:meth:`ClusterCache.expire`). Evictions alike
 stops counting when a cycle evicts it, and counts again if the eviction is refused
 (:meth:`ClusterCache.keep`).
 
-A cycle runs on a session (:mod:`gpufleet.scheduler.session`) over the cache.
+A cycle runs on a session (:mod:`gpufleet.scheduler.session`) over the cache. A scheduler
+that keeps its pending jobs from one cycle to the next reads only the gangs whose pending
+job changed (:meth:`ClusterCache.pending_changes`, :meth:`ClusterCache.pending_of`).
 """
 
 from __future__ import annotations
