@@ -284,11 +284,12 @@ class ClusterCache:
             self._ledger.set_group(new)
 
     def _pod(self, key: str, old: PodInfo | None, new: PodInfo | None) -> None:
-        if old is not None:
-            self._shapes[old.spec.request_key] -= 1
-        if new is not None:
-            self._shapes[new.spec.request_key] += 1
-            self._exemplar.setdefault(new.spec.request_key, new.spec)
+        if old is None or new is None or old.spec is not new.spec:  # else: counted already
+            if old is not None:
+                self._shapes[old.spec.request_key] -= 1
+            if new is not None:
+                self._shapes[new.spec.request_key] += 1
+                self._exemplar.setdefault(new.spec.request_key, new.spec)
         self._index_unbound(key, old, new)
         if new is None or new.claims or (old is not None and old.claims):
             self._gone(key, claims=new is not None or (old is not None and bool(old.claims)))
@@ -322,8 +323,8 @@ class ClusterCache:
         del self.assumed[key]
         if new.node != ledger.state.names[running.node] or (new.gpus and new.gpus != running.gpus):
             return False
-        started = running.pod.started if new.started is None else new.started
-        confirmed = replace(running, pod=replace(new, started=started))
+        pod = new if new.started is not None else replace(new, started=running.pod.started)
+        confirmed = replace(running, pod=pod)
         ledger.running[key] = confirmed
         if key in self._joining:
             self._joining[key] = confirmed
@@ -507,8 +508,10 @@ class ClusterCache:
     def pending_of(self, gang: str) -> list[PodInfo]:
         """The pods of ``gang`` (a PodGroup's key, or a pod's own) that wait to be scheduled,
         as :meth:`pending` has them."""
+        of = self._unbound_of.get(gang)
+        if of is None:
+            return []
         running = self.ledger().running
-        of = self._unbound_of.get(gang, {})
         return [p for k, p in sorted(of.items()) if k not in running]
 
     def pending_changes(self) -> list[str]:
@@ -517,6 +520,8 @@ class ClusterCache:
         forgotten, evicted or kept, or their PodGroup changed. A scheduler that keeps its
         pending jobs across cycles reads them (:class:`~gpufleet.scheduler.session.Scheduler`);
         after a rebuild of the ledger (see :meth:`ledger`) it reads every pending pod anew."""
+        if not self._changed:
+            return []
         changed = list(self._changed)
         self._changed.clear()
         return changed

@@ -142,15 +142,18 @@ class Scheduler:
             return
         for gang in cache.pending_changes():
             self._read(gang)
-        for gang in self._left:
-            if gang not in self.backlog:
-                self._read(gang)
-        self._left.clear()
+        if self._left:
+            for gang in self._left:
+                if gang not in self.backlog:
+                    self._read(gang)
+            self._left.clear()
 
     def _read(self, gang: str) -> None:
         """The pending job of ``gang`` as the cache's pods make it, in the backlog."""
         ledger, backlog = self.ledger, self.backlog
         pods = self.cache.pending_of(gang)
+        if not pods and gang not in backlog:
+            return  # the common case: its pods were bound or deleted
         found = build_jobs(pods, ledger.groups, ledger.gang_running, ledger.state)
         entry = (found[0], self._shape(found[0])) if found else None
         known = backlog.entry(gang)
