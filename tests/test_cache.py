@@ -1,10 +1,12 @@
 """The cluster cache: events change only what they touch, bindings are assumed, confirmed
 and forgotten, and after any sequence of events the cache equals one built from scratch
-from the same objects — its state and the decisions of a cycle over it (Hypothesis)."""
+from the same objects — its state and the decisions of a cycle over it (Hypothesis); a
+Scheduler running cycle after cycle over it keeps the pending jobs its pods make."""
 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -21,8 +23,12 @@ from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, Snapshot, vec
 from gpufleet.report.reasons import why_text
 from gpufleet.scheduler.cache import ClusterCache, Event, snapshot_events
 from gpufleet.scheduler.cycle import CycleConfig
+from gpufleet.scheduler.job import Job, build_jobs, order_key
 from gpufleet.scheduler.ledger import Ledger
-from gpufleet.scheduler.session import Session
+from gpufleet.scheduler.session import Scheduler, Session
+
+if TYPE_CHECKING:
+    from gpufleet.scheduler.outcome import CycleResult
 
 NP = 100
 CONFIG = CycleConfig(records=False)
@@ -46,8 +52,9 @@ def bound(key: str, node: str, gpus: tuple[int, ...], **kw: object) -> PodInfo:
 
 
 def fresh(cache: ClusterCache) -> ClusterCache:
-    """A cache built from scratch from ``cache``'s objects, its assumptions as facts."""
-    other = ClusterCache(NP, components=COMPONENTS)
+    """A cache built from scratch from ``cache``'s objects, its assumptions as facts (and
+    FGD's workload, if it has one of its own)."""
+    other = ClusterCache(NP, components=COMPONENTS, workload=cache.workload)
     other.apply_all(snapshot_events(effective(cache)))
     return other
 
@@ -101,6 +108,14 @@ def decisions(cache: ClusterCache, now: float) -> tuple[object, ...]:
         sorted((e.pod, e.action) for e in result.evictions),
         sorted((p.pod, why_text(p.why)) for p in result.pending),
     )
+
+
+def pending_jobs(cache: ClusterCache) -> list[Job]:
+    """The jobs the cache's pending pods make, queue by queue, in order (as a backlog lists
+    them)."""
+    ledger = cache.ledger()
+    jobs = build_jobs(cache.pending(), ledger.groups, ledger.gang_running, ledger.state)
+    return sorted(jobs, key=lambda j: (j.queue, order_key(j)))
 
 
 def cache_of(*events: Event) -> ClusterCache:
@@ -254,6 +269,33 @@ def test_a_session_without_assume_leaves_the_cache_as_it_was() -> None:
     assert cache.ledger().state.gpu_whole_free.tolist() == [2]
 
 
+# -- cycle after cycle ------------------------------------------------------------------
+
+
+def test_elastic_pods_left_pending_stay_in_the_schedulers_backlog() -> None:
+    """A gang whose minMember runs is bound once its elastic pods are tried; one that found
+    no room still waits, and runs when room is made."""
+    cache = ClusterCache(
+        NP, components=COMPONENTS, workload=(spec("w"),)
+    )  # fixed: the Scheduler keeps its cycle
+    cache.apply_all(
+        [
+            Event("ADDED", "Node", gpu_node("n0", gpus=2)),
+            Event("ADDED", "PodGroup", GroupSpec("ns/g", 1)),
+            Event("ADDED", "Pod", bound("ns/g0", "n0", (0, 1), group="ns/g", started=0.0)),
+            Event("ADDED", "Pod", pending("ns/g1", group="ns/g", created=1.0)),
+        ]
+    )
+    scheduler = Scheduler(cache, CONFIG)
+    first = scheduler.run(10.0)
+    assert [p.pod for p in first.pending] == ["ns/g1"]
+    assert [j.key for j in scheduler.jobs()] == ["ns/g"]
+    assert scheduler.jobs() == pending_jobs(cache)
+    cache.apply(Event("DELETED", "Pod", cache.pods["ns/g0"]))
+    assert [b.pod for b in scheduler.run(20.0).bindings] == ["ns/g1"]
+    assert scheduler.jobs() == []
+
+
 # -- any sequence of events ------------------------------------------------------------
 
 NODES = tuple(f"n{i}" for i in range(5))
@@ -263,9 +305,12 @@ QUEUES = ("team-a", "team-b")
 class CacheMachine(RuleBasedStateMachine):
     """Random events into one cache; after each, it equals a cache built from scratch."""
 
+    workload: tuple[PodSpec, ...] | None = None
+    """FGD's workload (None: the cache's pods)."""
+
     def __init__(self) -> None:
         super().__init__()
-        self.cache = ClusterCache(NP, components=COMPONENTS)
+        self.cache = ClusterCache(NP, components=COMPONENTS, workload=self.workload)
         self.now = 1000.0
         self.serial = 0
         self.cache.apply(Event("ADDED", "Node", gpu_node("n0")))
@@ -343,7 +388,7 @@ class CacheMachine(RuleBasedStateMachine):
     def cycle(self, confirm: float, fail: float) -> None:
         """A cycle decides; some bindings are confirmed, some fail, evictions happen."""
         self.now += 60
-        result = Session(self.cache, CONFIG, self.now).run()
+        result = self.decide()
         for i, binding in enumerate(result.bindings):
             share = (i + 0.5) / len(result.bindings)
             if share < confirm:
@@ -356,6 +401,9 @@ class CacheMachine(RuleBasedStateMachine):
         for eviction in result.evictions:
             if eviction.pod in self.cache.evicted and eviction.pod in self.cache.pods:
                 self.cache.apply(Event("DELETED", "Pod", self.cache.pods[eviction.pod]))
+
+    def decide(self) -> CycleResult:
+        return Session(self.cache, CONFIG, self.now).run()
 
     @precondition(lambda self: bool(self.cache.ledger().running))
     @rule(pick=st.integers(0, 1_000))
@@ -385,3 +433,27 @@ TestCacheMachine.settings = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
+
+
+class SchedulerMachine(CacheMachine):
+    """The same events, the cycles run by one Scheduler that keeps its backlog across them:
+    after each event its pending jobs are those the cache's pending pods make. FGD's
+    workload is fixed, as in a replay, so that the Scheduler keeps its cycle (a workload
+    that changes builds the cycle and its backlog anew)."""
+
+    workload = tuple(spec(f"w{g}", g) for g in (0, 1, 2, 4))
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scheduler = Scheduler(self.cache, CONFIG, self.now)
+
+    def decide(self) -> CycleResult:
+        return self.scheduler.run(self.now)
+
+    @invariant()
+    def keeps_the_pending_jobs_of_the_cache(self) -> None:
+        assert self.scheduler.jobs() == pending_jobs(self.cache)
+
+
+TestSchedulerMachine = SchedulerMachine.TestCase
+TestSchedulerMachine.settings = TestCacheMachine.settings

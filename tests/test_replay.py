@@ -1,9 +1,12 @@
-"""The time-driven replay: determinism, conservation, and each policy's defining behaviour."""
+"""The time-driven replay: determinism, conservation, each policy's defining behaviour, and
+the cluster cache it drives equal to one built from its objects; cycle after cycle over a
+cache, what a cycle learnt lasts (failed classes, failed searches for room)."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -11,7 +14,6 @@ from gpufleet.compose import COMPONENTS, run_cycle
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.workload import (
-    DEFAULT_QUEUE,
     GroupSpec,
     PodInfo,
     QueueSpec,
@@ -20,9 +22,17 @@ from gpufleet.model.workload import (
 )
 from gpufleet.report.reasons import why_text
 from gpufleet.scheduler.backlog import Backlog, job_shape
+from gpufleet.scheduler.cache import ClusterCache, Event
 from gpufleet.scheduler.cycle import Cycle, CycleConfig
 from gpufleet.scheduler.job import Job
-from gpufleet.sim.replay import REPLAY_POLICIES, Replay
+from gpufleet.scheduler.session import Scheduler
+from gpufleet.sim.replay import REPLAY_POLICIES, Replay, ReplayPolicy
+from tests.test_cache import assert_same_ledger, decisions, fresh, pending_jobs, victims
+
+if TYPE_CHECKING:
+    from gpufleet.scheduler.outcome import CycleResult
+
+RECLAIM = replace(REPLAY_POLICIES["gpufleet"], actions=("consolidate", "reclaim", "preempt"))
 
 
 def gpu_job(  # noqa: PLR0917 (a table row)
@@ -129,8 +139,7 @@ def test_reclaim_evicts_and_reruns_a_job_and_counts_the_lost_gpu_time() -> None:
     default = Replay(nodes(1), jobs, REPLAY_POLICIES["gpufleet"]).run()
     assert (default.preemptions, default.lost_gpu_hours) == (0, 0.0)
     assert default.wait_quantiles_s[-1] == pytest.approx(20_000.0 - 10.0)
-    reclaim = replace(REPLAY_POLICIES["gpufleet"], actions=("consolidate", "reclaim", "preempt"))
-    run = Replay(nodes(1), jobs, reclaim).run()
+    run = Replay(nodes(1), jobs, RECLAIM).run()
     assert run.preemptions == 1
     assert run.finished_jobs == 3
     assert run.lost_gpu_hours == pytest.approx(4 * 1800 / 3600, rel=0.2)
@@ -197,79 +206,84 @@ def test_a_gang_no_node_can_run_keeps_the_filters_reason() -> None:
 
 def test_consolidation_is_retried_once_new_pods_may_move() -> None:
     """A failed consolidation is remembered until capacity is freed or pods join the pool."""
-    nodes = tuple(NodeSpec(f"n{i}", 64_000, 512 * 1024, 2, "V100") for i in (1, 2))
-    fixed = PodInfo("ns/fixed", PodSpec("fixed", 1000, 1024, 1, 1000), node="n1", priority=200)
-    cycle = Cycle(
-        Snapshot(nodes, (fixed,)),
+    cache, scheduler = _scheduler(
+        [NodeSpec(f"n{i}", 64_000, 512 * 1024, 2, "V100") for i in (1, 2)],
+        [PodInfo("ns/fixed", PodSpec("fixed", 1000, 1024, 1, 1000), node="n1", priority=200)],
         CycleConfig(policy="kube-default", actions=("consolidate",)),
-        0.0,
-        backlog=Backlog(skip_failed=True),
-        components=COMPONENTS,
     )
     for name, gpus in (("a", 1), ("b", 2)):
-        pod = PodInfo(f"ns/{name}", PodSpec(name, 1000, 1024, gpus, 1000), created=len(name))
-        job = Job(pod.key, DEFAULT_QUEUE, 0, pod.created, 1, (pod,), 0, True)
-        cycle.backlog.add(job, job_shape(job))
-    cycle.begin(0.0)
-    first = cycle.run()
+        _wait(cache, name, gpus, len(name))
+    first = scheduler.run(0.0)
     assert [b.pod for b in first.bindings] == ["ns/a"]
-    cycle.begin(10.0)
-    second = cycle.run()
+    _confirm(cache, first, 0.0)
+    second = scheduler.run(10.0)
     assert [e.pod for e in second.evictions] == ["ns/a"]
     assert sorted(b.pod for b in second.bindings) == ["ns/a", "ns/b"]
 
 
-def _backlog_cycle(running: list[int], config: CycleConfig) -> Cycle:
-    """One 8-GPU node running pods of the given GPU counts, and an empty replay backlog."""
-    node = NodeSpec("n1", 64_000, 512 * 1024, 8, "V100")
-    pods = tuple(
+def _scheduler(
+    nodes: list[NodeSpec], running: list[PodInfo], config: CycleConfig
+) -> tuple[ClusterCache, Scheduler]:
+    """A cache of ``nodes`` and ``running`` pods, and a Scheduler over it. FGD's workload
+    is fixed, as in a replay: the Scheduler keeps its cycle across pods coming and going."""
+    cache = ClusterCache(
+        config.non_preemptible_priority, components=COMPONENTS, workload=[p.spec for p in running]
+    )
+    cache.apply_all(Event("ADDED", "Node", n) for n in nodes)
+    cache.apply_all(Event("ADDED", "Pod", p) for p in running)
+    return cache, Scheduler(cache, config)
+
+
+def _backlog_scheduler(running: list[int], config: CycleConfig) -> tuple[ClusterCache, Scheduler]:
+    """One 8-GPU node running pods of the given GPU counts, and nothing waiting."""
+    pods = [
         PodInfo(f"ns/run{i}", PodSpec(f"run{i}", 1000, 1024, g, 1000), node="n1")
         for i, g in enumerate(running)
-    )
-    return Cycle(
-        Snapshot((node,), pods),
-        config,
-        0.0,
-        backlog=Backlog(skip_failed=True),
-        components=COMPONENTS,
-    )
+    ]
+    return _scheduler([NodeSpec("n1", 64_000, 512 * 1024, 8, "V100")], pods, config)
 
 
-def _wait(cycle: Cycle, name: str, gpus: int, created: float) -> None:
+def _wait(cache: ClusterCache, name: str, gpus: int, created: float) -> None:
     pod = PodInfo(f"ns/{name}", PodSpec(name, 1000, 1024, gpus, 1000), created=created)
-    job = Job(pod.key, DEFAULT_QUEUE, 0, created, 1, (pod,), 0, True)
-    cycle.backlog.add(job, job_shape(job))
+    cache.apply(Event("ADDED", "Pod", pod))
+
+
+def _finish(cache: ClusterCache, key: str) -> None:
+    cache.apply(Event("DELETED", "Pod", cache.pods[key]))
+
+
+def _confirm(cache: ClusterCache, result: CycleResult, now: float) -> None:
+    """The bindings of ``result`` seen bound, as a watch reports them."""
+    for b in result.bindings:
+        pod = replace(cache.pods[b.pod], node=b.node, gpus=b.gpus or (), started=now)
+        cache.apply(Event("MODIFIED", "Pod", pod))
 
 
 def test_a_failed_class_is_tried_again_only_once_it_can_fit() -> None:
-    cycle = _backlog_cycle([4, 2, 2], CycleConfig(actions=()))
-    _wait(cycle, "wide", 8, 1.0)
-    assert not cycle.settled()  # never tried
-    cycle.begin(1.0, act=False)
-    assert cycle.run().bindings == ()  # judged before it is tried: it cannot fit
-    assert cycle.settled()
-    cycle.finish("ns/run0")  # 4 GPUs free: still too few, so the class is not tried
-    assert cycle.settled()
-    cycle.begin(2.0, act=False)
-    assert cycle.run().pending == ()
-    cycle.finish("ns/run1")
-    cycle.finish("ns/run2")
-    assert not cycle.settled()
-    cycle.begin(3.0, act=False)
-    assert [b.pod for b in cycle.run().bindings] == ["ns/wide"]
+    cache, scheduler = _backlog_scheduler([4, 2, 2], CycleConfig(actions=()))
+    _wait(cache, "wide", 8, 1.0)
+    assert not scheduler.settled()  # never tried
+    assert scheduler.run(1.0, act=False).bindings == ()  # judged before it is tried: no fit
+    assert scheduler.settled()
+    _finish(cache, "ns/run0")  # 4 GPUs free: still too few, so the class is not tried
+    assert scheduler.settled()
+    assert scheduler.run(2.0, act=False).pending == ()
+    _finish(cache, "ns/run1")
+    _finish(cache, "ns/run2")
+    assert not scheduler.settled()
+    assert [b.pod for b in scheduler.run(3.0, act=False).bindings] == ["ns/wide"]
 
 
 @pytest.mark.parametrize("strict", [True, False])
 def test_strict_fifo_waits_on_its_failed_head_across_cycles(strict: bool) -> None:
-    cycle = _backlog_cycle([4], CycleConfig(actions=(), strict_fifo=strict))
-    _wait(cycle, "wide", 8, 1.0)
-    cycle.begin(1.0, act=False)
-    cycle.run()
-    assert cycle.settled()
-    _wait(cycle, "small", 1, 2.0)  # behind the failed head: strict FIFO has nothing to try
-    assert cycle.settled() is strict
-    cycle.begin(2.0, act=False)
-    assert [b.pod for b in cycle.run().bindings] == ([] if strict else ["ns/small"])
+    cache, scheduler = _backlog_scheduler([4], CycleConfig(actions=(), strict_fifo=strict))
+    _wait(cache, "wide", 8, 1.0)
+    scheduler.run(1.0, act=False)
+    assert scheduler.settled()
+    _wait(cache, "small", 1, 2.0)  # behind the failed head: strict FIFO has nothing to try
+    assert scheduler.settled() is strict
+    bound = [b.pod for b in scheduler.run(2.0, act=False).bindings]
+    assert bound == ([] if strict else ["ns/small"])
 
 
 def test_queues_are_ordered_by_the_fair_shares_of_this_cycle() -> None:
@@ -333,11 +347,52 @@ def test_fair_shares_are_those_of_the_cycle_start() -> None:
 def test_a_cycle_without_records_binds_the_same(records: bool) -> None:
     """A replay reads no per-job records or fair shares (explain does): without them a
     cycle decides the same and reports neither."""
-    cycle = _backlog_cycle([4], CycleConfig(records=records))
-    _wait(cycle, "fits", 2, 1.0)
-    _wait(cycle, "also", 2, 2.0)
-    cycle.begin(1.0)
-    result = cycle.run()
+    cache, scheduler = _backlog_scheduler([4], CycleConfig(records=records))
+    _wait(cache, "fits", 2, 1.0)
+    _wait(cache, "also", 2, 2.0)
+    result = scheduler.run(1.0)
     assert [b.pod for b in result.bindings] == ["ns/fits", "ns/also"]
     assert [r.outcome for r in result.jobs] == (["bound", "bound"] if records else [])
     assert bool(result.fair_shares) is records
+
+
+@pytest.mark.parametrize(
+    ("policy", "jobs", "until"),
+    [
+        *(
+            pytest.param(REPLAY_POLICIES[name], "trace", until, id=f"{name}-{until:g}")
+            for name in sorted(REPLAY_POLICIES)
+            for until in (150.0, 400.0)
+        ),
+        pytest.param(RECLAIM, "reclaim", 2500.0, id="reclaimed"),
+    ],
+)
+def test_the_replays_cache_equals_one_built_from_its_objects(
+    policy: ReplayPolicy, jobs: str, until: float
+) -> None:
+    """Whatever arrived, ran, finished or was evicted, the cache the replay applied its events
+    to holds what a cache built from scratch from its objects holds — what runs where, each
+    queue's allocation, the victims, the decisions of a cycle — every bind is confirmed,
+    every evicted pod deleted, and the jobs waiting are those its pending pods make."""
+    trace_jobs = trace() if jobs == "trace" else _reclaim_jobs()
+    replay = Replay(nodes(3 if jobs == "trace" else 1), trace_jobs, policy)
+    run = replay.run(until=until)
+    assert run.preemptions == (1 if jobs == "reclaim" else 0)
+    cache = replay.cache
+    assert (cache.assumed, cache.evicted) == ({}, set())
+    bound = {k for k, p in cache.pods.items() if p.bound}
+    assert bound == set(cache.ledger().running)
+    assert all(key in replay.meter for key in cache.pods)  # no pod outlives its job
+    scratch = fresh(cache)
+    assert_same_ledger(cache.ledger(), scratch.ledger())
+    assert victims(cache) == victims(scratch)
+    assert replay.scheduler.jobs() == pending_jobs(scratch)
+    assert decisions(cache, until) == decisions(scratch, until)
+
+
+def _reclaim_jobs() -> list[ReplayJob]:
+    """Queue a fills an 8-GPU node; b's job reclaims half of it after a's min runtime."""
+    return [
+        *(gpu_job(f"a{i}", "a", 0.0, 20_000.0, 1, 4) for i in range(2)),
+        gpu_job("b0", "b", 10.0, 40_000.0, 1, 4),
+    ]

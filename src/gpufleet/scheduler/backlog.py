@@ -1,8 +1,10 @@
 """The pending jobs a cycle serves: per queue, in order, grouped by shape.
 
-A what-if cycle reads its backlog from the snapshot and throws it away. A replay keeps one
-backlog for the whole trace: arrivals join it, bound jobs leave it, evicted jobs come back
-in their old place. Its point is to make a saturated cluster cheap to schedule:
+A what-if cycle reads its backlog from the snapshot and throws it away. A scheduler that
+runs cycle after cycle over the cluster cache (:class:`~gpufleet.scheduler.session.Scheduler`,
+the replay's) keeps one: jobs join it when their pods arrive, leave it when the cycle binds
+them or their pods are deleted, and evicted jobs come back in their old place. Its point is
+to make a saturated cluster cheap to schedule:
 
 * Jobs of one *class* (queue, priority, preemption policy, the pods' requests and the
   gang's topology) are interchangeable to the placement: once the oldest of a class fails,
@@ -83,6 +85,7 @@ class Backlog:
         self.skip_failed = skip_failed
         self._classes: dict[str, dict[Hashable, _Class]] = {}
         self._class_of: dict[str, _Class] = {}
+        self._job_of: dict[str, Job] = {}
         self.demand: dict[str, FloatArray] = {}
         """Per queue: what its pending jobs ask for."""
         self._walk = 0
@@ -100,6 +103,11 @@ class Backlog:
 
     def __contains__(self, key: str) -> bool:
         return key in self._class_of
+
+    def entry(self, key: str) -> tuple[Job, Hashable] | None:
+        """Pending job ``key`` and the shape it was added with (None: not pending)."""
+        job = self._job_of.get(key)
+        return None if job is None else (job, self._class_of[key].shape)
 
     def jobs(self) -> list[Job]:
         """Every pending job, queue by queue, in order."""
@@ -123,10 +131,12 @@ class Backlog:
         else:
             bisect.insort(jobs, job, key=order_key)
         self._class_of[job.key] = cls
+        self._job_of[job.key] = job
         self.demand[job.queue] = self.demand.get(job.queue, vector()) + _request(job)
 
     def remove(self, job: Job) -> None:
         cls = self._class_of.pop(job.key)
+        del self._job_of[job.key]
         jobs = cls.jobs
         i = 0 if jobs[0].key == job.key else next(i for i, j in enumerate(jobs) if j.key == job.key)
         del jobs[i]

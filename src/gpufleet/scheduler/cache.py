@@ -25,7 +25,9 @@ confirmed within its time to live (:meth:`ClusterCache.expire`). Evictions alike
 stops counting when a cycle evicts it, and counts again if the eviction is refused
 (:meth:`ClusterCache.keep`).
 
-A cycle runs on a session (:mod:`gpufleet.scheduler.session`) over the cache.
+A cycle runs on a session (:mod:`gpufleet.scheduler.session`) over the cache. A scheduler
+that keeps its pending jobs from one cycle to the next reads only the gangs whose pending
+job changed (:meth:`ClusterCache.pending_changes`, :meth:`ClusterCache.pending_of`).
 """
 
 from __future__ import annotations
@@ -193,6 +195,11 @@ class ClusterCache:
         """A pod spec of each request of ``_shapes``."""
         self._unbound: dict[str, PodInfo] = {}
         """gpufleet's pods that no event shows bound (pending, or assumed by a cycle)."""
+        self._unbound_of: dict[str, dict[str, PodInfo]] = {}
+        """``_unbound`` by gang."""
+        self._changed: dict[str, None] = {}
+        """Gangs whose pending job may have changed since :meth:`pending_changes` was last
+        read (an ordered set: in the order of the changes)."""
         self._joining: dict[str, Running] = {}
         """Pods that became possible victims since the pool was last read (the pool
         takes them in one step: growing its arrays costs as much for one as for many)."""
@@ -272,6 +279,7 @@ class ClusterCache:
             state.node_labels.set_node(row, new.labels, new.taints)
 
     def _group(self, key: str, new: GroupSpec | None) -> None:
+        self._changed[key] = None
         if self._ledger is None:
             return
         if new is None:
@@ -280,12 +288,13 @@ class ClusterCache:
             self._ledger.set_group(new)
 
     def _pod(self, key: str, old: PodInfo | None, new: PodInfo | None) -> None:
-        if old is not None:
-            self._shapes[old.spec.request_key] -= 1
-        if new is not None:
-            self._shapes[new.spec.request_key] += 1
-            self._exemplar.setdefault(new.spec.request_key, new.spec)
-        self._index_unbound(key, new)
+        if old is None or new is None or old.spec is not new.spec:  # else: counted already
+            if old is not None:
+                self._shapes[old.spec.request_key] -= 1
+            if new is not None:
+                self._shapes[new.spec.request_key] += 1
+                self._exemplar.setdefault(new.spec.request_key, new.spec)
+        self._index_unbound(key, old, new)
         if new is None or new.claims or (old is not None and old.claims):
             self._gone(key, claims=new is not None or (old is not None and bool(old.claims)))
             return
@@ -318,8 +327,8 @@ class ClusterCache:
         del self.assumed[key]
         if new.node != ledger.state.names[running.node] or (new.gpus and new.gpus != running.gpus):
             return False
-        started = running.pod.started if new.started is None else new.started
-        confirmed = replace(running, pod=replace(new, started=started))
+        pod = new if new.started is not None else replace(new, started=running.pod.started)
+        confirmed = replace(running, pod=pod)
         ledger.running[key] = confirmed
         if key in self._joining:
             self._joining[key] = confirmed
@@ -327,11 +336,26 @@ class ClusterCache:
             self._pool.update(confirmed)
         return True
 
-    def _index_unbound(self, key: str, new: PodInfo | None) -> None:
-        if new is not None and new.managed and not new.bound:
-            self._unbound[key] = new
-        else:
-            self._unbound.pop(key, None)
+    def _index_unbound(self, key: str, old: PodInfo | None, new: PodInfo | None) -> None:
+        if old is not None:
+            self._changed[old.gang] = None
+            if self._unbound.pop(key, None) is not None:
+                of = self._unbound_of[old.gang]
+                del of[key]
+                if not of:
+                    del self._unbound_of[old.gang]
+        if new is not None:
+            self._changed[new.gang] = None
+            if new.managed and not new.bound:
+                self._unbound[key] = new
+                self._unbound_of.setdefault(new.gang, {})[key] = new
+
+    def _touch(self, key: str) -> None:
+        """Pod ``key`` started or stopped counting: its gang's pending job changes (which
+        pods wait, how many of the gang run)."""
+        pod = self.pods.get(key)
+        if pod is not None:
+            self._changed[pod.gang] = None
 
     def _gone(self, key: str, *, claims: bool) -> None:
         """Pod ``key`` was deleted, or it (or what it was) uses ResourceClaims: then the
@@ -374,8 +398,10 @@ class ClusterCache:
         for eviction in result.evictions:
             self.assumed.pop(eviction.pod, None)
             self.evicted.add(eviction.pod)
+            self._touch(eviction.pod)
         ledger = self.ledger()
         for binding in result.bindings:
+            self._touch(binding.pod)
             self.evicted.discard(binding.pod)
             self.assumed[binding.pod] = now + self.assumed_ttl_s
             running = ledger.running.get(binding.pod)
@@ -387,6 +413,7 @@ class ClusterCache:
         again (as its object in the cache says)."""
         if self.assumed.pop(key, None) is None and key not in self.assumed:
             return
+        self._touch(key)
         ledger = self._ledger
         if ledger is not None and key in ledger.running:
             self._stop(key)
@@ -399,6 +426,7 @@ class ClusterCache:
         if key not in self.evicted:
             return
         self.evicted.discard(key)
+        self._touch(key)
         pod = self.pods.get(key)
         ledger = self._ledger
         if ledger is not None and pod is not None and pod.bound and key not in ledger.running:
@@ -449,6 +477,7 @@ class ClusterCache:
         return known
 
     def _build(self) -> None:
+        self._changed.clear()  # whoever keeps pending jobs reads them all from a new ledger
         snap = self.snapshot()
         ledger = Ledger(
             snap.nodes,
@@ -479,3 +508,24 @@ class ClusterCache:
         """Pods waiting to be scheduled (gpufleet's, not bound, not assumed)."""
         running = self.ledger().running
         return [p for k, p in sorted(self._unbound.items()) if k not in running]
+
+    def pending_of(self, gang: str) -> list[PodInfo]:
+        """The pods of ``gang`` (a PodGroup's key, or a pod's own) that wait to be scheduled,
+        as :meth:`pending` has them."""
+        of = self._unbound_of.get(gang)
+        if of is None:
+            return []
+        running = self.ledger().running
+        return [p for k, p in sorted(of.items()) if k not in running]
+
+    def pending_changes(self) -> list[str]:
+        """The gangs whose pending job may have changed since the last call, in the order of
+        the changes: pods of theirs were added, changed or deleted, bound, assumed,
+        forgotten, evicted or kept, or their PodGroup changed. A scheduler that keeps its
+        pending jobs across cycles reads them (:class:`~gpufleet.scheduler.session.Scheduler`);
+        after a rebuild of the ledger (see :meth:`ledger`) it reads every pending pod anew."""
+        if not self._changed:
+            return []
+        changed = list(self._changed)
+        self._changed.clear()
+        return changed

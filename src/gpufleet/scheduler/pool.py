@@ -26,10 +26,10 @@ if TYPE_CHECKING:
 class VictimPool:
     """Arrays over the candidate victims; ``alive`` drops evicted and finished pods.
 
-    A what-if cycle builds the pool once, in name order. A replay keeps it across cycles:
-    pods bound by one cycle join it before the next (:meth:`add`), finished ones leave it
-    (:meth:`discard`), and :meth:`at` re-judges the min-runtime protection at each cycle's
-    time.
+    A what-if cycle builds the pool once, in name order. The cluster cache keeps one across
+    cycles: pods bound by one cycle (or seen bound by events) join it before the next
+    (:meth:`add`), finished and evicted ones leave it (:meth:`discard`), and :meth:`at`
+    re-judges the min-runtime protection at each cycle's time.
     """
 
     def __init__(
@@ -74,7 +74,9 @@ class VictimPool:
         """Past the queue's reclaimMinRuntime (as of :meth:`at`)."""
 
     def add(self, running: Sequence[Running]) -> None:
-        """Make ``running`` candidates (after those already in the pool)."""
+        """Make ``running`` candidates (after those already in the pool). A pod that is a
+        candidate already stays one, once: the cache and a cycle may both report it."""
+        running = [r for r in running if r.pod.key not in self.index]
         if not running:
             return
         self.generation += 1

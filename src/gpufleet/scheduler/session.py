@@ -1,14 +1,24 @@
-"""A session: one scheduling cycle over the cluster cache.
+"""Sessions: scheduling cycles over the cluster cache.
 
-The cache (:mod:`gpufleet.scheduler.cache`) holds what lasts between cycles — objects,
-the ledger of what runs, assumed bindings; a session holds what lasts one cycle — the
-pending jobs in their order, the holds, the failure memo, the result — in its
-:class:`~gpufleet.scheduler.cycle.Cycle`. With ``assume`` (a live scheduler, a replay) the
-cycle works on the cache's own ledger, so each binding it decides holds its capacity from
-the decision on, and its result is assumed in the cache when it ends; without it the cycle
-works on a copy and leaves the cache as it was (a what-if over a live cache). The snapshot
-edge, ``gpufleet schedule``, is: read the YAML, apply every object to an empty cache,
-run one session (``schedule_snapshot`` in ``gpufleet/compose.py``).
+The cache (:mod:`gpufleet.scheduler.cache`) holds what the cluster is — objects, the
+ledger of what runs, the victim pool, assumed bindings; a session holds what a scheduler
+knows beyond it — the pending jobs in their order, the holds, the failure memos, the
+result — in its :class:`~gpufleet.scheduler.cycle.Cycle`.
+
+* :class:`Session` is one cycle. With ``assume`` the cycle works on the cache's own
+  ledger, so each binding it decides holds its capacity from the decision on, and its
+  result is assumed in the cache when it ends; without it the cycle works on a copy and
+  leaves the cache as it was (a what-if over a live cache). The snapshot edge, ``gpufleet
+  schedule``, is: read the YAML, apply every object to an empty cache, run one session
+  (``schedule_snapshot`` in ``gpufleet/compose.py``).
+* :class:`Scheduler` runs cycle after cycle over one cache (the replay; the live
+  scheduler to come), always assuming. It keeps one ``Cycle`` and its backlog across
+  cycles, so that what a cycle learnt lasts: which classes of jobs failed under which
+  token (:mod:`gpufleet.scheduler.backlog`), failed searches for room, the holds of
+  starving jobs, the per-spec caches. Its pending jobs follow the cache's pods: before a
+  cycle it reads the gangs whose pending pods changed (:meth:`ClusterCache.pending_changes`)
+  and builds those jobs anew, in the order of the changes; a job the cycle binds leaves
+  the backlog in the cycle. What runs is only ever the cache's ledger.
 """
 
 from __future__ import annotations
@@ -19,14 +29,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gpufleet.model.workload import Snapshot
+from gpufleet.scheduler.backlog import Backlog, job_shape
 from gpufleet.scheduler.cache import ClusterCache
 from gpufleet.scheduler.claims import ClaimBook
 from gpufleet.scheduler.cycle import Cycle, CycleConfig
-from gpufleet.scheduler.job import build_jobs
+from gpufleet.scheduler.job import Job, build_jobs, order_key
 from gpufleet.scheduler.ledger import Ledger
 from gpufleet.scheduler.pool import VictimPool
 
 if TYPE_CHECKING:
+    from collections.abc import Hashable
+
+    from gpufleet.framework.runtime import Framework
     from gpufleet.scheduler.outcome import CycleResult
 
 
@@ -41,10 +55,8 @@ class Session:
         if not assume:
             ledger, pool = _copies(cache)
         pending = cache.pending()
-        topology = cache.objects["Topology"]
-        levels = next(iter(topology.values())).levels if topology else ()  # type: ignore[union-attr]
         self.cycle: Cycle = Cycle(
-            Snapshot((), tuple(pending), topology=levels),
+            Snapshot((), tuple(pending), topology=_levels(cache)),
             config,
             now,
             ledger=ledger,
@@ -59,6 +71,138 @@ class Session:
         if self.assume:
             self.cache.assume(result, self.now)
         return result
+
+
+class Scheduler:
+    """Cycles over ``cache`` one after another (see the module doc); ``rng`` is the
+    policy's random source (default: seed 0).
+
+    Events go to the cache; the scheduler reads it when asked how many jobs wait
+    (``len``), whether a cycle would do anything (:meth:`settled`), or to run one
+    (:meth:`run`). When the cache rebuilt its ledger (a node's capacity, a queue, the
+    topology, DRA objects changed) or FGD's workload changed, the cycle and its backlog
+    are built anew from the cache.
+
+    Pending pods blocked by scheduling gates are not reported as pending in its results,
+    and pending pods are not counted with their claims' GPUs (a session does both).
+    """
+
+    def __init__(
+        self,
+        cache: ClusterCache,
+        config: CycleConfig,
+        now: float = 0.0,
+        *,
+        rng: np.random.Generator | None = None,
+    ) -> None:
+        self.cache, self.config, self.now = cache, config, now
+        self.rng = rng if rng is not None else np.random.default_rng(0)
+        self.cycles = 0
+        """Cycles run."""
+        self.backlog = Backlog(skip_failed=True)
+        self._left: dict[str, None] = {}
+        """Gangs with pods the last cycle left pending, whose job it may have taken out of
+        the backlog all the same (elastic pods beyond minMember that found no room)."""
+        self.ledger: Ledger
+        self.framework: Framework | None
+        self.cycle = self._new_cycle()
+
+    def _new_cycle(self) -> Cycle:
+        """A cycle over the cache as it is now, with every pending job in a new backlog."""
+        cache = self.cache
+        self.ledger = ledger = cache.ledger()
+        self.framework = cache.framework(self.config.policy, ledger.state, self.rng)
+        cache.pending_changes()  # every pending pod is read below
+        self._left.clear()
+        self.backlog = backlog = Backlog(skip_failed=True)
+        jobs = build_jobs(cache.pending(), ledger.groups, ledger.gang_running, ledger.state)
+        for job in sorted(jobs, key=order_key):
+            backlog.add(job, self._shape(job))
+        return Cycle(
+            Snapshot((), (), topology=_levels(cache)),
+            self.config,
+            self.now,
+            ledger=ledger,
+            pool=cache.pool(),
+            backlog=backlog,
+            framework=self.framework,
+            rng=self.rng,
+            components=cache.components,
+        )
+
+    def _shape(self, job: Job) -> Hashable:
+        """A job's class: its PodGroup (topology, minMember) is part of it."""
+        return job_shape(job, self.ledger.groups.get(job.key))
+
+    def _sync(self) -> None:
+        """Bring the backlog up to the cache's pending pods."""
+        cache = self.cache
+        ledger = cache.ledger()
+        framework = cache.framework(self.config.policy, ledger.state, self.rng)
+        if ledger is not self.ledger or framework is not self.framework:
+            self.cycle = self._new_cycle()
+            return
+        for gang in cache.pending_changes():
+            self._read(gang)
+        if self._left:
+            for gang in self._left:
+                if gang not in self.backlog:
+                    self._read(gang)
+            self._left.clear()
+
+    def _read(self, gang: str) -> None:
+        """The pending job of ``gang`` as the cache's pods make it, in the backlog."""
+        ledger, backlog = self.ledger, self.backlog
+        pods = self.cache.pending_of(gang)
+        if not pods and gang not in backlog:
+            return  # the common case: its pods were bound or deleted
+        found = build_jobs(pods, ledger.groups, ledger.gang_running, ledger.state)
+        entry = (found[0], self._shape(found[0])) if found else None
+        known = backlog.entry(gang)
+        if known == entry:
+            return
+        if known is not None:
+            backlog.remove(known[0])
+        if entry is not None:
+            backlog.add(*entry)
+
+    def __len__(self) -> int:
+        """Jobs waiting."""
+        self._sync()
+        return len(self.backlog)
+
+    def jobs(self) -> list[Job]:
+        """The jobs waiting, queue by queue, in order."""
+        self._sync()
+        return self.backlog.jobs()
+
+    def settled(self) -> bool:
+        """Whether a cycle now, without evicting, would do nothing (:meth:`Cycle.settled`)."""
+        self._sync()
+        return self.cycle.settled()
+
+    def run(self, now: float, *, act: bool = True) -> CycleResult:
+        """One cycle at ``now`` (without ``act`` it only places jobs); its result is
+        assumed in the cache."""
+        self.now = now
+        self._sync()
+        self.cache.pool()  # the pods bound since the last cycle become possible victims
+        self.cycle.begin(now, act=act)
+        self.cycles += 1
+        result = self.cycle.run()
+        self.cache.assume(result, now)
+        pods = self.cache.pods
+        for pending in result.pending:
+            pod = pods.get(pending.pod)
+            if pod is not None:
+                self._left[pod.gang] = None
+        return result
+
+
+def _levels(cache: ClusterCache) -> tuple[str, ...]:
+    """The topology levels of the cache's Topology object (none: no levels)."""
+    topology = cache.objects["Topology"]
+    return next(iter(topology.values())).levels if topology else ()  # type: ignore[union-attr]
 
 
 def _copies(cache: ClusterCache) -> tuple[Ledger, VictimPool]:

@@ -1,7 +1,11 @@
 """Time-driven replay: jobs arrive, wait, run and finish on a simulated clock.
 
-One scheduling core, two clocks (STYLE.md): the replay keeps one
-:class:`~gpufleet.scheduler.cycle.Cycle` for the whole trace and runs the same cycle as
+One scheduling core, two clocks (STYLE.md): the replay keeps the cluster in a
+:class:`~gpufleet.scheduler.cache.ClusterCache`, as the what-if and the live scheduler do,
+and tells it what happens as watch events would: a job's arrival is its PodGroup (a gang)
+and its pending pods ``ADDED``; a binding a cycle decided is confirmed by its pod
+``MODIFIED`` with its node and GPUs; a completion is its pods (and PodGroup) ``DELETED``.
+A :class:`~gpufleet.scheduler.session.Scheduler` over the cache runs the same cycle as
 ``gpufleet schedule`` whenever something happens — jobs arrive, jobs finish — and on a
 period while work is pending (so that min-runtime protection can expire into reclaim).
 Events come off a heap keyed ``(time, priority, seq)``; completions go before arrivals of
@@ -9,9 +13,12 @@ the same second, so that a job arriving as another ends finds its GPUs free.
 
 A job is a gang of identical pods. It starts when all its pods are bound and runs for its
 duration; then its pods leave. A job whose pods are evicted (preempted, reclaimed, moved
-by consolidation) loses the run — the GPU time it had is counted as lost — and goes back
-to its queue in its old place, to run again from the start. What is measured is measured
-by :class:`~gpufleet.scheduler.metering.Meter`, from the facts of these events.
+by consolidation) loses the run — the GPU time it had is counted as lost. An evicted pod
+stops counting in the cache when the cycle evicts it; then its ``DELETED`` event comes,
+and the job goes back to its queue in its old place (new pending pods, created when the
+job arrived), to run again from the start; a pod moved by consolidation is bound again
+elsewhere by the same cycle. What is measured is measured by
+:class:`~gpufleet.scheduler.metering.Meter`, from the facts of these events.
 
 Policies (:data:`REPLAY_POLICIES`) are configurations of the one cycle, not code paths:
 
@@ -33,10 +40,11 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpufleet.compose import COMPONENTS
+from gpufleet.compose import new_cache
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.results import ReplayRun
 from gpufleet.model.workload import (
@@ -45,14 +53,16 @@ from gpufleet.model.workload import (
     PodInfo,
     QueueSpec,
     ReplayJob,
-    Snapshot,
     vector,
 )
-from gpufleet.scheduler.backlog import Backlog, job_shape
-from gpufleet.scheduler.cycle import Cycle, CycleConfig
-from gpufleet.scheduler.job import Job
+from gpufleet.scheduler.cache import Event, Topology
+from gpufleet.scheduler.cycle import CycleConfig
 from gpufleet.scheduler.metering import Meter
+from gpufleet.scheduler.session import Scheduler
 from gpufleet.sim.events import ARRIVAL, COMPLETION, PERIODIC, EventQueue
+
+if TYPE_CHECKING:
+    from gpufleet.scheduler.outcome import Binding
 
 SAMPLES = 400
 """Timeline samples over the replayed span (for the plots)."""
@@ -165,7 +175,6 @@ class Replay:
             tenants = (*tenants, QueueSpec(DEFAULT_QUEUE))
         self.tenants = tenants
         """The queues metered: one per tenant, whether or not the cycle has them."""
-        self.cycles = 0
         config = CycleConfig(
             policy=policy.placement,
             actions=policy.actions,
@@ -173,17 +182,15 @@ class Replay:
             starvation_after_s=policy.starvation_after_s,
             records=False,
         )
-        cycle_queues = self.tenants if policy.tenant_queues else ()
         self.topology = topology
-        self.cycle = Cycle(
-            Snapshot(tuple(nodes), queues=cycle_queues, topology=topology),
-            config,
-            0.0,
-            workload=[job.spec for job in self.jobs],
-            backlog=Backlog(skip_failed=True),
-            rng=np.random.default_rng(seed),
-            components=COMPONENTS,
-        )
+        self.cache = new_cache(config, workload=[job.spec for job in self.jobs])
+        """The cluster: what runs is its ledger."""
+        self.cache.apply_all(Event("ADDED", "Node", n) for n in nodes)
+        if policy.tenant_queues:
+            self.cache.apply_all(Event("ADDED", "Queue", q) for q in self.tenants)
+        if topology:
+            self.cache.apply(Event("ADDED", "Topology", Topology("default", topology)))
+        self.scheduler = Scheduler(self.cache, config, rng=np.random.default_rng(seed))
         self.capacity = capacity
         self.meter: Meter
         """Meters the run (made by :meth:`run`, which knows how far it goes)."""
@@ -197,7 +204,7 @@ class Replay:
         """Whether waiting alone can change what the cycle does (min runtimes expiring into
         reclaim, starvation): then a periodic cycle runs while jobs wait."""
 
-    # -- jobs in and out of the cycle ---------------------------------------------------
+    # -- jobs in and out of the cluster --------------------------------------------------
 
     def _cycle_queue(self, job: ReplayJob) -> str:
         return self.queue_of[job.queue] if self.policy.tenant_queues else DEFAULT_QUEUE
@@ -205,38 +212,33 @@ class Replay:
     def _tenant(self, job: ReplayJob) -> str:
         return self.queue_of[job.queue]
 
+    def _gang(self, job: ReplayJob) -> bool:
+        """Whether ``job`` is a PodGroup (else its pods are placed one at a time)."""
+        return self.policy.gangs and job.pods > 1
+
     def _arrive(self, i: int, now: float) -> None:
-        self.meter.arrived(self.jobs[i].name, self._tenant(self.jobs[i]), now)
+        job = self.jobs[i]
+        self.meter.arrived(job.name, self._tenant(job), now)
+        if self._gang(job):
+            queue = self._cycle_queue(job)
+            preferred = self.topology[0] if self.policy.topology and self.topology else None
+            group = GroupSpec(
+                job.name, job.pods, queue, job.arrival_s, topology_preferred=preferred
+            )
+            self.cache.apply(Event("ADDED", "PodGroup", group))
         self._enqueue(i, now)
 
     def _enqueue(self, i: int, now: float) -> None:
-        """Job ``i`` waits (again): as one gang, or as pods of their own."""
+        """Job ``i`` waits (again): its pods are created, pending, as when it arrived."""
         job = self.jobs[i]
         queue = self._cycle_queue(job)
-        names = pod_names(job)
-        for name in names:
+        group = job.name if self._gang(job) else ""
+        for name in pod_names(job):
             self.pod_job[name] = i
-        gang = self.policy.gangs and job.pods > 1
-        pods = tuple(
-            PodInfo(
-                name,
-                replace(job.spec, name=name),
-                queue=queue,
-                group=job.name if gang else "",
-                created=job.arrival_s,
+            pod = PodInfo(
+                name, replace(job.spec, name=name), queue=queue, group=group, created=job.arrival_s
             )
-            for name in names
-        )
-        if gang:
-            preferred = self.topology[0] if self.policy.topology and self.topology else None
-            self.cycle.groups[job.name] = GroupSpec(
-                job.name, job.pods, queue, job.arrival_s, topology_preferred=preferred
-            )
-            units = [Job(job.name, queue, 0, job.arrival_s, job.pods, pods, 0, True)]
-        else:
-            units = [Job(p.key, queue, 0, job.arrival_s, 1, (p,), 0, True) for p in pods]
-        for unit in units:
-            self.cycle.backlog.add(unit, job_shape(unit, self.cycle.groups.get(unit.key)))
+            self.cache.apply(Event("ADDED", "Pod", pod))
         self._wait(i, now)
 
     def _wait(self, i: int, now: float) -> None:
@@ -249,21 +251,25 @@ class Replay:
     def _stop(
         self, i: int, now: float, *, evicted: bool = False, keep: frozenset[str] = frozenset()
     ) -> None:
-        """End the run of job ``i`` and its pods (those the cycle evicted are gone from the
-        cycle already; ``keep`` the ones it moved)."""
+        """End the run of job ``i``: its pods are deleted (those the cycle evicted stopped
+        counting already; ``keep`` the ones it moved, which run on)."""
         job = self.jobs[i]
+        pods = self.cache.pods
         for name in pod_names(job):
             if name in self.meter:
                 self.meter.stopped(name, now, evicted=evicted)
-            if name in self.cycle.running and name not in keep:
-                self.cycle.finish(name)
-        self.cycle.groups.pop(job.name, None)
+            pod = pods.get(name)
+            if pod is not None and name not in keep:
+                self.cache.apply(Event("DELETED", "Pod", pod))
         self.meter.job_stopped(job.name, now, evicted=evicted)
 
     def _complete(self, i: int, attempt: int, now: float) -> None:
         if attempt != self.progress[i].attempt:
             return  # the run this completion belonged to was evicted
         self._stop(i, now)
+        group = self.cache.get("PodGroup", self.jobs[i].name)
+        if group is not None:
+            self.cache.apply(Event("DELETED", "PodGroup", group))
 
     def _evicted(self, key: str, now: float, moved: frozenset[str]) -> None:
         """Job of pod ``key`` lost its run: back to its queue, or, if the cycle moved the
@@ -277,7 +283,11 @@ class Replay:
         else:
             self._enqueue(i, now)
 
-    def _bound(self, key: str, now: float) -> None:
+    def _bound(self, binding: Binding, now: float) -> None:
+        """A cycle bound pod ``binding.pod``: the bind is confirmed (the cache assumed it)."""
+        key = binding.pod
+        pod = replace(self.cache.pods[key], node=binding.node, gpus=binding.gpus or (), started=now)
+        self.cache.apply(Event("MODIFIED", "Pod", pod))
         i = self.pod_job[key]
         progress, job = self.progress[i], self.jobs[i]
         self.meter.started(key, self._tenant(job), job.spec.gpu_equivalent, now)
@@ -319,9 +329,10 @@ class Replay:
                 else:
                     self.periodic = False
                     periodic = True
-            if len(self.cycle.backlog) and (periodic or not self.cycle.settled()):
+            scheduler = self.scheduler
+            if len(scheduler) and (periodic or not scheduler.settled()):
                 self._cycle(now, periodic)
-            if len(self.cycle.backlog) and self.timed and not self.periodic and self.other_events:
+            if len(scheduler) and self.timed and not self.periodic and self.other_events:
                 self.events.push(now + self.period_s, PERIODIC, (-1, 0))
                 self.periodic = True
             batches += 1
@@ -349,7 +360,7 @@ class Replay:
             gpu_hours=reading.gpu_hours,
             capacity_gpu_hours=reading.capacity_gpu_hours,
             simulated_s=end,
-            cycles=self.cycles,
+            cycles=self.scheduler.cycles,
             queues=reading.queues,
             wait_quantiles_s=reading.wait_quantiles_s,
             timeline=reading.timeline,
@@ -357,10 +368,7 @@ class Replay:
         )
 
     def _cycle(self, now: float, periodic: bool) -> None:
-        cycle = self.cycle
-        cycle.begin(now, act=periodic)
-        self.cycles += 1
-        result = cycle.run()
+        result = self.scheduler.run(now, act=periodic)
         moved = frozenset(e.pod for e in result.evictions if e.action == "consolidate")
         evicted: set[int] = set()
         for eviction in result.evictions:
@@ -368,4 +376,4 @@ class Replay:
                 evicted.add(self.pod_job[eviction.pod])
                 self._evicted(eviction.pod, now, moved)
         for binding in result.bindings:
-            self._bound(binding.pod, now)
+            self._bound(binding, now)
