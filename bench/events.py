@@ -33,8 +33,9 @@ from gpufleet.model.arrays import MILLI
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.workload import NON_PREEMPTIBLE_PRIORITY, PodInfo, QueueSpec, vector
-from gpufleet.scheduler.cache import ClusterCache, Event
+from gpufleet.scheduler.cache import ClusterCache
 from gpufleet.scheduler.cycle import CycleConfig
+from gpufleet.scheduler.events import Event
 from gpufleet.scheduler.session import Session
 
 SECTION = "events"

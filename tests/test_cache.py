@@ -21,8 +21,9 @@ from gpufleet.model.pod import PodSpec
 from gpufleet.model.selectors import Requirement
 from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, Snapshot, vector
 from gpufleet.report.reasons import why_text
-from gpufleet.scheduler.cache import ClusterCache, Event, snapshot_events
+from gpufleet.scheduler.cache import ClusterCache
 from gpufleet.scheduler.cycle import CycleConfig
+from gpufleet.scheduler.events import Event, snapshot_events
 from gpufleet.scheduler.job import Job, build_jobs, order_key
 from gpufleet.scheduler.ledger import Ledger
 from gpufleet.scheduler.session import Scheduler, Session

@@ -22,8 +22,9 @@ from gpufleet.model.workload import (
 )
 from gpufleet.report.reasons import why_text
 from gpufleet.scheduler.backlog import Backlog, job_shape
-from gpufleet.scheduler.cache import ClusterCache, Event
+from gpufleet.scheduler.cache import ClusterCache
 from gpufleet.scheduler.cycle import Cycle, CycleConfig
+from gpufleet.scheduler.events import Event
 from gpufleet.scheduler.job import Job
 from gpufleet.scheduler.session import Scheduler
 from gpufleet.sim.replay import REPLAY_POLICIES, Replay, ReplayPolicy

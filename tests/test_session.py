@@ -17,8 +17,9 @@ from gpufleet.load.snapshot import load_snapshot
 from gpufleet.model.devices import Claim, Device, DeviceClass, Pool, Request, Subrequest
 from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, Snapshot
 from gpufleet.report.reasons import why_text
-from gpufleet.scheduler.cache import ClusterCache, Event, Topology, snapshot_events
+from gpufleet.scheduler.cache import ClusterCache
 from gpufleet.scheduler.cycle import CycleConfig
+from gpufleet.scheduler.events import Event, Topology, snapshot_events
 from gpufleet.scheduler.outcome import CycleResult
 from gpufleet.scheduler.session import Session
 from tests.builders import free_of, info, node

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING
 from gpufleet.plugins.registry import FIT_FILTERS, PLUGINS, POLICIES
 from gpufleet.scheduler.actions import builtin_actions
 from gpufleet.scheduler.admission import QueueAdmission
-from gpufleet.scheduler.cache import ClusterCache, snapshot_events
+from gpufleet.scheduler.cache import ClusterCache
 from gpufleet.scheduler.components import Components
 from gpufleet.scheduler.cycle import Cycle, CycleConfig
+from gpufleet.scheduler.events import snapshot_events
 from gpufleet.scheduler.order import QueueOrder
 from gpufleet.scheduler.session import Session
 

@@ -32,110 +32,33 @@ job changed (:meth:`ClusterCache.pending_changes`, :meth:`ClusterCache.pending_o
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Literal, TypeAlias
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from gpufleet.model.devices import Pool
-from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, Snapshot
+from gpufleet.model.workload import GroupSpec, PodInfo, Snapshot
 from gpufleet.scheduler.claims import ClaimBook
-from gpufleet.scheduler.cycle import make_framework
+from gpufleet.scheduler.events import KINDS, ClaimObject, Event, object_key
 from gpufleet.scheduler.ledger import Ledger
+from gpufleet.scheduler.pending import PendingPods
 from gpufleet.scheduler.pool import VictimPool
+from gpufleet.scheduler.shapes import WorkloadShapes
 
 if TYPE_CHECKING:
-    from collections.abc import Hashable, Iterable, Mapping, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
 
     import numpy as np
 
     from gpufleet.framework.runtime import Framework
     from gpufleet.model.cluster import ClusterState, NodeSpec
-    from gpufleet.model.devices import Allocation, Claim, DeviceClass
     from gpufleet.model.pod import PodSpec
     from gpufleet.scheduler.components import Components
+    from gpufleet.scheduler.events import CacheObject
     from gpufleet.scheduler.outcome import CycleResult
     from gpufleet.scheduler.transaction import Running
-
-EventType = Literal["ADDED", "MODIFIED", "DELETED"]
-
-KINDS = (
-    "Node",
-    "Pod",
-    "PodGroup",
-    "Queue",
-    "Topology",
-    "DeviceClass",
-    "ResourcePool",
-    "ResourceClaim",
-)
-"""The kinds the cache keeps. ``ResourcePool`` is a DRA pool (the ResourceSlices of one
-driver's pool, merged as the allocator reads them); a ``ResourceClaim`` carries its
-``status.allocation``. PriorityClasses, NodeResourceTopologies and ResourceClaimTemplates
-are read where an object is translated (a pod's priority, a node's NUMA zones, a pod's
-claims), as the API server and its controllers resolve them."""
 
 ASSUMED_TTL_S = 30.0
 """kube-scheduler's default: an assumed pod not confirmed this long after it was assumed
 is forgotten."""
-
-
-@dataclass(frozen=True, slots=True)
-class Topology:
-    """The Topology object: node-label keys of the levels, widest first."""
-
-    name: str
-    levels: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class ClaimObject:
-    """A ResourceClaim with its allocation (``status.allocation``; None: not allocated)."""
-
-    claim: Claim
-    allocation: Allocation | None = None
-
-
-if TYPE_CHECKING:
-    CacheObject: TypeAlias = (
-        NodeSpec | PodInfo | GroupSpec | QueueSpec | Topology | DeviceClass | Pool | ClaimObject
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    """One watch event: ``type`` of ``obj``, an object of ``kind``."""
-
-    type: EventType
-    kind: str
-    obj: CacheObject
-
-
-def object_key(obj: CacheObject) -> str:
-    """The key the cache files ``obj`` under: its name, or ``namespace/name``."""
-    if isinstance(obj, PodInfo | GroupSpec):
-        return obj.key
-    if isinstance(obj, ClaimObject):
-        return obj.claim.key
-    if isinstance(obj, Pool):
-        return f"{obj.driver}/{obj.name}"
-    return obj.name
-
-
-def snapshot_events(snapshot: Snapshot) -> list[Event]:
-    """The events that build ``snapshot`` in an empty cache (every object ``ADDED``)."""
-    events = [Event("ADDED", "Node", n) for n in snapshot.nodes]
-    events += [Event("ADDED", "Queue", q) for q in snapshot.queues]
-    events += [Event("ADDED", "PodGroup", g) for g in snapshot.groups]
-    if snapshot.topology:
-        events.append(Event("ADDED", "Topology", Topology("default", snapshot.topology)))
-    events += [Event("ADDED", "DeviceClass", c) for c in snapshot.device_classes]
-    events += [Event("ADDED", "ResourcePool", p) for p in snapshot.pools]
-    events += [
-        Event("ADDED", "ResourceClaim", ClaimObject(c, snapshot.allocations.get(c.key)))
-        for c in snapshot.claims
-    ]
-    events += [Event("ADDED", "Pod", p) for p in snapshot.pods]
-    return events
 
 
 def _capacity_key(node: NodeSpec) -> tuple[object, ...]:
@@ -189,21 +112,12 @@ class ClusterCache:
         self._waiting: dict[str, PodInfo] = {}
         """Bound pods whose node the cache has not seen yet (a watch may report a pod
         before its node): they take capacity once the node arrives."""
-        self._shapes: Counter[Hashable] = Counter()
-        """Every pod's request (name aside), counted: the default FGD workload."""
-        self._exemplar: dict[Hashable, PodSpec] = {}
-        """A pod spec of each request of ``_shapes``."""
-        self._unbound: dict[str, PodInfo] = {}
+        self._shapes = WorkloadShapes(workload)
+        self._pending = PendingPods()
         """gpufleet's pods that no event shows bound (pending, or assumed by a cycle)."""
-        self._unbound_of: dict[str, dict[str, PodInfo]] = {}
-        """``_unbound`` by gang."""
-        self._changed: dict[str, None] = {}
-        """Gangs whose pending job may have changed since :meth:`pending_changes` was last
-        read (an ordered set: in the order of the changes)."""
         self._joining: dict[str, Running] = {}
         """Pods that became possible victims since the pool was last read (the pool
         takes them in one step: growing its arrays costs as much for one as for many)."""
-        self._frameworks: dict[Hashable, Framework] = {}
 
     # -- reading ------------------------------------------------------------------------
 
@@ -279,7 +193,7 @@ class ClusterCache:
             state.node_labels.set_node(row, new.labels, new.taints)
 
     def _group(self, key: str, new: GroupSpec | None) -> None:
-        self._changed[key] = None
+        self._pending.touch(key)
         if self._ledger is None:
             return
         if new is None:
@@ -288,13 +202,8 @@ class ClusterCache:
             self._ledger.set_group(new)
 
     def _pod(self, key: str, old: PodInfo | None, new: PodInfo | None) -> None:
-        if old is None or new is None or old.spec is not new.spec:  # else: counted already
-            if old is not None:
-                self._shapes[old.spec.request_key] -= 1
-            if new is not None:
-                self._shapes[new.spec.request_key] += 1
-                self._exemplar.setdefault(new.spec.request_key, new.spec)
-        self._index_unbound(key, old, new)
+        self._shapes.count(old, new)
+        self._pending.index(key, old, new)
         if new is None or new.claims or (old is not None and old.claims):
             self._gone(key, claims=new is not None or (old is not None and bool(old.claims)))
             return
@@ -336,26 +245,12 @@ class ClusterCache:
             self._pool.update(confirmed)
         return True
 
-    def _index_unbound(self, key: str, old: PodInfo | None, new: PodInfo | None) -> None:
-        if old is not None:
-            self._changed[old.gang] = None
-            if self._unbound.pop(key, None) is not None:
-                of = self._unbound_of[old.gang]
-                del of[key]
-                if not of:
-                    del self._unbound_of[old.gang]
-        if new is not None:
-            self._changed[new.gang] = None
-            if new.managed and not new.bound:
-                self._unbound[key] = new
-                self._unbound_of.setdefault(new.gang, {})[key] = new
-
     def _touch(self, key: str) -> None:
         """Pod ``key`` started or stopped counting: its gang's pending job changes (which
         pods wait, how many of the gang run)."""
         pod = self.pods.get(key)
         if pod is not None:
-            self._changed[pod.gang] = None
+            self._pending.touch(pod.gang)
 
     def _gone(self, key: str, *, claims: bool) -> None:
         """Pod ``key`` was deleted, or it (or what it was) uses ResourceClaims: then the
@@ -460,24 +355,11 @@ class ClusterCache:
     def framework(
         self, policy: str, state: ClusterState, rng: np.random.Generator
     ) -> Framework | None:
-        """The policy's plugins, kept while the workload they measure is the same, so that
-        their per-node caches refresh only the nodes that changed (None: no pods, nothing
-        to place)."""
-        shapes = None
-        if self.workload is None:
-            shapes = frozenset((k, n) for k, n in self._shapes.items() if n)
-        key: Hashable = (policy, shapes)
-        known = self._frameworks.get(key)
-        if known is None:
-            workload = [state.demand(spec) for spec in self.workload_specs()]
-            if not workload:
-                return None
-            self._frameworks.clear()
-            known = self._frameworks[key] = make_framework(self.components, policy, workload, rng)
-        return known
+        """The policy's plugins for FGD's workload (``scheduler/shapes.py``)."""
+        return self._shapes.framework(self.components, policy, state, rng)
 
     def _build(self) -> None:
-        self._changed.clear()  # whoever keeps pending jobs reads them all from a new ledger
+        self._pending.forget_changes()  # who keeps pending jobs reads them from a new ledger
         snap = self.snapshot()
         ledger = Ledger(
             snap.nodes,
@@ -499,33 +381,19 @@ class ClusterCache:
 
     def workload_specs(self) -> list[PodSpec]:
         """The pods FGD measures fragmentation against (see the class doc)."""
-        if self.workload is not None:
-            return list(self.workload)
-        counted = sorted((repr(k), n, self._exemplar[k]) for k, n in self._shapes.items() if n)
-        return [spec for _, n, spec in counted for _ in range(n)]
+        return self._shapes.specs()
 
     def pending(self) -> list[PodInfo]:
-        """Pods waiting to be scheduled (gpufleet's, not bound, not assumed)."""
-        running = self.ledger().running
-        return [p for k, p in sorted(self._unbound.items()) if k not in running]
+        """Pods waiting to be scheduled (gpufleet's, not bound, not assumed), by key."""
+        return self._pending.waiting(self.ledger().running)
 
     def pending_of(self, gang: str) -> list[PodInfo]:
-        """The pods of ``gang`` (a PodGroup's key, or a pod's own) that wait to be scheduled,
-        as :meth:`pending` has them."""
-        of = self._unbound_of.get(gang)
-        if of is None:
-            return []
-        running = self.ledger().running
-        return [p for k, p in sorted(of.items()) if k not in running]
+        """The pods of ``gang`` (a PodGroup's key, or a pod's own) that wait, as
+        :meth:`pending` has them."""
+        return self._pending.waiting_of(gang, self.ledger().running)
 
     def pending_changes(self) -> list[str]:
         """The gangs whose pending job may have changed since the last call, in the order of
-        the changes: pods of theirs were added, changed or deleted, bound, assumed,
-        forgotten, evicted or kept, or their PodGroup changed. A scheduler that keeps its
-        pending jobs across cycles reads them (:class:`~gpufleet.scheduler.session.Scheduler`);
-        after a rebuild of the ledger (see :meth:`ledger`) it reads every pending pod anew."""
-        if not self._changed:
-            return []
-        changed = list(self._changed)
-        self._changed.clear()
-        return changed
+        the changes (see ``scheduler/pending.py``); after a rebuild of the ledger (see
+        :meth:`ledger`) a scheduler reads every pending pod anew."""
+        return self._pending.changes()

@@ -55,8 +55,8 @@ from gpufleet.model.workload import (
     ReplayJob,
     vector,
 )
-from gpufleet.scheduler.cache import Event, Topology
 from gpufleet.scheduler.cycle import CycleConfig
+from gpufleet.scheduler.events import Event, Topology
 from gpufleet.scheduler.metering import Meter
 from gpufleet.scheduler.session import Scheduler
 from gpufleet.sim.events import ARRIVAL, COMPLETION, PERIODIC, EventQueue
