@@ -386,7 +386,7 @@ def test_the_replays_cache_equals_one_built_from_its_objects(
     assert all(key in replay.meter for key in cache.pods)  # no pod outlives its job
     scratch = fresh(cache)
     assert_same_ledger(cache.ledger(), scratch.ledger())
-    assert victims(cache) == victims(scratch)
+    assert victims(cache, set()) == victims(scratch, set())
     assert replay.scheduler.jobs() == pending_jobs(scratch)
     assert decisions(cache, until) == decisions(scratch, until)
 

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 from gpufleet.model.workload import GroupSpec, PodInfo, Snapshot
 from gpufleet.scheduler.claims import ClaimBook
 from gpufleet.scheduler.events import KINDS, ClaimObject, Event, object_key
-from gpufleet.scheduler.ledger import Ledger
+from gpufleet.scheduler.ledger import Ledger, SnapshotError
 from gpufleet.scheduler.pending import PendingPods
 from gpufleet.scheduler.pool import VictimPool
 from gpufleet.scheduler.shapes import WorkloadShapes
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 
     from gpufleet.framework.runtime import Framework
     from gpufleet.model.cluster import ClusterState, NodeSpec
+    from gpufleet.model.devices import Allocation
     from gpufleet.model.pod import PodSpec
     from gpufleet.scheduler.components import Components
     from gpufleet.scheduler.events import CacheObject
@@ -75,6 +76,7 @@ def _capacity_key(node: NodeSpec) -> tuple[object, ...]:
         node.single_numa,
         tuple(sorted(node.extended.items())),
         node.max_pods,
+        node.gpu_memory_mib,
     )
 
 
@@ -102,16 +104,20 @@ class ClusterCache:
         self.objects: dict[str, dict[str, CacheObject]] = {kind: {} for kind in KINDS}
         self.generations: dict[str, int] = dict.fromkeys(KINDS, 0)
         """Per kind: bumped by every event of that kind."""
-        self.assumed: dict[str, float | None] = {}
-        """Pods a cycle bound that no event confirmed yet: their deadline (None: the bind
-        is still in flight, see :meth:`bound`)."""
+        self.assumed: dict[str, float] = {}
+        """Pods a cycle bound that no event confirmed yet: their deadline."""
         self.evicted: set[str] = set()
         """Pods a cycle evicted that are still in the cache (until their deletion)."""
         self._ledger: Ledger | None = None
         self._pool: VictimPool | None = None
-        self._waiting: dict[str, PodInfo] = {}
-        """Bound pods whose node the cache has not seen yet (a watch may report a pod
-        before its node): they take capacity once the node arrives."""
+        self._placed: dict[str, PodInfo] = {}
+        """Assumed pods as the cycle placed them (node, GPUs, start): what a rebuilt
+        ledger binds them to until they are confirmed or forgotten."""
+        self._plans: dict[str, tuple[str, ...]] = {}
+        """Per evicted pod: the assumed bindings of the plan that evicted it (dropped with
+        the plan if the eviction is refused, :meth:`keep`)."""
+        self._carried: dict[str, Allocation] = {}
+        """Claim allocations cycles decided that no ResourceClaim event shows yet."""
         self._shapes = WorkloadShapes(workload)
         self._pending = PendingPods()
         """gpufleet's pods that no event shows bound (pending, or assumed by a cycle)."""
@@ -159,6 +165,8 @@ class ClusterCache:
         key = object_key(event.obj)
         old = store.get(key)
         new = None if event.type == "DELETED" else event.obj
+        if old is None and new is None:
+            return  # the deletion of an object the cache never saw changes nothing
         if new is None:
             store.pop(key, None)
         else:
@@ -171,6 +179,8 @@ class ClusterCache:
         elif event.kind == "PodGroup":
             self._group(key, new)  # type: ignore[arg-type]
         else:
+            if event.kind == "ResourceClaim":
+                self._carried.pop(key, None)  # the object says how it is allocated now
             self._invalidate()
 
     def apply_all(self, events: Iterable[Event]) -> None:
@@ -180,7 +190,6 @@ class ClusterCache:
     def _invalidate(self) -> None:
         """The ledger is rebuilt from the objects at the next session."""
         self._ledger = self._pool = None
-        self._waiting.clear()
         self._joining.clear()
 
     def _node(self, old: NodeSpec | None, new: NodeSpec | None) -> None:
@@ -191,6 +200,9 @@ class ClusterCache:
         row = ledger.node_index[new.name]
         for state in (ledger.state, ledger.empty):
             state.node_labels.set_node(row, new.labels, new.taints)
+            state.generation[row] += 1
+            state.changes += 1
+        ledger.released += 1  # pods that did not fit there may now: their failures end
 
     def _group(self, key: str, new: GroupSpec | None) -> None:
         self._pending.touch(key)
@@ -205,7 +217,7 @@ class ClusterCache:
         self._shapes.count(old, new)
         self._pending.index(key, old, new)
         if new is None or new.claims or (old is not None and old.claims):
-            self._gone(key, claims=new is not None or (old is not None and bool(old.claims)))
+            self._claims_pod(key, new)
             return
         if key in self.evicted:
             if new.bound:
@@ -214,35 +226,43 @@ class ClusterCache:
         ledger = self._ledger
         if ledger is None:
             if new.bound:
-                self.assumed.pop(key, None)
+                self._settle(key)
             return
         running = ledger.running.get(key)
-        if running is not None and key in self.assumed and self._assumed_seen(running, new):
-            return  # the bind is on its way, or it ran where the cycle put it
         if running is not None:
+            if key in self.assumed:
+                if not new.bound:
+                    return  # the bind is on its way
+                self._settle(key)  # seen bound: where the cycle put it, or elsewhere
+            if new.bound and self._same(running, new):
+                return
             self._stop(key)
-        self._waiting.pop(key, None)
         if new.bound:
             self._start(new)
 
-    def _assumed_seen(self, running: Running, new: PodInfo) -> bool:
-        """An event about assumed pod ``new``: True while it shows no node yet (the bind is
-        on its way) or shows it where the cycle put it (confirmed: it keeps its capacity
-        and start time); False if bound elsewhere (the caller moves it)."""
-        if not new.bound:
-            return True
+    def _same(self, running: Running, new: PodInfo) -> bool:
+        """Whether bound ``new`` is where ``running`` runs and asks its queue for the same:
+        then only its record changes (its start time kept if the event has none);
+        otherwise the caller stops and starts it."""
         ledger = self.ledger()
-        key = new.key
-        del self.assumed[key]
+        old = running.pod
         if new.node != ledger.state.names[running.node] or (new.gpus and new.gpus != running.gpus):
             return False
-        pod = new if new.started is not None else replace(new, started=running.pod.started)
-        confirmed = replace(running, pod=pod)
-        ledger.running[key] = confirmed
-        if key in self._joining:
-            self._joining[key] = confirmed
+        if (old.spec, old.queue, old.priority, old.group, old.managed) != (
+            new.spec,
+            new.queue,
+            new.priority,
+            new.group,
+            new.managed,
+        ):
+            return False
+        pod = new if new.started is not None else replace(new, started=old.started)
+        kept = replace(running, pod=pod)
+        ledger.running[new.key] = kept
+        if new.key in self._joining:
+            self._joining[new.key] = kept
         elif self._pool is not None:
-            self._pool.update(confirmed)
+            self._pool.update(kept)
         return True
 
     def _touch(self, key: str) -> None:
@@ -252,29 +272,52 @@ class ClusterCache:
         if pod is not None:
             self._pending.touch(pod.gang)
 
-    def _gone(self, key: str, *, claims: bool) -> None:
-        """Pod ``key`` was deleted, or it (or what it was) uses ResourceClaims: then the
-        ledger is rebuilt, since claims change what the book has allocated."""
-        self.assumed.pop(key, None)
+    def _claims_pod(self, key: str, new: PodInfo | None) -> None:
+        """Pod ``key`` was deleted, or it (or what it was) uses ResourceClaims: a deleted
+        pod stops counting; a pod with claims rebuilds the ledger (claims change what the
+        book has allocated), keeping what cycles assumed."""
         self.evicted.discard(key)
-        self._waiting.pop(key, None)
-        if claims:
-            self._invalidate()
-        elif self._ledger is not None and key in self._ledger.running:
-            self._stop(key)
+        if new is None:
+            self._settle(key)
+            if self._ledger is not None and key in self._ledger.running:
+                self._stop(key)
+            return
+        if new.bound:
+            self._settle(key)  # seen bound
+        self._invalidate()
 
     def _start(self, pod: PodInfo) -> None:
-        """Bound ``pod`` takes its capacity (or waits for its node)."""
-        ledger, pool = self._ledger, self._pool
+        """Bound ``pod`` takes its capacity (a pod on a node the cache has not seen yet
+        takes it when the node arrives: a node joining rebuilds the ledger). Pods on its
+        node whose GPUs were guessed (their objects name none) give way to a pod whose
+        object names them, and take others."""
+        ledger = self._ledger
         assert ledger is not None
-        assert pool is not None
         assert pod.node is not None
-        if pod.node not in ledger.node_index:
-            self._waiting[pod.key] = pod
+        node = ledger.node_index.get(pod.node)
+        if node is None:
             return
-        running = ledger.bind(pod)
-        if ledger.evictable(running.pod):
-            self._joining[pod.key] = running
+        try:
+            started = [ledger.bind(pod)]
+        except SnapshotError:
+            guessed = [
+                r for r in ledger.running.values() if r.node == node and r.gpus and not r.pod.gpus
+            ]
+            if not pod.gpus or not guessed:
+                self._invalidate()  # the cluster contradicts itself: the rebuild says where
+                raise
+            for r in guessed:
+                self._stop(r.pod.key)
+            try:
+                started = [ledger.bind(pod)]
+                ledger.bind_all([r.pod for r in guessed])
+            except SnapshotError:
+                self._invalidate()
+                raise
+            started += [ledger.running[r.pod.key] for r in guessed]
+        for running in started:
+            if ledger.evictable(running.pod):
+                self._joining[running.pod.key] = running
 
     def _stop(self, key: str) -> None:
         ledger, pool = self._ledger, self._pool
@@ -290,24 +333,49 @@ class ClusterCache:
         """Hold what a session's ``result`` decided until events confirm it: its bindings
         count as running (with a deadline :attr:`assumed_ttl_s` from ``now``), its
         evictions as gone. A session that assumes calls this itself."""
+        ledger = self.ledger()
+        names = ledger.state.names
+        moved = {e.pod for e in result.evictions if e.action == "consolidate"}
         for eviction in result.evictions:
-            self.assumed.pop(eviction.pod, None)
+            self._settle(eviction.pod)
             self.evicted.add(eviction.pod)
             self._touch(eviction.pod)
-        ledger = self.ledger()
+            self._plans[eviction.pod] = tuple(
+                b.pod
+                for b in result.bindings
+                if b.pod in moved or self._gang_of(b.pod) == eviction.for_
+            )
         for binding in result.bindings:
             self._touch(binding.pod)
             self.evicted.discard(binding.pod)
             self.assumed[binding.pod] = now + self.assumed_ttl_s
             running = ledger.running.get(binding.pod)
-            if running is not None and ledger.evictable(running.pod):
+            if running is None:
+                continue
+            self._placed[binding.pod] = replace(
+                running.pod, node=names[running.node], gpus=running.gpus
+            )
+            for claim in running.pod.claims:
+                if claim in ledger.book.allocations and claim not in self._carried:
+                    self._carried[claim] = ledger.book.allocations[claim]
+            if ledger.evictable(running.pod):
                 self._joining[binding.pod] = running  # a possible victim of later cycles
+
+    def _settle(self, key: str) -> None:
+        """Pod ``key`` is assumed no more (confirmed, forgotten, evicted or deleted)."""
+        self.assumed.pop(key, None)
+        self._placed.pop(key, None)
+
+    def _gang_of(self, key: str) -> str:
+        pod = self.pods.get(key)
+        return key if pod is None else pod.gang
 
     def forget(self, key: str) -> None:
         """The bind of assumed pod ``key`` failed: give its capacity back; it is pending
         again (as its object in the cache says)."""
-        if self.assumed.pop(key, None) is None and key not in self.assumed:
+        if key not in self.assumed:
             return
+        self._settle(key)
         self._touch(key)
         ledger = self._ledger
         if ledger is not None and key in ledger.running:
@@ -317,9 +385,12 @@ class ClusterCache:
                 self._start(pod)
 
     def keep(self, key: str) -> None:
-        """The eviction of ``key`` was refused (a disruption budget): it counts again."""
+        """The eviction of ``key`` was refused (a disruption budget): the plan that evicted
+        it is dropped — its assumed bindings forgotten — and the pod counts again."""
         if key not in self.evicted:
             return
+        for planned in self._plans.pop(key, ()):
+            self.forget(planned)
         self.evicted.discard(key)
         self._touch(key)
         pod = self.pods.get(key)
@@ -329,7 +400,7 @@ class ClusterCache:
 
     def expire(self, now: float) -> list[str]:
         """Forget the assumed pods past their deadline (their bind was never seen)."""
-        late = sorted(k for k, d in self.assumed.items() if d is not None and d <= now)
+        late = sorted(k for k, d in self.assumed.items() if d <= now)
         for key in late:
             self.forget(key)
         return late
@@ -361,6 +432,8 @@ class ClusterCache:
     def _build(self) -> None:
         self._pending.forget_changes()  # who keeps pending jobs reads them from a new ledger
         snap = self.snapshot()
+        # Claims that cycles allocated and no ResourceClaim event shows yet stay allocated.
+        snap = replace(snap, allocations={**self._carried, **snap.allocations})
         ledger = Ledger(
             snap.nodes,
             sorted(snap.queues, key=lambda q: q.name),
@@ -369,8 +442,8 @@ class ClusterCache:
             self.non_preemptible_priority,
         )
         bound = [p for p in snap.pods if p.bound and p.key not in self.evicted]
+        bound += [self._placed[k] for k in sorted(self.assumed) if k in self._placed]
         ledger.bind_all([p for p in bound if p.node in ledger.node_index])
-        self._waiting = {p.key: p for p in bound if p.node not in ledger.node_index}
         self._ledger = ledger
         self._pool = VictimPool(
             [r for r in ledger.running.values() if ledger.evictable(r.pod)],

@@ -62,6 +62,7 @@ class Fit:
         self.framework, self.state, self.empty = framework, state, empty
         self.counting = framework.profile.filters == resource_filters
         self._static: dict[Hashable, IntArray] = {}
+        self._static_version = empty.changes
         """Per pod spec (name aside): the nodes that could run it empty."""
         self._plain: dict[tuple[str, int], Hashable | None] = {}
         """Per pod group (first pod, size): its plain request key (see plain_key)."""
@@ -122,7 +123,10 @@ class Fit:
         return float(np.minimum(per_node_slots(spec, state, nodes), count).sum())
 
     def static_nodes(self, spec: PodSpec) -> IntArray:
-        """Nodes that could run ``spec`` if they were empty (its constraints allow them)."""
+        """Nodes that could run ``spec`` if they were empty (its constraints allow them);
+        remembered until a node's labels or taints change."""
+        if self.empty.changes != self._static_version:
+            self._static, self._static_version = {}, self.empty.changes
         key = spec.request_key
         nodes = self._static.get(key)
         if nodes is None:

@@ -6,8 +6,10 @@ allocation (its subtree's, its own pods', its non-preemptible work's), claims in
 It changes one pod at a time — :meth:`Ledger.bind` a pod that runs, :meth:`Ledger.finish`
 one that ended — and each change touches only that pod's node row and the queues on its
 path. The cluster cache (:mod:`gpufleet.scheduler.cache`) keeps one ledger up to date from
-events; a cycle works on it (or on a :meth:`Ledger.copy`) and reads and changes it through
-these methods only.
+events; a cycle works on it (or on an independent one, a session without assume) and
+reads and changes it through
+these methods (the cache also replaces a running pod's record when an event shows it
+unchanged where it runs).
 """
 
 from __future__ import annotations
@@ -157,8 +159,6 @@ class Ledger:
             ) from None
         running = Running(pod, node, gpus, spec)
         self.add(running)
-        if pod.queue not in self.tree.queues:
-            self.unqueued = self.unqueued + request_vector(spec)
         return running
 
     def _pinned_gpus(self, node: int, spec: PodSpec) -> tuple[int, ...]:
@@ -185,6 +185,8 @@ class Ledger:
         self.gang_running[pod.gang].append(pod.key)
         self._partial(pod.gang)
         self._account(pod, running.spec, +1)
+        if pod.queue not in self.tree.queues:
+            self.unqueued = self.unqueued + request_vector(running.spec)
 
     def remove(self, key: str) -> Running:
         """Stop counting pod ``key`` (the caller releases or keeps its capacity)."""

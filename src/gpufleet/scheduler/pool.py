@@ -147,6 +147,7 @@ class VictimPool:
         i = self.index.get(running.pod.key)
         if i is not None:
             self.items[i] = running
+            self.started[i] = running.pod.started or 0.0
 
     def in_queues(self, names: Sequence[str]) -> BoolArray:
         table = np.zeros(len(self.queue_names), dtype=np.bool_)

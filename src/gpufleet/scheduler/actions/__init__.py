@@ -5,8 +5,9 @@ profile names (``CycleConfig.actions``) make room, in that order: ``consolidate.
 preemptible pods to defragment, ``reclaim.py`` takes capacity back from queues above their
 fair share, ``preempt.py`` evicts lower-priority pods of the job's own queue. Each of these
 is a rule for who may be a victim (a :class:`~gpufleet.scheduler.view.RoomAction`); the
-search for the fewest, cheapest victims is the one :class:`~gpufleet.scheduler.victims.
-SearchView` they share, and ``scheduler/room.py`` runs them with its memo of failures.
+search for the fewest, cheapest victims is the one
+:class:`~gpufleet.scheduler.victims.VictimSearch` they share, and ``scheduler/room.py``
+runs them with its memo of failures.
 ``stale_gang.py`` releases a gang left below its ``minMember``.
 
 The edges hand the cycle a registry of actions (:func:`builtin_actions` lists these); a new
