@@ -3,11 +3,12 @@
 The cluster: ``--nodes`` nodes of 8 H100s (1,000 and 5,000 by default; 128 CPUs, 1 TiB,
 racks of 16), each running 8 pods — 4 of one GPU, 4 CPU-only — so 40,000 running pods at
 5,000 nodes, half the GPUs busy, in 10 queues. The stream: ``--events`` watch events
-(100,000 by default) drawn from a seeded generator — a pending pod created (30%), a
-running pod deleted (30%), a binding the cycle made seen bound (30%, while there are any),
-a node's labels changed (10%) — with a scheduling cycle (policy ``gpufleet``, bindings
-assumed in the cache) after every 100 events. Then ``--probes`` times: one new pending pod,
-one cycle, its binding confirmed.
+(100,000 by default) drawn from a seeded generator — a pending pod created (30%; of one
+GPU or CPU-only, half and half, as the running ones), a running pod deleted (30%), a
+binding the cycle made seen bound (30%, while there are any), a node's labels changed
+(10%) — with a scheduling cycle (policy ``gpufleet``, bindings assumed in the cache)
+after every 100 events. Then ``--probes`` times: one new pending pod, one cycle, its
+binding confirmed.
 
 It prints the events applied per second (cycles apart), the cycle times, the time of a
 cycle for one new pending pod (median and p99), and the time to build the cache from
@@ -136,11 +137,16 @@ class Stream:
         self.nodes[i] = replace(self.nodes[i], labels=labels)
         return Event("MODIFIED", "Node", self.nodes[i])
 
-    def new_pod(self) -> PodInfo:
+    def new_pod(self, *, gpu: bool | None = None) -> PodInfo:
+        """A pending pod: of one GPU or CPU-only, half and half as the running ones, so
+        that the cluster stays about as full as it started."""
         self.serial += 1
         key = f"new/p{self.serial:07d}"
         queue = f"team-{int(self.rng.integers(QUEUES))}"
-        return PodInfo(key, replace(GPU_POD, name=key), queue=queue, created=self.now)
+        if gpu is None:
+            gpu = bool(self.rng.random() < 0.5)
+        shape = GPU_POD if gpu else CPU_POD
+        return PodInfo(key, replace(shape, name=key), queue=queue, created=self.now)
 
     def cycle(self) -> None:
         self.now += 1.0
@@ -173,14 +179,17 @@ def measure(nodes_count: int, events: int, probes: int, seed: int) -> dict[str, 
         if key in cache.pods:
             seen = replace(cache.pods[key], node=node, gpus=gpus)
             cache.apply(Event("MODIFIED", "Pod", seen))
+    for pod in cache.pending():  # and nothing else waits when the probes start
+        cache.apply(Event("DELETED", "Pod", pod))
     probe_s = []
     for _ in range(probes):
-        cache.apply(Event("ADDED", "Pod", stream.new_pod()))
+        new = stream.new_pod(gpu=True)
+        cache.apply(Event("ADDED", "Pod", new))
         stream.now += 1.0
         t = time.perf_counter()
         result = Session(cache, CONFIG, stream.now).run()
         probe_s.append(time.perf_counter() - t)
-        assert len(result.bindings) == 1, "the cluster has room for one more pod"
+        assert [b.pod for b in result.bindings] == [new.key], "room for one more pod"
         binding = result.bindings[0]
         pod = cache.pods[binding.pod]
         seen = replace(pod, node=binding.node, gpus=binding.gpus or ())
