@@ -36,7 +36,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gpufleet.model.workload import GroupSpec, PodInfo, Snapshot
-from gpufleet.scheduler.claims import ClaimBook
 from gpufleet.scheduler.events import KINDS, ClaimObject, Event, object_key
 from gpufleet.scheduler.ledger import Ledger, SnapshotError
 from gpufleet.scheduler.pending import PendingPods
@@ -434,23 +433,12 @@ class ClusterCache:
         snap = self.snapshot()
         # Claims that cycles allocated and no ResourceClaim event shows yet stay allocated.
         snap = replace(snap, allocations={**self._carried, **snap.allocations})
-        ledger = Ledger(
-            snap.nodes,
-            sorted(snap.queues, key=lambda q: q.name),
-            {g.key: g for g in snap.groups},
-            ClaimBook(snap),
-            self.non_preemptible_priority,
-        )
+        ledger = Ledger.of(snap, self.non_preemptible_priority)
         bound = [p for p in snap.pods if p.bound and p.key not in self.evicted]
         bound += [self._placed[k] for k in sorted(self.assumed) if k in self._placed]
         ledger.bind_all([p for p in bound if p.node in ledger.node_index])
         self._ledger = ledger
-        self._pool = VictimPool(
-            [r for r in ledger.running.values() if ledger.evictable(r.pod)],
-            ledger.tree.queues,
-            0.0,
-            ledger.state.gpu_slots,
-        )
+        self._pool = VictimPool.of(ledger, 0.0)
 
     def workload_specs(self) -> list[PodSpec]:
         """The pods FGD measures fragmentation against (see the class doc)."""

@@ -44,7 +44,6 @@ from gpufleet.model.workload import (
 from gpufleet.scheduler.actions.allocate import Allocation
 from gpufleet.scheduler.actions.stale_gang import release_stale
 from gpufleet.scheduler.backlog import Backlog
-from gpufleet.scheduler.claims import ClaimBook
 from gpufleet.scheduler.fairshare import EPS
 from gpufleet.scheduler.fit import Fit
 from gpufleet.scheduler.holds import Holds
@@ -137,14 +136,7 @@ class Cycle:
         self.workload = workload
         self.rng = rng if rng is not None else np.random.default_rng(0)
         if ledger is None:
-            groups = {g.key: g for g in snapshot.groups}
-            ledger = Ledger(
-                snapshot.nodes,
-                snapshot.queues,
-                groups,
-                ClaimBook(snapshot),
-                config.non_preemptible_priority,
-            )
+            ledger = Ledger.of(snapshot, config.non_preemptible_priority)
             ledger.bind_all(snapshot.pods)
         self.ledger = ledger
         self.state, self.empty, self.node_index = ledger.state, ledger.empty, ledger.node_index
@@ -165,8 +157,7 @@ class Cycle:
         if self.state.mig is not None:
             self.state.mig.mark_baseline()  # running pods' slices are the cluster's own
         if pool is None:
-            victims = [r for r in self.running.values() if ledger.evictable(r.pod)]
-            pool = VictimPool(victims, self.tree.queues, now, self.state.gpu_slots)
+            pool = VictimPool.of(ledger, now)
         else:
             pool.at(now)
         self.pool = pool

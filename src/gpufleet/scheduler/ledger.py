@@ -23,6 +23,7 @@ from gpufleet.model.arrays import MILLI
 from gpufleet.model.cluster import ClusterState
 from gpufleet.model.workload import DEFAULT_QUEUE, QueueSpec, request_vector, vector
 from gpufleet.plugins.gpu_pick import first_free_gpus, tightest_gpu
+from gpufleet.scheduler.claims import ClaimBook
 from gpufleet.scheduler.fairshare import QueueTree
 from gpufleet.scheduler.transaction import Running
 
@@ -32,8 +33,7 @@ if TYPE_CHECKING:
     from gpufleet.model.arrays import FloatArray
     from gpufleet.model.cluster import NodeSpec
     from gpufleet.model.pod import PodSpec
-    from gpufleet.model.workload import GroupSpec, PodInfo
-    from gpufleet.scheduler.claims import ClaimBook
+    from gpufleet.model.workload import GroupSpec, PodInfo, Snapshot
 
 
 class SnapshotError(ValueError):
@@ -93,6 +93,18 @@ class Ledger:
         self.claim_charged: dict[str, dict[str, float]] = defaultdict(dict)
         """Per queue: the GPUs each claim its running pods use counts in its allocation
         (counted once however many pods share it; taken when its first pod started)."""
+
+    @staticmethod
+    def of(snapshot: Snapshot, non_preemptible_priority: int) -> Ledger:
+        """The ledger of ``snapshot``'s nodes, queues (by name), PodGroups and claims, with
+        no pod running yet (:meth:`bind_all` them)."""
+        return Ledger(
+            snapshot.nodes,
+            sorted(snapshot.queues, key=lambda q: q.name),
+            {g.key: g for g in snapshot.groups},
+            ClaimBook(snapshot),
+            non_preemptible_priority,
+        )
 
     def bind_all(self, pods: Sequence[PodInfo]) -> None:
         """Reserve every bound pod of ``pods``: those whose GPUs are known first, then by

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from gpufleet.model.arrays import BoolArray, FloatArray, IntArray
     from gpufleet.model.cluster import ClusterState
     from gpufleet.model.workload import QueueSpec
+    from gpufleet.scheduler.ledger import Ledger
     from gpufleet.scheduler.transaction import Running
 
 
@@ -50,6 +51,12 @@ class VictimPool:
         self._columns(0)
         self.add(sorted(running, key=lambda r: r.pod.key))
         self.at(now)
+
+    @staticmethod
+    def of(ledger: Ledger, now: float) -> VictimPool:
+        """The pool of ``ledger``'s running pods that may be evicted, judged at ``now``."""
+        victims = [r for r in ledger.running.values() if ledger.evictable(r.pod)]
+        return VictimPool(victims, ledger.tree.queues, now, ledger.state.gpu_slots)
 
     def _columns(self, n: int) -> None:
         self.node: IntArray = np.zeros(n, dtype=np.int64)

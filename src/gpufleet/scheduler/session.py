@@ -31,7 +31,6 @@ import numpy as np
 from gpufleet.model.workload import Snapshot
 from gpufleet.scheduler.backlog import Backlog, job_shape
 from gpufleet.scheduler.cache import ClusterCache
-from gpufleet.scheduler.claims import ClaimBook
 from gpufleet.scheduler.cycle import Cycle, CycleConfig
 from gpufleet.scheduler.job import Job, build_jobs, order_key
 from gpufleet.scheduler.ledger import Ledger
@@ -212,21 +211,9 @@ def _copies(cache: ClusterCache) -> tuple[Ledger, VictimPool]:
     snap = cache.snapshot()
     # Claims that assumed bindings allocated are in the book, not yet in the objects.
     snap = replace(snap, allocations={**snap.allocations, **source.book.allocations})
-    ledger = Ledger(
-        snap.nodes,
-        sorted(snap.queues, key=lambda q: q.name),
-        {g.key: g for g in snap.groups},
-        ClaimBook(snap),
-        cache.non_preemptible_priority,
-    )
+    ledger = Ledger.of(snap, cache.non_preemptible_priority)
     names = source.state.names
     ledger.bind_all(
         [replace(r.pod, node=names[r.node], gpus=r.gpus) for r in source.running.values()]
     )
-    pool = VictimPool(
-        [r for r in ledger.running.values() if ledger.evictable(r.pod)],
-        ledger.tree.queues,
-        0.0,
-        ledger.state.gpu_slots,
-    )
-    return ledger, pool
+    return ledger, VictimPool.of(ledger, 0.0)

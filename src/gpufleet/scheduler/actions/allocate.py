@@ -22,38 +22,23 @@ from gpufleet.framework.status import Code, Reason, Status
 from gpufleet.scheduler.outcome import WhyCode, why
 from gpufleet.scheduler.placement import place, share_over
 from gpufleet.scheduler.topology import Domains, Failure, GangPlacement, levels_for, restrict
+from gpufleet.scheduler.view import CycleView
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
-
-    from gpufleet.framework.runtime import Framework, Held
-    from gpufleet.model.cluster import ClusterState
-    from gpufleet.model.workload import GroupSpec, PodInfo
-    from gpufleet.scheduler.claims import ClaimBook
+    from gpufleet.framework.runtime import Held
+    from gpufleet.model.workload import PodInfo
     from gpufleet.scheduler.fit import Fit
     from gpufleet.scheduler.job import Job
-    from gpufleet.scheduler.transaction import Running, Transaction
+    from gpufleet.scheduler.transaction import Transaction
 
 CLAIMS_REASON = "node(s) cannot allocate the pod's ResourceClaims"
 
 
-class AllocationContext(Protocol):
-    """What allocation reads of the cycle."""
+class AllocationContext(CycleView, Protocol):
+    """What allocation reads of the cycle: what the actions read, and its slot counts."""
 
     @property
-    def state(self) -> ClusterState: ...
-    @property
-    def framework(self) -> Framework: ...
-    @property
     def fit(self) -> Fit: ...
-    @property
-    def book(self) -> ClaimBook: ...
-    @property
-    def groups(self) -> Mapping[str, GroupSpec]: ...
-    @property
-    def running(self) -> Mapping[str, Running]: ...
-    @property
-    def gang_running(self) -> Mapping[str, Sequence[str]]: ...
 
 
 class Allocation:
