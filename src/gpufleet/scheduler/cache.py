@@ -36,6 +36,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gpufleet.model.workload import GroupSpec, PodInfo, Snapshot
+from gpufleet.scheduler.assumed import Assumptions
 from gpufleet.scheduler.events import KINDS, ClaimObject, Event, object_key
 from gpufleet.scheduler.ledger import Ledger, SnapshotError
 from gpufleet.scheduler.pending import PendingPods
@@ -49,7 +50,6 @@ if TYPE_CHECKING:
 
     from gpufleet.framework.runtime import Framework
     from gpufleet.model.cluster import ClusterState, NodeSpec
-    from gpufleet.model.devices import Allocation
     from gpufleet.model.pod import PodSpec
     from gpufleet.scheduler.components import Components
     from gpufleet.scheduler.events import CacheObject
@@ -103,20 +103,11 @@ class ClusterCache:
         self.objects: dict[str, dict[str, CacheObject]] = {kind: {} for kind in KINDS}
         self.generations: dict[str, int] = dict.fromkeys(KINDS, 0)
         """Per kind: bumped by every event of that kind."""
-        self.assumed: dict[str, float] = {}
-        """Pods a cycle bound that no event confirmed yet: their deadline."""
+        self._assumed = Assumptions(assumed_ttl_s)
         self.evicted: set[str] = set()
         """Pods a cycle evicted that are still in the cache (until their deletion)."""
         self._ledger: Ledger | None = None
         self._pool: VictimPool | None = None
-        self._placed: dict[str, PodInfo] = {}
-        """Assumed pods as the cycle placed them (node, GPUs, start): what a rebuilt
-        ledger binds them to until they are confirmed or forgotten."""
-        self._plans: dict[str, tuple[str, ...]] = {}
-        """Per evicted pod: the assumed bindings of the plan that evicted it (dropped with
-        the plan if the eviction is refused, :meth:`keep`)."""
-        self._carried: dict[str, Allocation] = {}
-        """Claim allocations cycles decided that no ResourceClaim event shows yet."""
         self._shapes = WorkloadShapes(workload)
         self._pending = PendingPods()
         """gpufleet's pods that no event shows bound (pending, or assumed by a cycle)."""
@@ -179,7 +170,7 @@ class ClusterCache:
             self._group(key, new)  # type: ignore[arg-type]
         else:
             if event.kind == "ResourceClaim":
-                self._carried.pop(key, None)  # the object says how it is allocated now
+                self._assumed.carried.pop(key, None)  # the object says how it is allocated
             self._invalidate()
 
     def apply_all(self, events: Iterable[Event]) -> None:
@@ -328,42 +319,29 @@ class ClusterCache:
 
     # -- bindings -----------------------------------------------------------------------
 
+    @property
+    def assumed(self) -> Mapping[str, float]:
+        """Pods a cycle bound that no event confirmed yet, with their deadlines."""
+        return self._assumed.deadline
+
     def assume(self, result: CycleResult, now: float) -> None:
         """Hold what a session's ``result`` decided until events confirm it: its bindings
         count as running (with a deadline :attr:`assumed_ttl_s` from ``now``), its
         evictions as gone. A session that assumes calls this itself."""
         ledger = self.ledger()
-        names = ledger.state.names
-        moved = {e.pod for e in result.evictions if e.action == "consolidate"}
+        self._assumed.record(result, now, ledger, self._gang_of)
         for eviction in result.evictions:
-            self._settle(eviction.pod)
             self.evicted.add(eviction.pod)
             self._touch(eviction.pod)
-            self._plans[eviction.pod] = tuple(
-                b.pod
-                for b in result.bindings
-                if b.pod in moved or self._gang_of(b.pod) == eviction.for_
-            )
         for binding in result.bindings:
             self._touch(binding.pod)
             self.evicted.discard(binding.pod)
-            self.assumed[binding.pod] = now + self.assumed_ttl_s
             running = ledger.running.get(binding.pod)
-            if running is None:
-                continue
-            self._placed[binding.pod] = replace(
-                running.pod, node=names[running.node], gpus=running.gpus
-            )
-            for claim in running.pod.claims:
-                if claim in ledger.book.allocations and claim not in self._carried:
-                    self._carried[claim] = ledger.book.allocations[claim]
-            if ledger.evictable(running.pod):
+            if running is not None and ledger.evictable(running.pod):
                 self._joining[binding.pod] = running  # a possible victim of later cycles
 
     def _settle(self, key: str) -> None:
-        """Pod ``key`` is assumed no more (confirmed, forgotten, evicted or deleted)."""
-        self.assumed.pop(key, None)
-        self._placed.pop(key, None)
+        self._assumed.settle(key)
 
     def _gang_of(self, key: str) -> str:
         pod = self.pods.get(key)
@@ -388,7 +366,7 @@ class ClusterCache:
         it is dropped — its assumed bindings forgotten — and the pod counts again."""
         if key not in self.evicted:
             return
-        for planned in self._plans.pop(key, ()):
+        for planned in self._assumed.plans.pop(key, ()):
             self.forget(planned)
         self.evicted.discard(key)
         self._touch(key)
@@ -399,7 +377,7 @@ class ClusterCache:
 
     def expire(self, now: float) -> list[str]:
         """Forget the assumed pods past their deadline (their bind was never seen)."""
-        late = sorted(k for k, d in self.assumed.items() if d <= now)
+        late = self._assumed.late(now)
         for key in late:
             self.forget(key)
         return late
@@ -432,10 +410,10 @@ class ClusterCache:
         self._pending.forget_changes()  # who keeps pending jobs reads them from a new ledger
         snap = self.snapshot()
         # Claims that cycles allocated and no ResourceClaim event shows yet stay allocated.
-        snap = replace(snap, allocations={**self._carried, **snap.allocations})
+        snap = replace(snap, allocations=self._assumed.allocations(snap.allocations))
         ledger = Ledger.of(snap, self.non_preemptible_priority)
         bound = [p for p in snap.pods if p.bound and p.key not in self.evicted]
-        bound += [self._placed[k] for k in sorted(self.assumed) if k in self._placed]
+        bound += self._assumed.bound()
         ledger.bind_all([p for p in bound if p.node in ledger.node_index])
         self._ledger = ledger
         self._pool = VictimPool.of(ledger, 0.0)
