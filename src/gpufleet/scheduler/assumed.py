@@ -29,8 +29,8 @@ class Assumptions:
         self.ttl_s = ttl_s
         self.deadline: dict[str, float] = {}
         """Pods a cycle bound that no event confirmed yet: their deadline."""
-        self.placed: dict[str, PodInfo] = {}
-        """Assumed pods as the cycle placed them (node, GPUs, start)."""
+        self.placed: dict[str, tuple[PodInfo, str, tuple[int, ...]]] = {}
+        """Assumed pods as the cycle placed them: the pod (its start), node, GPUs."""
         self.plans: dict[str, tuple[str, ...]] = {}
         """Per evicted pod: the assumed bindings of the plan that evicted it."""
         self.carried: dict[str, Allocation] = {}
@@ -57,7 +57,7 @@ class Assumptions:
             if running is None:
                 continue
             pod = running.pod
-            self.placed[binding.pod] = replace(pod, node=names[running.node], gpus=running.gpus)
+            self.placed[binding.pod] = (pod, names[running.node], running.gpus)
             for claim in pod.claims:
                 if claim in book.allocations and claim not in self.carried:
                     self.carried[claim] = book.allocations[claim]
@@ -73,7 +73,8 @@ class Assumptions:
 
     def bound(self) -> list[PodInfo]:
         """The assumed pods where they were placed (what a rebuilt ledger binds)."""
-        return [self.placed[k] for k in sorted(self.deadline) if k in self.placed]
+        placed = (self.placed[k] for k in sorted(self.deadline) if k in self.placed)
+        return [replace(pod, node=node, gpus=gpus) for pod, node, gpus in placed]
 
     def allocations(self, shown: Mapping[str, Allocation]) -> dict[str, Allocation]:
         """``shown`` (the claims' objects), with the carried allocations under it."""

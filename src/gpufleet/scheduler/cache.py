@@ -42,6 +42,7 @@ from gpufleet.scheduler.ledger import Ledger, SnapshotError
 from gpufleet.scheduler.pending import PendingPods
 from gpufleet.scheduler.pool import VictimPool
 from gpufleet.scheduler.shapes import WorkloadShapes
+from gpufleet.scheduler.transaction import Running
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -54,7 +55,6 @@ if TYPE_CHECKING:
     from gpufleet.scheduler.components import Components
     from gpufleet.scheduler.events import CacheObject
     from gpufleet.scheduler.outcome import CycleResult
-    from gpufleet.scheduler.transaction import Running
 
 ASSUMED_TTL_S = 30.0
 """kube-scheduler's default: an assumed pod not confirmed this long after it was assumed
@@ -247,7 +247,7 @@ class ClusterCache:
         ):
             return False
         pod = new if new.started is not None else replace(new, started=old.started)
-        kept = replace(running, pod=pod)
+        kept = Running(pod, running.node, running.gpus, running.spec)
         ledger.running[new.key] = kept
         if new.key in self._joining:
             self._joining[new.key] = kept

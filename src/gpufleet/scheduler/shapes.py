@@ -39,6 +39,8 @@ class WorkloadShapes:
 
     def count(self, old: PodInfo | None, new: PodInfo | None) -> None:
         """A pod was ``old`` and is ``new`` (None: absent)."""
+        if self.fixed is not None:
+            return  # the workload does not follow the pods
         if old is not None and new is not None and old.spec is new.spec:
             return  # counted already
         if old is not None:
