@@ -77,6 +77,25 @@ class NodeSpec:
     resource_version: str = field(default="", compare=False)
     """``metadata.resourceVersion``: which write of the object this is."""
 
+    @property
+    def capacity_key(self) -> tuple[object, ...]:
+        """Everything a node's row of the cluster state is built from besides its labels and
+        taints: nodes with equal keys differ only in what their label masks say."""
+        return (
+            self.cpu_milli,
+            self.memory_mib,
+            self.gpus,
+            self.gpu_model,
+            tuple(sorted(self.mig_slices.items())),
+            self.mig_dynamic,
+            self.gpu_zones,
+            self.zone_cpu_milli,
+            self.single_numa,
+            tuple(sorted(self.extended.items())),
+            self.max_pods,
+            self.gpu_memory_mib,
+        )
+
     def __post_init__(self) -> None:
         # The maps are stored frozen, so that the node compares and hashes by value.
         object.__setattr__(self, "labels", frozen_map(self.labels))

@@ -61,24 +61,6 @@ ASSUMED_TTL_S = 30.0
 is forgotten."""
 
 
-def _capacity_key(node: NodeSpec) -> tuple[object, ...]:
-    """What of a node besides labels and taints its row of the state is built from."""
-    return (
-        node.cpu_milli,
-        node.memory_mib,
-        node.gpus,
-        node.gpu_model,
-        tuple(sorted(node.mig_slices.items())),
-        node.mig_dynamic,
-        node.gpu_zones,
-        node.zone_cpu_milli,
-        node.single_numa,
-        tuple(sorted(node.extended.items())),
-        node.max_pods,
-        node.gpu_memory_mib,
-    )
-
-
 class ClusterCache:
     """Objects by kind, the ledger of what runs, assumed bindings (see the module doc).
 
@@ -184,7 +166,7 @@ class ClusterCache:
 
     def _node(self, old: NodeSpec | None, new: NodeSpec | None) -> None:
         ledger = self._ledger
-        if ledger is None or old is None or new is None or _capacity_key(old) != _capacity_key(new):
+        if ledger is None or old is None or new is None or old.capacity_key != new.capacity_key:
             self._invalidate()
             return
         row = ledger.node_index[new.name]
