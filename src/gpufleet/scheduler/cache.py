@@ -265,38 +265,28 @@ class ClusterCache:
         object names them, and take others."""
         ledger = self._ledger
         assert ledger is not None
-        assert pod.node is not None
-        node = ledger.node_index.get(pod.node)
-        if node is None:
+        if pod.node not in ledger.node_index:
             return
         try:
-            started = [ledger.bind(pod)]
+            stopped, started = ledger.bind_naming(pod)
         except SnapshotError:
-            guessed = [
-                r for r in ledger.running.values() if r.node == node and r.gpus and not r.pod.gpus
-            ]
-            if not pod.gpus or not guessed:
-                self._invalidate()  # the cluster contradicts itself: the rebuild says where
-                raise
-            for r in guessed:
-                self._stop(r.pod.key)
-            try:
-                started = [ledger.bind(pod)]
-                ledger.bind_all([r.pod for r in guessed])
-            except SnapshotError:
-                self._invalidate()
-                raise
-            started += [ledger.running[r.pod.key] for r in guessed]
+            self._invalidate()  # the cluster contradicts itself: the rebuild says where
+            raise
+        for gone in stopped:
+            self._pool_drop(gone.pod.key)
         for running in started:
             if ledger.evictable(running.pod):
                 self._joining[running.pod.key] = running
 
     def _stop(self, key: str) -> None:
-        ledger, pool = self._ledger, self._pool
+        ledger = self._ledger
         assert ledger is not None
-        assert pool is not None
         ledger.finish(key)
-        pool.discard(key)
+        self._pool_drop(key)
+
+    def _pool_drop(self, key: str) -> None:
+        assert self._pool is not None
+        self._pool.discard(key)
         self._joining.pop(key, None)
 
     # -- bindings -----------------------------------------------------------------------

@@ -173,6 +173,25 @@ class Ledger:
         self.add(running)
         return running
 
+    def bind_naming(self, pod: PodInfo) -> tuple[list[Running], list[Running]]:
+        """:meth:`bind` ``pod``; if the GPUs its object names are held by pods of its node
+        whose GPUs were guessed (their objects name none), those give way and are bound
+        again around it. The pods that stopped, and those that started (``pod`` first)."""
+        try:
+            return [], [self.bind(pod)]
+        except SnapshotError:
+            node = self.node_index.get(pod.node or "")
+            guessed = [
+                r for r in self.running.values() if r.node == node and r.gpus and not r.pod.gpus
+            ]
+            if not pod.gpus or not guessed:
+                raise
+        for r in guessed:
+            self.finish(r.pod.key)
+        started = [self.bind(pod)]
+        self.bind_all([r.pod for r in guessed])
+        return guessed, started + [self.running[r.pod.key] for r in guessed]
+
     def _pinned_gpus(self, node: int, spec: PodSpec) -> tuple[int, ...]:
         """GPUs for a running pinned pod whose GPUs the snapshot does not name: the zone
         with the most free pinned CPU that has the GPUs."""
