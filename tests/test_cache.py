@@ -276,7 +276,8 @@ def test_a_bind_seen_on_another_node_replaces_the_assumption() -> None:
     assert int(ledger.state.gpu_whole_free.sum()) == 2
 
 
-def test_a_refused_eviction_keeps_the_victim() -> None:
+def preempted() -> ClusterCache:
+    """A cache in which a session evicted ns/low (both GPUs of n0) for ns/high, assumed."""
     cache = cache_of(
         Event("ADDED", "Node", gpu_node("n0", gpus=2)),
         Event("ADDED", "Pod", bound("ns/low", "n0", (0, 1), priority=1, started=0.0)),
@@ -284,6 +285,11 @@ def test_a_refused_eviction_keeps_the_victim() -> None:
     )
     result = Session(cache, CONFIG, 100.0).run()
     assert [(e.pod, e.action) for e in result.evictions] == [("ns/low", "preempt")]
+    return cache
+
+
+def test_a_refused_eviction_keeps_the_victim() -> None:
+    cache = preempted()
     assert cache.evicted == {"ns/low"}
     cache.forget("ns/high")
     cache.keep("ns/low")
@@ -571,13 +577,7 @@ def test_assumed_bindings_survive_a_rebuild_of_the_ledger() -> None:
 
 
 def test_a_refused_eviction_drops_the_plan_that_made_it() -> None:
-    cache = cache_of(
-        Event("ADDED", "Node", gpu_node("n0", gpus=2)),
-        Event("ADDED", "Pod", bound("ns/low", "n0", (0, 1), priority=1, started=0.0)),
-        Event("ADDED", "Pod", pending("ns/high", 2, priority=50)),
-    )
-    result = Session(cache, CONFIG, 100.0).run()
-    assert [(e.pod, e.action) for e in result.evictions] == [("ns/low", "preempt")]
+    cache = preempted()
     cache.keep("ns/low")  # the preemptor is still assumed on the victim's GPUs
     assert cache.assumed == {}
     assert set(cache.ledger().running) == {"ns/low"}

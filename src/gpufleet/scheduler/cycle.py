@@ -249,16 +249,20 @@ class Cycle:
 
     def finish(self, key: str) -> Running:
         """Pod ``key`` ended (its job completed, or it was stopped): free what it held."""
+        running = self._drop(key)
+        self.state.release(running.node, running.spec, running.gpus)
+        return running
+
+    def _drop(self, key: str) -> Running:
+        """Pod ``key`` counts no more, in the ledger or as a possible victim."""
         running = self.ledger.remove(key)
         self.pool.discard(key)
-        self.state.release(running.node, running.spec, running.gpus)
         return running
 
     def evict(self, key: str) -> Running:
         """Stop counting pod ``key``: it is no victim any more, and what it frees makes the
         bindings onto it pipelined (the caller releases its capacity)."""
-        running = self.ledger.remove(key)
-        self.pool.discard(key)
+        running = self._drop(key)
         self.evicted_nodes.add(running.node)
         self.freed_gpus.update((running.node, g) for g in running.gpus)
         return running

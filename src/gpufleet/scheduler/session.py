@@ -98,7 +98,7 @@ class Scheduler:
         self.rng = rng if rng is not None else np.random.default_rng(0)
         self.cycles = 0
         """Cycles run."""
-        self.backlog = Backlog(skip_failed=True)
+        self.backlog: Backlog
         self._left: dict[str, None] = {}
         """Gangs with pods the last cycle left pending, whose job it may have taken out of
         the backlog all the same (elastic pods beyond minMember that found no room)."""
