@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 
 from gpufleet.framework.runtime import Held
 from gpufleet.framework.status import Status
-from gpufleet.model.cluster import NodeSpec
+from gpufleet.model.arrays import IntArray
+from gpufleet.model.cluster import ClusterState, NodeSpec
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.workload import PodInfo
 from gpufleet.scheduler.cycle import Cycle
-from gpufleet.scheduler.fit import per_node_slots
 from gpufleet.scheduler.placement import place
 from tests.builders import InfoBuilder, cluster, cycle_of, info, node, pod, with_gpu_free
 
@@ -45,12 +45,17 @@ NODES = (
 )
 def test_per_node_slots(spec: PodSpec, expected: list[int]) -> None:
     state = cluster(*NODES)
-    assert per_node_slots(spec, state, np.arange(state.size)).tolist() == expected
+    assert slots(state, spec).tolist() == expected
 
 
 def test_gpus_partly_taken_by_shares_are_no_slots() -> None:
     state = with_gpu_free(cluster(node("n0", gpus=4)), 0, [500, 500, 1000, 1000])
-    assert per_node_slots(pod().gpus(1).obj(), state, np.arange(1)).tolist() == [2]
+    assert slots(state, pod().gpus(1).obj()).tolist() == [2]
+
+
+def slots(state: ClusterState, spec: PodSpec) -> IntArray:
+    """The profile's count of ``spec`` on every node (``Framework.count``)."""
+    return cycle_of(list(NODES)).framework.count(state, spec, np.arange(state.size))
 
 
 def pods(count: int, builder: InfoBuilder | None = None) -> tuple[PodInfo, ...]:

@@ -11,15 +11,22 @@ cycle of queue ``a``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
+from gpufleet.compose import COMPONENTS
+from gpufleet.framework.profile import Profile
+from gpufleet.framework.protocols import FilterVerdict
+from gpufleet.framework.registry import PluginFactory, Registry
 from gpufleet.framework.runtime import Held
-from gpufleet.model.cluster import NodeSpec
-from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, pods_request
+from gpufleet.model.cluster import ClusterState, NodeSpec
+from gpufleet.model.pod import PodSpec
+from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, Snapshot, pods_request
 from gpufleet.scheduler.actions.preempt import Preempt
-from gpufleet.scheduler.cycle import Cycle
+from gpufleet.scheduler.components import Components
+from gpufleet.scheduler.cycle import Cycle, CycleConfig
 from gpufleet.scheduler.transaction import Running
 from gpufleet.scheduler.victims import VictimSearch
 from gpufleet.scheduler.view import moving
@@ -339,3 +346,48 @@ def test_a_plan_places_the_job_where_its_victims_were() -> None:
     assert [(v.pod.key, v.node, v.gpus) for v in plan.victims] == [("a/low", 0, (0, 1))]
     assert [(node_index, gpus) for node_index, _, gpus in plan.placements] == [(0, (0, 1))]
     assert plan.moved == ()
+
+
+class EmptyNodesOnly:
+    """A filter of a profile that judges more than resources: only nodes with every GPU
+    free (a whole-node tenant). The victim search must obey it as placement does."""
+
+    name = "EmptyNodesOnly"
+
+    def filter(self, state: ClusterState, pod: PodSpec) -> FilterVerdict:
+        ok = state.gpu_whole_free == state.gpu_count
+        return FilterVerdict(ok, (("node(s) not empty", ~ok),))
+
+
+def with_filter(extra: str, plugin: PluginFactory) -> Components:
+    plugins: Registry[PluginFactory] = Registry("plugin")
+    for name, factory in COMPONENTS.plugins.items():
+        plugins.register(name, factory)
+    plugins.register(extra, plugin)
+    base = COMPONENTS.policies["best-fit"]
+    policies: Registry[Profile] = Registry("policy")
+    policies.register(
+        "whole-node", replace(base, name="whole-node", filters=(*base.filters, extra))
+    )
+    return replace(COMPONENTS, plugins=plugins, policies=policies)
+
+
+def test_a_filter_of_the_profile_is_obeyed_while_making_room() -> None:
+    """One free GPU is not enough for the profile's filter: both victims go, not one."""
+    components = with_filter("EmptyNodesOnly", lambda _handle: EmptyNodesOnly())
+    snapshot = Snapshot(
+        (node("n0", gpus=4),),
+        (
+            run("a/p1", 1).gpus(1).on("n0", 0).obj(),
+            run("a/p2", 2).gpus(2).on("n0", 1, 2).obj(),
+            WANTS_1,
+        ),
+        (),
+        (QueueSpec("a"),),
+    )
+    config = CycleConfig(policy="whole-node", actions=("preempt",))
+    cycle = Cycle(snapshot, config, NOW, components=components)
+    search = search_for(cycle, "a/job")
+    plan, note = search.run(PREEMPT, pods_request(search.job.core))
+    assert plan is not None, note
+    assert sorted(v.pod.key for v in plan.victims) == ["a/p1", "a/p2"]

@@ -4,6 +4,13 @@ A plugin has a name and implements only the protocols it needs:
 
 * :class:`FilterPlugin` — which nodes can hold the pod: one boolean mask over all nodes,
   with the masks of nodes failing each reason, so that the framework can tell the user why.
+  A filter judges each node on that node's own row of the state (kube-scheduler's Filter
+  sees one NodeInfo); what spans nodes — gangs, topology domains — is the cycle's.
+* :class:`RowFilter` — a filter that can also judge a few rows without the reasons: the
+  same rule, evaluated where the victim search asks "does it fit this node now?" after
+  each eviction it tries. A filter without it is run on every node and read at the one.
+* :class:`CountingFilter` — a filter of capacity that can say how many pods of one plain
+  spec each node holds: slot counting takes the least count over them.
 * :class:`ScorePlugin` — how good each candidate node is: a float array, higher is better.
 * :class:`GpuChooser` — which GPUs of the chosen node the pod takes.
 
@@ -66,6 +73,28 @@ class Plugin(Protocol):
 @runtime_checkable
 class FilterPlugin(Plugin, Protocol):
     def filter(self, state: ClusterState, pod: PodSpec) -> FilterVerdict: ...
+
+
+Rows = slice
+"""A run of node indexes (``slice(node, node + 1)`` for one node): arrays indexed by it are
+views, so judging one node copies nothing."""
+
+
+@runtime_checkable
+class RowFilter(FilterPlugin, Protocol):
+    def fits_rows(self, state: ClusterState, pod: PodSpec, rows: Rows) -> BoolArray | None:
+        """Which nodes of ``rows`` pass: exactly ``filter(state, pod).feasible[rows]``;
+        None when every node passes (the filter does not apply to the pod)."""
+        ...
+
+
+@runtime_checkable
+class CountingFilter(FilterPlugin, Protocol):
+    def count(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> IntArray:
+        """How many pods of ``pod``'s plain spec (whole GPUs or none, no MIG slice, no
+        pinned CPUs) each of ``nodes`` holds by this filter's resources: at least 1 exactly
+        where the filter passes."""
+        ...
 
 
 @runtime_checkable

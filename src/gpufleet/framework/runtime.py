@@ -26,11 +26,13 @@ import numpy as np
 
 from gpufleet.framework.profile import Profile
 from gpufleet.framework.protocols import (
+    CountingFilter,
     FilterPlugin,
     FilterVerdict,
     GpuChooser,
     Handle,
     Plugin,
+    RowFilter,
     ScorePlugin,
 )
 from gpufleet.framework.registry import PluginFactory
@@ -132,6 +134,10 @@ class Framework:
             (_expect(instances[n], ScorePlugin, n, "score"), float(w))  # type: ignore[type-abstract]
             for n, w in profile.scores
         ]
+        self._one_node = [
+            (f, f.fits_rows if isinstance(f, RowFilter) else None) for f in self.filters
+        ]
+        self._counting = [f for f in self.filters if isinstance(f, CountingFilter)]
         self.chooser = _expect(
             instances[profile.gpu_chooser],
             GpuChooser,  # type: ignore[type-abstract]
@@ -181,6 +187,36 @@ class Framework:
             verdicts.append((plugin, verdict, alive))
             alive = alive & verdict.feasible
         return alive, verdicts
+
+    def fits(self, state: ClusterState, pod: PodSpec, node: int) -> bool:
+        """Whether ``pod`` fits ``node`` as the state is now, by every filter of the profile:
+        the rule :meth:`run_filters` applies to all nodes, asked of one (the victim search
+        asks it after each eviction it tries). A :class:`RowFilter` judges the node's row
+        alone; any other filter is run on every node and read at this one. Held nodes are
+        the caller's to leave out; a share sized by GPU memory is sized for the node."""
+        if pod.sized_by_memory:
+            sized = pod.sized_for(int(state.gpu_memory[node]))
+            if sized is None:
+                return False
+            pod = sized
+        rows = slice(node, node + 1)
+        for plugin, fits_rows in self._one_node:
+            if fits_rows is not None:
+                ok = fits_rows(state, pod, rows)
+                if ok is not None and not ok[0]:
+                    return False
+            elif not plugin.filter(state, pod).feasible[node]:
+                return False
+        return True
+
+    def count(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> IntArray:
+        """How many pods of ``pod``'s plain spec each of ``nodes`` holds: the least count of
+        the profile's :class:`CountingFilter` plugins (the nodes are ones the other filters
+        let through)."""
+        counts = np.full(nodes.size, np.iinfo(np.int64).max, dtype=np.int64)
+        for plugin in self._counting:
+            counts = np.minimum(counts, plugin.count(state, pod, nodes))
+        return counts
 
     def node_reasons(self, state: ClusterState, pod: PodSpec) -> list[tuple[str, ...]]:
         """Per node, every reason each filter rejects it for (empty: it fits) — for explain."""

@@ -41,6 +41,8 @@ UNLIMITED_PODS = 1 << 40
 
 _state_ids = itertools.count()
 
+_ALL = slice(None)
+
 
 @dataclass(frozen=True, slots=True)
 class NodeSpec:
@@ -352,36 +354,19 @@ class ClusterState:
         """Whether ``pod`` takes pinned CPUs from one NUMA zone of ``node`` with its GPUs."""
         return pod.exclusive_cpu and pod.num_gpu > 0 and bool(self.single_numa[node])
 
-    def numa_aligned(self, pod: PodSpec) -> BoolArray:
-        """Nodes with one NUMA zone holding ``pod``'s GPUs (and pinned CPUs, if it pins)."""
-        ok = np.zeros(self.size, dtype=np.bool_)
-        fits = self.gpu_free >= pod.gpu_milli
-        for zone in range(self.zone_cpu_free.shape[1]):
-            gpus = np.count_nonzero(fits & (self.gpu_zone == zone), axis=1) >= pod.num_gpu
-            ok |= gpus & (self.zone_cpu_free[:, zone] >= pod.cpu_milli)
+    def numa_aligned(self, pod: PodSpec, rows: slice = _ALL) -> BoolArray:
+        """Nodes (of ``rows``) with one NUMA zone holding ``pod``'s GPUs (and pinned CPUs,
+        if it pins)."""
+        fits = self.gpu_free[rows] >= pod.gpu_milli
+        zones, cpu = self.gpu_zone[rows], self.zone_cpu_free[rows]
+        ok = np.zeros(len(fits), dtype=np.bool_)
+        for zone in range(cpu.shape[1]):
+            gpus = np.count_nonzero(fits & (zones == zone), axis=1) >= pod.num_gpu
+            ok |= gpus & (cpu[:, zone] >= pod.cpu_milli)
         return ok
 
     def gpu_zone_of(self, node: int, gpus: Sequence[int]) -> int:
         return int(self.gpu_zone[node, gpus[0]]) if gpus else -1
-
-    def holds(self, node: int, pod: PodSpec) -> bool:
-        """Whether ``node`` has ``pod``'s CPU, memory and GPUs free (one node, no masks)."""
-        if self.cpu_free[node] < pod.cpu_milli or self.memory_free[node] < pod.memory_mib:
-            return False
-        if not self.holds_others(node, pod):
-            return False
-        if pod.mig_profile is not None:
-            return self.mig_gpu(node, pod) is not None
-        if not pod.num_gpu:
-            return True
-        _sized(pod)
-        if self.pins_cpu(node, pod) and not self.numa_aligned(pod)[node]:
-            return False
-        return int(np.count_nonzero(self.gpu_free[node] >= pod.gpu_milli)) >= pod.num_gpu
-
-    def holds_others(self, node: int, pod: PodSpec) -> bool:
-        """Whether ``node`` has a pod slot and ``pod``'s other resources free."""
-        return self._others_problem(node, pod) is None
 
     def _others_problem(self, node: int, pod: PodSpec) -> str | None:
         """What ``node`` lacks of a pod slot and ``pod``'s other resources (None: nothing)."""
@@ -509,15 +494,16 @@ class ClusterState:
         if pod.mig_profile is not None:
             self._release_mig(node, pod, gpus)
             return
-        idx = np.asarray(gpus, dtype=np.int64)
-        if np.any(self.gpu_free[node, idx] + pod.gpu_milli > MILLI):
+        row = self.gpu_free[node]  # a few GPUs: plain indexing beats numpy's fancy kind
+        if len(set(gpus)) != len(gpus) or any(row[g] + pod.gpu_milli > MILLI for g in gpus):
             raise ValueError(f"pod {pod.name}: releasing GPUs {gpus} beyond their capacity")
         if self.pins_cpu(node, pod):
             self.zone_cpu_free[node, self.gpu_zone_of(node, gpus)] += pod.cpu_milli
         self._take_others(node, pod, -1)
         self.cpu_free[node] += pod.cpu_milli
         self.memory_free[node] += pod.memory_mib
-        self.gpu_free[node, idx] += pod.gpu_milli
+        for g in gpus:
+            row[g] += pod.gpu_milli
         if pod.num_gpu:
             self.gpu_pod_kinds[node, gpu_pod_kind(pod)] -= 1
             self.refresh_gpu_totals(node)

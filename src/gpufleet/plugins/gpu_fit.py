@@ -12,12 +12,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpufleet.framework.protocols import FilterVerdict, Handle
-from gpufleet.model.arrays import MILLI, BoolArray
+from gpufleet.framework.protocols import FilterVerdict, Handle, Rows
+from gpufleet.model.arrays import MILLI, BoolArray, IntArray
 from gpufleet.model.cluster import ClusterState
 from gpufleet.model.pod import PodSpec
 
 NAME = "GpuFit"
+
+ALL = slice(None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,11 +27,11 @@ class Args:
     """No options."""
 
 
-def gpu_capacity_fits(state: ClusterState, pod: PodSpec) -> BoolArray:
-    """Nodes with at least ``num_gpu`` GPUs that each have ``gpu_milli`` free."""
+def gpu_capacity_fits(state: ClusterState, pod: PodSpec, rows: Rows = ALL) -> BoolArray:
+    """Nodes of ``rows`` with at least ``num_gpu`` GPUs that each have ``gpu_milli`` free."""
     if pod.gpu_milli == MILLI:
-        return np.asarray(state.gpu_whole_free >= pod.num_gpu)
-    fitting = np.count_nonzero(state.gpu_free >= pod.gpu_milli, axis=1)
+        return np.asarray(state.gpu_whole_free[rows] >= pod.num_gpu)
+    fitting = np.count_nonzero(state.gpu_free[rows] >= pod.gpu_milli, axis=1)
     return np.asarray(fitting >= pod.num_gpu)
 
 
@@ -57,6 +59,23 @@ class GpuFit:
             ),
             unresolvable=not lacking_capacity.any(),
         )
+
+    def fits_rows(self, state: ClusterState, pod: PodSpec, rows: Rows) -> BoolArray | None:
+        if pod.num_gpu == 0:
+            return None
+        ok = gpu_capacity_fits(state, pod, rows)
+        if pod.gpu_models is not None:
+            ok &= state.model_mask(pod.gpu_models)[rows]
+        return ok
+
+    def count(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> IntArray:
+        """Whole GPUs: the node's fully free GPUs over the pod's count (plain pods only)."""
+        if pod.num_gpu == 0:
+            return np.full(nodes.size, np.iinfo(np.int64).max, dtype=np.int64)
+        free = state.gpu_whole_free[nodes] // pod.num_gpu
+        if pod.gpu_models is not None:
+            free = np.where(state.model_mask(pod.gpu_models)[nodes], free, 0)
+        return free
 
 
 def new(args: Args, handle: Handle) -> GpuFit:

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpufleet.framework.protocols import FilterVerdict, Handle
+from gpufleet.framework.protocols import FilterVerdict, Handle, Rows
+from gpufleet.model.arrays import BoolArray
 from gpufleet.model.cluster import ClusterState
 from gpufleet.model.pod import PodSpec
 
@@ -37,16 +38,22 @@ class MigFit:
     def filter(self, state: ClusterState, pod: PodSpec) -> FilterVerdict:
         if pod.mig_profile is None:
             return FilterVerdict.pass_all(state.size)
-        p = state.mig_profile_index(pod.mig_profile)
-        ok = (
-            state.mig_free[:, p] >= pod.mig_count
-            if p is not None
-            else np.zeros(state.size, dtype=np.bool_)
-        )
-        if state.mig is not None:
-            for node in state.mig.tables:
-                ok[node] = state.mig_gpu(node, pod) is not None
+        ok = self.fits_rows(state, pod, slice(None))
+        assert ok is not None, "a pod with a MIG profile"
         return FilterVerdict(ok, ((f"Insufficient {pod.mig_resource}", ~ok),))
+
+    def fits_rows(self, state: ClusterState, pod: PodSpec, rows: Rows) -> BoolArray | None:
+        if pod.mig_profile is None:
+            return None
+        p = state.mig_profile_index(pod.mig_profile)
+        free = state.mig_free[rows]
+        ok = free[:, p] >= pod.mig_count if p is not None else np.zeros(len(free), np.bool_)
+        if state.mig is not None:
+            first, last, _ = rows.indices(state.size)
+            for node in state.mig.tables:
+                if first <= node < last:
+                    ok[node - first] = state.mig_gpu(node, pod) is not None
+        return ok
 
 
 def new(args: Args, handle: Handle) -> MigFit:

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpufleet.framework.protocols import FilterVerdict, Handle
+import numpy as np
+
+from gpufleet.framework.protocols import FilterVerdict, Handle, Rows
+from gpufleet.model.arrays import BoolArray
 from gpufleet.model.cluster import ClusterState
 from gpufleet.model.pod import PodSpec
 
@@ -30,6 +33,11 @@ class NodeAffinity:
             return FilterVerdict.pass_all(state.size)
         ok = state.node_labels.affinity_mask(pod.constraint)
         return FilterVerdict(ok, ((MESSAGE, ~ok),), unresolvable=True)
+
+    def fits_rows(self, state: ClusterState, pod: PodSpec, rows: Rows) -> BoolArray | None:
+        if pod.constraint is None or not pod.constraint.has_terms:
+            return None
+        return state.node_labels.affinity_mask(pod.constraint)[rows]
 
 
 def new(args: Args, handle: Handle) -> NodeAffinity:

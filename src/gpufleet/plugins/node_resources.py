@@ -15,11 +15,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpufleet.framework.protocols import FilterVerdict, Handle
+from gpufleet.framework.protocols import FilterVerdict, Handle, Rows
+from gpufleet.model.arrays import BoolArray, IntArray
 from gpufleet.model.cluster import ClusterState
 from gpufleet.model.pod import PodSpec
 
 NAME = "NodeResourcesFit"
+
+ALL = slice(None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,28 +30,54 @@ class Args:
     """No options."""
 
 
+def _free(
+    state: ClusterState, pod: PodSpec, rows: Rows | IntArray
+) -> list[tuple[str, IntArray, int]]:
+    """Per resource the pod needs: the reason a node lacks it, what ``rows`` have free, and
+    how much the pod asks for. The filter, the one-node check and the slot count all read
+    this list, so a resource is judged the same way by each."""
+    needs: list[tuple[str, IntArray, int]] = [
+        ("Insufficient cpu", state.cpu_free[rows], pod.cpu_milli),
+        ("Insufficient memory", state.memory_free[rows], pod.memory_mib),
+    ]
+    if state.pods_limited:
+        needs.append(("Too many pods", state.pods_free[rows], 1))
+    for name, amount in pod.extended:
+        column = state.extended_index.get(name)
+        free = (
+            state.extended_free[rows, column]
+            if column is not None
+            else np.zeros_like(state.cpu_free[rows])
+        )
+        needs.append((f"Insufficient {name}", free, amount))
+    return needs
+
+
 class NodeResourcesFit:
     name = NAME
 
     def filter(self, state: ClusterState, pod: PodSpec) -> FilterVerdict:
-        cpu_ok = state.cpu_free >= pod.cpu_milli
-        memory_ok = state.memory_free >= pod.memory_mib
-        ok = cpu_ok & memory_ok
-        failures = [("Insufficient cpu", ~cpu_ok), ("Insufficient memory", ~memory_ok)]
-        if state.pods_limited:
-            room = state.pods_free >= 1
-            ok &= room
-            failures.append(("Too many pods", ~room))
-        for name, amount in pod.extended:
-            column = state.extended_index.get(name)
-            has = (
-                state.extended_free[:, column] >= amount
-                if column is not None
-                else np.zeros(state.size, dtype=np.bool_)
-            )
+        failures: list[tuple[str, BoolArray]] = []
+        ok = np.ones(state.size, dtype=np.bool_)
+        for message, free, amount in _free(state, pod, ALL):
+            has = free >= amount
             ok &= has
-            failures.append((f"Insufficient {name}", ~has))
+            failures.append((message, ~has))
         return FilterVerdict(ok, tuple(failures))
+
+    def fits_rows(self, state: ClusterState, pod: PodSpec, rows: Rows) -> BoolArray:
+        needs = _free(state, pod, rows)
+        ok = needs[0][1] >= needs[0][2]
+        for _, free, amount in needs[1:]:
+            ok &= free >= amount
+        return ok
+
+    def count(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> IntArray:
+        counts = np.full(nodes.size, np.iinfo(np.int64).max, dtype=np.int64)
+        for _, free, amount in _free(state, pod, nodes):
+            if amount > 0:
+                counts = np.minimum(counts, free // amount)
+        return counts
 
 
 def new(args: Args, handle: Handle) -> NodeResourcesFit:

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpufleet.framework.protocols import FilterVerdict, Handle
+import numpy as np
+
+from gpufleet.framework.protocols import FilterVerdict, Handle, Rows
+from gpufleet.model.arrays import BoolArray
 from gpufleet.model.cluster import ClusterState
 from gpufleet.model.pod import PodSpec
 
@@ -29,10 +32,18 @@ class NumaAlign:
     name = NAME
 
     def filter(self, state: ClusterState, pod: PodSpec) -> FilterVerdict:
-        if not (pod.exclusive_cpu and pod.num_gpu) or not state.single_numa.any():
+        ok = self.fits_rows(state, pod, slice(None))
+        if ok is None:
             return FilterVerdict.pass_all(state.size)
-        misaligned = state.single_numa & ~state.numa_aligned(pod)
-        return FilterVerdict(~misaligned, ((MESSAGE, misaligned),))
+        return FilterVerdict(ok, ((MESSAGE, ~ok),))
+
+    def fits_rows(self, state: ClusterState, pod: PodSpec, rows: Rows) -> BoolArray | None:
+        if not (pod.exclusive_cpu and pod.num_gpu):
+            return None
+        single = state.single_numa[rows]
+        if not single.any():
+            return None
+        return ~single | state.numa_aligned(pod, rows)
 
 
 def new(args: Args, handle: Handle) -> NumaAlign:

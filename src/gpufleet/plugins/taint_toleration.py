@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpufleet.framework.protocols import FilterVerdict, Handle
+from gpufleet.framework.protocols import FilterVerdict, Handle, Rows
 from gpufleet.model.arrays import BoolArray
 from gpufleet.model.cluster import ClusterState
 from gpufleet.model.pod import PodSpec
@@ -42,6 +42,16 @@ class TaintToleration:
                 failures.append((f"node(s) had untolerated taint {taint}", tainted))
                 blocked |= tainted
         return FilterVerdict(~blocked, tuple(failures), unresolvable=True)
+
+    def fits_rows(self, state: ClusterState, pod: PodSpec, rows: Rows) -> BoolArray | None:
+        labels = state.node_labels
+        tolerations = pod.constraint.tolerations if pod.constraint else ()
+        ok = None
+        for taint in labels.blocking_taints:
+            if not any(t.tolerates(taint) for t in tolerations):
+                free = ~labels.taint_mask(taint)[rows]
+                ok = free if ok is None else ok & free
+        return ok
 
 
 def new(args: Args, handle: Handle) -> TaintToleration:

@@ -4,8 +4,10 @@ pod.
 
 A pod is *plain* when it asks for whole GPUs (or none), has no claims, no MIG slice and no
 pinned CPUs. Placing such a pod on a node takes exactly one of the node's *slots* — the
-minimum over its whole free GPUs, CPU, memory, pod slots and other resources divided by
-the pod's request — so the sum of slots over the nodes its filters allow is exact. The
+least count of the profile's capacity filters (:meth:`Framework.count`: whole free GPUs,
+CPU, memory, pod slots and other resources divided by the pod's request, judged by the
+plugins that filter on them) — so the sum of slots over the nodes its filters allow is
+exact. The
 cycle asks before placing a gang, when judging whether a waiting class is worth a try, and
 the victim search on a state with the candidates gone.
 """
@@ -24,25 +26,6 @@ if TYPE_CHECKING:
     from gpufleet.model.cluster import ClusterState
     from gpufleet.model.pod import PodSpec
     from gpufleet.model.workload import PodInfo
-
-
-def per_node_slots(spec: PodSpec, state: ClusterState, nodes: IntArray) -> IntArray:
-    """How many pods of plain ``spec`` each of ``nodes`` has whole GPUs, CPU, memory, pod
-    slots and other resources for."""
-    per_node = np.full(nodes.size, np.iinfo(np.int64).max, dtype=np.int64)
-    if spec.num_gpu:
-        per_node = np.minimum(per_node, state.gpu_whole_free[nodes] // spec.num_gpu)
-    if spec.cpu_milli:
-        per_node = np.minimum(per_node, state.cpu_free[nodes] // spec.cpu_milli)
-    if spec.memory_mib:
-        per_node = np.minimum(per_node, state.memory_free[nodes] // spec.memory_mib)
-    if state.pods_limited:
-        per_node = np.minimum(per_node, state.pods_free[nodes])
-    for name, amount in spec.extended:
-        column = state.extended_index.get(name)
-        free = state.extended_free[nodes, column] if column is not None else 0
-        per_node = np.minimum(per_node, free // max(amount, 1))
-    return per_node
 
 
 class Fit:
@@ -120,7 +103,7 @@ class Fit:
                 nodes = nodes[~held.mask[nodes]]
         else:
             nodes = self.framework.run_filters(state, spec, held).nodes
-        return float(np.minimum(per_node_slots(spec, state, nodes), count).sum())
+        return float(np.minimum(self.framework.count(state, spec, nodes), count).sum())
 
     def static_nodes(self, spec: PodSpec) -> IntArray:
         """Nodes that could run ``spec`` if they were empty (its constraints allow them);

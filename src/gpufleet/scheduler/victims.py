@@ -128,10 +128,10 @@ class VictimSearch:
             if v.pod.started is not None
         )
 
-    def fits(self, spec: PodSpec, node: int, static: BoolArray) -> bool:
-        """``spec`` fits ``node`` now; ``static`` are the nodes its constraints allow; the
-        pod's ResourceClaims can be allocated there."""
-        if not (static[node] and self.state.holds(node, spec)):
+    def fits(self, spec: PodSpec, node: int) -> bool:
+        """``spec`` fits ``node`` now by every filter of the profile (the rule placement
+        applies), and the pod's ResourceClaims can be allocated there."""
+        if not self.framework.fits(self.state, spec, node):
             return False
         return self.pod is None or not self.pod.claims or self.cycle.claims_fit(self.pod, node)
 
@@ -217,8 +217,6 @@ class VictimSearch:
         nodes = nodes[np.lexsort((nodes, counts[nodes]))][:MAX_NODES_TRIED]
         if nodes.size == 0:
             return None
-        static = np.zeros(self.state.size, dtype=np.bool_)
-        static[self.framework.run_filters(self.cycle.empty, spec, held).nodes] = True
         gone = {r.pod.key for r in taken} | self.cycle.bound_now
 
         def eligible(key: str) -> bool:
@@ -236,7 +234,6 @@ class VictimSearch:
                 node,
                 pods,
                 txn,
-                static=static,
                 taken=taken,
                 eligible=eligible,
                 accept=accept,
@@ -254,7 +251,6 @@ class VictimSearch:
         pods: list[Running],
         txn: Transaction,
         *,
-        static: BoolArray,
         taken: list[Running],
         eligible: Callable[[str], bool],
         accept: Callable[[Unit, list[Running]], bool],
@@ -281,7 +277,7 @@ class VictimSearch:
             for m in unit:
                 self._evict(txn, m)
             chosen.append(unit)
-            if self.fits(spec, node, static):
+            if self.fits(spec, node):
                 fitted = True
                 break
         if not fitted:
@@ -294,7 +290,7 @@ class VictimSearch:
             inner = txn.mark()
             for m in unit:
                 self._reprieve(txn, m)
-            if self.fits(spec, node, static):
+            if self.fits(spec, node):
                 chosen.remove(unit)
             else:
                 txn.rollback(inner)
