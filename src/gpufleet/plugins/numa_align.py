@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from gpufleet.framework.protocols import FilterVerdict, Handle, Rows
 from gpufleet.model.arrays import BoolArray
 from gpufleet.model.cluster import ClusterState

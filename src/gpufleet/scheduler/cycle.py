@@ -24,7 +24,7 @@ The cycle works on the ledger it is given — the cluster cache's, in a session
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -44,6 +44,7 @@ from gpufleet.model.workload import (
 from gpufleet.scheduler.actions.allocate import Allocation
 from gpufleet.scheduler.actions.stale_gang import release_stale
 from gpufleet.scheduler.backlog import Backlog
+from gpufleet.scheduler.commit import Commit
 from gpufleet.scheduler.fairshare import EPS
 from gpufleet.scheduler.fit import Fit
 from gpufleet.scheduler.holds import Holds
@@ -168,7 +169,7 @@ class Cycle:
             backlog = Backlog.of(with_claim_gpus(found, ledger))
         self.backlog = backlog
         self.capacity = ledger.capacity
-        self.bindings: list[Binding] = []
+        self.commit = Commit(ledger, pool, now)
         self._start(now)
 
     def begin(self, now: float, *, act: bool = True) -> None:
@@ -185,13 +186,8 @@ class Cycle:
         self.now = now
         self.cycles += 1
         self.order.start(self.backlog.demand, self.capacity)
-        self.bindings = []
-        self.evictions: list[Eviction] = []
+        self.commit = Commit(self.ledger, self.pool, now)
         self.journal = Journal(records=self.config.records, watch=self.config.watch)
-        self.evicted_nodes: set[int] = set()
-        self.freed_gpus: set[tuple[int, int]] = set()
-        self.bound_now: set[str] = set()
-        """Pods bound (or moved) in this cycle: never victims of the same cycle."""
         self.over_share = 0
         """Bindings that left a queue above its fair share, counted only where an action
         depends on fair shares: its failed searches are remembered until this changes."""
@@ -199,6 +195,18 @@ class Cycle:
         self.allocation.caps = {}
 
     # -- what the actions read ----------------------------------------------------------
+
+    @property
+    def bindings(self) -> list[Binding]:
+        return self.commit.bindings
+
+    @property
+    def evictions(self) -> list[Eviction]:
+        return self.commit.evictions
+
+    @property
+    def bound_now(self) -> set[str]:
+        return self.commit.bound_now
 
     @property
     def released(self) -> int:
@@ -249,22 +257,8 @@ class Cycle:
 
     def finish(self, key: str) -> Running:
         """Pod ``key`` ended (its job completed, or it was stopped): free what it held."""
-        running = self._drop(key)
+        running = self.commit.drop(key)
         self.state.release(running.node, running.spec, running.gpus)
-        return running
-
-    def _drop(self, key: str) -> Running:
-        """Pod ``key`` counts no more, in the ledger or as a possible victim."""
-        running = self.ledger.remove(key)
-        self.pool.discard(key)
-        return running
-
-    def evict(self, key: str) -> Running:
-        """Stop counting pod ``key``: it is no victim any more, and what it frees makes the
-        bindings onto it pipelined (the caller releases its capacity)."""
-        running = self._drop(key)
-        self.evicted_nodes.add(running.node)
-        self.freed_gpus.update((running.node, g) for g in running.gpus)
         return running
 
     # -- the cycle ----------------------------------------------------------------------
@@ -370,18 +364,17 @@ class Cycle:
             self.journal.pending.append(Pending(pod.key, reason))
 
     def _apply(self, job: Job, plan: Plan) -> None:
-        for victim in plan.victims:
-            self.evict(victim.pod.key)
-            self.evictions.append(Eviction(victim.pod.key, plan.action, job.key))
-        for pod, (node, spec, gpus) in zip(job.core, plan.placements, strict=True):
-            self._bound(pod, node, spec, gpus)
-        for moved, (node, spec, gpus) in plan.moved:
-            self._bound(moved.pod, node, spec, gpus)
+        for pod in self.commit.apply(job.key, job.core, plan):
+            self._count_share(pod)
 
     def _bound(self, pod: PodInfo, node: int, spec: PodSpec, gpus: tuple[int, ...]) -> None:
         """Record that ``pod`` runs on ``node`` (its capacity is reserved already)."""
-        self.ledger.add(Running(replace(pod, started=self.now), node, gpus, spec))
-        self.bound_now.add(pod.key)
+        self.commit.bind(pod, node, spec, gpus)
+        self._count_share(pod)
+
+    def _count_share(self, pod: PodInfo) -> None:
+        """Count a binding that left the pod's queue above its fair share, where an action
+        depends on fair shares (``over_share``)."""
         if (
             self.act
             and self.room.watches_fair_share
@@ -389,16 +382,6 @@ class Cycle:
             and any(self.ratio(q) > 1 + EPS for q in self.tree.paths[pod.queue])
         ):
             self.over_share += 1
-        self.bindings.append(
-            Binding(
-                pod.key,
-                self.state.names[node],
-                gpus if spec.num_gpu or gpus else None,
-                any((node, g) in self.freed_gpus for g in gpus)
-                or (not gpus and node in self.evicted_nodes),
-                self.book.pod_claims.get(pod.key),
-            )
-        )
 
     # -- pending, and why ---------------------------------------------------------------
 

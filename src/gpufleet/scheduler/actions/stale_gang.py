@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from gpufleet.scheduler.outcome import Eviction, Why, WhyCode, why
+from gpufleet.scheduler.outcome import Why, WhyCode, why
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
     from gpufleet.model.cluster import ClusterState
     from gpufleet.model.workload import GroupSpec
-    from gpufleet.scheduler.transaction import Running
+    from gpufleet.scheduler.commit import Commit
 
 NAME = "stale-gang"
 
@@ -35,10 +35,7 @@ class StaleContext(Protocol):
     @property
     def gang_running(self) -> Mapping[str, Sequence[str]]: ...
     @property
-    def evictions(self) -> list[Eviction]: ...
-
-    def evict(self, key: str) -> Running:
-        """Stop counting pod ``key`` and remember what it frees (the caller releases it)."""
+    def commit(self) -> Commit: ...
 
 
 def release_stale(cycle: StaleContext, grace_s: float, gang: str, reason: Why | None) -> Why | None:
@@ -51,9 +48,8 @@ def release_stale(cycle: StaleContext, grace_s: float, gang: str, reason: Why | 
     stale, now = group.stale_since, cycle.now
     if stale is not None and now - stale >= grace_s:
         for key in sorted(cycle.gang_running[gang]):
-            released = cycle.evict(key)
+            released = cycle.commit.evict(key, NAME, gang)
             cycle.state.release(released.node, released.spec, released.gpus)
-            cycle.evictions.append(Eviction(key, NAME, gang))
         return why(
             WhyCode.STALE_RELEASED,
             gang=gang,
