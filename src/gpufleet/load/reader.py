@@ -1,8 +1,10 @@
 """Typed access to one Kubernetes object's fields; every failure names the object and field.
 
-Shared by the snapshot readers (``load/snapshot.py``, ``load/devices.py``): a
-:class:`Reader` wraps one object as a mapping and turns each wrong or missing field into an
-:class:`~gpufleet.load.errors.InputError` ("FILE: Kind name: field 'x.y': expected ...").
+Shared by the snapshot readers (``load/nodes.py``, ``load/pods.py``, ``load/devices.py``
+and the others ``load/snapshot.py`` dispatches to): a :class:`Reader` wraps one object as a
+mapping and turns each wrong or missing field into an
+:class:`~gpufleet.load.errors.InputError` ("FILE: Kind name: field 'x.y': expected ...");
+:func:`each` does the same for a structure no field check foresaw.
 """
 
 from __future__ import annotations
@@ -10,9 +12,9 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 from lightkube.utils.quantity import parse_quantity
 
@@ -28,6 +30,8 @@ Obj = Mapping[str, Any]
 UID = "uid"
 RESOURCE_VERSION = "resourceVersion"
 """The metadata fields that identify an object and its version (:meth:`Reader.identity`)."""
+
+T = TypeVar("T")
 
 
 def shown(value: object) -> str:
@@ -184,3 +188,16 @@ class Reader:
         if not parts or "".join(n + u for n, u in parts) != text:
             raise self.fail(path, "a duration such as '90s', '10m' or '1h30m'", value)
         return sum(float(n) * _DURATION_SECONDS[u] for n, u in parts)
+
+
+def each(readers: list[Reader], read: Callable[[Reader], T]) -> list[T]:
+    """``read`` every object; a structure no field check foresaw names its object."""
+    out = []
+    for r in readers:
+        try:
+            out.append(read(r))
+        except InputError:
+            raise
+        except (TypeError, ValueError, AttributeError, KeyError, ArithmeticError) as exc:
+            raise InputError(r.where, f"unexpected structure: {exc}") from None
+    return out

@@ -1,0 +1,219 @@
+"""``gpufleet schedule`` and ``gpufleet explain``: one scheduling cycle over a cluster snapshot.
+
+Both read a snapshot (``-f``), check the cycle's options and ``--now``, and run one cycle
+through the composition root; ``schedule`` prints its bindings, evictions and pending pods,
+``explain`` one pod's story. A snapshot that contradicts itself is bad input, not a bug.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gpufleet.cli.output import make_console, warn
+from gpufleet.compose import schedule_snapshot
+from gpufleet.load.errors import InputError
+from gpufleet.load.snapshot import load_snapshot
+from gpufleet.load.vocabulary import SCHEDULER_NAME
+from gpufleet.model.workload import Snapshot
+from gpufleet.plugins.registry import POLICIES
+from gpufleet.report.cycle import cycle_json, cycle_tables, explain_json, explain_lines
+from gpufleet.scheduler.cycle import CycleConfig
+from gpufleet.scheduler.ledger import SnapshotError
+from gpufleet.scheduler.outcome import CycleResult
+
+
+def _now(text: str | None) -> float:
+    """``--now`` as seconds since the epoch; RFC 3339 requires the time zone."""
+    if text is None:
+        return dt.datetime.now(dt.UTC).timestamp()
+    try:
+        stamp = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise typer.BadParameter(
+            f"expected an RFC 3339 time such as 2026-01-31T12:00:00Z, got {text!r}"
+        ) from None
+    if stamp.tzinfo is None:
+        raise typer.BadParameter(
+            f"{text!r} has no time zone; RFC 3339 needs one, such as 'Z' or '+00:00' ({text}Z)",
+            param_hint="'--now'",
+        )
+    return stamp.timestamp()
+
+
+def _rfc3339(seconds: float) -> str:
+    return dt.datetime.fromtimestamp(seconds, dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+def _check_now(now: float, snapshot: Snapshot, source: Path, given: bool) -> None:
+    """A cycle before every object of the snapshot was created has nothing real to judge.
+
+    Pods and PodGroups carry their ``creationTimestamp`` (0 when the object has none);
+    ``--now`` must not be earlier than the earliest of them. The wall clock is not checked:
+    a snapshot from a cluster whose clock runs ahead is still scheduled."""
+    if not given:
+        return
+    stamps = [(p.created, f"Pod {p.key}") for p in snapshot.pods if p.created > 0]
+    stamps += [(g.created, f"PodGroup {g.key}") for g in snapshot.groups if g.created > 0]
+    if stamps and now < min(stamps)[0]:
+        first, name = min(stamps)
+        raise InputError(
+            str(source),
+            f"--now {_rfc3339(now)} is before every object's creationTimestamp (the "
+            f"earliest: {name}, created {_rfc3339(first)}); give a later --now",
+        )
+
+
+SnapshotFile = Annotated[
+    Path,
+    typer.Option(
+        "-f", "--filename", help="Cluster snapshot: the YAML `kubectl get -o yaml` prints."
+    ),
+]
+Now = Annotated[
+    str | None,
+    typer.Option(
+        help="Time of the cycle (RFC 3339), for ages and min runtimes.", show_default="now"
+    ),
+]
+PolicyOption = Annotated[str, typer.Option(help=f"Placement policy: {', '.join(POLICIES)}.")]
+StarvationOption = Annotated[
+    float, typer.Option(help="Seconds after which a waiting job holds nodes against overtaking.")
+]
+GraceOption = Annotated[
+    float,
+    typer.Option(help="Seconds a gang may stay below minMember before its pods are released."),
+]
+NonPreemptibleOption = Annotated[
+    int, typer.Option(help="Priority at and above which work is non-preemptible.")
+]
+SchedulerNameOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="Schedule the pods of this spec.schedulerName too, as if they were gpufleet's "
+        "(what if gpufleet took over another scheduler's pods?); repeat for several."
+    ),
+]
+
+
+def _seconds(value: float, option: str) -> float:
+    """A duration option: zero or more seconds (infinite: never)."""
+    if not value >= 0:  # also NaN
+        raise typer.BadParameter(
+            f"expected zero or more seconds, got {value:g}", param_hint=f"'{option}'"
+        )
+    return value
+
+
+def _config(
+    policy: str,
+    starvation: float,
+    grace: float,
+    non_preemptible: int,
+    watch: frozenset[str] = frozenset(),
+) -> CycleConfig:
+    if policy not in POLICIES:
+        raise typer.BadParameter(f"unknown policy {policy!r}; known: {', '.join(POLICIES)}")
+    _seconds(starvation, "--starvation-after")
+    _seconds(grace, "--stale-grace")
+    if non_preemptible < 0:
+        # Pods without a priority class have priority 0: a negative threshold would make
+        # every such pod non-preemptible, which no one means.
+        raise typer.BadParameter(
+            f"expected a priority of 0 or more, got {non_preemptible}",
+            param_hint="'--non-preemptible-priority'",
+        )
+    return CycleConfig(
+        policy=policy,
+        non_preemptible_priority=non_preemptible,
+        stale_grace_s=grace,
+        starvation_after_s=starvation,
+        watch=watch,
+    )
+
+
+def schedule(
+    filename: SnapshotFile,
+    output: Annotated[str, typer.Option("-o", "--output", help="json or table.")] = "table",
+    now: Now = None,
+    policy: PolicyOption = "gpufleet",
+    starvation_after: StarvationOption = 1800.0,
+    stale_grace: GraceOption = 60.0,
+    non_preemptible_priority: NonPreemptibleOption = 100,
+    scheduler_name: SchedulerNameOption = None,
+) -> None:
+    """Run one scheduling cycle over a cluster snapshot: bindings, evictions, pending pods.
+
+    Nothing is changed in any cluster; this is the what-if edge of the live scheduler.
+    """
+    if output not in {"json", "table"}:
+        raise typer.BadParameter(f"-o must be json or table, got {output!r}")
+    config = _config(policy, starvation_after, stale_grace, non_preemptible_priority)
+    when = _now(now)
+    snapshot = _load(filename, scheduler_name)
+    _check_now(when, snapshot, filename, given=now is not None)
+    result = _run(snapshot, when, config, filename)
+    if output == "json":
+        sys.stdout.write(cycle_json(result))
+        return
+    console = make_console()
+    for table in cycle_tables(result):
+        console.print(table)
+
+
+def explain(
+    filename: SnapshotFile,
+    pod: Annotated[str, typer.Argument(metavar="NAMESPACE/NAME", help="The pod.")],
+    output: Annotated[
+        str,
+        typer.Option(
+            "-o",
+            "--output",
+            help="text, or json: {pod, status (bound, pending or evicted), node, gpus, "
+            "reason, action, for}.",
+        ),
+    ] = "text",
+    now: Now = None,
+    policy: PolicyOption = "gpufleet",
+    starvation_after: StarvationOption = 1800.0,
+    stale_grace: GraceOption = 60.0,
+    non_preemptible_priority: NonPreemptibleOption = 100,
+    scheduler_name: SchedulerNameOption = None,
+) -> None:
+    """Tell one pod's story in a cycle: its queue and fair share, each node and why not,
+    what preemption, reclaim and consolidation found."""
+    if "/" not in pod:
+        raise typer.BadParameter(f"expected NAMESPACE/NAME, got {pod!r}")
+    if output not in {"json", "text"}:
+        raise typer.BadParameter(f"-o must be json or text, got {output!r}")
+    config = _config(
+        policy, starvation_after, stale_grace, non_preemptible_priority, frozenset({pod})
+    )
+    when = _now(now)
+    snapshot = _load(filename, scheduler_name)
+    info = next((p for p in snapshot.pods if p.key == pod), None)
+    if info is None:
+        raise InputError(str(filename), f"no pod {pod} in the snapshot")
+    _check_now(when, snapshot, filename, given=now is not None)
+    result = _run(snapshot, when, config, filename)
+    if output == "json":
+        sys.stdout.write(explain_json(result, info))
+        return
+    record = next((r for r in result.jobs if pod in r.pods), None)
+    typer.echo("\n".join(explain_lines(result, pod, record, info)))
+
+
+def _load(filename: Path, scheduler_names: list[str] | None) -> Snapshot:
+    """The snapshot, its pods of gpufleet and of ``--scheduler-name`` to be scheduled."""
+    return load_snapshot(filename, warn=warn, schedulers=(SCHEDULER_NAME, *(scheduler_names or ())))
+
+
+def _run(snapshot: Snapshot, now: float, config: CycleConfig, source: Path) -> CycleResult:
+    try:
+        return schedule_snapshot(snapshot, now, config)
+    except SnapshotError as exc:
+        raise InputError(str(source), str(exc)) from None

@@ -1,0 +1,135 @@
+"""``simulate --protocol replay``: a trace's jobs arrive, wait, run and finish on a simulated clock.
+
+Checks the replay's policies and its window of trace time (with no ``--workload``: three
+busy days of the bundled openb pod list on the bundled 24-GPU cluster, so that jobs queue),
+loads the trace, cluster and queues, replays once per policy and seed with a progress bar
+in trace days, and writes the report: the table, ``results.json``, the plots and
+``index.html``.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import partial
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import Progress, TaskID
+
+from gpufleet.cli.options import positive
+from gpufleet.cli.output import make_progress, warn
+from gpufleet.load.errors import InputError
+from gpufleet.load.openb import BUNDLED_WORKLOAD, bundled
+from gpufleet.load.traces import load_replay
+from gpufleet.model.results import ReplayRun
+from gpufleet.report.replay import DAY, replay_html, replay_table
+from gpufleet.report.results import results_json
+from gpufleet.sim.replay import REPLAY_POLICIES, Replay
+from gpufleet.sim.window import trace_window
+
+DEFAULT_REPLAY_CLUSTER = "openb-replay-cluster.yaml"
+"""The bundled cluster of the default replay: 3 servers, 24 GPUs (see the file)."""
+DEFAULT_REPLAY_WINDOW = (137 * DAY, 140 * DAY)
+"""The trace time of the default replay: three busy days of the bundled openb pod list."""
+
+
+def _days(progress: Progress, task: TaskID, now: float) -> None:
+    progress.update(task, completed=round(now / DAY, 1))
+
+
+def _replay_window(
+    bundled_workload: bool, since: float | None, until: float | None
+) -> tuple[float, float | None]:
+    """The trace time to replay, checked: (start, stop or None for the end)."""
+    if bundled_workload:  # the demonstration (see simulate's help)
+        since = DEFAULT_REPLAY_WINDOW[0] if since is None else since
+        until = DEFAULT_REPLAY_WINDOW[1] if until is None else until
+    if until is not None:
+        positive(until, "--until")
+    if since is not None and not 0 <= since < math.inf:
+        raise typer.BadParameter(f"--since must be zero or more seconds, got {since:g}")
+    start = since or 0.0
+    if until is not None and until <= start:
+        raise typer.BadParameter(f"--until ({until:g}) must be after --since ({start:g})")
+    return start, until
+
+
+def simulate_replay(
+    workload: Path | None,
+    nodes: Path | None,
+    policy: list[str] | None,
+    seed_list: list[int],
+    trace_format: str | None,
+    cluster: Path | None,
+    queues: Path | None,
+    window: tuple[float | None, float | None],
+    out: Path,
+    console: Console,
+) -> str:
+    policies = list(dict.fromkeys(policy or REPLAY_POLICIES))
+    for name in policies:
+        if name not in REPLAY_POLICIES:
+            raise typer.BadParameter(
+                f"unknown replay policy {name!r}; known: {', '.join(REPLAY_POLICIES)}"
+            )
+    if workload is None and nodes is None and cluster is None:
+        cluster = bundled(DEFAULT_REPLAY_CLUSTER)
+    start, until = _replay_window(workload is None, *window)
+    data = load_replay(
+        workload or bundled(BUNDLED_WORKLOAD),
+        fmt=trace_format,
+        nodes=nodes,
+        cluster=cluster,
+        queues=queues,
+        warn=warn,
+    )
+    where = (
+        f"bundled {DEFAULT_REPLAY_CLUSTER}"
+        if cluster == bundled(DEFAULT_REPLAY_CLUSTER)
+        else data.cluster
+    )
+    jobs = trace_window(data.jobs, start)
+    if not jobs:
+        raise InputError(
+            str(workload or BUNDLED_WORKLOAD), f"no job arrives at or after --since {start:g}"
+        )
+    stop = None if until is None else until - start
+    end = stop if stop is not None else max(j.arrival_s for j in jobs)
+    days = max(end / DAY, 1e-9)
+    runs: list[ReplayRun] = []
+    with make_progress() as progress:
+        for name in policies:
+            for seed in seed_list:
+                task = progress.add_task(
+                    f"{data.workload} · {name} · seed {seed} · trace days", total=round(days, 1)
+                )
+                replay = Replay(
+                    data.nodes,
+                    jobs,
+                    REPLAY_POLICIES[name],
+                    queues=data.queues,
+                    topology=data.topology,
+                    seed=seed,
+                    workload=data.workload,
+                )
+                runs.append(replay.run(until=stop, progress=partial(_days, progress, task)))
+                progress.remove_task(task)
+    capacity = sum(n.gpus for n in data.nodes)
+    arrived = sum(stop is None or j.arrival_s <= stop for j in jobs)
+    if start and until is not None:
+        span = f", trace days {start / DAY:g}-{until / DAY:g}"
+    elif start:
+        span = f", from trace day {start / DAY:g}"
+    else:
+        span = "" if until is None else f", until {until:g}s"
+    title = f"{data.workload} replay — {arrived:,} jobs, {capacity:,} GPUs ({where}){span}"
+    console.print(replay_table(runs, title))
+    document = results_json(runs)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(document, encoding="utf-8")
+    from gpufleet.report.replay_plot import plot_replay  # matplotlib: only where it plots
+
+    plot_replay(runs, out / "replay.png", capacity)
+    (out / "index.html").write_text(replay_html(runs, title), encoding="utf-8")
+    return document

@@ -1,0 +1,173 @@
+"""What a snapshot's objects are checked for beyond the fields each translator reads.
+
+Each object's fields and name against its kind (:mod:`gpufleet.load.schema`): an error in
+gpufleet's own kinds, one warning per unknown field in Kubernetes'. And what no object can
+be judged on alone: an object that appears twice, a Queue whose parents are missing or form
+a cycle, a PodGroup asking for a topology level the cluster does not have, a pod naming a
+ResourceClaim or template the snapshot lacks, and pending pods of other schedulers (one
+warning: they are not scheduled).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from gpufleet.load.devices import allocation, claim_spec
+from gpufleet.load.errors import InputError
+from gpufleet.load.kinds import Warn
+from gpufleet.load.reader import Reader, each
+from gpufleet.load.schema import LENIENT, STRICT, name_problem, unknown_fields
+from gpufleet.load.vocabulary import DEFAULT_SCHEDULER, TOPOLOGY_PREFERRED, TOPOLOGY_REQUIRED
+from gpufleet.model.devices import Allocation, Claim
+from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec
+
+T = TypeVar("T")
+
+
+def check_fields(by_kind: Mapping[str, list[Reader]], warn: Warn) -> None:
+    """Unknown fields: an error in gpufleet's own kinds, a warning in Kubernetes' (see
+    :mod:`gpufleet.load.schema`)."""
+    unknown: dict[tuple[str, str], list[Reader]] = {}
+    for kind, readers in by_kind.items():
+        strict = STRICT.get(kind)
+        schema = strict or LENIENT.get(kind)
+        if schema is None:
+            continue
+        for r in readers:
+            _check_names(r, kind, strict=strict is not None, warn=warn)
+            for field in unknown_fields(r.obj, schema):
+                if strict is not None:
+                    raise InputError(
+                        r.where,
+                        f"unknown field (gpufleet's {kind} has no such field: misspelt?)",
+                        field=field,
+                    )
+                unknown.setdefault((kind, field), []).append(r)
+    for (kind, field), readers in unknown.items():  # one line per field, not per object
+        also = f" (and {len(readers) - 1} more {kind}s)" if len(readers) > 1 else ""
+        warn(
+            f'{readers[0].where}{also}: unknown field "{field}" '
+            "(gpufleet does not read it: misspelt?)"
+        )
+
+
+def _check_names(r: Reader, kind: str, *, strict: bool, warn: Warn) -> None:
+    """Object names Kubernetes would refuse: an error in gpufleet's own kinds (a Queue's name
+    is also a label value, so at most 63 characters), a warning elsewhere."""
+    checks = [("metadata.name", name_problem(r.name, limit=63 if kind == "Queue" else 253))]
+    if "namespace" in r.meta:
+        checks.append(("metadata.namespace", name_problem(r.namespace, label=True)))
+    for field, problem in checks:
+        if problem is None:
+            continue
+        if strict:
+            raise InputError(r.where, problem, field=field)
+        warn(f"{r.where}: field '{field}': {problem} (Kubernetes would refuse it)")
+
+
+def other_schedulers(
+    readers: list[Reader], pods: list[PodInfo | None], source: str, warn: Warn
+) -> None:
+    """Say how many pending pods belong to other schedulers: they are not in the result."""
+    others = Counter(
+        str(r.get("spec.schedulerName", DEFAULT_SCHEDULER))
+        for r, pod in zip(readers, pods, strict=True)
+        if pod is not None and not pod.managed and not pod.bound
+    )
+    if others:
+        names = ", ".join(f"{name}: {n}" for name, n in sorted(others.items()))
+        total = sum(others.values())
+        warn(
+            f"{source}: {total} pending pod{'s' * (total != 1)} belong{'s' * (total == 1)} "
+            f"to other schedulers ({names}) and {'are' if total != 1 else 'is'} not scheduled "
+            "(--scheduler-name NAME schedules that scheduler's pods too)"
+        )
+
+
+def unique(items: list[T], key: Any, kind: str, source: str) -> list[T]:
+    seen: set[str] = set()
+    for item in items:
+        name = key(item)
+        if name in seen:
+            raise InputError(f"{source}: {kind} {name}", "appears twice in the snapshot")
+        seen.add(name)
+    return items
+
+
+def queue_tree(
+    specs: list[tuple[QueueSpec, tuple[bool, ...]]], source: str
+) -> tuple[QueueSpec, ...]:
+    queues = {spec.name: spec for spec, _ in unique(specs, lambda s: s[0].name, "Queue", source)}
+    for spec in queues.values():
+        seen = {spec.name}
+        parent = spec.parent
+        while parent is not None:
+            if parent not in queues:
+                raise InputError(
+                    f"{source}: Queue {spec.name}",
+                    f"names parent queue {parent!r}, which is not in the snapshot",
+                    field="spec.parentQueue",
+                )
+            if parent in seen:
+                raise InputError(
+                    f"{source}: Queue {spec.name}",
+                    "parent queues form a cycle",
+                    field="spec.parentQueue",
+                )
+            seen.add(parent)
+            parent = queues[parent].parent
+    return tuple(queues[name] for name in sorted(queues))
+
+
+def check_levels(groups: list[GroupSpec], levels: tuple[str, ...], source: str) -> None:
+    """Every topology a PodGroup asks for is one of the cluster's levels (if it has any)."""
+    for group in groups:
+        for annotation, key in (
+            (TOPOLOGY_REQUIRED, group.topology_required),
+            (TOPOLOGY_PREFERRED, group.topology_preferred),
+        ):
+            if key is not None and levels and key not in levels:
+                raise InputError(
+                    f"{source}: PodGroup {group.key}",
+                    f"expected one of the Topology's levels ({', '.join(levels)}), got {key!r}",
+                    field=f"metadata.annotations.{annotation}",
+                )
+
+
+def pod_claims(
+    by_kind: dict[str, list[Reader]], pods: list[PodInfo]
+) -> tuple[list[Claim], dict[str, Allocation]]:
+    """Every claim pods use: the ResourceClaims, and the claims made from templates."""
+    claims = {}
+    allocations = {}
+    for r in by_kind.get("ResourceClaim", []):
+        claims[r.key] = each([r], lambda r: claim_spec(r, "spec", r.key))[0]
+        found = allocation(r)
+        if found is not None:
+            allocations[r.key] = found
+    templates = {r.key: r for r in by_kind.get("ResourceClaimTemplate", [])}
+    pod_readers = {r.key: r for r in by_kind.get("Pod", [])}
+    for pod in pods:
+        r = pod_readers[pod.key]
+        for i, ref in enumerate(r.sequence("spec.resourceClaims")):
+            key = pod.claims[i]
+            name = ref.get("resourceClaimTemplateName")
+            if name is None:
+                if key not in claims:
+                    raise r.fail(
+                        f"spec.resourceClaims[{i}].resourceClaimName",
+                        "a ResourceClaim of the snapshot",
+                        ref.get("resourceClaimName"),
+                    )
+                continue
+            template = templates.get(f"{r.namespace}/{name}")
+            if template is None:
+                raise r.fail(
+                    f"spec.resourceClaims[{i}].resourceClaimTemplateName",
+                    "a ResourceClaimTemplate of the snapshot",
+                    name,
+                )
+            claims.setdefault(key, claim_spec(template, "spec.spec", key))
+    return list(claims.values()), allocations
