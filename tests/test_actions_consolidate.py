@@ -4,13 +4,17 @@ only when the job fits the cluster's total free capacity, since moving creates n
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from gpufleet.framework.runtime import Held
 from gpufleet.model.workload import GroupSpec, PodInfo, pods_request
+from gpufleet.report.reasons import note_text, note_words
 from gpufleet.scheduler.actions.consolidate import Consolidate, movable
 from gpufleet.scheduler.cycle import Cycle
+from gpufleet.scheduler.outcome import NoteCode, note
 from gpufleet.scheduler.victims import VictimSearch
 from tests.builders import cycle_of, info, job_of, node
 
@@ -74,7 +78,7 @@ NO_ROOM = "the job does not fit in the cluster's total free capacity"
 def test_candidates_only_when_the_job_fits_the_total_free_capacity(job: PodInfo, note: str) -> None:
     search = search_for(job)
     mask, got, _ = CONSOLIDATE.candidates(search, pods_request(search.job.core))
-    assert got == note
+    assert ("" if got is None else note_words(got)) == note
     assert (mask is None) is bool(note)
 
 
@@ -82,13 +86,15 @@ def test_shares_are_counted_by_their_milli_gpu() -> None:
     # three shares of 0.7 GPU: no whole GPU, but 2.1 GPUs, and 2 are free
     search = search_for(*(info(f"a/s-{i}").share(700).gang("a/gang").obj() for i in range(3)))
     mask, note, _ = CONSOLIDATE.candidates(search, pods_request(search.job.core))
-    assert (mask, note) == (None, NO_ROOM)
+    assert mask is None
+    assert note is not None
+    assert note_words(replace(note, action="consolidate")) == NO_ROOM
 
 
 def test_a_plan_moves_a_pod_and_places_the_job_where_it_was() -> None:
     search = search_for(WANTS_2)
     plan, note = search.run(CONSOLIDATE, pods_request(search.job.core))
-    assert note == "moves found"
+    assert note_text(replace(note, action="consolidate")) == "consolidate: moves found"
     assert plan is not None
     assert plan.action == "consolidate"
     assert [v.pod.key for v in plan.victims] == ["a/solo"]
@@ -107,8 +113,8 @@ def test_no_room_when_moving_every_movable_pod_would_not_help() -> None:
     )
     search = search_for(WANTS_2, running=gang)
     request = pods_request(search.job.core)
-    assert search.hopeless(CONSOLIDATE, request) == CONSOLIDATE.no_room
-    assert search.run(CONSOLIDATE, request) == (None, CONSOLIDATE.no_room)
+    assert search.hopeless(CONSOLIDATE, request) == note(NoteCode.NO_ROOM)
+    assert search.run(CONSOLIDATE, request) == (None, note(NoteCode.NO_ROOM))
 
 
 def test_the_movable_pods_are_kept_for_the_epoch_and_the_held_nodes() -> None:
@@ -131,7 +137,7 @@ def test_the_movable_pods_are_kept_for_the_epoch_and_the_held_nodes() -> None:
 
 def test_a_job_that_never_preempts_may_still_have_pods_moved() -> None:
     search = search_for(info("a/job").gpus(2).never_preempts().obj())
-    mask, note, _ = search.candidates(CONSOLIDATE, pods_request(search.job.core))
-    assert note == ""
+    mask, why, _ = search.candidates(CONSOLIDATE, pods_request(search.job.core))
+    assert why is None
     assert mask is not None
     assert CONSOLIDATE.scope(search.job) is None

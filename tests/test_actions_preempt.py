@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 from gpufleet.model.workload import PodInfo, QueueSpec, pods_request
+from gpufleet.report.reasons import note_words
 from gpufleet.scheduler.actions.preempt import Preempt
 from gpufleet.scheduler.cycle import Cycle
+from gpufleet.scheduler.outcome import NoteCode
 from gpufleet.scheduler.victims import VictimSearch
 from tests.builders import cycle_of, info, job_of, node
 
@@ -33,9 +35,10 @@ def candidates(job: PodInfo, now: float = 100.0) -> tuple[list[str], str]:
     cycle = cycle_with(job, now)
     search = VictimSearch(cycle, job_of(cycle, job.key), None)
     mask, note, _ = Preempt().candidates(search, pods_request(search.job.core))
+    words = "" if note is None else note_words(note)
     if mask is None:
-        return [], note
-    return [cycle.pool.items[i].pod.key for i in np.flatnonzero(mask)], note
+        return [], words
+    return [cycle.pool.items[i].pod.key for i in np.flatnonzero(mask)], words
 
 
 def asking(queue: str, priority: int) -> PodInfo:
@@ -87,7 +90,7 @@ def test_the_search_evicts_a_candidate_of_the_queue() -> None:
     cycle = cycle_with(job)
     search = VictimSearch(cycle, job_of(cycle, job.key), None)
     plan, note = search.run(Preempt(), pods_request(search.job.core))
-    assert note == "found victims"
+    assert note.code is NoteCode.FOUND
     assert plan is not None
     assert [v.pod.key for v in plan.victims] == ["a/low"]
 

@@ -13,8 +13,10 @@ import numpy as np
 import pytest
 
 from gpufleet.model.workload import PodInfo, QueueSpec, pods_request, vector
+from gpufleet.report.reasons import note_words
 from gpufleet.scheduler.actions.reclaim import Reclaim
 from gpufleet.scheduler.cycle import Cycle
+from gpufleet.scheduler.outcome import NoteCode
 from gpufleet.scheduler.victims import VictimSearch
 from tests.builders import cycle_of, info, job_of, node
 
@@ -54,9 +56,10 @@ def search_in(queues: tuple[QueueSpec, ...], running: list[PodInfo], job: PodInf
 
 def candidates(search: VictimSearch) -> tuple[list[str] | None, str]:
     mask, note, _ = RECLAIM.candidates(search, pods_request(search.job.core))
+    words = "" if note is None else note_words(note)
     if mask is None:
-        return None, note
-    return [search.pool.items[i].pod.key for i in np.flatnonzero(mask)], note
+        return None, words
+    return [search.pool.items[i].pod.key for i in np.flatnonzero(mask)], words
 
 
 B_ABOVE = runs("b", 6) + runs("a", 2, first=12)
@@ -179,7 +182,7 @@ def test_the_search_stops_taking_at_the_fair_share() -> None:
     assert candidates(search)[0] is None
     search = search_in(FLAT, running, wants(2))
     plan, note = search.run(RECLAIM, pods_request(search.job.core))
-    assert note == "found victims"
+    assert note.code is NoteCode.FOUND
     assert plan is not None
     assert len(plan.victims) == 1
     assert plan.victims[0].pod.queue == "b"

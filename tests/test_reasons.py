@@ -1,13 +1,16 @@
-"""Why pods wait, in words: every code of the core's structured reasons has its sentence, and
-the sentences say what kube-scheduler and gpufleet's explain have always said."""
+"""Why pods wait, in words: every code of the core's structured reasons (and of the notes of
+the actions tried) has its sentence, and the sentences say what kube-scheduler and
+gpufleet's explain have always said."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 
 from gpufleet.framework.status import Code, Reason, Status
-from gpufleet.report.reasons import _RENDER, status_text, why_text
-from gpufleet.scheduler.outcome import Why, WhyCode, why
+from gpufleet.report.reasons import _RENDER, note_text, status_text, why_text
+from gpufleet.scheduler.outcome import Note, NoteCode, Why, WhyCode, note, why
 
 FILTERS = Status(
     Code.UNSCHEDULABLE,
@@ -174,3 +177,59 @@ def test_a_status_without_reasons_says_so() -> None:
         "0/0 nodes are available: no nodes to consider."
     )
     assert status_text(Status(Code.SUCCESS)) == ""
+
+
+NOTES = [
+    (note(NoteCode.FOUND), "preempt", "preempt: found victims"),
+    (note(NoteCode.FOUND), "consolidate", "consolidate: moves found"),
+    (
+        note(NoteCode.NOT_FOUND),
+        "reclaim",
+        "reclaim: evicting reclaimable pods (of queues above their fair share) frees no node "
+        "that fits",
+    ),
+    (
+        note(NoteCode.NO_ROOM),
+        "preempt",
+        "preempt: evicting every eligible pod would still leave no room for the job",
+    ),
+    (
+        note(NoteCode.PREEMPTION_NEVER),
+        "reclaim",
+        "reclaim: the job's preemptionPolicy is Never",
+    ),
+    (
+        note(NoteCode.BEYOND_FREE),
+        "consolidate",
+        "consolidate: the job does not fit in the cluster's total free capacity",
+    ),
+    (
+        note(NoteCode.NO_LOWER_PRIORITY, queue="a", min_runtime_s=600.0),
+        "preempt",
+        "preempt: no lower-priority preemptible pods in queue a past its preemptMinRuntime of 600s",
+    ),
+    (
+        note(NoteCode.OVER_FAIR_SHARE, queue="a", ratio=1.5, fair_gpus=4.0),
+        "reclaim",
+        "reclaim: queue a would be at 1.50x its fair share (4 GPUs) with this job; reclaim "
+        "takes GPUs only for a queue that stays within its fair share",
+    ),
+    (
+        note(NoteCode.NONE_RECLAIMABLE, above=1, protected=3),
+        "reclaim",
+        "reclaim: no pod of a queue above its fair share can be reclaimed (1 queue(s) above "
+        "it; 3 preemptible pod(s) of other queues within reclaimMinRuntime)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("said", "action", "text"), NOTES)
+def test_each_note_reads_as_explain_has_always_said(said: Note, action: str, text: str) -> None:
+    assert note_text(replace(said, action=action)) == text
+
+
+def test_every_note_code_has_a_case_and_where_is_said_first() -> None:
+    assert {said.code for said, _, _ in NOTES} == set(NoteCode)
+    found = replace(note(NoteCode.FOUND), action="preempt")
+    assert note_text(replace(found, domain=("rack", "r1"))) == "in rack r1: preempt: found victims"
+    assert note_text(replace(found, anywhere=True)) == "anywhere: preempt: found victims"

@@ -15,10 +15,12 @@ from gpufleet.framework.runtime import Held
 from gpufleet.model.arrays import BoolArray, FloatArray
 from gpufleet.model.cluster import ClusterState
 from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, pods_request
+from gpufleet.report.reasons import note_text
 from gpufleet.scheduler.actions import builtin_actions
 from gpufleet.scheduler.actions.preempt import Preempt
 from gpufleet.scheduler.cycle import Cycle
 from gpufleet.scheduler.job import Job
+from gpufleet.scheduler.outcome import Note
 from gpufleet.scheduler.room import Room
 from gpufleet.scheduler.view import CycleView, Plan, SearchView
 from tests.builders import InfoBuilder, cycle_of, info, job_of, node
@@ -52,18 +54,6 @@ class Counted:
     @property
     def fair_share_bound(self) -> bool:
         return self.inner.fair_share_bound
-
-    @property
-    def found(self) -> str:
-        return self.inner.found
-
-    @property
-    def not_found(self) -> str:
-        return self.inner.not_found
-
-    @property
-    def no_room(self) -> str:
-        return self.inner.no_room
 
     def candidates(self, search: SearchView, request: FloatArray) -> Candidates:
         self.asked += 1
@@ -108,16 +98,26 @@ def make(
     room: Room, cycle: Cycle, key: str, held: Held | None = None
 ) -> tuple[Plan | None, list[str]]:
     job = job_of(cycle, key)
-    notes: list[str] = []
-    return room.make(cycle, job, pods_request(job.core), notes, held), notes
+    notes: list[Note] = []
+    plan = room.make(cycle, job, pods_request(job.core), notes, held)
+    return plan, [note_text(n) for n in notes]
+
+
+NOT_FOUND = "preempt: evicting eligible pods frees no fitting node"
 
 
 def test_a_failed_search_is_not_repeated_within_its_epoch() -> None:
     cycle, action = saturated(), Counted()
     room = Room([action], ())
-    assert make(room, cycle, "a/job") == (None, ["preempt: " + action.not_found])
+    assert make(room, cycle, "a/job") == (
+        None,
+        ["preempt: evicting eligible pods frees no fitting node"],
+    )
     assert action.asked == 2  # the bound, then the search
-    assert make(room, cycle, "a/twin") == (None, ["preempt: " + action.not_found])
+    assert make(room, cycle, "a/twin") == (
+        None,
+        ["preempt: evicting eligible pods frees no fitting node"],
+    )
     assert action.asked == 2
 
 
@@ -162,9 +162,11 @@ def test_a_hopeless_action_is_remembered_without_a_search() -> None:
     room = Room([action], ())
     lowest = of_a("a/lowest", 0).gpus(2).obj()
     job = Job("a/lowest", "a", 0, 0.0, 1, (lowest,), 0, True)
-    notes: list[str] = []
+    notes: list[Note] = []
     assert room.make(cycle, job, pods_request(job.core), notes, None) is None
-    assert notes == ["preempt: no lower-priority preemptible pods in queue a"]
+    assert [note_text(n) for n in notes] == [
+        "preempt: no lower-priority preemptible pods in queue a"
+    ]
     assert room.possible(cycle, job, pods_request(job.core), [], None) == []
     assert action.asked == 1
 

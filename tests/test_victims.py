@@ -24,9 +24,11 @@ from gpufleet.framework.runtime import Held
 from gpufleet.model.cluster import ClusterState, NodeSpec
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, Snapshot, pods_request
+from gpufleet.report.reasons import note_words
 from gpufleet.scheduler.actions.preempt import Preempt
 from gpufleet.scheduler.components import Components
 from gpufleet.scheduler.cycle import Cycle, CycleConfig
+from gpufleet.scheduler.outcome import NoteCode, note
 from gpufleet.scheduler.transaction import Running
 from gpufleet.scheduler.victims import VictimSearch
 from gpufleet.scheduler.view import moving
@@ -57,9 +59,9 @@ def victims_for(
 ) -> list[str]:
     cycle = cycle_of(nodes, [*running, job], queues=(QueueSpec("a"),), groups=groups, now=NOW)
     search = search_for(cycle, job.gang)
-    plan, note = search.run(PREEMPT, pods_request(search.job.core))
-    assert plan is not None, note
-    assert note == PREEMPT.found
+    plan, said = search.run(PREEMPT, pods_request(search.job.core))
+    assert plan is not None, said
+    assert said.code is NoteCode.FOUND
     return sorted(v.pod.key for v in plan.victims)
 
 
@@ -259,9 +261,9 @@ def test_hopeless_when_evicting_every_candidate_leaves_no_room() -> None:
     cycle = one_node(run("a/p").gpus(1).on("n0").obj(), job=run("a/job", 10).gpus(4).obj())
     search = search_for(cycle, "a/job")
     request = pods_request(search.job.core)
-    assert search.hopeless(PREEMPT, request) == PREEMPT.no_room
+    assert search.hopeless(PREEMPT, request) == note(NoteCode.NO_ROOM)
     # the bound is the room's to ask (scheduler/room.py); the search itself finds no node
-    assert search.run(PREEMPT, request) == (None, PREEMPT.not_found)
+    assert search.run(PREEMPT, request) == (None, note(NoteCode.NOT_FOUND))
 
 
 def test_a_job_that_never_preempts_has_no_candidates() -> None:
@@ -271,9 +273,10 @@ def test_a_job_that_never_preempts_has_no_candidates() -> None:
         job=run("a/job", 10).gpus(2).never_preempts().obj(),
     )
     search = search_for(cycle, "a/job")
-    note = "the job's preemptionPolicy is Never"
-    assert search.hopeless(PREEMPT, pods_request(search.job.core)) == note
-    assert search.candidates(PREEMPT, pods_request(search.job.core))[:2] == (None, note)
+    never = note(NoteCode.PREEMPTION_NEVER)
+    assert search.hopeless(PREEMPT, pods_request(search.job.core)) == never
+    assert search.candidates(PREEMPT, pods_request(search.job.core))[:2] == (None, never)
+    assert note_words(never) == "the job's preemptionPolicy is Never"
 
 
 def full(job: PodInfo, *, n1_priority: int = 50) -> Cycle:
@@ -324,7 +327,7 @@ def test_no_plan_leaves_the_state_as_it_was(setup: Callable[[], Setup]) -> None:
     before = free_of(cycle.state)
     plan, note = search.run(PREEMPT, pods_request(search.job.core))
     assert plan is None
-    assert note == PREEMPT.not_found
+    assert note.code is NoteCode.NOT_FOUND
     assert free_of(cycle.state) == before
 
 
@@ -334,7 +337,7 @@ def test_pods_bound_in_this_cycle_are_never_victims() -> None:
     search = search_for(cycle, "a/job")
     request = pods_request(search.job.core)
     assert search.hopeless(PREEMPT, request) is None  # the bound does not know them
-    assert search.run(PREEMPT, request) == (None, PREEMPT.not_found)
+    assert search.run(PREEMPT, request) == (None, note(NoteCode.NOT_FOUND))
 
 
 def test_a_plan_places_the_job_where_its_victims_were() -> None:

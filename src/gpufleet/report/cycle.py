@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 
 from gpufleet.model.workload import RESOURCES
-from gpufleet.report.reasons import why_text
+from gpufleet.report.reasons import note_text, why_text
 
 if TYPE_CHECKING:
     from gpufleet.model.devices import DeviceResult
@@ -240,7 +240,7 @@ def explain_lines(
         lines.append(f"  evicts {e.pod} ({e.action})")
     if record.notes:
         lines.append("  considered:")
-        lines.extend(f"    {note}" for note in record.notes)
+        lines.extend(f"    {note_text(note)}" for note in record.notes)
     failed = next((p for p in (pod, *record.pods) if p in result.node_reasons), None)
     nodes = result.node_reasons.get(failed) if failed is not None else None
     if nodes and all(not reasons for _, reasons in nodes):

@@ -9,12 +9,13 @@ kube-scheduler's own words ("0/4 nodes are available: 3 Insufficient cpu, ...").
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from gpufleet.framework.status import Status
 from gpufleet.model.workload import RESOURCES, UNITS
 from gpufleet.scheduler.fairshare import EPS
-from gpufleet.scheduler.outcome import Why, WhyCode
+from gpufleet.scheduler.outcome import Note, NoteCode, Why, WhyCode
 
 
 def status_text(status: Status) -> str:
@@ -39,6 +40,70 @@ def amount_text(values: Sequence[float], over: Sequence[bool] | None = None) -> 
         if (over is None or over[i]) and (values[i] > EPS or i == 0)
     ]
     return ", ".join(parts)
+
+
+_EVICTS = {
+    NoteCode.FOUND: "found victims",
+    NoteCode.NOT_FOUND: "evicting eligible pods frees no fitting node",
+    NoteCode.NO_ROOM: "evicting every eligible pod would still leave no room for the job",
+}
+"""The words of the search's own outcomes, for an action that evicts its victims."""
+
+_ACTION_WORDS: dict[str, dict[NoteCode, str]] = {
+    "consolidate": {
+        NoteCode.FOUND: "moves found",
+        NoteCode.NOT_FOUND: "no preemptible pods can be moved to make room",
+        NoteCode.NO_ROOM: "moving every pod that can move would still leave no room for the job",
+    },
+    "reclaim": {
+        NoteCode.NOT_FOUND: (
+            "evicting reclaimable pods (of queues above their fair share) frees no node that fits"
+        ),
+        NoteCode.NO_ROOM: (
+            "reclaiming every reclaimable pod would still leave no room for the job"
+        ),
+    },
+}
+"""Where an action's outcome reads differently (consolidation moves pods)."""
+
+
+def note_text(note: Note) -> str:
+    """``note`` as ``explain`` lists what was considered: ``[in rack r1: ]preempt: ...``."""
+    where = ""
+    if note.domain is not None:
+        where = f"in {note.domain[0]} {note.domain[1]}: "
+    elif note.anywhere:
+        where = "anywhere: "
+    return f"{where}{note.action}: {note_words(note)}"
+
+
+def note_words(note: Note) -> str:
+    """What ``note`` says, without where and by which action."""
+    words = _ACTION_WORDS.get(note.action, {}).get(note.code) or _EVICTS.get(note.code)
+    return words if words is not None else _NOTE_RENDER[note.code](note.facts)
+
+
+def _no_lower_priority(f: Mapping[str, Any]) -> str:
+    runtime = f["min_runtime_s"]
+    past = f" past its preemptMinRuntime of {runtime:g}s" if runtime else ""
+    return f"no lower-priority preemptible pods in queue {f['queue']}{past}"
+
+
+_NOTE_RENDER: dict[NoteCode, Callable[[Mapping[str, Any]], str]] = {
+    NoteCode.PREEMPTION_NEVER: lambda _f: "the job's preemptionPolicy is Never",
+    NoteCode.BEYOND_FREE: lambda _f: "the job does not fit in the cluster's total free capacity",
+    NoteCode.NO_LOWER_PRIORITY: _no_lower_priority,
+    NoteCode.OVER_FAIR_SHARE: lambda f: (
+        f"queue {f['queue']} would be at {f['ratio']:.2f}x its fair share "
+        f"({f['fair_gpus']:g} GPUs) with this job; reclaim takes GPUs only for a queue that "
+        "stays within its fair share"
+    ),
+    NoteCode.NONE_RECLAIMABLE: lambda f: (
+        f"no pod of a queue above its fair share can be reclaimed ({f['above']} queue(s) "
+        f"above it; {f['protected']} preemptible pod(s) of other queues within "
+        "reclaimMinRuntime)"
+    ),
+}
 
 
 def why_text(why: Why) -> str:

@@ -55,6 +55,7 @@ from gpufleet.scheduler.outcome import (
     Binding,
     CycleResult,
     Eviction,
+    Note,
     Pending,
     Reconfiguration,
     Why,
@@ -309,7 +310,7 @@ class Cycle:
         if self.config.records:
             fair = self.fair.get(job.queue, vector())
             record = (fair, self.alloc[job.queue].copy(), self.ratio(job.queue))
-        notes: list[str] = []
+        notes: list[Note] = []
         core = job.core
         if job.incomplete:
             pods = job.running + len(job.pods)
@@ -385,7 +386,7 @@ class Cycle:
 
     # -- pending, and why ---------------------------------------------------------------
 
-    def _give_up(self, job: Job, reason: Why, notes: list[str], record: Record | None) -> None:
+    def _give_up(self, job: Job, reason: Why, notes: list[Note], record: Record | None) -> None:
         reason = self._stale(job, reason)
         waited = self.now - job.created
         after = self.config.starvation_after_s

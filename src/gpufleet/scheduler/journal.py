@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gpufleet.model.workload import vector
-from gpufleet.scheduler.outcome import JobRecord, Pending, Why, WhyCode, why
+from gpufleet.scheduler.outcome import JobRecord, Note, Pending, Why, WhyCode, why
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -65,14 +65,14 @@ class Journal:
         pods: Sequence[PodInfo],
         reason: Why,
         *,
-        notes: Sequence[str] = (),
+        notes: Sequence[Note] = (),
         record: Record | None = None,
     ) -> None:
         """``pods`` of ``job`` stay pending for ``reason``."""
         self.pending.extend(Pending(p.key, reason) for p in pods)
         self.record(job, record, "pending", notes)
 
-    def record(self, job: Job, record: Record | None, outcome: str, notes: Sequence[str]) -> None:
+    def record(self, job: Job, record: Record | None, outcome: str, notes: Sequence[Note]) -> None:
         """``job``'s turn: its queue's figures, its outcome and the notes of what was tried."""
         if not self.keep_records:
             return

@@ -63,6 +63,53 @@ class WhyCode(enum.Enum):
     """An elastic pod beyond the ``minMember`` of ``job``, pending for ``then``."""
 
 
+class NoteCode(enum.Enum):
+    """What an action found when it tried to make room for a job; the facts each carries
+    are listed. The words for each are ``report/reasons.py``'s, per action where actions
+    differ (consolidation *moves* pods, the others evict them)."""
+
+    FOUND = "Found"
+    """The action found victims (or moves) that make room."""
+    NOT_FOUND = "NotFound"
+    """Evicting the pods the action may evict frees no node that fits."""
+    NO_ROOM = "NoRoom"
+    """Even evicting every pod the action may evict would leave no room for the job."""
+    PREEMPTION_NEVER = "PreemptionPolicyNever"
+    """The job's ``preemptionPolicy`` is ``Never``."""
+    BEYOND_FREE = "BeyondFreeCapacity"
+    """The job does not fit the cluster's total free capacity (so no move can help)."""
+    NO_LOWER_PRIORITY = "NoLowerPriority"
+    """No lower-priority preemptible pods in ``queue`` (past its ``min_runtime_s``, 0:
+    none set)."""
+    OVER_FAIR_SHARE = "OverFairShare"
+    """``queue`` would be at ``ratio`` times its fair share (``fair_gpus``) with the job;
+    reclaim serves only a queue that stays within its fair share."""
+    NONE_RECLAIMABLE = "NoneReclaimable"
+    """No pod of a queue above its fair share may be reclaimed: ``above`` queues are above
+    it, ``protected`` preemptible pods of other queues are within their reclaim min
+    runtime."""
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """What one action found for a job (see :class:`NoteCode` for the facts of each)."""
+
+    code: NoteCode
+    facts: FrozenMap[str, Any] = field(default_factory=lambda: frozen_map({}))
+    action: str = ""
+    """The action that found it (set by ``room.py``)."""
+    domain: tuple[str, str] | None = None
+    """Where the search was confined: a topology level's short name and the domain's label
+    (None: no confinement)."""
+    anywhere: bool = False
+    """The search that follows the domains of a preferred topology: anywhere."""
+
+
+def note(code: NoteCode, **facts: object) -> Note:
+    """A :class:`Note` of ``code`` with ``facts``."""
+    return Note(code, frozen_map(facts))
+
+
 @dataclass(frozen=True, slots=True)
 class Why:
     """Why pods wait (see :class:`WhyCode` for the facts of each code)."""
@@ -146,7 +193,7 @@ class JobRecord:
     """The queue's allocation (its subtree's) when the job's turn came."""
     ratio: float
     outcome: str
-    notes: tuple[str, ...] = ()
+    notes: tuple[Note, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

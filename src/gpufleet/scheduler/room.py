@@ -17,6 +17,7 @@ topology domain.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -30,7 +31,12 @@ if TYPE_CHECKING:
     from gpufleet.framework.runtime import Held
     from gpufleet.model.arrays import FloatArray
     from gpufleet.scheduler.job import Job
+    from gpufleet.scheduler.outcome import Note
     from gpufleet.scheduler.view import CycleView, Plan, RoomAction
+
+Where = tuple[tuple[str, str] | None, bool]
+"""A search's confinement, as its notes say it: the topology domain (level short name,
+label), and whether it is the search anywhere after a preferred level's domains."""
 
 MAX_ROOM_DOMAINS = 4
 """Topology domains (largest first) in which victims are sought for a constrained gang."""
@@ -42,7 +48,7 @@ class Room:
     def __init__(self, actions: Sequence[RoomAction], topology: tuple[str, ...]) -> None:
         self.actions = tuple(actions)
         self.topology = topology
-        self.failures: dict[tuple[str, Hashable], tuple[Hashable, str]] = {}
+        self.failures: dict[tuple[str, Hashable], tuple[Hashable, Note]] = {}
         """Searches that failed, by action and shape, with the epoch they failed in."""
 
     @property
@@ -55,23 +61,23 @@ class Room:
         self.failures = {k: v for k, v in self.failures.items() if v[0] == epoch}
 
     def make(
-        self, cycle: CycleView, job: Job, request: FloatArray, notes: list[str], held: Held | None
+        self, cycle: CycleView, job: Job, request: FloatArray, notes: list[Note], held: Held | None
     ) -> Plan | None:
         """The first action that makes room for ``job`` off ``held``, or None (notes say
         why not)."""
         actions = self.possible(cycle, job, request, notes, held)
         if not actions:
             return None
-        for where, inside in self._restrictions(cycle, job, held):
-            tried: list[str] = []
+        for (domain, anywhere), inside in self._restrictions(cycle, job, held):
+            tried: list[Note] = []
             plan = self._within(cycle, job, request, tried, actions=actions, held=inside)
-            notes.extend(f"{where}{note}" for note in tried)
+            notes.extend(replace(n, domain=domain, anywhere=anywhere) for n in tried)
             if plan is not None:
                 return plan
         return None
 
     def possible(
-        self, cycle: CycleView, job: Job, request: FloatArray, notes: list[str], held: Held | None
+        self, cycle: CycleView, job: Job, request: FloatArray, notes: list[Note], held: Held | None
     ) -> list[RoomAction]:
         """The actions that might make room for ``job`` (the others' reasons go to notes)."""
         search = VictimSearch(cycle, job, held)
@@ -84,18 +90,18 @@ class Room:
             if note is None:
                 out.append(action)
             else:
-                notes.append(f"{action.name}: {note}")
+                notes.append(replace(note, action=action.name))
         return out
 
     def _restrictions(
         self, cycle: CycleView, job: Job, held: Held | None
-    ) -> list[tuple[str, Held | None]]:
+    ) -> list[tuple[Where, Held | None]]:
         """Where victims may be sought: inside the largest topology domains, or anywhere
-        (with the prefix its notes get)."""
+        (with what its notes say of it: the domain, or that it is anywhere)."""
         group = cycle.groups.get(job.key)
         plan = levels_for(group, self.topology) if group is not None else None
         if plan is None:
-            return [("", held)]
+            return [((None, False), held)]
         kind, levels = plan
         state = cycle.state
         domains = Domains.of(state, levels[0])
@@ -104,21 +110,21 @@ class Room:
             domains.ids[inside], weights=state.gpu_count[inside], minlength=len(domains.names)
         )
         best = sorted(range(len(domains.names)), key=lambda d: (-capacity[d], domains.names[d]))
-        out: list[tuple[str, Held | None]] = [
+        out: list[tuple[Where, Held | None]] = [
             (
-                f"in {domains.short} {domains.label(d)}: ",
+                ((domains.short, domains.label(d)), False),
                 restrict(held, domains.outside(d), f"node(s) outside {domains.short}"),
             )
             for d in best[:MAX_ROOM_DOMAINS]
         ]
-        return [*out, ("anywhere: ", held)] if kind == "preferred" else out
+        return [*out, ((None, True), held)] if kind == "preferred" else out
 
     def _within(
         self,
         cycle: CycleView,
         job: Job,
         request: FloatArray,
-        notes: list[str],
+        notes: list[Note],
         *,
         actions: list[RoomAction],
         held: Held | None,
@@ -128,10 +134,10 @@ class Room:
             shape = self._shape(job, action, held)
             known = self._failure(cycle, action, shape)
             if known is not None:
-                notes.append(f"{action.name}: {known}")
+                notes.append(replace(known, action=action.name))
                 continue
             plan, note = search.run(action, request)
-            notes.append(f"{action.name}: {note}")
+            notes.append(replace(note, action=action.name))
             if plan is not None:
                 return plan
             self.failures[action.name, shape] = (action.epoch(cycle), note)
@@ -147,7 +153,7 @@ class Room:
             None if held is None else held.mask.tobytes(),
         )
 
-    def _failure(self, cycle: CycleView, action: RoomAction, shape: Hashable) -> str | None:
+    def _failure(self, cycle: CycleView, action: RoomAction, shape: Hashable) -> Note | None:
         """Why ``action`` failed for a job of ``shape`` in this epoch, if it did."""
         known = self.failures.get((action.name, shape))
         return known[1] if known is not None and known[0] == action.epoch(cycle) else None

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gpufleet.framework.status import Code, Status
+from gpufleet.scheduler.outcome import Note, NoteCode, note
 from gpufleet.scheduler.placement import choose_gpus, on_node, place
 from gpufleet.scheduler.transaction import Transaction
 from gpufleet.scheduler.view import Plan, always, moving
@@ -66,30 +67,31 @@ class VictimSearch:
         self.pod: PodInfo | None = None
         """The pod of the job whose room is being made (its claims must fit too)."""
 
-    def run(self, action: RoomAction, request: FloatArray) -> tuple[Plan | None, str]:
+    def run(self, action: RoomAction, request: FloatArray) -> tuple[Plan | None, Note]:
         """Make room for the job's core with ``action``'s victims: a plan, and a note."""
-        mask, note, accept = self.candidates(action, request)
+        mask, why, accept = self.candidates(action, request)
         if mask is None:
-            return None, note
+            assert why is not None, "an action without candidates says why"
+            return None, why
         if action.relocate and self._bound(action, mask) < len(self.job.core):
-            return None, action.no_room
+            return None, note(NoteCode.NO_ROOM)
         plan = self._search(action.name, mask, accept, relocate=action.relocate)
-        return plan, action.found if plan else action.not_found
+        return plan, note(NoteCode.FOUND if plan else NoteCode.NOT_FOUND)
 
-    def hopeless(self, action: RoomAction, request: FloatArray) -> str | None:
+    def hopeless(self, action: RoomAction, request: FloatArray) -> Note | None:
         """Why ``action`` cannot make room for the job even if it evicted every pod it may
         (None: a search may succeed). Held nodes only take room away, so what is hopeless
         here is hopeless in every topology domain the job's searches are confined to."""
-        mask, note, _ = self.candidates(action, request)
+        mask, why, _ = self.candidates(action, request)
         if mask is None:
-            return note
-        return action.no_room if self._bound(action, mask) < len(self.job.core) else None
+            return why
+        return note(NoteCode.NO_ROOM) if self._bound(action, mask) < len(self.job.core) else None
 
     def candidates(self, action: RoomAction, request: FloatArray) -> Candidates:
         """The pods ``action`` may evict for the job (None, and why not, when there are
         none), and the rule that accepts each unit of victims."""
         if action.needs_preemption and not self.job.can_preempt:
-            return None, "the job's preemptionPolicy is Never", always
+            return None, note(NoteCode.PREEMPTION_NEVER), always
         return action.candidates(self, request)
 
     def _bound(self, action: RoomAction, mask: BoolArray) -> float:

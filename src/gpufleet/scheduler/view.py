@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from gpufleet.scheduler.claims import ClaimBook
     from gpufleet.scheduler.fairshare import QueueTree
     from gpufleet.scheduler.job import Job
+    from gpufleet.scheduler.outcome import Note
     from gpufleet.scheduler.pool import VictimPool
 
 
@@ -31,7 +32,7 @@ Unit = tuple[Running, ...]
 if TYPE_CHECKING:
     Accept: TypeAlias = Callable[[Unit, list[Running]], bool]
     """Whether a unit of victims may be taken, given those taken so far."""
-    Candidates: TypeAlias = tuple[BoolArray | None, str, Accept]
+    Candidates: TypeAlias = tuple[BoolArray | None, Note | None, Accept]
     """The pods an action may evict (None: none, and the note says why), and its rule for
     each unit of victims."""
 
@@ -54,13 +55,6 @@ class RoomAction(Protocol):
     def fair_share_bound(self) -> bool:
         """Its failures depend on the queues' fair shares: a binding that takes a queue
         above its share makes them worth retrying."""
-
-    @property
-    def found(self) -> str: ...
-    @property
-    def not_found(self) -> str: ...
-    @property
-    def no_room(self) -> str: ...
 
     def candidates(self, search: SearchView, request: FloatArray) -> Candidates:
         """The pods this action may evict for ``search.job`` needing ``request``."""

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gpufleet.model.arrays import MILLI
+from gpufleet.scheduler.outcome import NoteCode, note
 from gpufleet.scheduler.view import always, moving
 
 if TYPE_CHECKING:
@@ -33,9 +34,6 @@ class Consolidate:
     relocate: bool = True
     needs_preemption: bool = False
     fair_share_bound: bool = False
-    found: str = "moves found"
-    not_found: str = "no preemptible pods can be moved to make room"
-    no_room: str = "moving every pod that can move would still leave no room for the job"
 
     def candidates(self, search: SearchView, request: FloatArray) -> Candidates:
         state = search.state
@@ -48,8 +46,8 @@ class Consolidate:
             or state.cpu_free.sum() < request[1]
             or state.memory_free.sum() < request[2]
         ):
-            return None, "the job does not fit in the cluster's total free capacity", always
-        return movable(search)[0], "", always
+            return None, note(NoteCode.BEYOND_FREE), always
+        return movable(search)[0], None, always
 
     def freed(self, search: SearchView, mask: BoolArray) -> ClusterState:
         return movable(search)[1]

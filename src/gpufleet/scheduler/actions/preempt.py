@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gpufleet.scheduler.outcome import NoteCode, note
 from gpufleet.scheduler.view import always
 
 if TYPE_CHECKING:
@@ -29,9 +30,6 @@ class Preempt:
     relocate: bool = False
     needs_preemption: bool = True
     fair_share_bound: bool = False
-    found: str = "found victims"
-    not_found: str = "evicting eligible pods frees no fitting node"
-    no_room: str = "evicting every eligible pod would still leave no room for the job"
 
     def candidates(self, search: SearchView, request: FloatArray) -> Candidates:
         job, pool = search.job, search.pool
@@ -43,13 +41,9 @@ class Preempt:
             & pool.preempt_ok
         )
         if not mask.any():
-            return (
-                None,
-                f"no lower-priority preemptible pods in queue {job.queue}"
-                + (f" past its preemptMinRuntime of {min_runtime:g}s" if min_runtime else ""),
-                always,
-            )
-        return mask, "", always
+            why = note(NoteCode.NO_LOWER_PRIORITY, queue=job.queue, min_runtime_s=min_runtime)
+            return None, why, always
+        return mask, None, always
 
     def freed(self, search: SearchView, mask: BoolArray) -> ClusterState:
         return search.pool.freed(search.state, mask)

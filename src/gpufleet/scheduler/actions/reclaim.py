@@ -20,6 +20,7 @@ import numpy as np
 
 from gpufleet.model.workload import request_vector
 from gpufleet.scheduler.fairshare import EPS
+from gpufleet.scheduler.outcome import NoteCode, note
 from gpufleet.scheduler.view import always
 
 if TYPE_CHECKING:
@@ -40,11 +41,6 @@ class Reclaim:
     relocate: bool = False
     needs_preemption: bool = True
     fair_share_bound: bool = True
-    found: str = "found victims"
-    not_found: str = (
-        "evicting reclaimable pods (of queues above their fair share) frees no node that fits"
-    )
-    no_room: str = "reclaiming every reclaimable pod would still leave no room for the job"
 
     def candidates(self, search: SearchView, request: FloatArray) -> Candidates:
         job, cycle, pool = search.job, search.cycle, search.pool
@@ -65,11 +61,10 @@ class Reclaim:
         allowed = [q for q in victims_of if all(over[m] <= 1 + EPS for m in mine(q))]
         if victims_of and not allowed:
             q = max(own_path, key=lambda q: over[q])
+            fair_gpus = float(cycle.fair[q][0])
             return (
                 None,
-                f"queue {q} would be at {over[q]:.2f}x its fair share "
-                f"({cycle.fair[q][0]:g} GPUs) with this job; reclaim takes GPUs only for "
-                "a queue that stays within its fair share",
+                note(NoteCode.OVER_FAIR_SHARE, queue=q, ratio=over[q], fair_gpus=fair_gpus),
                 always,
             )
 
@@ -91,14 +86,9 @@ class Reclaim:
         mask = in_other & pool.in_queues(above) & pool.reclaim_ok
         if not mask.any():
             protected = int(np.count_nonzero(in_other & ~pool.reclaim_ok))
-            return (
-                None,
-                f"no pod of a queue above its fair share can be reclaimed ({len(above)} "
-                f"queue(s) above it; {protected} preemptible pod(s) of other queues within "
-                "reclaimMinRuntime)",
-                accept,
-            )
-        return mask, "", accept
+            why = note(NoteCode.NONE_RECLAIMABLE, above=len(above), protected=protected)
+            return None, why, accept
+        return mask, None, accept
 
     def freed(self, search: SearchView, mask: BoolArray) -> ClusterState:
         return search.pool.freed(search.state, mask)
