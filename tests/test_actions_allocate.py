@@ -6,17 +6,23 @@ is tried value by value."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from gpufleet.compose import COMPONENTS
+from gpufleet.framework.runtime import Held
 from gpufleet.framework.status import Code
+from gpufleet.model.cluster import ClusterState
 from gpufleet.model.devices import Claim, Device, DeviceClass, Pool, Request, Subrequest
-from gpufleet.model.workload import GroupSpec, Snapshot
+from gpufleet.model.workload import GroupSpec, PodInfo, Snapshot
 from gpufleet.report.reasons import status_text, why_text
 from gpufleet.scheduler.actions.allocate import Allocation
 from gpufleet.scheduler.cycle import Cycle, CycleConfig
+from gpufleet.scheduler.rules import TopologyRule
+from gpufleet.scheduler.topology import DomainTopology, Failure, PlaceAll, Where, restrict
 from gpufleet.scheduler.transaction import Transaction
 from tests.builders import InfoBuilder, cycle_of, free_of, info, job_of, node
 
@@ -105,7 +111,7 @@ def racked(kind: str) -> tuple[Cycle, Allocation]:
     pods += [member(i, 2).gang("ns/g").obj() for i in range(2)]
     group = GroupSpec("ns/g", 2, **{f"topology_{kind}": "rack"})  # type: ignore[arg-type]
     cycle = cycle_of(nodes, pods, groups=(group,))
-    return cycle, Allocation(cycle, ("rack",))
+    return cycle, Allocation(cycle, DomainTopology(("rack",)))
 
 
 def test_a_gang_that_requires_a_rack_is_placed_in_one() -> None:
@@ -252,3 +258,66 @@ def test_a_gang_that_devices_without_the_attribute_would_complete_waits() -> Non
     text = why_text(failure.why)
     assert "no such member" not in text
     assert "device.attributes" not in text
+
+
+class OneNode:
+    """A topology rule of another scheduler's (``rules.TopologyRule``): every gang's pods
+    share one node. It plugs into the cycle through the components, no edit of the cycle."""
+
+    def constrains(self, group: GroupSpec | None) -> bool:
+        return group is not None
+
+    def place_gang(
+        self,
+        place_all: PlaceAll,
+        group: GroupSpec,
+        pods: tuple[PodInfo, ...],
+        txn: Transaction,
+        *,
+        held: Held | None,
+        running: Sequence[int],
+    ) -> Failure | None:
+        last = None
+        for n in range(txn.state.size):
+            mark = txn.mark()
+            others = np.arange(txn.state.size) != n
+            failure = place_all(pods, txn, restrict(held, others, "node(s) not the gang's"))
+            if failure is None:
+                return None
+            txn.rollback(mark)
+            last = failure
+        return last
+
+    def room_scopes(
+        self,
+        state: ClusterState,
+        group: GroupSpec | None,
+        held: Held | None,
+    ) -> list[tuple[Where, Held | None]]:
+        return [((None, False), held)]
+
+    def extras_scope(
+        self,
+        state: ClusterState,
+        group: GroupSpec | None,
+        running: Sequence[int],
+        held: Held | None,
+    ) -> Held | None:
+        return held
+
+
+@pytest.mark.parametrize(("rule", "bound"), [(DomainTopology, 2), (lambda _: OneNode(), 0)])
+def test_the_topology_rule_is_the_components(
+    rule: Callable[[tuple[str, ...]], TopologyRule], bound: int
+) -> None:
+    """Two nodes with 2 free GPUs each: gpufleet's rule lets a gang of 2 x 2 GPUs span them;
+    a rule that keeps a gang on one node leaves it pending."""
+    pods = (
+        info("ns/busy-0").gpus(2).on("n0", 0, 1).obj(),
+        info("ns/busy-1").gpus(2).on("n1", 0, 1).obj(),
+        *(member(i, 2).gang("ns/g").obj() for i in range(2)),
+    )
+    snapshot = Snapshot((node("n0", gpus=4), node("n1", gpus=4)), pods, (GroupSpec("ns/g", 2),))
+    components = replace(COMPONENTS, topology_rule=rule)
+    result = Cycle(snapshot, CycleConfig(actions=()), 100.0, components=components).run()
+    assert len(result.bindings) == bound

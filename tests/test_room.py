@@ -22,6 +22,7 @@ from gpufleet.scheduler.cycle import Cycle
 from gpufleet.scheduler.job import Job
 from gpufleet.scheduler.outcome import Note
 from gpufleet.scheduler.room import Room
+from gpufleet.scheduler.topology import DomainTopology
 from gpufleet.scheduler.view import CycleView, Plan, SearchView
 from tests.builders import InfoBuilder, cycle_of, info, job_of, node
 
@@ -108,7 +109,7 @@ NOT_FOUND = "preempt: evicting eligible pods frees no fitting node"
 
 def test_a_failed_search_is_not_repeated_within_its_epoch() -> None:
     cycle, action = saturated(), Counted()
-    room = Room([action], ())
+    room = Room([action], DomainTopology(()))
     assert make(room, cycle, "a/job") == (
         None,
         ["preempt: evicting eligible pods frees no fitting node"],
@@ -123,7 +124,7 @@ def test_a_failed_search_is_not_repeated_within_its_epoch() -> None:
 
 def test_a_failed_search_is_repeated_after_capacity_is_freed() -> None:
     cycle, action = saturated(), Counted()
-    room = Room([action], ())
+    room = Room([action], DomainTopology(()))
     make(room, cycle, "a/job")
     cycle.finish("a/cpu")
     assert make(room, cycle, "a/twin")[0] is None
@@ -132,7 +133,7 @@ def test_a_failed_search_is_repeated_after_capacity_is_freed() -> None:
 
 def test_a_new_cycle_forgets_the_failures_of_the_last() -> None:
     cycle, action = saturated(), Counted()
-    cycle.room = room = Room([action], ())
+    cycle.room = room = Room([action], DomainTopology(()))
     make(room, cycle, "a/job")
     cycle.begin(200.0)  # the pods bound in the last cycle are possible victims now
     plan, notes = make(room, cycle, "a/twin")
@@ -151,7 +152,7 @@ def test_a_new_cycle_forgets_the_failures_of_the_last() -> None:
 )
 def test_a_job_of_another_shape_is_searched_for(other: str, held: Held | None) -> None:
     cycle, action = saturated(), Counted()
-    room = Room([action], ())
+    room = Room([action], DomainTopology(()))
     make(room, cycle, "a/job")
     make(room, cycle, other, held)
     assert action.asked == 4
@@ -159,7 +160,7 @@ def test_a_job_of_another_shape_is_searched_for(other: str, held: Held | None) -
 
 def test_a_hopeless_action_is_remembered_without_a_search() -> None:
     cycle, action = saturated(), Counted()
-    room = Room([action], ())
+    room = Room([action], DomainTopology(()))
     lowest = of_a("a/lowest", 0).gpus(2).obj()
     job = Job("a/lowest", "a", 0, 0.0, 1, (lowest,), 0, True)
     notes: list[Note] = []
@@ -173,7 +174,7 @@ def test_a_hopeless_action_is_remembered_without_a_search() -> None:
 
 def test_forget_stale_keeps_only_the_failures_of_the_epoch() -> None:
     cycle, action = saturated(), Counted()
-    room = Room([action], ())
+    room = Room([action], DomainTopology(()))
     make(room, cycle, "a/job")
     epoch = action.epoch(cycle)
     room.forget_stale(epoch)
@@ -226,7 +227,7 @@ def test_the_first_action_that_makes_room_wins(
     names: tuple[str, ...], action: str, notes: list[str]
 ) -> None:
     cycle = fragmented()
-    plan, got = make(Room([ACTIONS[n] for n in names], ()), cycle, "a/job")
+    plan, got = make(Room([ACTIONS[n] for n in names], DomainTopology(())), cycle, "a/job")
     assert plan is not None
     assert (plan.action, [v.pod.key for v in plan.victims]) == (action, ["a/p0"])
     assert got == notes
@@ -244,7 +245,7 @@ def test_the_first_action_that_makes_room_wins(
 def test_failures_end_with_fair_shares_only_for_reclaim(
     names: tuple[str, ...], watches: bool
 ) -> None:
-    assert Room([ACTIONS[n] for n in names], ()).watches_fair_share is watches
+    assert Room([ACTIONS[n] for n in names], DomainTopology(())).watches_fair_share is watches
 
 
 def racks(kind: str) -> tuple[Cycle, Room]:
@@ -257,7 +258,7 @@ def racks(kind: str) -> tuple[Cycle, Room]:
     gang = [of_a(f"a/g-{k}", 10).gpus(2).gang("a/g").obj() for k in range(2)]
     group = GroupSpec("a/g", 2, "a", **{f"topology_{kind}": "rack"})  # type: ignore[arg-type]
     cycle = cycle_of(nodes, [*running, *gang], queues=(QueueSpec("a"),), groups=(group,))
-    return cycle, Room([ACTIONS["preempt"]], ("rack",))
+    return cycle, Room([ACTIONS["preempt"]], DomainTopology(("rack",)))
 
 
 NOT_IN_RACKS = [

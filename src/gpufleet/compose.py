@@ -20,6 +20,7 @@ from gpufleet.scheduler.cycle import Cycle, CycleConfig
 from gpufleet.scheduler.events import snapshot_events
 from gpufleet.scheduler.order import QueueOrder
 from gpufleet.scheduler.session import Session
+from gpufleet.scheduler.topology import DomainTopology
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from gpufleet.scheduler.outcome import CycleResult
 
 COMPONENTS = Components(
-    PLUGINS, POLICIES, FIT_FILTERS, builtin_actions(), QueueOrder, QueueAdmission
+    PLUGINS, POLICIES, FIT_FILTERS, builtin_actions(), QueueOrder, QueueAdmission, DomainTopology
 )
 """gpufleet's plugins, policies, actions and queue rules."""
 

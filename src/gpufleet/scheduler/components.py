@@ -3,7 +3,7 @@
 The core never imports a registry of its own accord: the composition root
 (``gpufleet/compose.py``) builds one :class:`Components` — the placement plugins and the
 policies (profiles) of ``plugins/registry.py``, the actions of ``scheduler/actions/``, the
-queue and admission rules (``scheduler/rules.py``) —
+queue, admission and topology rules (``scheduler/rules.py``) —
 and the edges (the CLI, the simulators, later the live scheduler) pass it to the cache, the
 session and the cycle. A test or another edge may hand in other registries.
 """
@@ -16,7 +16,11 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from gpufleet.framework.profile import Profile
     from gpufleet.framework.registry import PluginFactory, Registry
-    from gpufleet.scheduler.rules import AdmissionRuleFactory, QueueRuleFactory
+    from gpufleet.scheduler.rules import (
+        AdmissionRuleFactory,
+        QueueRuleFactory,
+        TopologyRuleFactory,
+    )
     from gpufleet.scheduler.view import RoomAction
 
 
@@ -35,3 +39,5 @@ class Components:
     """Makes the rule that orders queues (``scheduler/rules.py``)."""
     admission_rule: AdmissionRuleFactory
     """Makes the rule that admits jobs to their queues."""
+    topology_rule: TopologyRuleFactory
+    """Makes the rule that keeps a gang's pods inside the domains its PodGroup asks for."""

@@ -150,8 +150,9 @@ class Cycle:
         self.admission = components.admission_rule(ledger, config.non_preemptible_priority)
         self.holds = Holds()
         actions = [components.actions[name] for name in config.actions]
-        self.room = Room(actions, snapshot.topology)
-        self.allocation = Allocation(self, snapshot.topology)
+        topology = components.topology_rule(snapshot.topology)
+        self.room = Room(actions, topology)
+        self.allocation = Allocation(self, topology)
         self.act = True
         """Whether this cycle may evict (consolidate, reclaim, preempt)."""
         self.movable: tuple[Hashable, BoolArray, ClusterState] | None = None

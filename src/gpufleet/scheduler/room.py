@@ -2,9 +2,10 @@
 their failures.
 
 Each action (``scheduler/actions/``) is a rule for who may be a victim; the search is the
-one :class:`~gpufleet.scheduler.victims.VictimSearch`. A gang with a topology annotation
-looks for room inside the largest domains of its level (and anywhere, if the level is only
-preferred); others anywhere off the held nodes.
+one :class:`~gpufleet.scheduler.victims.VictimSearch`. Where the search looks is the
+topology rule's (``rules.py``): gpufleet's looks for a gang with a topology annotation
+inside the largest domains of its level (and anywhere, if the level is only preferred), for
+others anywhere off the held nodes.
 
 A search that failed for a job of the same shape fails again as long as its action's
 *epoch* has not changed (:meth:`~gpufleet.scheduler.victims.RoomAction.epoch`): later
@@ -20,9 +21,6 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-import numpy as np
-
-from gpufleet.scheduler.topology import Domains, levels_for, restrict
 from gpufleet.scheduler.victims import VictimSearch
 
 if TYPE_CHECKING:
@@ -32,20 +30,14 @@ if TYPE_CHECKING:
     from gpufleet.model.arrays import FloatArray
     from gpufleet.scheduler.job import Job
     from gpufleet.scheduler.outcome import Note
+    from gpufleet.scheduler.rules import TopologyRule
     from gpufleet.scheduler.view import CycleView, Plan, RoomAction
-
-Where = tuple[tuple[str, str] | None, bool]
-"""A search's confinement, as its notes say it: the topology domain (level short name,
-label), and whether it is the search anywhere after a preferred level's domains."""
-
-MAX_ROOM_DOMAINS = 4
-"""Topology domains (largest first) in which victims are sought for a constrained gang."""
 
 
 class Room:
     """The actions a cycle may take to make room, and what they failed at."""
 
-    def __init__(self, actions: Sequence[RoomAction], topology: tuple[str, ...]) -> None:
+    def __init__(self, actions: Sequence[RoomAction], topology: TopologyRule) -> None:
         self.actions = tuple(actions)
         self.topology = topology
         self.failures: dict[tuple[str, Hashable], tuple[Hashable, Note]] = {}
@@ -68,7 +60,8 @@ class Room:
         actions = self.possible(cycle, job, request, notes, held)
         if not actions:
             return None
-        for (domain, anywhere), inside in self._restrictions(cycle, job, held):
+        scopes = self.topology.room_scopes(cycle.state, cycle.groups.get(job.key), held)
+        for (domain, anywhere), inside in scopes:
             tried: list[Note] = []
             plan = self._within(cycle, job, request, tried, actions=actions, held=inside)
             notes.extend(replace(n, domain=domain, anywhere=anywhere) for n in tried)
@@ -92,32 +85,6 @@ class Room:
             else:
                 notes.append(replace(note, action=action.name))
         return out
-
-    def _restrictions(
-        self, cycle: CycleView, job: Job, held: Held | None
-    ) -> list[tuple[Where, Held | None]]:
-        """Where victims may be sought: inside the largest topology domains, or anywhere
-        (with what its notes say of it: the domain, or that it is anywhere)."""
-        group = cycle.groups.get(job.key)
-        plan = levels_for(group, self.topology) if group is not None else None
-        if plan is None:
-            return [((None, False), held)]
-        kind, levels = plan
-        state = cycle.state
-        domains = Domains.of(state, levels[0])
-        inside = domains.ids >= 0
-        capacity = np.bincount(
-            domains.ids[inside], weights=state.gpu_count[inside], minlength=len(domains.names)
-        )
-        best = sorted(range(len(domains.names)), key=lambda d: (-capacity[d], domains.names[d]))
-        out: list[tuple[Where, Held | None]] = [
-            (
-                ((domains.short, domains.label(d)), False),
-                restrict(held, domains.outside(d), f"node(s) outside {domains.short}"),
-            )
-            for d in best[:MAX_ROOM_DOMAINS]
-        ]
-        return [*out, ((None, True), held)] if kind == "preferred" else out
 
     def _within(
         self,

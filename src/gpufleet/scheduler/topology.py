@@ -35,6 +35,13 @@ if TYPE_CHECKING:
     from gpufleet.model.workload import GroupSpec, PodInfo
     from gpufleet.scheduler.transaction import Transaction
 
+Where = tuple[tuple[str, str] | None, bool]
+"""A search's confinement, as its notes say it: the topology domain (level short name,
+label), and whether it is the search anywhere after a preferred level's domains."""
+
+MAX_ROOM_DOMAINS = 4
+"""Topology domains (largest first) in which victims are sought for a constrained gang."""
+
 PlaceAll = Callable[[tuple["PodInfo", ...], "Transaction", Held | None], "Failure | None"]
 """The cycle's all-or-nothing placement of pods within the nodes ``Held`` leaves."""
 
@@ -236,3 +243,68 @@ class GangPlacement:
         found = {"short": "", "counts": (), "more": 0, "missing": False, **(facts or {})}
         found.update(kind=kind, level=levels[0], pods=len(self.pods))
         return Failure(pod, status, 0, Why(WhyCode.TOPOLOGY, frozen_map(found)))
+
+
+class DomainTopology:
+    """gpufleet's topology rule (:class:`~gpufleet.scheduler.rules.TopologyRule`): the
+    required and preferred levels of this module, over the cluster's ``levels`` (its
+    Topology object, narrowest first)."""
+
+    def __init__(self, levels: tuple[str, ...]) -> None:
+        self.levels = levels
+
+    def constrains(self, group: GroupSpec | None) -> bool:
+        return group is not None and levels_for(group, self.levels) is not None
+
+    def place_gang(
+        self,
+        place_all: PlaceAll,
+        group: GroupSpec,
+        pods: tuple[PodInfo, ...],
+        txn: Transaction,
+        *,
+        held: Held | None,
+        running: Sequence[int],
+    ) -> Failure | None:
+        return GangPlacement(place_all, pods, txn, held).allocate(group, self.levels, running)
+
+    def room_scopes(
+        self, state: ClusterState, group: GroupSpec | None, held: Held | None
+    ) -> list[tuple[Where, Held | None]]:
+        """Inside each of the largest domains of the gang's first level (by GPUs), then —
+        if the level is only preferred — anywhere; anywhere for other jobs."""
+        plan = levels_for(group, self.levels) if group is not None else None
+        if plan is None:
+            return [((None, False), held)]
+        kind, levels = plan
+        domains = Domains.of(state, levels[0])
+        inside = domains.ids >= 0
+        capacity = np.bincount(
+            domains.ids[inside], weights=state.gpu_count[inside], minlength=len(domains.names)
+        )
+        best = sorted(range(len(domains.names)), key=lambda d: (-capacity[d], domains.names[d]))
+        out: list[tuple[Where, Held | None]] = [
+            (
+                ((domains.short, domains.label(d)), False),
+                restrict(held, domains.outside(d), f"node(s) outside {domains.short}"),
+            )
+            for d in best[:MAX_ROOM_DOMAINS]
+        ]
+        return [*out, ((None, True), held)] if kind == "preferred" else out
+
+    def extras_scope(
+        self,
+        state: ClusterState,
+        group: GroupSpec | None,
+        running: Sequence[int],
+        held: Held | None,
+    ) -> Held | None:
+        """The domain of the gang's running pods, if the gang has to keep one."""
+        plan = levels_for(group, self.levels) if group is not None else None
+        if plan is None or plan[0] != "required" or not running:
+            return held
+        domains = Domains.of(state, plan[1][0])
+        domain = int(domains.ids[running[0]])
+        return restrict(
+            held, domains.outside(domain), f"node(s) outside the gang's {domains.short}"
+        )

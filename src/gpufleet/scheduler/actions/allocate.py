@@ -3,7 +3,8 @@
 The core — ``minMember`` minus the pods already running — goes in one
 :class:`~gpufleet.scheduler.transaction.Transaction`: every pod through the profile's filters,
 scores and GPU choice (:func:`~gpufleet.scheduler.placement.place`), a gang with a topology
-annotation through :class:`~gpufleet.scheduler.topology.GangPlacement`, pods with
+annotation through the cycle's topology rule (``rules.py``; gpufleet's is
+:class:`~gpufleet.scheduler.topology.DomainTopology`), pods with
 ResourceClaims only where the claims can be allocated (:class:`~gpufleet.scheduler.claims.
 ClaimBook`), and a gang whose devices must share one attribute value tried value by value
 (none of them, if no device has the attribute).
@@ -21,7 +22,7 @@ from gpufleet.dra.allocator import Unsatisfiable
 from gpufleet.framework.status import Code, Reason, Status
 from gpufleet.scheduler.outcome import WhyCode, why
 from gpufleet.scheduler.placement import place, share_over
-from gpufleet.scheduler.topology import Domains, Failure, GangPlacement, levels_for, restrict
+from gpufleet.scheduler.topology import Failure, restrict
 from gpufleet.scheduler.view import CycleView
 
 if TYPE_CHECKING:
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from gpufleet.model.workload import PodInfo
     from gpufleet.scheduler.fit import Fit
     from gpufleet.scheduler.job import Job
+    from gpufleet.scheduler.rules import TopologyRule
     from gpufleet.scheduler.transaction import Transaction
 
 CLAIMS_REASON = "node(s) cannot allocate the pod's ResourceClaims"
@@ -44,7 +46,7 @@ class AllocationContext(CycleView, Protocol):
 class Allocation:
     """Allocation in one cycle; ``caps`` are the share caps of the job being placed."""
 
-    def __init__(self, cycle: AllocationContext, topology: tuple[str, ...]) -> None:
+    def __init__(self, cycle: AllocationContext, topology: TopologyRule) -> None:
         self.cycle, self.topology = cycle, topology
         self.caps: dict[str, int] = {}
         """The most milli-GPU each memory-sized share of the job may take (admission)."""
@@ -117,9 +119,9 @@ class Allocation:
             )
             return Failure(core[fitted], status, fitted)
         group = cycle.groups.get(job.key)
-        if group is not None and levels_for(group, self.topology) is not None:
-            gang = GangPlacement(self.pods, core, txn, held)
-            return gang.allocate(group, self.topology, self.gang_nodes(job.key))
+        if group is not None and self.topology.constrains(group):
+            running = self.gang_nodes(job.key)
+            return self.topology.place_gang(self.pods, group, core, txn, held=held, running=running)
         return self.pods(core, txn, held)
 
     def for_claims(self, pod: PodInfo, held: Held | None) -> Held | None:
@@ -158,15 +160,7 @@ class Allocation:
     def extras_held(self, job: Job, held: Held | None) -> Held | None:
         """Where the job's elastic pods may go: its topology domain, if it has to keep one."""
         group = self.cycle.groups.get(job.key)
-        plan = levels_for(group, self.topology) if group is not None else None
-        nodes = self.gang_nodes(job.key)
-        if plan is None or plan[0] != "required" or not nodes:
-            return held
-        domains = Domains.of(self.cycle.state, plan[1][0])
-        domain = int(domains.ids[nodes[0]])
-        return restrict(
-            held, domains.outside(domain), f"node(s) outside the gang's {domains.short}"
-        )
+        return self.topology.extras_scope(self.cycle.state, group, self.gang_nodes(job.key), held)
 
 
 def _equals_selector(attribute: str, value: object) -> str:
