@@ -1,0 +1,107 @@
+"""The kinds the emulator serves: one row of ``RESOURCES`` per resource.
+
+Every handler, the discovery documents and the storage read this table, so adding a kind is
+one line. A row says what the API reference says of its resource: its group, version, plural
+and kind, whether it is namespaced, which subresources it has and whether it is a custom
+resource (API concepts, "Standard API terminology": resource types, collections, scopes).
+
+Behaviour that differs between kinds is a column, never a branch on a name elsewhere:
+
+* ``status`` — the resource has a ``/status`` subresource. Then, as for every built-in kind
+  with one and for custom resources with ``subresources.status`` ("Extend the Kubernetes API
+  with CustomResourceDefinitions: Status subresource"), writes to the main resource ignore
+  ``status`` and writes to ``/status`` change only ``status``; a create drops the status it is
+  sent and starts from ``initial_status`` (a new pod is ``Pending``), except where that is
+  None: a node is created with its status, as the kubelet registers it.
+* ``custom`` — a custom resource: no strategic merge patch (415, as for CRDs: "kubectl patch:
+  strategic merge patch is not supported for custom resources"), and list items carry their
+  ``kind`` and ``apiVersion``.
+* ``returns_object_on_delete`` — DELETE answers with the deleted object rather than a
+  ``Status`` of success (pods and namespaces do; most kinds answer with a Status).
+* ``storage`` — two resources that are views of one stored collection (``events.k8s.io/v1``
+  Events are ``v1`` Events, "Event v1 events.k8s.io" API reference); see ``events.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """One REST resource: ``/api/v1/...`` when ``group`` is empty, else ``/apis/group/v/...``."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+    subresources: tuple[str, ...] = ()
+    short_names: tuple[str, ...] = ()
+    custom: bool = False
+    returns_object_on_delete: bool = False
+    initial_status: dict[str, Any] | None = field(default_factory=dict)
+    storage: str = ""
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def qualified(self) -> str:
+        """The name apiserver's messages use: ``pods``, ``leases.coordination.k8s.io``."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def storage_key(self) -> str:
+        return self.storage or f"{self.group}/{self.plural}"
+
+    @property
+    def status(self) -> bool:
+        return "status" in self.subresources
+
+    @property
+    def list_kind(self) -> str:
+        return f"{self.kind}List"
+
+
+RESOURCES: tuple[Resource, ...] = (
+    Resource("", "v1", "pods", "Pod", True, ("binding", "eviction", "status"), ("po",),
+             returns_object_on_delete=True, initial_status={"phase": "Pending"}),
+    Resource("", "v1", "nodes", "Node", False, ("status",), ("no",), initial_status=None),
+    Resource("", "v1", "namespaces", "Namespace", False, ("status",), ("ns",),
+             returns_object_on_delete=True, initial_status={"phase": "Active"}),
+    Resource("", "v1", "events", "Event", True, (), ("ev",)),
+    Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, ("status",),
+             ("pdb",)),
+    Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, (), ("pc",)),
+    Resource("coordination.k8s.io", "v1", "leases", "Lease", True),
+    Resource("events.k8s.io", "v1", "events", "Event", True, (), ("ev",), storage="/events"),
+    Resource("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False),
+    Resource("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False),
+    Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True, ("status",)),
+    Resource("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True),
+    Resource("gpufleet.io", "v1alpha1", "queues", "Queue", False, ("status",), custom=True),
+    Resource("gpufleet.io", "v1alpha1", "topologies", "Topology", False, custom=True),
+    Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", True, ("status",),
+             ("pg",), custom=True),
+)  # fmt: skip
+
+
+def find(group: str, version: str, plural: str) -> Resource | None:
+    """The resource served at that group, version and plural, if any."""
+    for resource in RESOURCES:
+        if (resource.group, resource.version, resource.plural) == (group, version, plural):
+            return resource
+    return None
+
+
+def by_kind(api_version: str, kind: str) -> Resource | None:
+    """The resource of objects of that apiVersion and kind (for a binding's target and such)."""
+    for resource in RESOURCES:
+        if (resource.api_version, resource.kind) == (api_version, kind):
+            return resource
+    return None

