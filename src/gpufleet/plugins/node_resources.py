@@ -58,11 +58,12 @@ class NodeResourcesFit:
 
     def filter(self, state: ClusterState, pod: PodSpec) -> FilterVerdict:
         failures: list[tuple[str, BoolArray]] = []
-        ok = np.ones(state.size, dtype=np.bool_)
+        ok: BoolArray | None = None
         for message, free, amount in _free(state, pod, ALL):
             has = free >= amount
-            ok &= has
+            ok = has if ok is None else ok & has
             failures.append((message, ~has))
+        assert ok is not None, "cpu and memory are always judged"
         return FilterVerdict(ok, tuple(failures))
 
     def fits_rows(self, state: ClusterState, pod: PodSpec, rows: Rows) -> BoolArray:
