@@ -226,6 +226,12 @@ class Backlog:
             cls.dropped = epoch
             cls.failed = token
 
+    def rest_of_class(self, job: Job) -> list[Job]:
+        """The jobs of ``job``'s class behind it in this walk: with ``skip_failed`` they
+        stay pending with it when it fails."""
+        cls = self._class_of.get(job.key)
+        return [] if cls is None else cls.jobs[cls.at(self._walk) :]
+
     def block(self, queue: str) -> None:
         """Strict FIFO: nothing of ``queue`` passes its first pending job this cycle."""
         self._blocked.add(queue)

@@ -72,6 +72,16 @@ class Journal:
         self.pending.extend(Pending(p.key, reason) for p in pods)
         self.record(job, record, "pending", notes)
 
+    def alike(self, job: Job, others: Sequence[Job]) -> None:
+        """``others``, of ``job``'s class, stay pending for the reason ``job`` got (the
+        cycle does not try them: they are interchangeable with it)."""
+        first = job.pods[0].key if job.pods else None
+        reason = next((p.why for p in reversed(self.pending) if p.pod == first), None)
+        if reason is None:
+            return
+        for other in others:
+            self.pending.extend(Pending(p.key, reason) for p in other.pods)
+
     def record(self, job: Job, record: Record | None, outcome: str, notes: Sequence[Note]) -> None:
         """``job``'s turn: its queue's figures, its outcome and the notes of what was tried."""
         if not self.keep_records:

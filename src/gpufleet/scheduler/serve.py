@@ -34,6 +34,8 @@ from gpufleet.scheduler.view import CycleView
 class ServeConfig(Protocol):
     @property
     def strict_fifo(self) -> bool: ...
+    @property
+    def records(self) -> bool: ...
 
 
 class ServeContext(CycleView, Protocol):
@@ -83,19 +85,15 @@ def serve(cycle: ServeContext, backlog: Backlog) -> None:
         job = heads[queue]
         backlog.passed(job)
         # A replay's backlog skips known failures without a trace: a head judged at the
-        # walk's start may have lost its room to the jobs bound since.
-        if (not backlog.skip_failed or judge(job)) and cycle.schedule(job):
+        # walk's start may have lost its room to the jobs bound since. With records (a
+        # live scheduler tells each pod why it waits) the head is tried, and the jobs of
+        # its class that its failure skips wait for its reason.
+        records = cycle.config.records
+        if (not backlog.skip_failed or records or judge(job)) and cycle.schedule(job):
             bound.append(job)
             backlog.bound(job)
         else:
-            backlog.failed(job, len(cycle.evictions), failure_token(cycle))
-            if strict:
-                backlog.block(queue)
-                if not backlog.skip_failed:
-                    for behind in backlog.behind(queue):
-                        cycle.journal.pend(
-                            behind, behind.pods, why(WhyCode.STRICT_FIFO, behind=job.key)
-                        )
+            _failed(cycle, backlog, job, queue)
         head = backlog.head(
             queue, len(cycle.evictions), failure_token(cycle), strict=strict, viable=judge
         )
@@ -105,6 +103,19 @@ def serve(cycle: ServeContext, backlog: Backlog) -> None:
             heads[queue] = head
     for job in bound:
         backlog.remove(job)
+
+
+def _failed(cycle: ServeContext, backlog: Backlog, job: Job, queue: str) -> None:
+    """``job`` stays pending: its class is skipped for the rest of the walk (its jobs wait
+    for its reason, with records), and in strict FIFO its queue waits behind it."""
+    if backlog.skip_failed and cycle.config.records:
+        cycle.journal.alike(job, backlog.rest_of_class(job))
+    backlog.failed(job, len(cycle.evictions), failure_token(cycle))
+    if cycle.config.strict_fifo:
+        backlog.block(queue)
+        if not backlog.skip_failed:
+            for behind in backlog.behind(queue):
+                cycle.journal.pend(behind, behind.pods, why(WhyCode.STRICT_FIFO, behind=job.key))
 
 
 def failure_token(cycle: ServeContext) -> Hashable:
