@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from gpufleet.load.errors import InputError
@@ -35,7 +35,7 @@ from gpufleet.load.queues import read_group, read_priority_class, read_queue
 from gpufleet.load.reader import Obj, Reader
 from gpufleet.load.vocabulary import POD_GROUP_LABEL, SCHEDULER_NAME
 from gpufleet.model.cluster import NodeSpec
-from gpufleet.model.workload import GroupSpec
+from gpufleet.model.workload import GroupSpec, PodInfo
 from gpufleet.scheduler.events import Event, Topology
 
 if TYPE_CHECKING:
@@ -94,6 +94,8 @@ class ObjectStore:
         self.node_gpus: dict[str, int] = {}
         self.pods_of_group: dict[str, set[str]] = defaultdict(set)
         self.pods_on_node: dict[str, set[str]] = defaultdict(set)
+        self.held: dict[str, str] = {}
+        """Pending pods held back by the live scheduler (a bind backing off), with why."""
 
     def apply(self, type_: EventType, kind: str, obj: Obj) -> Changes:
         """The changes of one watch event of ``kind`` (one of :data:`KINDS`)."""
@@ -104,12 +106,32 @@ class ObjectStore:
         problems: list[Problem] = []
         if type_ == "DELETED":
             self.raw[kind].pop(key, None)
+            if kind == "Pod":
+                self.held.pop(key, None)
         else:
             self.raw[kind][key] = obj
         self._index(kind, key, obj, deleted=type_ == "DELETED")
         self._translate(kind, key, events, problems)
         for pod in self._dependents(kind, key):
             self._translate("Pod", pod, events, problems)
+        return Changes(tuple(events), tuple(problems))
+
+    def hold(self, key: str, reason: str) -> Changes:
+        """Keep pending pod ``key`` from cycles (it reads as blocked, for ``reason``) until
+        :meth:`release`; an event of the pod keeps the hold."""
+        self.held[key] = reason
+        return self._again(key)
+
+    def release(self, key: str) -> Changes:
+        """End the hold of pod ``key``."""
+        if self.held.pop(key, None) is None:
+            return Changes()
+        return self._again(key)
+
+    def _again(self, key: str) -> Changes:
+        events: list[Event] = []
+        problems: list[Problem] = []
+        self._translate("Pod", key, events, problems)
         return Changes(tuple(events), tuple(problems))
 
     def _index(self, kind: str, key: str, obj: Obj, *, deleted: bool) -> None:
@@ -153,6 +175,8 @@ class ObjectStore:
             except (TypeError, ValueError, AttributeError, KeyError, ArithmeticError) as exc:
                 problems.append(_problem(kind, raw, f"unexpected structure: {exc}"))
                 made = None
+        if isinstance(made, PodInfo) and key in self.held and not made.bound:
+            made = replace(made, blocked=self.held[key])
         self._context(kind, key, made)
         if isinstance(made, PriorityClass):
             return  # read by pods, not kept by the cache

@@ -1,0 +1,311 @@
+"""The live scheduler: watches in, cycles over the cluster cache, bindings and evictions out.
+
+One event loop holds the API side: a :class:`~gpufleet.kube.watch.Reflector` per kind feeds
+:class:`~gpufleet.kube.objects.ObjectStore`, whose events wait in a buffer. A cycle starts
+when events came (after a short batching wait) or when the period passes (time-based rules:
+min-runtime, starvation, stale gangs, assumed bindings past their deadline); the buffer is
+applied to the cache, and the cycle (:class:`~gpufleet.scheduler.session.Scheduler`, pure
+and synchronous) runs in a worker thread, so the loop keeps reading watches meanwhile.
+Nothing touches the cache while a cycle runs: events arriving then wait for the next.
+
+What a cycle decided is written back (``bind.py``):
+
+* a binding is assumed in the cache by the cycle itself, then posted; a pod that is bound
+  stays assumed until its watch event confirms it. A bind that fails is forgotten (its
+  capacity given back) and the pod backs off as kube-scheduler's queue does — 1 s, doubled
+  per failure up to 10 s — held out of cycles meanwhile, so a pod that can never be bound
+  cannot take capacity every cycle. A bind lost to another scheduler, or of a pod that is
+  gone, is forgotten and the watch tells the truth;
+* a gang's pods are bound in order; when one fails, the rest of the gang is not bound this
+  cycle (forgotten with it) and the gang waits. Pods of it already bound stay bound — the
+  API has no unbind — so the gang runs below ``minMember``, and stale-gang release evicts
+  them if it cannot be completed within the grace period;
+* a binding onto capacity that this cycle's evictions free (*pipelined*) is not posted: the
+  pod gets ``status.nominatedNodeName`` and is placed by a later cycle once its victims are
+  gone;
+* victims go through the Eviction API; one a disruption budget refuses stays, and the plan
+  that needed it is dropped (its assumed bindings forgotten);
+* a pending pod gets ``PodScheduled=False``, reason ``Unschedulable``, with the message
+  ``gpufleet explain`` would print, written through ``pods/status`` when it changes.
+
+``dry_run`` writes nothing: what would be bound and evicted is logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from gpufleet.compose import new_cache
+from gpufleet.kube.bind import Outcome, PodRef, Reply, bind, evict
+from gpufleet.kube.objects import KINDS, Changes, ObjectStore, Problem
+from gpufleet.kube.watch import Kind, Reflector
+from gpufleet.report.reasons import why_text
+from gpufleet.scheduler.cycle import CycleConfig
+from gpufleet.scheduler.session import Scheduler
+
+if TYPE_CHECKING:
+    import httpx
+
+    from gpufleet.scheduler.events import Event
+    from gpufleet.scheduler.outcome import Binding, CycleResult
+
+log = logging.getLogger("gpufleet.serve")
+
+PATHS = {
+    "Node": "/api/v1/nodes",
+    "PriorityClass": "/apis/scheduling.k8s.io/v1/priorityclasses",
+    "Queue": "/apis/gpufleet.io/v1alpha1/queues",
+    "PodGroup": "/apis/scheduling.x-k8s.io/v1alpha1/podgroups",
+    "Topology": "/apis/gpufleet.io/v1alpha1/topologies",
+    "Pod": "/api/v1/pods",
+}
+"""Where each kind of :data:`~gpufleet.kube.objects.KINDS` is listed and watched."""
+
+INITIAL_BACKOFF_S = 1.0
+MAX_BACKOFF_S = 10.0
+"""kube-scheduler's podInitialBackoffSeconds and podMaxBackoffSeconds."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServeOptions:
+    config: CycleConfig = field(default_factory=CycleConfig)
+    scheduler_name: str = "gpufleet"
+    period_s: float = 1.0
+    """A cycle at least this often, for the rules that depend on time."""
+    batch_s: float = 0.05
+    """How long a cycle waits after the first event, to take the events with it."""
+    binds_at_once: int = 16
+    dry_run: bool = False
+    seed: int = 0
+
+
+@dataclass
+class ServeStats:
+    cycles: int = 0
+    bound: int = 0
+    bind_failures: int = 0
+    lost: int = 0
+    evicted: int = 0
+    evictions_refused: int = 0
+    problems: list[Problem] = field(default_factory=list)
+
+
+class LiveScheduler:
+    """Keeps the cache up to date from watches and schedules on it (module docstring)."""
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        options: ServeOptions | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.http, self.options, self.clock = http, options or ServeOptions(), clock
+        self.store = ObjectStore(schedulers=(self.options.scheduler_name,))
+        self.cache = new_cache(self.options.config)
+        self.scheduler: Scheduler | None = None
+        """Made at the first cycle with nodes (a cluster state needs one)."""
+        self.reflectors = [
+            Reflector(http, Kind(kind, PATHS[kind]), self._sink(kind)) for kind in KINDS
+        ]
+        self.buffer: list[Event] = []
+        self.wake = asyncio.Event()
+        self.backoff: dict[str, tuple[float, float]] = {}
+        """Pods whose bind failed: when they may be tried again, and the next wait."""
+        self.conditions: dict[str, str] = {}
+        """The PodScheduled=False message last written per pod."""
+        self.stats = ServeStats()
+
+    @property
+    def ready(self) -> bool:
+        """Every kind has been listed once (``/readyz``)."""
+        return all(r.synced.is_set() for r in self.reflectors)
+
+    def _sink(self, kind: str) -> Callable[[str, Any], None]:
+        def sink(type_: str, obj: Any) -> None:
+            self._take(self.store.apply(type_, kind, obj))  # type: ignore[arg-type]
+
+        return sink
+
+    def _take(self, changes: Changes) -> None:
+        self.buffer.extend(changes.events)
+        for problem in changes.problems:
+            log.warning("cannot read %s %s: %s", problem.kind, problem.name, problem.message)
+            self.stats.problems.append(problem)
+        if changes.events:
+            self.wake.set()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Watch and schedule until ``stop`` is set."""
+        watches = [asyncio.create_task(r.run(stop)) for r in self.reflectors]
+        try:
+            while not stop.is_set() and not self.ready:
+                await _wait(stop, 0.05)
+            while not stop.is_set():
+                await self.cycle_once()
+                await self._until_next(stop)
+        finally:
+            await asyncio.gather(*watches, return_exceptions=True)
+
+    async def _until_next(self, stop: asyncio.Event) -> None:
+        waker = asyncio.ensure_future(self.wake.wait())
+        stopper = asyncio.ensure_future(stop.wait())
+        await asyncio.wait(
+            {waker, stopper}, timeout=self.options.period_s, return_when=asyncio.FIRST_COMPLETED
+        )
+        waker.cancel()
+        stopper.cancel()
+        if self.wake.is_set():
+            await asyncio.sleep(self.options.batch_s)
+
+    async def cycle_once(self) -> CycleResult | None:
+        """Apply what the watches brought, run one cycle off the loop, write its result
+        (None: no cycle, the cluster has no nodes)."""
+        now = self.clock()
+        self._release_backoffs(now)
+        self.wake.clear()
+        events, self.buffer = self.buffer, []
+        self.cache.apply_all(events)
+        if not self.cache.objects["Node"]:
+            return None
+        if self.scheduler is None:
+            rng = np.random.default_rng(self.options.seed)
+            self.scheduler = Scheduler(self.cache, self.options.config, rng=rng)
+        self.cache.expire(now)
+        result = await asyncio.to_thread(self.scheduler.run, now)
+        self.stats.cycles += 1
+        await self._write(result, now)
+        return result
+
+    # -- writing a cycle's result -------------------------------------------------------
+
+    async def _write(self, result: CycleResult, now: float) -> None:
+        if self.options.dry_run:
+            for b in result.bindings:
+                log.info("would bind %s to %s (gpus %s)", b.pod, b.node, b.gpus)
+            for e in result.evictions:
+                log.info("would evict %s (%s for %s)", e.pod, e.action, e.for_)
+            for b in result.bindings:
+                self.cache.forget(b.pod)
+            for e in result.evictions:
+                self.cache.keep(e.pod)
+            return
+        await self._evict(result)
+        await self._bind(result, now)
+        await self._conditions(result)
+
+    async def _evict(self, result: CycleResult) -> None:
+        for eviction in result.evictions:
+            reply = await evict(self.http, self._ref(eviction.pod))
+            if reply.outcome in (Outcome.EVICTED, Outcome.GONE):
+                self.stats.evicted += 1
+                log.info("evicted %s (%s for %s)", eviction.pod, eviction.action, eviction.for_)
+                continue
+            self.stats.evictions_refused += 1
+            log.info("eviction of %s refused: %s", eviction.pod, reply.detail)
+            self.cache.keep(eviction.pod)
+
+    async def _bind(self, result: CycleResult, now: float) -> None:
+        gate = asyncio.Semaphore(self.options.binds_at_once)
+        by_gang: dict[str, list[Binding]] = {}
+        for binding in result.bindings:
+            if binding.pipelined:
+                self.cache.forget(binding.pod)
+                await self._nominate(binding)
+                continue
+            pod = self.cache.pods.get(binding.pod)
+            by_gang.setdefault(pod.gang if pod is not None else binding.pod, []).append(binding)
+
+        async def in_order(bindings: list[Binding]) -> None:
+            for i, binding in enumerate(bindings):
+                async with gate:
+                    reply = await bind(
+                        self.http, self._ref(binding.pod), binding.node, binding.gpus
+                    )
+                if not self._bound(binding, reply, now):
+                    for rest in bindings[i + 1 :]:
+                        self.cache.forget(rest.pod)
+                    return
+
+        await asyncio.gather(*(in_order(b) for b in by_gang.values()))
+
+    def _bound(self, binding: Binding, reply: Reply, now: float) -> bool:
+        """Take in the reply to one bind; whether the gang's next pods may be bound."""
+        if reply.outcome is Outcome.BOUND:
+            self.stats.bound += 1
+            self.backoff.pop(binding.pod, None)
+            log.info("bound %s to %s", binding.pod, binding.node)
+            return True
+        self.cache.forget(binding.pod)
+        if reply.outcome is Outcome.FAILED:
+            self.stats.bind_failures += 1
+            wait = self.backoff.get(binding.pod, (0.0, INITIAL_BACKOFF_S))[1]
+            self.backoff[binding.pod] = (now + wait, min(wait * 2, MAX_BACKOFF_S))
+            reason = f"BackOff: binding to {binding.node} failed ({reply.detail})"
+            self._take(self.store.hold(binding.pod, reason))
+            log.warning("bind of %s to %s failed: %s", binding.pod, binding.node, reply.detail)
+        else:
+            self.stats.lost += 1
+            log.info("bind of %s: %s %s", binding.pod, reply.outcome.value, reply.detail)
+        return False
+
+    def _release_backoffs(self, now: float) -> None:
+        for key, (until, _) in list(self.backoff.items()):
+            if until <= now and key in self.store.held:
+                self._take(self.store.release(key))
+        self.cache.apply_all(self.buffer)
+        self.buffer = []
+
+    async def _nominate(self, binding: Binding) -> None:
+        ref = self._ref(binding.pod)
+        patch = {"status": {"nominatedNodeName": binding.node}}
+        await self.http.patch(
+            f"{ref.path}/status",
+            json=patch,
+            headers={"Content-Type": "application/merge-patch+json"},
+        )
+
+    async def _conditions(self, result: CycleResult) -> None:
+        """``PodScheduled=False`` with gpufleet's reason on each pending pod whose message
+        changed."""
+        for pending in result.pending:
+            message = why_text(pending.why)
+            if self.conditions.get(pending.pod) == message:
+                continue
+            self.conditions[pending.pod] = message
+            condition = {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": message,
+                "lastTransitionTime": _rfc3339(self.clock()),
+            }
+            ref = self._ref(pending.pod)
+            await self.http.patch(
+                f"{ref.path}/status",
+                json={"status": {"conditions": [condition]}},
+                headers={"Content-Type": "application/strategic-merge-patch+json"},
+            )
+
+    def _ref(self, key: str) -> PodRef:
+        namespace, name = key.split("/", 1)
+        pod = self.cache.pods.get(key)
+        return PodRef(namespace, name, pod.uid if pod is not None else "")
+
+
+async def _wait(stop: asyncio.Event, seconds: float) -> None:
+    try:
+        await asyncio.wait_for(stop.wait(), timeout=seconds)
+    except TimeoutError:
+        return
+
+
+def _rfc3339(moment: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(moment))

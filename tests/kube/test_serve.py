@@ -1,0 +1,175 @@
+"""The live scheduler against the API emulator over real HTTP (``kube/serve.py``): pods of
+``schedulerName: gpufleet`` are bound with their GPU indexes and never share a GPU; a pod
+that does not fit gets ``PodScheduled=False`` with gpufleet's reason; a bind that always
+fails backs off instead of being retried every cycle, and the other pods are bound all the
+same; a bind whose reply is lost is not sent twice; ``--dry-run`` writes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from gpufleet.kube.serve import LiveScheduler, ServeOptions
+from tests.apiserver.server import Emulator
+
+JSON = dict[str, Any]
+
+
+def add_node(emulator: Emulator, name: str, gpus: int = 4) -> None:
+    nodes = emulator.store.resource("", "v1", "nodes")
+    allocatable = {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": str(gpus), "pods": "110"}
+    emulator.store.create(
+        nodes, "", {"metadata": {"name": name}, "status": {"allocatable": allocatable}}
+    )
+
+
+def add_pod(
+    emulator: Emulator,
+    name: str,
+    gpus: int,
+    *,
+    group: str | None = None,
+    scheduler: str = "gpufleet",
+) -> None:
+    pods = emulator.store.resource("", "v1", "pods")
+    labels = {"scheduling.x-k8s.io/pod-group": group} if group else {}
+    limits = {"nvidia.com/gpu": str(gpus)}
+    spec = {
+        "schedulerName": scheduler,
+        "containers": [{"name": "c", "image": "x", "resources": {"limits": limits}}],
+    }
+    emulator.store.create(
+        pods, "default", {"metadata": {"name": name, "labels": labels}, "spec": spec}
+    )
+
+
+def add_group(emulator: Emulator, name: str, min_member: int) -> None:
+    groups = emulator.store.resource("scheduling.x-k8s.io", "v1alpha1", "podgroups")
+    emulator.store.create(
+        groups, "default", {"metadata": {"name": name}, "spec": {"minMember": min_member}}
+    )
+
+
+def pods(emulator: Emulator) -> dict[str, JSON]:
+    listed, _ = emulator.store.list(emulator.store.resource("", "v1", "pods"), "default")
+    return {p["metadata"]["name"]: p for p in listed}
+
+
+def double_booked(emulator: Emulator) -> list[tuple[str, str]]:
+    """GPUs (node, index) held by more than one pod, from the API's own record."""
+    held: Counter[tuple[str, str]] = Counter()
+    for pod in pods(emulator).values():
+        node = pod["spec"].get("nodeName")
+        gpus = (pod["metadata"].get("annotations") or {}).get("gpufleet.io/gpu-index")
+        if node and gpus:
+            held.update((node, g) for g in gpus.split(","))
+    return [gpu for gpu, n in held.items() if n > 1]
+
+
+def serve(
+    emulator: Emulator,
+    done: Callable[[LiveScheduler], bool],
+    options: ServeOptions | None = None,
+    timeout: float = 10.0,
+) -> LiveScheduler:
+    """Run the live scheduler against ``emulator`` until ``done`` holds."""
+
+    async def main() -> LiveScheduler:
+        async with httpx.AsyncClient(base_url=emulator.url, timeout=5) as http:
+            live = LiveScheduler(http, options or ServeOptions(period_s=0.2, batch_s=0.01))
+            stop = asyncio.Event()
+            task = asyncio.create_task(live.run(stop))
+            deadline = time.monotonic() + timeout
+            try:
+                while not done(live):
+                    assert time.monotonic() < deadline, f"timed out: {live.stats}"
+                    assert not task.done(), task.exception()
+                    await asyncio.sleep(0.05)
+            finally:
+                stop.set()
+                await asyncio.wait_for(task, 10)
+            return live
+
+    return asyncio.run(main())
+
+
+def bound(emulator: Emulator) -> dict[str, str]:
+    return {
+        n: p["spec"]["nodeName"] for n, p in pods(emulator).items() if p["spec"].get("nodeName")
+    }
+
+
+def test_pods_are_bound_with_their_gpus_and_never_share_one(emulator: Emulator) -> None:
+    add_node(emulator, "n0")
+    add_node(emulator, "n1")
+    for i, gpus in enumerate([2, 1, 1, 2, 1, 1]):
+        add_pod(emulator, f"p{i}", gpus)
+    add_pod(emulator, "theirs", 1, scheduler="default-scheduler")
+    live = serve(emulator, lambda _live: len(bound(emulator)) == 6)
+    assert "theirs" not in bound(emulator)
+    assert double_booked(emulator) == []
+    assert live.stats.bound == 6
+    assert sum(1 for w in emulator.store.writes if w.verb == "bind") == 6
+
+
+def test_a_pod_that_does_not_fit_is_told_why(emulator: Emulator) -> None:
+    add_node(emulator, "n0", gpus=2)
+    add_pod(emulator, "big", 4)
+
+    def told(_live: LiveScheduler) -> bool:
+        conditions = pods(emulator)["big"].get("status", {}).get("conditions") or []
+        return any(c["type"] == "PodScheduled" and c["status"] == "False" for c in conditions)
+
+    serve(emulator, told)
+    [condition] = [
+        c for c in pods(emulator)["big"]["status"]["conditions"] if c["type"] == "PodScheduled"
+    ]
+    assert condition["reason"] == "Unschedulable"
+    assert condition["message"] == "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+
+
+def test_a_bind_that_always_fails_backs_off_and_the_others_are_bound(emulator: Emulator) -> None:
+    add_node(emulator, "n0")
+    add_pod(emulator, "cursed", 1)
+    add_pod(emulator, "fine", 1)
+    emulator.faults.fail(None, code=500, path="/pods/cursed/binding$")
+    started = time.monotonic()
+    live = serve(emulator, lambda live: time.monotonic() - started > 3.0, timeout=6)
+    assert bound(emulator) == {"fine": "n0"}
+    # 1 s, 2 s, ...: at most three tries in three seconds, though a cycle ran every 0.2 s
+    assert 1 <= live.stats.bind_failures <= 3
+    assert live.stats.cycles > 10
+
+
+def test_a_bind_whose_reply_is_lost_is_not_sent_twice(emulator: Emulator) -> None:
+    add_node(emulator, "n0")
+    add_pod(emulator, "a", 2)
+    emulator.faults.drop_reply()
+    live = serve(emulator, lambda _live: "a" in bound(emulator) and _live.stats.bound == 1)
+    assert sum(1 for w in emulator.store.writes if w.verb == "bind") == 1
+    assert live.stats.bind_failures == 0
+
+
+def test_a_gang_is_bound_whole(emulator: Emulator) -> None:
+    add_node(emulator, "n0")
+    add_node(emulator, "n1")
+    add_group(emulator, "g", 3)
+    for i in range(3):
+        add_pod(emulator, f"g-{i}", 2, group="g")
+    serve(emulator, lambda _live: len(bound(emulator)) == 3)
+    assert double_booked(emulator) == []
+
+
+def test_dry_run_writes_nothing(emulator: Emulator) -> None:
+    add_node(emulator, "n0")
+    add_pod(emulator, "a", 1)
+    before = len(emulator.store.writes)
+    options = ServeOptions(period_s=0.1, batch_s=0.01, dry_run=True)
+    serve(emulator, lambda live: live.stats.cycles >= 5, options)
+    assert len(emulator.store.writes) == before
+    assert bound(emulator) == {}
