@@ -21,7 +21,7 @@ from gpufleet.scheduler.cache import ClusterCache
 from gpufleet.scheduler.cycle import CycleConfig
 from gpufleet.scheduler.events import Event, Topology, snapshot_events
 from gpufleet.scheduler.outcome import CycleResult
-from gpufleet.scheduler.session import Session
+from gpufleet.scheduler.session import Scheduler, Session
 from tests.builders import free_of, info, node
 
 CONFIG = CycleConfig(records=False)
@@ -197,3 +197,19 @@ def test_a_session_without_assume_sees_the_devices_an_assumed_binding_took() -> 
     what_if = assumed.run()
     assert [b.pod for b in what_if.bindings] == []
     assert decisions(what_if) == decisions(Session(cache, CONFIG, 102.0).run())
+
+
+def test_a_scheduler_follows_the_plugins_another_session_built_on_its_cache() -> None:
+    cache = cache_of(preemption())
+    scheduler = Scheduler(cache, CONFIG)
+    assert len(scheduler) == 2
+    built = scheduler.framework
+    Session(cache, replace(CONFIG, policy="fgd"), 0.0, assume=False).run()  # FGD's plugins
+    assert len(scheduler) == 2
+    assert scheduler.framework is not built  # its own policy's plugins, built again
+    assert scheduler.framework is cache.framework(
+        CONFIG.policy, cache.ledger().state, scheduler.rng
+    )
+    again = scheduler.framework
+    assert len(scheduler) == 2
+    assert scheduler.framework is again  # nothing changed: nothing built

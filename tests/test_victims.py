@@ -29,6 +29,7 @@ from gpufleet.scheduler.actions.preempt import Preempt
 from gpufleet.scheduler.components import Components
 from gpufleet.scheduler.cycle import Cycle, CycleConfig
 from gpufleet.scheduler.outcome import NoteCode, note
+from gpufleet.scheduler.pool import VictimPool
 from gpufleet.scheduler.transaction import Running
 from gpufleet.scheduler.victims import VictimSearch
 from gpufleet.scheduler.view import moving
@@ -394,3 +395,37 @@ def test_a_filter_of_the_profile_is_obeyed_while_making_room() -> None:
     plan, note = search.run(PREEMPT, pods_request(search.job.core))
     assert plan is not None, note
     assert sorted(v.pod.key for v in plan.victims) == ["a/p1", "a/p2"]
+
+
+POOL_COLUMNS = (
+    "node", "queue", "priority", "cpu", "memory", "gpu", "started", "preempt_min",
+    "reclaim_min", "via_state", "claims", "single", "alive", "preempt_ok", "reclaim_ok",
+)  # fmt: skip
+
+
+def test_a_pool_grown_pod_by_pod_reads_as_one_built_at_once() -> None:
+    queues = {q.name: q for q in (QueueSpec("a", preempt_min_runtime_s=50.0), QueueSpec("b"))}
+    pods = [
+        Running(
+            info(f"p{k:03}").queue("ab"[k % 2]).gpus(1 + k % 3).priority(k % 5).obj(),
+            k % 7,
+            tuple(range(1 + k % 3)),
+            info(f"p{k:03}").gpus(1 + k % 3).obj().spec,
+        )
+        for k in range(300)
+    ]
+    pods = [replace(r, pod=replace(r.pod, started=float(k))) for k, r in enumerate(pods)]
+    grown = VictimPool([], queues, 0.0, 8)
+    for k, r in enumerate(pods):
+        grown.add([r] if k % 3 else [r, *pods[k + 1 : k + 12]])  # one, or many at once
+        if k % 3:
+            grown.discard(pods[k - 1].pod.key)  # the pool compacts as pods leave it
+    grown.at(120.0)
+    left = [r for r in pods if r.pod.key in grown.index]
+    whole = VictimPool(left, queues, 120.0, 8)
+    alive = np.flatnonzero(grown.alive)
+    assert [grown.items[i].pod.key for i in alive] == [r.pod.key for r in whole.items]
+    for name in POOL_COLUMNS:
+        np.testing.assert_array_equal(getattr(grown, name)[alive], getattr(whole, name), name)
+        assert len(getattr(grown, name)) == len(grown)
+    assert len(grown) < len(pods)  # compacted

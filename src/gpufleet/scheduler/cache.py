@@ -378,6 +378,21 @@ class ClusterCache:
         """The policy's plugins for FGD's workload (``scheduler/shapes.py``)."""
         return self._shapes.framework(self.components, policy, state, rng)
 
+    @property
+    def framework_version(self) -> int:
+        """Bumped whenever :meth:`framework` may answer otherwise than it did."""
+        return self._shapes.version
+
+    def unchanged(self, ledger: Ledger, framework_version: int) -> bool:
+        """Whether a reader that last saw ``ledger`` (and :attr:`framework_version`) and
+        read :meth:`pending_changes` would find nothing new: the same ledger and plugins,
+        no gang changed since."""
+        return (
+            ledger is self._ledger
+            and framework_version == self._shapes.version
+            and not self._pending.changed
+        )
+
     def _build(self) -> None:
         self._pending.forget_changes()  # who keeps pending jobs reads them from a new ledger
         snap = self.snapshot()

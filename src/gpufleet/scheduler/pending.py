@@ -56,6 +56,11 @@ class PendingPods:
             return []
         return [p for k, p in sorted(of.items()) if k not in running]
 
+    @property
+    def changed(self) -> bool:
+        """Whether some gang changed since the last :meth:`changes`."""
+        return bool(self._changed)
+
     def changes(self) -> list[str]:
         """The gangs changed since the last call, in the order of the changes."""
         if not self._changed:

@@ -10,9 +10,10 @@ nodes worth trying.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -22,6 +23,37 @@ if TYPE_CHECKING:
     from gpufleet.model.workload import QueueSpec
     from gpufleet.scheduler.ledger import Ledger
     from gpufleet.scheduler.transaction import Running
+
+
+_COLUMNS: tuple[tuple[str, type], ...] = (
+    ("node", np.int64),
+    ("queue", np.int64),
+    ("priority", np.int64),
+    ("cpu", np.int64),
+    ("memory", np.int64),
+    ("started", np.float64),
+    ("preempt_min", np.float64),
+    ("reclaim_min", np.float64),
+    ("via_state", np.bool_),
+    ("claims", np.bool_),
+    ("single", np.bool_),
+    ("alive", np.bool_),
+    ("preempt_ok", np.bool_),
+    ("reclaim_ok", np.bool_),
+)
+"""The one-dimensional columns and their types (``gpu`` is a matrix: pods x GPU slots)."""
+
+_ONE_BY_ONE = 8
+"""Pods joining at once up to which they are written row by row."""
+
+
+def _via_state(r: Running) -> bool:
+    """Whether ``r`` is freed through the state (see ``VictimPool.via_state``)."""
+    return (
+        r.spec.mig_profile is not None
+        or (r.spec.exclusive_cpu and r.spec.num_gpu > 0)
+        or bool(r.spec.extended)
+    )
 
 
 class VictimPool:
@@ -59,26 +91,53 @@ class VictimPool:
         return VictimPool(victims, ledger.tree.queues, now, ledger.state.gpu_slots)
 
     def _columns(self, n: int) -> None:
-        self.node: IntArray = np.zeros(n, dtype=np.int64)
-        self.queue: IntArray = np.zeros(n, dtype=np.int64)
-        self.priority: IntArray = np.zeros(n, dtype=np.int64)
-        self.cpu: IntArray = np.zeros(n, dtype=np.int64)
-        self.memory: IntArray = np.zeros(n, dtype=np.int64)
-        self.gpu: IntArray = np.zeros((n, self.gpu_slots), dtype=np.int64)
-        self.started: FloatArray = np.zeros(n, dtype=np.float64)
-        self.preempt_min: FloatArray = np.zeros(n, dtype=np.float64)
-        self.reclaim_min: FloatArray = np.zeros(n, dtype=np.float64)
-        self.via_state: BoolArray = np.zeros(n, dtype=np.bool_)
+        """Empty columns with room for ``n`` pods (the pool's arrays are views of their
+        first ``len(self)`` rows)."""
+        self._capacity = n
+        self._buffers: dict[str, npt.NDArray[Any]] = {
+            name: np.zeros(n, dtype=dtype) for name, dtype in _COLUMNS
+        }
+        self._buffers["gpu"] = np.zeros((n, self.gpu_slots), dtype=np.int64)
+        self._views(0)
+
+    def _views(self, n: int) -> None:
+        """Point the columns at the first ``n`` rows of their buffers."""
+        buffers = self._buffers
+        self.node: IntArray = buffers["node"][:n]
+        self.queue: IntArray = buffers["queue"][:n]
+        self.priority: IntArray = buffers["priority"][:n]
+        self.cpu: IntArray = buffers["cpu"][:n]
+        self.memory: IntArray = buffers["memory"][:n]
+        self.gpu: IntArray = buffers["gpu"][:n]
+        self.started: FloatArray = buffers["started"][:n]
+        self.preempt_min: FloatArray = buffers["preempt_min"][:n]
+        self.reclaim_min: FloatArray = buffers["reclaim_min"][:n]
+        self.via_state: BoolArray = buffers["via_state"][:n]
         """Pods holding a MIG slice, pinned CPUs or other resources: freed through the state,
         which knows the partitions, NUMA zones and other resources."""
-        self.claims: BoolArray = np.zeros(n, dtype=np.bool_)
+        self.claims: BoolArray = buffers["claims"][:n]
         """Pods with ResourceClaims (they are not moved by consolidation)."""
-        self.single: BoolArray = np.zeros(n, dtype=np.bool_)
-        self.alive: BoolArray = np.zeros(n, dtype=np.bool_)
-        self.preempt_ok: BoolArray = np.zeros(n, dtype=np.bool_)
+        self.single: BoolArray = buffers["single"][:n]
+        self.alive: BoolArray = buffers["alive"][:n]
+        self.preempt_ok: BoolArray = buffers["preempt_ok"][:n]
         """Past the queue's preemptMinRuntime (as of :meth:`at`)."""
-        self.reclaim_ok: BoolArray = np.zeros(n, dtype=np.bool_)
+        self.reclaim_ok: BoolArray = buffers["reclaim_ok"][:n]
         """Past the queue's reclaimMinRuntime (as of :meth:`at`)."""
+
+    def _reserve(self, n: int) -> None:
+        """Room for ``n`` pods in all: the buffers grow by doubling, so that pods joining
+        one at a time cost O(1) each, not a copy of every column."""
+        if n <= self._capacity:
+            return
+        size = len(self.items)
+        old = self._buffers
+        self._capacity = capacity = max(n, 2 * self._capacity, 64)
+        self._buffers = {
+            name: np.zeros((capacity, *array.shape[1:]), dtype=array.dtype)
+            for name, array in old.items()
+        }
+        for name, array in old.items():
+            self._buffers[name][:size] = array[:size]
 
     def add(self, running: Sequence[Running]) -> None:
         """Make ``running`` candidates (after those already in the pool). A pod that is a
@@ -90,13 +149,50 @@ class VictimPool:
         if len(self.items) >= 64 and np.count_nonzero(self.alive) * 2 < len(self.items):
             self._compact()
         start = len(self.items)
+        end = start + len(running)
+        self._reserve(end)
+        if len(running) <= _ONE_BY_ONE:
+            for i, r in enumerate(running, start):
+                self._row(i, r)
+        else:
+            self._rows(start, running)
         self.items.extend(running)
         for i, r in enumerate(running, start):
             self.index[r.pod.key] = i
+        self._views(end)
+
+    def _row(self, i: int, r: Running) -> None:
+        """Write pod ``r`` into row ``i`` (a few pods: scalar writes beat building arrays)."""
+        buffers = self._buffers
+        spec, pod = r.spec, r.pod
+        queue = self.queues[pod.queue]
+        buffers["node"][i] = r.node
+        buffers["queue"][i] = self._queue_id[pod.queue]
+        buffers["priority"][i] = pod.priority
+        buffers["cpu"][i] = spec.cpu_milli
+        buffers["memory"][i] = spec.memory_mib
+        gpu = buffers["gpu"][i]
+        gpu[:] = 0
+        gpu[list(r.gpus)] = spec.gpu_milli
+        buffers["started"][i] = pod.started or 0.0
+        buffers["preempt_min"][i] = queue.preempt_min_runtime_s
+        buffers["reclaim_min"][i] = queue.reclaim_min_runtime_s
+        buffers["via_state"][i] = _via_state(r)
+        buffers["claims"][i] = bool(pod.claims)
+        buffers["single"][i] = pod.gang == pod.key
+        buffers["alive"][i] = True
+        buffers["preempt_ok"][i] = False
+        buffers["reclaim_ok"][i] = False
+
+    def _rows(self, start: int, running: list[Running]) -> None:
+        """Write ``running`` into the rows from ``start`` on, column by column."""
+        buffers = self._buffers
+        end = start + len(running)
         specs = [self.queues[r.pod.queue] for r in running]
-        gpu = np.zeros((len(running), self.gpu_slots), dtype=np.int64)
-        for i, r in enumerate(running):
-            gpu[i, list(r.gpus)] = r.spec.gpu_milli
+        gpu = buffers["gpu"][start:end]
+        gpu[:] = 0
+        for row, r in zip(gpu, running, strict=True):
+            row[list(r.gpus)] = r.spec.gpu_milli
         columns = {
             "node": [r.node for r in running],
             "queue": [self._queue_id[r.pod.queue] for r in running],
@@ -106,12 +202,7 @@ class VictimPool:
             "started": [r.pod.started or 0.0 for r in running],
             "preempt_min": [q.preempt_min_runtime_s for q in specs],
             "reclaim_min": [q.reclaim_min_runtime_s for q in specs],
-            "via_state": [
-                r.spec.mig_profile is not None
-                or (r.spec.exclusive_cpu and r.spec.num_gpu > 0)
-                or bool(r.spec.extended)
-                for r in running
-            ],
+            "via_state": [_via_state(r) for r in running],
             "claims": [bool(r.pod.claims) for r in running],
             "single": [r.pod.gang == r.pod.key for r in running],
             "alive": [True] * len(running),
@@ -119,25 +210,26 @@ class VictimPool:
             "reclaim_ok": [False] * len(running),
         }
         for name, values in columns.items():
-            old = getattr(self, name)
-            setattr(self, name, np.concatenate([old, np.array(values, dtype=old.dtype)]))
-        self.gpu = np.concatenate([self.gpu, gpu])
+            column = buffers[name]
+            column[start:end] = np.array(values, dtype=column.dtype)
 
     def _compact(self) -> None:
+        """Drop the pods that are no candidates any more (into new buffers: arrays read
+        before keep what they held)."""
         keep = np.flatnonzero(self.alive)
-        for name in (
-            "node", "queue", "priority", "cpu", "memory", "gpu", "started", "preempt_min",
-            "reclaim_min", "via_state", "claims", "single", "alive", "preempt_ok", "reclaim_ok",
-        ):  # fmt: skip
-            setattr(self, name, getattr(self, name)[keep])
+        old = self._buffers
+        self._columns(len(keep))
+        for name, array in old.items():
+            self._buffers[name][:] = array[keep]
         self.items = [self.items[i] for i in keep]
         self.index = {r.pod.key: i for i, r in enumerate(self.items)}
+        self._views(len(keep))
 
     def at(self, now: float) -> None:
         """Judge min-runtime protection at ``now``."""
         runtime = now - self.started
-        self.preempt_ok = runtime >= self.preempt_min
-        self.reclaim_ok = runtime >= self.reclaim_min
+        np.greater_equal(runtime, self.preempt_min, out=self.preempt_ok)
+        np.greater_equal(runtime, self.reclaim_min, out=self.reclaim_ok)
 
     def __len__(self) -> int:
         return len(self.items)

@@ -104,6 +104,8 @@ class Scheduler:
         the backlog all the same (elastic pods beyond minMember that found no room)."""
         self.ledger: Ledger
         self.framework: Framework | None
+        self._framework_version = -1
+        """The cache's framework version when the framework was last read."""
         self.cycle = self._new_cycle()
 
     def _new_cycle(self) -> Cycle:
@@ -111,6 +113,7 @@ class Scheduler:
         cache = self.cache
         self.ledger = ledger = cache.ledger()
         self.framework = cache.framework(self.config.policy, ledger.state, self.rng)
+        self._framework_version = cache.framework_version
         cache.pending_changes()  # every pending pod is read below
         self._left.clear()
         self.backlog = backlog = Backlog(skip_failed=True)
@@ -136,8 +139,11 @@ class Scheduler:
     def _sync(self) -> None:
         """Bring the backlog up to the cache's pending pods."""
         cache = self.cache
+        if not self._left and cache.unchanged(self.ledger, self._framework_version):
+            return  # the common case between events: nothing to read
         ledger = cache.ledger()
         framework = cache.framework(self.config.policy, ledger.state, self.rng)
+        self._framework_version = cache.framework_version
         if ledger is not self.ledger or framework is not self.framework:
             self.cycle = self._new_cycle()
             return

@@ -36,6 +36,9 @@ class WorkloadShapes:
         self._exemplar: dict[Hashable, PodSpec] = {}
         """A pod spec of each request counted."""
         self._frameworks: dict[Hashable, Framework] = {}
+        self.version = 0
+        """Bumped whenever :meth:`framework` may answer otherwise than it did: the counted
+        workload changed, or another framework was built."""
 
     def count(self, old: PodInfo | None, new: PodInfo | None) -> None:
         """A pod was ``old`` and is ``new`` (None: absent)."""
@@ -43,6 +46,7 @@ class WorkloadShapes:
             return  # the workload does not follow the pods
         if old is not None and new is not None and old.spec is new.spec:
             return  # counted already
+        self.version += 1
         if old is not None:
             self._counts[old.spec.request_key] -= 1
         if new is not None:
@@ -71,5 +75,6 @@ class WorkloadShapes:
             if not workload:
                 return None
             self._frameworks.clear()  # one at a time: the workload it measured is gone
+            self.version += 1
             known = self._frameworks[key] = make_framework(components, policy, workload, rng)
         return known
