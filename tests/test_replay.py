@@ -5,7 +5,7 @@ cache, what a cycle learnt lasts (failed classes, failed searches for room)."""
 from __future__ import annotations
 
 import json
-from dataclasses import fields, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import pytest
@@ -27,7 +27,7 @@ from gpufleet.scheduler.cycle import Cycle, CycleConfig
 from gpufleet.scheduler.events import Event
 from gpufleet.scheduler.job import Job
 from gpufleet.scheduler.session import Scheduler
-from gpufleet.sim.replay import REPLAY_POLICIES, Replay, ReplayPolicy, bound_pod
+from gpufleet.sim.replay import REPLAY_POLICIES, Replay, ReplayPolicy
 from tests.test_cache import assert_same_ledger, decisions, fresh, pending_jobs, victims
 
 if TYPE_CHECKING:
@@ -396,31 +396,4 @@ def _reclaim_jobs() -> list[ReplayJob]:
     return [
         *(gpu_job(f"a{i}", "a", 0.0, 20_000.0, 1, 4) for i in range(2)),
         gpu_job("b0", "b", 10.0, 40_000.0, 1, 4),
-    ]
-
-
-def test_a_confirmed_binding_copies_every_field_of_the_pod() -> None:
-    pod = PodInfo(
-        "ns/p",
-        PodSpec("p", 1000, 1024, 1, 500),
-        queue="q",
-        group="ns/g",
-        priority=7,
-        can_preempt=False,
-        created=3.0,
-        managed=False,
-        claims=("ns/c",),
-        blocked="gated",
-        claim_gpus=2.0,
-        uid="u",
-        resource_version="9",
-        demand_milli=400,
-    )
-    copied = {"key", "spec", "queue", "group", "priority", "can_preempt", "created", "managed"}
-    copied |= {"claims", "blocked", "claim_gpus", "uid", "resource_version", "demand_milli"}
-    assert {f.name for f in fields(PodInfo)} == copied | {"node", "gpus", "started"}
-    bound = bound_pod(pod, "n1", (3,), 42.0)
-    expected = replace(pod, node="n1", gpus=(3,), started=42.0)
-    assert [getattr(bound, f.name) for f in fields(PodInfo)] == [
-        getattr(expected, f.name) for f in fields(PodInfo)
     ]

@@ -488,3 +488,30 @@ def test_a_frozen_map_is_a_dict_that_cannot_change() -> None:
             change()
     assert items == {"a": 1, "b": 2}
     assert repr(items) == "FrozenMap({'a': 1, 'b': 2})"
+
+
+def test_a_placed_pod_copies_every_field() -> None:
+    pod = PodInfo(
+        "ns/p",
+        PodSpec("p", 1000, 1024, 1, 500),
+        queue="q",
+        group="ns/g",
+        priority=7,
+        can_preempt=False,
+        created=3.0,
+        managed=False,
+        claims=("ns/c",),
+        blocked="gated",
+        claim_gpus=2.0,
+        uid="u",
+        resource_version="9",
+        demand_milli=400,
+    )
+    copied = {"key", "spec", "queue", "group", "priority", "can_preempt", "created", "managed"}
+    copied |= {"claims", "blocked", "claim_gpus", "uid", "resource_version", "demand_milli"}
+    assert {f.name for f in fields(PodInfo)} == copied | {"node", "gpus", "started"}
+    bound = pod.placed("n1", (3,), 42.0)
+    expected = replace(pod, node="n1", gpus=(3,), started=42.0)
+    assert [getattr(bound, f.name) for f in fields(PodInfo)] == [
+        getattr(expected, f.name) for f in fields(PodInfo)
+    ]

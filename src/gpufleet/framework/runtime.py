@@ -213,9 +213,12 @@ class Framework:
         """How many pods of ``pod``'s plain spec each of ``nodes`` holds: the least count of
         the profile's :class:`CountingFilter` plugins (the nodes are ones the other filters
         let through)."""
-        counts = np.full(nodes.size, np.iinfo(np.int64).max, dtype=np.int64)
+        counts: IntArray | None = None
         for plugin in self._counting:
-            counts = np.minimum(counts, plugin.count(state, pod, nodes))
+            room = plugin.count(state, pod, nodes)
+            counts = room if counts is None else np.minimum(counts, room, out=counts)
+        if counts is None:
+            return np.full(nodes.size, np.iinfo(np.int64).max, dtype=np.int64)
         return counts
 
     def node_reasons(self, state: ClusterState, pod: PodSpec) -> list[tuple[str, ...]]:

@@ -146,6 +146,30 @@ class PodInfo:
     def bound(self) -> bool:
         return self.node is not None
 
+    def placed(self, node: str | None, gpus: tuple[int, ...], started: float) -> PodInfo:
+        """The pod running on ``node`` on ``gpus`` since ``started``: ``replace(self, node=,
+        gpus=, started=)`` spelt out, as a scheduler makes one per binding and a generic copy
+        costs twice as much (``tests/test_values.py`` checks that every field is copied)."""
+        return PodInfo(
+            self.key,
+            self.spec,
+            self.queue,
+            self.group,
+            self.priority,
+            self.can_preempt,
+            self.created,
+            node,
+            gpus,
+            started,
+            self.managed,
+            self.claims,
+            self.blocked,
+            self.claim_gpus,
+            self.uid,
+            self.resource_version,
+            self.demand_milli,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class GroupSpec:

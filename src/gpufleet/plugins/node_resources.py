@@ -23,6 +23,8 @@ from gpufleet.model.pod import PodSpec
 NAME = "NodeResourcesFit"
 
 ALL = slice(None)
+UNBOUNDED = np.iinfo(np.int64).max
+"""The count of a pod that asks for none of these resources."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,11 +76,12 @@ class NodeResourcesFit:
         return ok
 
     def count(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> IntArray:
-        counts = np.full(nodes.size, np.iinfo(np.int64).max, dtype=np.int64)
+        counts: IntArray | None = None
         for _, free, amount in _free(state, pod, nodes):
             if amount > 0:
-                counts = np.minimum(counts, free // amount)
-        return counts
+                room = free // amount
+                counts = room if counts is None else np.minimum(counts, room, out=counts)
+        return counts if counts is not None else np.full(nodes.size, UNBOUNDED, dtype=np.int64)
 
 
 def new(args: Args, handle: Handle) -> NodeResourcesFit:

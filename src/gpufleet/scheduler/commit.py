@@ -11,7 +11,6 @@ it, and either way the victim pool (``pool.py``) follows.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gpufleet.scheduler.outcome import Binding, Eviction
@@ -37,7 +36,7 @@ class Commit:
 
     def bind(self, pod: PodInfo, node: int, spec: PodSpec, gpus: tuple[int, ...]) -> None:
         """``pod`` runs on ``node`` from now (its capacity is reserved already)."""
-        self.ledger.add(Running(replace(pod, started=self.now), node, gpus, spec))
+        self.ledger.add(Running(pod.placed(pod.node, pod.gpus, self.now), node, gpus, spec))
         self.bound_now.add(pod.key)
         self.bindings.append(
             Binding(

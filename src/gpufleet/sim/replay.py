@@ -78,32 +78,6 @@ def pod_names(job: ReplayJob) -> list[str]:
     return [f"{job.name}/{k}" for k in range(job.pods)]
 
 
-def bound_pod(pod: PodInfo, node: str, gpus: tuple[int, ...], started: float) -> PodInfo:
-    """``pod`` bound to ``node`` on ``gpus`` since ``started``: ``replace(pod, node=node,
-    gpus=gpus, started=started)`` spelt out, as the replay confirms every binding it makes
-    and a generic copy of a pod costs twice as much (tests/test_replay.py checks that every
-    field is copied)."""
-    return PodInfo(
-        pod.key,
-        pod.spec,
-        pod.queue,
-        pod.group,
-        pod.priority,
-        pod.can_preempt,
-        pod.created,
-        node,
-        gpus,
-        started,
-        pod.managed,
-        pod.claims,
-        pod.blocked,
-        pod.claim_gpus,
-        pod.uid,
-        pod.resource_version,
-        pod.demand_milli,
-    )
-
-
 @dataclass(frozen=True, slots=True)
 class ReplayPolicy:
     """How the one cycle is configured to behave like a scheduler."""
@@ -312,7 +286,7 @@ class Replay:
     def _bound(self, binding: Binding, now: float) -> None:
         """A cycle bound pod ``binding.pod``: the bind is confirmed (the cache assumed it)."""
         key = binding.pod
-        pod = bound_pod(self.cache.pods[key], binding.node, binding.gpus or (), now)
+        pod = self.cache.pods[key].placed(binding.node, binding.gpus or (), now)
         self.cache.apply(Event("MODIFIED", "Pod", pod))
         i = self.pod_job[key]
         progress, job = self.progress[i], self.jobs[i]
