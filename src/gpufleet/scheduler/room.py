@@ -41,7 +41,8 @@ class Room:
         self.actions = tuple(actions)
         self.topology = topology
         self.failures: dict[tuple[str, Hashable], tuple[Hashable, Note]] = {}
-        """Searches that failed, by action and shape, with the epoch they failed in."""
+        """Searches that failed, by action and shape, with the epoch they failed in and
+        what they found (its action set)."""
 
     @property
     def watches_fair_share(self) -> bool:
@@ -78,12 +79,13 @@ class Room:
         for action in self.actions:
             shape = self._shape(job, action, held)
             note = self._failure(cycle, action, shape)
-            if note is None and (note := search.hopeless(action, request)) is not None:
+            if note is None and (found := search.hopeless(action, request)) is not None:
+                note = replace(found, action=action.name)
                 self.failures[action.name, shape] = (action.epoch(cycle), note)
             if note is None:
                 out.append(action)
             else:
-                notes.append(replace(note, action=action.name))
+                notes.append(note)
         return out
 
     def _within(
@@ -101,10 +103,11 @@ class Room:
             shape = self._shape(job, action, held)
             known = self._failure(cycle, action, shape)
             if known is not None:
-                notes.append(replace(known, action=action.name))
+                notes.append(known)
                 continue
-            plan, note = search.run(action, request)
-            notes.append(replace(note, action=action.name))
+            plan, found = search.run(action, request)
+            note = replace(found, action=action.name)
+            notes.append(note)
             if plan is not None:
                 return plan
             self.failures[action.name, shape] = (action.epoch(cycle), note)
