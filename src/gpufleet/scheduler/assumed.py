@@ -5,13 +5,15 @@ cycle does not give the same GPUs away while the bind is on its way. The cache
 (:mod:`gpufleet.scheduler.cache`) keeps here, per assumed pod, its deadline and where the
 cycle put it (so that a rebuilt ledger binds it there again); per evicted pod, the assumed
 bindings of the plan that evicted it (dropped with the plan if the eviction is refused);
-and the claim allocations cycles made that no ResourceClaim event shows yet.
+and the claim allocations cycles made that no ResourceClaim event shows yet
+(:class:`Assumptions`); and the cache's operations on them — assume, forget, keep, expire
+(:class:`AssumedBindings`).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -20,6 +22,7 @@ if TYPE_CHECKING:
     from gpufleet.model.workload import PodInfo
     from gpufleet.scheduler.ledger import Ledger
     from gpufleet.scheduler.outcome import CycleResult
+    from gpufleet.scheduler.transaction import Running
 
 
 class Assumptions:
@@ -79,3 +82,91 @@ class Assumptions:
     def allocations(self, shown: Mapping[str, Allocation]) -> dict[str, Allocation]:
         """``shown`` (the claims' objects), with the carried allocations under it."""
         return {**self.carried, **shown}
+
+
+class _Cache(Protocol):
+    """What the binding operations read and change of the cluster cache."""
+
+    _assumed: Assumptions
+    evicted: set[str]
+    _ledger: Ledger | None
+    _joining: dict[str, Running]
+
+    @property
+    def pods(self) -> Mapping[str, PodInfo]: ...
+    @property
+    def assumed(self) -> Mapping[str, float]: ...
+    def ledger(self) -> Ledger: ...
+    def forget(self, key: str) -> None: ...
+    def _touch(self, key: str) -> None: ...
+    def _start(self, pod: PodInfo) -> None: ...
+    def _stop(self, key: str) -> None: ...
+
+
+class AssumedBindings:
+    """The cluster cache's binding operations, as kube-scheduler's cache has them: assume
+    a cycle's result, forget a bind that failed or timed out, keep a victim whose eviction
+    was refused (mixed into :class:`~gpufleet.scheduler.cache.ClusterCache`, whose pods and
+    ledger they change)."""
+
+    @property
+    def assumed(self: _Cache) -> Mapping[str, float]:
+        """Pods a cycle bound that no event confirmed yet, with their deadlines."""
+        return self._assumed.deadline
+
+    def assume(self: _Cache, result: CycleResult, now: float) -> None:
+        """Hold what a session's ``result`` decided until events confirm it: its bindings
+        count as running (with a deadline of the cache's ``assumed_ttl_s`` from ``now``),
+        its evictions as gone. A session that assumes calls this itself."""
+        ledger = self.ledger()
+        pods = self.pods
+
+        def gang_of(key: str) -> str:
+            pod = pods.get(key)
+            return key if pod is None else pod.gang
+
+        self._assumed.record(result, now, ledger, gang_of)
+        for eviction in result.evictions:
+            self.evicted.add(eviction.pod)
+            self._touch(eviction.pod)
+        for binding in result.bindings:
+            self._touch(binding.pod)
+            self.evicted.discard(binding.pod)
+            running = ledger.running.get(binding.pod)
+            if running is not None and ledger.evictable(running.pod):
+                self._joining[binding.pod] = running  # a possible victim of later cycles
+
+    def forget(self: _Cache, key: str) -> None:
+        """The bind of assumed pod ``key`` failed: give its capacity back; it is pending
+        again (as its object in the cache says)."""
+        if key not in self.assumed:
+            return
+        self._assumed.settle(key)
+        self._touch(key)
+        ledger = self._ledger
+        if ledger is not None and key in ledger.running:
+            self._stop(key)
+            pod = self.pods.get(key)
+            if pod is not None and pod.bound:
+                self._start(pod)
+
+    def keep(self: _Cache, key: str) -> None:
+        """The eviction of ``key`` was refused (a disruption budget): the plan that evicted
+        it is dropped — its assumed bindings forgotten — and the pod counts again."""
+        if key not in self.evicted:
+            return
+        for planned in self._assumed.plans.pop(key, ()):
+            self.forget(planned)
+        self.evicted.discard(key)
+        self._touch(key)
+        pod = self.pods.get(key)
+        ledger = self._ledger
+        if ledger is not None and pod is not None and pod.bound and key not in ledger.running:
+            self._start(pod)
+
+    def expire(self: _Cache, now: float) -> list[str]:
+        """Forget the assumed pods past their deadline (their bind was never seen)."""
+        late = self._assumed.late(now)
+        for key in late:
+            self.forget(key)
+        return late

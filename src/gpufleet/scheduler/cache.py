@@ -36,7 +36,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gpufleet.model.workload import GroupSpec, PodInfo, Snapshot
-from gpufleet.scheduler.assumed import Assumptions
+from gpufleet.scheduler.assumed import AssumedBindings, Assumptions
 from gpufleet.scheduler.events import KINDS, ClaimObject, Event, object_key
 from gpufleet.scheduler.ledger import Ledger, SnapshotError
 from gpufleet.scheduler.pending import PendingPods
@@ -54,14 +54,13 @@ if TYPE_CHECKING:
     from gpufleet.model.pod import PodSpec
     from gpufleet.scheduler.components import Components
     from gpufleet.scheduler.events import CacheObject
-    from gpufleet.scheduler.outcome import CycleResult
 
 ASSUMED_TTL_S = 30.0
 """kube-scheduler's default: an assumed pod not confirmed this long after it was assumed
 is forgotten."""
 
 
-class ClusterCache:
+class ClusterCache(AssumedBindings):
     """Objects by kind, the ledger of what runs, assumed bindings (see the module doc).
 
     ``non_preemptible_priority`` decides which running pods count as non-preemptible in
@@ -198,14 +197,14 @@ class ClusterCache:
         ledger = self._ledger
         if ledger is None:
             if new.bound:
-                self._settle(key)
+                self._assumed.settle(key)
             return
         running = ledger.running.get(key)
         if running is not None:
             if key in self.assumed:
                 if not new.bound:
                     return  # the bind is on its way
-                self._settle(key)  # seen bound: where the cycle put it, or elsewhere
+                self._assumed.settle(key)  # seen bound: where the cycle put it, or elsewhere
             if new.bound and self._same(running, new):
                 return
             self._stop(key)
@@ -250,12 +249,12 @@ class ClusterCache:
         book has allocated), keeping what cycles assumed."""
         self.evicted.discard(key)
         if new is None:
-            self._settle(key)
+            self._assumed.settle(key)
             if self._ledger is not None and key in self._ledger.running:
                 self._stop(key)
             return
         if new.bound:
-            self._settle(key)  # seen bound
+            self._assumed.settle(key)  # seen bound
         self._invalidate()
 
     def _start(self, pod: PodInfo) -> None:
@@ -288,71 +287,6 @@ class ClusterCache:
         assert self._pool is not None
         self._pool.discard(key)
         self._joining.pop(key, None)
-
-    # -- bindings -----------------------------------------------------------------------
-
-    @property
-    def assumed(self) -> Mapping[str, float]:
-        """Pods a cycle bound that no event confirmed yet, with their deadlines."""
-        return self._assumed.deadline
-
-    def assume(self, result: CycleResult, now: float) -> None:
-        """Hold what a session's ``result`` decided until events confirm it: its bindings
-        count as running (with a deadline :attr:`assumed_ttl_s` from ``now``), its
-        evictions as gone. A session that assumes calls this itself."""
-        ledger = self.ledger()
-        self._assumed.record(result, now, ledger, self._gang_of)
-        for eviction in result.evictions:
-            self.evicted.add(eviction.pod)
-            self._touch(eviction.pod)
-        for binding in result.bindings:
-            self._touch(binding.pod)
-            self.evicted.discard(binding.pod)
-            running = ledger.running.get(binding.pod)
-            if running is not None and ledger.evictable(running.pod):
-                self._joining[binding.pod] = running  # a possible victim of later cycles
-
-    def _settle(self, key: str) -> None:
-        self._assumed.settle(key)
-
-    def _gang_of(self, key: str) -> str:
-        pod = self.pods.get(key)
-        return key if pod is None else pod.gang
-
-    def forget(self, key: str) -> None:
-        """The bind of assumed pod ``key`` failed: give its capacity back; it is pending
-        again (as its object in the cache says)."""
-        if key not in self.assumed:
-            return
-        self._settle(key)
-        self._touch(key)
-        ledger = self._ledger
-        if ledger is not None and key in ledger.running:
-            self._stop(key)
-            pod = self.pods.get(key)
-            if pod is not None and pod.bound:
-                self._start(pod)
-
-    def keep(self, key: str) -> None:
-        """The eviction of ``key`` was refused (a disruption budget): the plan that evicted
-        it is dropped — its assumed bindings forgotten — and the pod counts again."""
-        if key not in self.evicted:
-            return
-        for planned in self._assumed.plans.pop(key, ()):
-            self.forget(planned)
-        self.evicted.discard(key)
-        self._touch(key)
-        pod = self.pods.get(key)
-        ledger = self._ledger
-        if ledger is not None and pod is not None and pod.bound and key not in ledger.running:
-            self._start(pod)
-
-    def expire(self, now: float) -> list[str]:
-        """Forget the assumed pods past their deadline (their bind was never seen)."""
-        late = self._assumed.late(now)
-        for key in late:
-            self.forget(key)
-        return late
 
     # -- sessions -----------------------------------------------------------------------
 
