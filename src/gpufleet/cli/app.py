@@ -1,7 +1,8 @@
 """The ``gpufleet`` command: wiring only; every decision lives in the layers below.
 
 The typer app, its ``--version`` and the commands it composes: ``simulate``
-(:mod:`gpufleet.cli.simulate`), ``schedule`` and ``explain`` (:mod:`gpufleet.cli.cycle`).
+(:mod:`gpufleet.cli.simulate`), ``schedule`` and ``explain`` (:mod:`gpufleet.cli.cycle`),
+``serve`` (:mod:`gpufleet.cli.serve`).
 Bad input (a missing file, a wrong column, a bad value in row N) ends with one line on
 stderr naming the file, the line and the field, and exit code 2 — never a traceback.
 """
@@ -15,6 +16,7 @@ import typer
 
 from gpufleet import __version__
 from gpufleet.cli.cycle import explain, schedule
+from gpufleet.cli.serve import serve
 from gpufleet.cli.simulate import simulate
 from gpufleet.load.errors import InputError
 
@@ -51,6 +53,7 @@ def _root(
 app.command()(simulate)
 app.command()(schedule)
 app.command()(explain)
+app.command()(serve)
 
 
 def main() -> None:

@@ -44,6 +44,7 @@ import numpy as np
 
 from gpufleet.compose import new_cache
 from gpufleet.kube.bind import Outcome, PodRef, Reply, bind, evict
+from gpufleet.kube.metrics import Metrics
 from gpufleet.kube.objects import KINDS, Changes, ObjectStore, Problem
 from gpufleet.kube.watch import Kind, Reflector
 from gpufleet.report.reasons import why_text
@@ -122,6 +123,8 @@ class LiveScheduler:
         self.conditions: dict[str, str] = {}
         """The PodScheduled=False message last written per pod."""
         self.stats = ServeStats()
+        self.metrics = Metrics(self.options.config.policy)
+        self._lists = {r.kind.kind: 0 for r in self.reflectors}
 
     @property
     def ready(self) -> bool:
@@ -179,10 +182,21 @@ class LiveScheduler:
             rng = np.random.default_rng(self.options.seed)
             self.scheduler = Scheduler(self.cache, self.options.config, rng=rng)
         self.cache.expire(now)
+        started = time.perf_counter()
         result = await asyncio.to_thread(self.scheduler.run, now)
         self.stats.cycles += 1
         await self._write(result, now)
+        self._measure(result, time.perf_counter() - started)
         return result
+
+    def _measure(self, result: CycleResult, seconds: float) -> None:
+        self.metrics.cycle(result, seconds, self.cache)
+        self.metrics.pending.labels("backoff").set(len(self.store.held))
+        for reflector in self.reflectors:
+            kind, lists = reflector.kind.kind, reflector.stats.lists
+            if lists > 1 and lists > self._lists[kind]:
+                self.metrics.watch_restarts.labels(kind).inc(lists - max(self._lists[kind], 1))
+            self._lists[kind] = lists
 
     # -- writing a cycle's result -------------------------------------------------------
 
@@ -246,6 +260,7 @@ class LiveScheduler:
         self.cache.forget(binding.pod)
         if reply.outcome is Outcome.FAILED:
             self.stats.bind_failures += 1
+            self.metrics.bind_failures.inc()
             wait = self.backoff.get(binding.pod, (0.0, INITIAL_BACKOFF_S))[1]
             self.backoff[binding.pod] = (now + wait, min(wait * 2, MAX_BACKOFF_S))
             reason = f"BackOff: binding to {binding.node} failed ({reply.detail})"

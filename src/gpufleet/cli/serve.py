@@ -1,0 +1,119 @@
+"""``gpufleet serve``: the live scheduler, for the pods of ``schedulerName: gpufleet``.
+
+It connects as kubectl does (``--kubeconfig``, ``KUBECONFIG``, ``~/.kube/config``, then the
+in-cluster service account), lists and watches the cluster, schedules on the cluster cache
+and writes bindings, evictions and pod conditions back (``kube/serve.py``); ``--dry-run``
+writes nothing and logs what it would do. ``/healthz``, ``/readyz`` and ``/metrics`` are
+served on ``--address:--port``. It stops on SIGTERM or SIGINT.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import signal
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from gpufleet.cli.cycle import (
+    GraceOption,
+    NonPreemptibleOption,
+    PolicyOption,
+    StarvationOption,
+    _config,
+)
+from gpufleet.kube import endpoints
+from gpufleet.kube.connect import http_client, load_config
+from gpufleet.kube.serve import LiveScheduler, ServeOptions
+
+if TYPE_CHECKING:
+    from lightkube.config.kubeconfig import KubeConfig
+
+
+class _KeyValue(logging.Formatter):
+    """One line per record: ``time=... level=... msg="..."`` (or JSON with ``--log-format
+    json``)."""
+
+    def __init__(self, as_json: bool) -> None:
+        super().__init__()
+        self.as_json = as_json
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields = {
+            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        if self.as_json:
+            return json.dumps(fields)
+        return " ".join(f"{k}={json.dumps(v)}" for k, v in fields.items())
+
+
+def serve(
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option(help="kubeconfig file (default: KUBECONFIG, ~/.kube/config, in-cluster)."),
+    ] = None,
+    context: Annotated[
+        str | None, typer.Option(help="kubeconfig context (default: current).")
+    ] = None,
+    scheduler_name: Annotated[
+        str, typer.Option(help="Schedule the pods whose spec.schedulerName is this.")
+    ] = "gpufleet",
+    policy: PolicyOption = "gpufleet",
+    starvation_after: StarvationOption = 1800.0,
+    stale_grace: GraceOption = 60.0,
+    non_preemptible_priority: NonPreemptibleOption = 100,
+    dry_run: Annotated[
+        bool, typer.Option(help="Bind and evict nothing; log what would be done.")
+    ] = False,
+    address: Annotated[
+        str, typer.Option(help="Address of /healthz, /readyz, /metrics.")
+    ] = "0.0.0.0",  # noqa: S104 (a pod's probes reach it)
+    port: Annotated[
+        int, typer.Option(min=0, max=65535, help="Port of the endpoints (0: any).")
+    ] = 10251,
+    period: Annotated[
+        float, typer.Option(min=0.05, help="Seconds between cycles when nothing happens.")
+    ] = 1.0,
+    log_format: Annotated[str, typer.Option(help="text (key=value) or json.")] = "text",
+) -> None:
+    """Run gpufleet as a secondary scheduler on a live cluster (binds, evicts, explains)."""
+    if log_format not in {"text", "json"}:
+        raise typer.BadParameter(f"--log-format must be text or json, got {log_format!r}")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_KeyValue(as_json=log_format == "json"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    config = load_config(kubeconfig, context)
+    options = ServeOptions(
+        config=_config(policy, starvation_after, stale_grace, non_preemptible_priority),
+        scheduler_name=scheduler_name,
+        period_s=period,
+        dry_run=dry_run,
+    )
+    asyncio.run(_serve(config, context, options, address, port))
+
+
+async def _serve(
+    config: KubeConfig, context: str | None, options: ServeOptions, address: str, port: int
+) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    async with http_client(config, context) as http:
+        live = LiveScheduler(http, options)
+        runner = await endpoints.start(live, address, port)
+        logging.getLogger("gpufleet.serve").info(
+            "serving scheduler %s, endpoints on %s:%d", options.scheduler_name, address, port
+        )
+        try:
+            await live.run(stop)
+        finally:
+            await runner.cleanup()

@@ -1,0 +1,60 @@
+"""How the live scheduler finds its API server, by kubectl's rules.
+
+In order: the ``--kubeconfig`` file; the ``KUBECONFIG`` environment variable (its first
+file); ``~/.kube/config``; then the pod's service account (in-cluster). lightkube reads the
+files and the service account and builds the HTTP client (TLS, tokens, exec plugins).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import httpx
+from lightkube.config import client_adapter
+from lightkube.config.kubeconfig import KubeConfig
+
+from gpufleet.load.errors import InputError
+
+IN_CLUSTER = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+
+def load_config(kubeconfig: Path | None = None, context: str | None = None) -> KubeConfig:
+    """The configuration kubectl would use (module docstring); an :class:`InputError`
+    naming what was tried when there is none."""
+    candidates: list[Path] = []
+    if kubeconfig is not None:
+        candidates.append(kubeconfig)
+    elif os.environ.get("KUBECONFIG"):
+        candidates.append(Path(os.environ["KUBECONFIG"].split(os.pathsep)[0]))
+    else:
+        candidates.append(Path.home() / ".kube" / "config")
+    for path in candidates:
+        if path.is_file():
+            try:
+                config: KubeConfig = KubeConfig.from_file(path)  # type: ignore[no-untyped-call]
+                found = config.get(context)
+            except Exception as exc:  # noqa: BLE001 (lightkube raises several kinds)
+                raise InputError(str(path), f"not a usable kubeconfig: {exc}") from None
+            if found is None:
+                raise InputError(str(path), f"no context {context or '(current)'}")
+            return config
+        if kubeconfig is not None:
+            raise InputError(str(path), "no such kubeconfig file")
+    if (IN_CLUSTER / "token").is_file():
+        account: KubeConfig = KubeConfig.from_service_account(str(IN_CLUSTER))  # type: ignore[no-untyped-call]
+        return account
+    tried = ", ".join(str(p) for p in candidates)
+    raise InputError(
+        "kubeconfig",
+        f"no cluster configuration found (tried {tried} and the in-cluster service account)",
+    )
+
+
+def http_client(config: KubeConfig, context: str | None = None) -> httpx.AsyncClient:
+    """An HTTP client for the API server of ``config`` (watches never time out reading)."""
+    timeout = httpx.Timeout(10.0, read=None)
+    single = config.get(context)
+    if single is None:
+        raise InputError("kubeconfig", f"no context {context or '(current)'}")
+    return client_adapter.AsyncClient(single, timeout=timeout)

@@ -1,0 +1,42 @@
+"""The live scheduler's own HTTP endpoints, as kube-scheduler serves them: ``/healthz``
+(the process answers), ``/readyz`` (every watched kind has been listed: the cache holds the
+cluster) and ``/metrics`` (Prometheus' text format, ``metrics.py``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+if TYPE_CHECKING:
+    from gpufleet.kube.serve import LiveScheduler
+
+
+def app(live: LiveScheduler) -> web.Application:
+    async def healthz(_request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def readyz(_request: web.Request) -> web.Response:
+        if live.ready:
+            return web.Response(text="ok")
+        return web.Response(status=503, text="not ready: the first lists are not in yet")
+
+    async def metrics(_request: web.Request) -> web.Response:
+        body = generate_latest(live.metrics.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    application = web.Application()
+    application.router.add_get("/healthz", healthz)
+    application.router.add_get("/readyz", readyz)
+    application.router.add_get("/metrics", metrics)
+    return application
+
+
+async def start(live: LiveScheduler, host: str, port: int) -> web.AppRunner:
+    """Serve the endpoints on ``host:port`` (port 0: any free port); stop with
+    ``await runner.cleanup()``."""
+    runner = web.AppRunner(app(live))
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    return runner

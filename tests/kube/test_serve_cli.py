@@ -1,0 +1,82 @@
+"""``gpufleet serve`` as a process against the emulator: it connects through a kubeconfig,
+becomes ready once it has listed the cluster, binds a pod, serves its metrics under the
+pinned names, and stops cleanly on SIGTERM; a kubeconfig that does not exist is one line
+and exit code 2."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.apiserver.server import Emulator
+from tests.kube.test_serve import add_node, add_pod, bound
+
+GOLDEN = Path(__file__).with_name("metric_names.txt")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def metric_names(text: str) -> list[str]:
+    return sorted({line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")})
+
+
+def test_serve_binds_reports_ready_and_exports_its_metrics(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    add_node(emulator, "n0")
+    kubeconfig = emulator.kubeconfig(tmp_path / "kubeconfig")
+    port = free_port()
+    command = [sys.executable, "-m", "gpufleet", "serve", "--kubeconfig", str(kubeconfig)]
+    command += ["--address", "127.0.0.1", "--port", str(port), "--period", "0.2"]
+    env = {**os.environ, "KUBECONFIG": "/nonexistent"}
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            assert time.monotonic() < deadline, "never ready"
+            assert process.poll() is None, process.stderr.read() if process.stderr else ""
+            try:
+                if httpx.get(f"{base}/readyz").status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        assert httpx.get(f"{base}/healthz").text == "ok"
+        add_pod(emulator, "a", 2)
+        while "a" not in bound(emulator):
+            assert time.monotonic() < deadline, "never bound"
+            time.sleep(0.1)
+        names = metric_names(httpx.get(f"{base}/metrics").text)
+        assert names == GOLDEN.read_text().split()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=15)
+    assert process.returncode == 0, stderr
+    assert 'msg="bound default/a to n0"' in stderr
+
+
+def test_a_missing_kubeconfig_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    missing = tmp_path / "nope"
+    result = subprocess.run(
+        [sys.executable, "-m", "gpufleet", "serve", "--kubeconfig", str(missing)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"gpufleet: error: {missing}: no such kubeconfig file"
+    ]
