@@ -13,7 +13,9 @@ import asyncio
 import json
 import logging
 import signal
+import socket
 import sys
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -27,8 +29,9 @@ from gpufleet.cli.cycle import (
     _config,
 )
 from gpufleet.kube import endpoints
-from gpufleet.kube.connect import http_client, load_config
-from gpufleet.kube.serve import LiveScheduler, ServeOptions
+from gpufleet.kube.connect import IN_CLUSTER, http_client, load_config
+from gpufleet.kube.leader import LeaseConfig
+from gpufleet.kube.serve import Replica, ServeOptions
 
 if TYPE_CHECKING:
     from lightkube.config.kubeconfig import KubeConfig
@@ -82,10 +85,45 @@ def serve(
         float, typer.Option(min=0.05, help="Seconds between cycles when nothing happens.")
     ] = 1.0,
     log_format: Annotated[str, typer.Option(help="text (key=value) or json.")] = "text",
+    leader_elect: Annotated[
+        str,
+        typer.Option(
+            "--leader-elect",
+            help="true or false: schedule only while holding the Lease (kube-scheduler's default).",
+        ),
+    ] = "true",
+    leader_elect_resource_name: Annotated[
+        str, typer.Option(help="Name of the Lease.")
+    ] = "gpufleet",
+    leader_elect_resource_namespace: Annotated[
+        str | None,
+        typer.Option(
+            help="Namespace of the Lease (default: the pod's in a cluster, else kube-system)."
+        ),
+    ] = None,
+    leader_elect_lease_duration: Annotated[float, typer.Option(min=1.0)] = 15.0,
+    leader_elect_renew_deadline: Annotated[float, typer.Option(min=0.5)] = 10.0,
+    leader_elect_retry_period: Annotated[float, typer.Option(min=0.1)] = 2.0,
 ) -> None:
     """Run gpufleet as a secondary scheduler on a live cluster (binds, evicts, explains)."""
     if log_format not in {"text", "json"}:
         raise typer.BadParameter(f"--log-format must be text or json, got {log_format!r}")
+    if leader_elect not in {"true", "false"}:
+        raise typer.BadParameter(f"--leader-elect must be true or false, got {leader_elect!r}")
+    if not leader_elect_renew_deadline < leader_elect_lease_duration:
+        raise typer.BadParameter(
+            "--leader-elect-renew-deadline must be shorter than --leader-elect-lease-duration"
+        )
+    lease = None
+    if leader_elect == "true":
+        lease = LeaseConfig(
+            leader_elect_resource_namespace or _own_namespace(),
+            leader_elect_resource_name,
+            f"{socket.gethostname()}_{uuid.uuid4()}",
+            leader_elect_lease_duration,
+            leader_elect_renew_deadline,
+            leader_elect_retry_period,
+        )
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_KeyValue(as_json=log_format == "json"))
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
@@ -97,23 +135,34 @@ def serve(
         period_s=period,
         dry_run=dry_run,
     )
-    asyncio.run(_serve(config, context, options, address, port))
+    asyncio.run(_serve(config, context, options, lease, address, port))
+
+
+def _own_namespace() -> str:
+    """The pod's namespace in a cluster (its service account says), else kube-system."""
+    path = IN_CLUSTER / "namespace"
+    return path.read_text().strip() if path.is_file() else "kube-system"
 
 
 async def _serve(
-    config: KubeConfig, context: str | None, options: ServeOptions, address: str, port: int
+    config: KubeConfig,
+    context: str | None,
+    options: ServeOptions,
+    lease: LeaseConfig | None,
+    address: str,
+    port: int,
 ) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     async with http_client(config, context) as http:
-        live = LiveScheduler(http, options)
-        runner = await endpoints.start(live, address, port)
+        replica = Replica(http, options, lease)
+        runner = await endpoints.start(replica, address, port)
         logging.getLogger("gpufleet.serve").info(
             "serving scheduler %s, endpoints on %s:%d", options.scheduler_name, address, port
         )
         try:
-            await live.run(stop)
+            await replica.run(stop)
         finally:
             await runner.cleanup()

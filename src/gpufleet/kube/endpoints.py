@@ -4,16 +4,25 @@ cluster) and ``/metrics`` (Prometheus' text format, ``metrics.py``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 if TYPE_CHECKING:
-    from gpufleet.kube.serve import LiveScheduler
+    from gpufleet.kube.metrics import Metrics
 
 
-def app(live: LiveScheduler) -> web.Application:
+class Served(Protocol):
+    """What the endpoints read: readiness and the metrics."""
+
+    @property
+    def ready(self) -> bool: ...
+    @property
+    def metrics(self) -> Metrics: ...
+
+
+def app(live: Served) -> web.Application:
     async def healthz(_request: web.Request) -> web.Response:
         return web.Response(text="ok")
 
@@ -33,7 +42,7 @@ def app(live: LiveScheduler) -> web.Application:
     return application
 
 
-async def start(live: LiveScheduler, host: str, port: int) -> web.AppRunner:
+async def start(live: Served, host: str, port: int) -> web.AppRunner:
     """Serve the endpoints on ``host:port`` (port 0: any free port); stop with
     ``await runner.cleanup()``."""
     runner = web.AppRunner(app(live))

@@ -44,6 +44,7 @@ import numpy as np
 
 from gpufleet.compose import new_cache
 from gpufleet.kube.bind import Outcome, PodRef, Reply, bind, evict
+from gpufleet.kube.leader import LeaderElector, LeaseConfig
 from gpufleet.kube.metrics import Metrics
 from gpufleet.kube.objects import KINDS, Changes, ObjectStore, Problem
 from gpufleet.kube.watch import Kind, Reflector
@@ -107,8 +108,13 @@ class LiveScheduler:
         options: ServeOptions | None = None,
         *,
         clock: Callable[[], float] = time.time,
+        may_act: Callable[[], bool] = lambda: True,
+        metrics: Metrics | None = None,
     ) -> None:
         self.http, self.options, self.clock = http, options or ServeOptions(), clock
+        self.may_act = may_act
+        """Whether this replica may write now (it leads; see ``leader.py``): asked before
+        every bind, eviction and status write."""
         self.store = ObjectStore(schedulers=(self.options.scheduler_name,))
         self.cache = new_cache(self.options.config)
         self.scheduler: Scheduler | None = None
@@ -123,7 +129,7 @@ class LiveScheduler:
         self.conditions: dict[str, str] = {}
         """The PodScheduled=False message last written per pod."""
         self.stats = ServeStats()
-        self.metrics = Metrics(self.options.config.policy)
+        self.metrics = metrics or Metrics(self.options.config.policy)
         self._lists = {r.kind.kind: 0 for r in self.reflectors}
 
     @property
@@ -201,7 +207,7 @@ class LiveScheduler:
     # -- writing a cycle's result -------------------------------------------------------
 
     async def _write(self, result: CycleResult, now: float) -> None:
-        if self.options.dry_run:
+        if self.options.dry_run or not self.may_act():
             for b in result.bindings:
                 log.info("would bind %s to %s (gpus %s)", b.pod, b.node, b.gpus)
             for e in result.evictions:
@@ -217,6 +223,9 @@ class LiveScheduler:
 
     async def _evict(self, result: CycleResult) -> None:
         for eviction in result.evictions:
+            if not self.may_act():
+                self.cache.keep(eviction.pod)
+                continue
             reply = await evict(self.http, self._ref(eviction.pod))
             if reply.outcome in (Outcome.EVICTED, Outcome.GONE):
                 self.stats.evicted += 1
@@ -240,6 +249,10 @@ class LiveScheduler:
         async def in_order(bindings: list[Binding]) -> None:
             for i, binding in enumerate(bindings):
                 async with gate:
+                    if not self.may_act():  # no longer leader: bind nothing more
+                        for rest in bindings[i:]:
+                            self.cache.forget(rest.pod)
+                        return
                     reply = await bind(
                         self.http, self._ref(binding.pod), binding.node, binding.gpus
                     )
@@ -324,3 +337,58 @@ async def _wait(stop: asyncio.Event, seconds: float) -> None:
 
 def _rfc3339(moment: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(moment))
+
+
+class Replica:
+    """One replica of the live scheduler: with a Lease, it schedules only while it leads —
+    a new :class:`LiveScheduler` (a fresh list of the cluster) each time it becomes
+    leader, stopped as soon as it cannot renew — and waits as a standby otherwise."""
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        options: ServeOptions,
+        lease: LeaseConfig | None,
+    ) -> None:
+        self.http, self.options, self.lease = http, options, lease
+        self.metrics = Metrics(options.config.policy)
+        self.elector = LeaderElector(http, lease) if lease is not None else None
+        self.live: LiveScheduler | None = None
+        self.terms = 0
+        """Times this replica became leader."""
+
+    @property
+    def ready(self) -> bool:
+        """A standby is ready; a leader once its cache holds the cluster."""
+        live = self.live
+        return live.ready if live is not None else self.elector is not None
+
+    async def run(self, stop: asyncio.Event) -> None:
+        if self.elector is None:
+            self.live = LiveScheduler(self.http, self.options, metrics=self.metrics)
+            await self.live.run(stop)
+            return
+        elector = self.elector
+        try:
+            while not stop.is_set() and await elector.acquire(stop):
+                self.terms += 1
+                lost, work = asyncio.Event(), asyncio.Event()
+                self.live = LiveScheduler(
+                    self.http, self.options, may_act=elector.may_act, metrics=self.metrics
+                )
+                holding = asyncio.create_task(elector.hold(stop, lost))
+                working = asyncio.create_task(self.live.run(work))
+                await _first(stop, lost)
+                work.set()
+                await working
+                holding.cancel()
+                self.live = None
+        finally:
+            await elector.release()
+
+
+async def _first(*events: asyncio.Event) -> None:
+    waiters = [asyncio.ensure_future(e.wait()) for e in events]
+    await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+    for waiter in waiters:
+        waiter.cancel()
