@@ -173,3 +173,48 @@ def test_dry_run_writes_nothing(emulator: Emulator) -> None:
     serve(emulator, lambda live: live.stats.cycles >= 5, options)
     assert len(emulator.store.writes) == before
     assert bound(emulator) == {}
+
+
+def events(emulator: Emulator) -> list[JSON]:
+    listed, _ = emulator.store.list(emulator.store.resource("events.k8s.io", "v1", "events"))
+    return listed
+
+
+def test_users_are_told_by_events_once_per_change(emulator: Emulator) -> None:
+    add_node(emulator, "n0", gpus=2)
+    add_pod(emulator, "small", 1)
+    add_pod(emulator, "big", 4)
+    pods_resource = emulator.store.resource("", "v1", "pods")
+    limits = {"nvidia.com/gpu": "lots"}
+    broken = {"name": "c", "image": "x", "resources": {"limits": limits}}
+    emulator.store.create(
+        pods_resource,
+        "default",
+        {
+            "metadata": {"name": "broken"},
+            "spec": {"schedulerName": "gpufleet", "containers": [broken]},
+        },
+    )
+
+    def told(live: LiveScheduler) -> bool:
+        reasons = {e["reason"] for e in events(emulator)}
+        return {
+            "Scheduled",
+            "FailedScheduling",
+            "FailedToRead",
+        } <= reasons and live.stats.cycles > 5
+
+    serve(emulator, told)
+    by_reason: dict[str, list[JSON]] = {}
+    for event in events(emulator):
+        by_reason.setdefault(event["reason"], []).append(event)
+    [scheduled] = by_reason["Scheduled"]
+    assert scheduled["regarding"]["name"] == "small"
+    assert scheduled["note"] == "Successfully assigned default/small to n0"
+    [failed] = by_reason["FailedScheduling"]  # once: the reason did not change
+    assert failed["regarding"]["name"] == "big"
+    assert failed["type"] == "Warning"
+    assert failed["note"] == "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+    [unreadable] = by_reason["FailedToRead"]
+    assert unreadable["regarding"]["name"] == "broken"
+    assert "nvidia.com/gpu" in unreadable["note"]

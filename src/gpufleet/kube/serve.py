@@ -44,6 +44,7 @@ import numpy as np
 
 from gpufleet.compose import new_cache
 from gpufleet.kube.bind import Outcome, PodRef, Reply, bind, evict
+from gpufleet.kube.events import EventRecorder, Regarding
 from gpufleet.kube.leader import LeaderElector, LeaseConfig
 from gpufleet.kube.metrics import Metrics
 from gpufleet.kube.objects import KINDS, Changes, ObjectStore, Problem
@@ -60,15 +61,21 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gpufleet.serve")
 
-PATHS = {
-    "Node": "/api/v1/nodes",
-    "PriorityClass": "/apis/scheduling.k8s.io/v1/priorityclasses",
-    "Queue": "/apis/gpufleet.io/v1alpha1/queues",
-    "PodGroup": "/apis/scheduling.x-k8s.io/v1alpha1/podgroups",
-    "Topology": "/apis/gpufleet.io/v1alpha1/topologies",
-    "Pod": "/api/v1/pods",
+API = {
+    "Node": ("v1", "nodes"),
+    "PriorityClass": ("scheduling.k8s.io/v1", "priorityclasses"),
+    "Queue": ("gpufleet.io/v1alpha1", "queues"),
+    "PodGroup": ("scheduling.x-k8s.io/v1alpha1", "podgroups"),
+    "Topology": ("gpufleet.io/v1alpha1", "topologies"),
+    "Pod": ("v1", "pods"),
 }
-"""Where each kind of :data:`~gpufleet.kube.objects.KINDS` is listed and watched."""
+"""Each kind of :data:`~gpufleet.kube.objects.KINDS`: its apiVersion and resource."""
+
+PATHS = {
+    kind: f"/api/{version}/{plural}" if "/" not in version else f"/apis/{version}/{plural}"
+    for kind, (version, plural) in API.items()
+}
+"""Where each kind is listed and watched (all namespaces)."""
 
 INITIAL_BACKOFF_S = 1.0
 MAX_BACKOFF_S = 10.0
@@ -130,6 +137,8 @@ class LiveScheduler:
         """The PodScheduled=False message last written per pod."""
         self.stats = ServeStats()
         self.metrics = metrics or Metrics(self.options.config.policy)
+        self.events = EventRecorder(http, clock=clock)
+        self._unreported: list[Problem] = []
         self._lists = {r.kind.kind: 0 for r in self.reflectors}
 
     @property
@@ -148,6 +157,7 @@ class LiveScheduler:
         for problem in changes.problems:
             log.warning("cannot read %s %s: %s", problem.kind, problem.name, problem.message)
             self.stats.problems.append(problem)
+            self._unreported.append(problem)
         if changes.events:
             self.wake.set()
 
@@ -220,6 +230,13 @@ class LiveScheduler:
         await self._evict(result)
         await self._bind(result, now)
         await self._conditions(result)
+        await self._report_problems()
+
+    async def _report_problems(self) -> None:
+        problems, self._unreported = self._unreported, []
+        for p in problems:
+            regarding = Regarding(p.kind, p.namespace or "", p.name, p.uid, API[p.kind][0])
+            await self.events.record(regarding, "Warning", "FailedToRead", "Reading", p.message)
 
     async def _evict(self, result: CycleResult) -> None:
         for eviction in result.evictions:
@@ -230,6 +247,10 @@ class LiveScheduler:
             if reply.outcome in (Outcome.EVICTED, Outcome.GONE):
                 self.stats.evicted += 1
                 log.info("evicted %s (%s for %s)", eviction.pod, eviction.action, eviction.for_)
+                note = f"Preempted by {eviction.for_} ({eviction.action})"
+                await self.events.record(
+                    self._regarding(eviction.pod), "Normal", "Preempted", "Preempting", note
+                )
                 continue
             self.stats.evictions_refused += 1
             log.info("eviction of %s refused: %s", eviction.pod, reply.detail)
@@ -260,6 +281,10 @@ class LiveScheduler:
                     for rest in bindings[i + 1 :]:
                         self.cache.forget(rest.pod)
                     return
+                note = f"Successfully assigned {binding.pod} to {binding.node}"
+                await self.events.record(
+                    self._regarding(binding.pod), "Normal", "Scheduled", "Binding", note
+                )
 
         await asyncio.gather(*(in_order(b) for b in by_gang.values()))
 
@@ -316,11 +341,18 @@ class LiveScheduler:
                 "lastTransitionTime": _rfc3339(self.clock()),
             }
             ref = self._ref(pending.pod)
+            await self.events.record(
+                self._regarding(pending.pod), "Warning", "FailedScheduling", "Scheduling", message
+            )
             await self.http.patch(
                 f"{ref.path}/status",
                 json={"status": {"conditions": [condition]}},
                 headers={"Content-Type": "application/strategic-merge-patch+json"},
             )
+
+    def _regarding(self, key: str) -> Regarding:
+        ref = self._ref(key)
+        return Regarding("Pod", ref.namespace, ref.name, ref.uid)
 
     def _ref(self, key: str) -> PodRef:
         namespace, name = key.split("/", 1)

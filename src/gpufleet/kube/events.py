@@ -1,0 +1,109 @@
+"""Events about pods, as kube-scheduler's event recorder writes them (``events.k8s.io/v1``).
+
+``Scheduled`` (Normal, action ``Binding``: "Successfully assigned ns/pod to node"),
+``FailedScheduling`` (Warning, action ``Scheduling``: the reason ``explain`` gives),
+``Preempted`` (Normal, action ``Preempting``: by which job, with which action) and
+``FailedToRead`` (Warning: an object gpufleet cannot read, and why, in the what-if tool's
+words). Repeats are de-duplicated as the recorder does: the same reason and note about the
+same object within ``series_window_s`` (6 minutes) are not a new Event but a patch of the
+first one's ``series`` (its count and last observed time).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+log = logging.getLogger("gpufleet.events")
+
+SERIES_WINDOW_S = 360.0
+"""client-go's: a repeat within 6 minutes joins the first event's series."""
+
+
+@dataclass(frozen=True, slots=True)
+class Regarding:
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    api_version: str = "v1"
+
+
+@dataclass
+class _Seen:
+    name: str
+    namespace: str
+    first: float
+    count: int
+
+
+def micro_time(moment: float) -> str:
+    whole = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(moment))
+    return f"{whole}.{int(moment % 1 * 1_000_000):06d}Z"
+
+
+class EventRecorder:
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        *,
+        controller: str = "gpufleet",
+        instance: str = "gpufleet",
+        clock: Callable[[], float] = time.time,
+        series_window_s: float = SERIES_WINDOW_S,
+    ) -> None:
+        self.http, self.controller, self.instance = http, controller, instance
+        self.clock, self.window = clock, series_window_s
+        self.seen: dict[tuple[str, str, str, str], _Seen] = {}
+        self.written = 0
+
+    async def record(
+        self, regarding: Regarding, type_: str, reason: str, action: str, note: str
+    ) -> None:
+        """Write the event, or count it in the series of its first occurrence."""
+        now = self.clock()
+        key = (regarding.uid or f"{regarding.namespace}/{regarding.name}", reason, action, note)
+        seen = self.seen.get(key)
+        namespace = regarding.namespace or "default"
+        base = f"/apis/events.k8s.io/v1/namespaces/{namespace}/events"
+        try:
+            if seen is not None and now - seen.first < self.window:
+                seen.count += 1
+                series = {"count": seen.count, "lastObservedTime": micro_time(now)}
+                await self.http.patch(
+                    f"{base}/{seen.name}",
+                    json={"series": series},
+                    headers={"Content-Type": "application/merge-patch+json"},
+                )
+                return
+            name = f"{regarding.name}.{int(now * 1e9):x}"
+            body: dict[str, Any] = {
+                "apiVersion": "events.k8s.io/v1",
+                "kind": "Event",
+                "metadata": {"name": name, "namespace": namespace},
+                "eventTime": micro_time(now),
+                "reportingController": self.controller,
+                "reportingInstance": self.instance,
+                "action": action,
+                "reason": reason,
+                "type": type_,
+                "note": note[:1024],
+                "regarding": {
+                    "apiVersion": regarding.api_version,
+                    "kind": regarding.kind,
+                    "namespace": regarding.namespace,
+                    "name": regarding.name,
+                    "uid": regarding.uid,
+                },
+            }
+            response = await self.http.post(base, json=body)
+            if response.status_code < 300:
+                self.seen[key] = _Seen(name, namespace, now, 1)
+                self.written += 1
+        except httpx.HTTPError as exc:
+            log.warning("event %s about %s/%s: %s", reason, namespace, regarding.name, exc)
