@@ -218,3 +218,48 @@ def test_users_are_told_by_events_once_per_change(emulator: Emulator) -> None:
     [unreadable] = by_reason["FailedToRead"]
     assert unreadable["regarding"]["name"] == "broken"
     assert "nvidia.com/gpu" in unreadable["note"]
+
+
+def test_a_preemptor_waits_for_its_victim_and_then_takes_its_gpus(emulator: Emulator) -> None:
+    add_node(emulator, "n0", gpus=2)
+    classes = emulator.store.resource("scheduling.k8s.io", "v1", "priorityclasses")
+    for name, value in (("low", 0), ("high", 50)):
+        emulator.store.create(classes, "", {"metadata": {"name": name}, "value": value})
+    pods_resource = emulator.store.resource("", "v1", "pods")
+    limits = {"nvidia.com/gpu": "2"}
+    container = {"name": "c", "image": "x", "resources": {"limits": limits}}
+    emulator.store.create(
+        pods_resource,
+        "default",
+        {
+            "metadata": {"name": "low", "annotations": {"gpufleet.io/gpu-index": "0,1"}},
+            "spec": {
+                "schedulerName": "gpufleet",
+                "nodeName": "n0",
+                "priorityClassName": "low",
+                "containers": [container],
+            },
+            "status": {"phase": "Running", "startTime": "2026-01-01T00:00:00Z"},
+        },
+        keep_status=True,
+    )
+    emulator.store.create(
+        pods_resource,
+        "default",
+        {
+            "metadata": {"name": "high"},
+            "spec": {
+                "schedulerName": "gpufleet",
+                "priorityClassName": "high",
+                "containers": [container],
+            },
+        },
+    )
+    live = serve(emulator, lambda _live: bound(emulator) == {"high": "n0"})
+    assert live.stats.evicted == 1
+    assert "low" not in pods(emulator)
+    assert double_booked(emulator) == []
+    assert sum(1 for w in emulator.store.writes if w.verb == "bind") == 1
+    [preempted] = [e for e in events(emulator) if e["reason"] == "Preempted"]
+    assert preempted["regarding"]["name"] == "low"
+    assert preempted["note"] == "Preempted by default/high (preempt)"

@@ -103,7 +103,10 @@ async def bind(
 
 async def _settle_conflict(http: httpx.AsyncClient, pod: PodRef, node: str, message: str) -> Reply:
     """A 409: read the pod to tell a retry of our own bind from a lost race or a new pod."""
-    current = await _read(http, pod)
+    try:
+        current = await _read(http, pod)
+    except httpx.HTTPError as exc:
+        return Reply(Outcome.FAILED, f"{message}; reading the pod: {exc}")
     if current is None:
         return Reply(Outcome.GONE, message)
     return _judge(current, pod, node, message, unbound=Outcome.FAILED)

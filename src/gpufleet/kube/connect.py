@@ -52,8 +52,9 @@ def load_config(kubeconfig: Path | None = None, context: str | None = None) -> K
 
 
 def http_client(config: KubeConfig, context: str | None = None) -> httpx.AsyncClient:
-    """An HTTP client for the API server of ``config`` (watches never time out reading)."""
-    timeout = httpx.Timeout(10.0, read=None)
+    """An HTTP client for the API server of ``config``: every request times out after 30 s
+    (a watch overrides its read timeout: it waits for events)."""
+    timeout = httpx.Timeout(30.0)
     single = config.get(context)
     if single is None:
         raise InputError("kubeconfig", f"no context {context or '(current)'}")

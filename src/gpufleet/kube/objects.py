@@ -94,6 +94,8 @@ class ObjectStore:
         self.node_gpus: dict[str, int] = {}
         self.pods_of_group: dict[str, set[str]] = defaultdict(set)
         self.pods_on_node: dict[str, set[str]] = defaultdict(set)
+        self._reads: dict[str, tuple[str | None, str | None]] = {}
+        """Per pod: the PodGroup and node its translation reads."""
         self.held: dict[str, str] = {}
         """Pending pods held back by the live scheduler (a bind backing off), with why."""
 
@@ -139,18 +141,23 @@ class ObjectStore:
         not it can be read)."""
         if kind != "Pod":
             return
-        for index in (self.pods_of_group, self.pods_on_node):
-            for members in index.values():
-                members.discard(key)
+        group, node = self._reads.pop(key, (None, None))
+        if group is not None:
+            self.pods_of_group[group].discard(key)
+        if node is not None:
+            self.pods_on_node[node].discard(key)
         if deleted:
             return
         meta = obj.get("metadata") or {}
-        group = (meta.get("labels") or {}).get(POD_GROUP_LABEL)
-        if isinstance(group, str):
-            self.pods_of_group[f"{key.split('/', 1)[0]}/{group}"].add(key)
-        node = (obj.get("spec") or {}).get("nodeName")
-        if isinstance(node, str):
+        label = (meta.get("labels") or {}).get(POD_GROUP_LABEL)
+        group = f"{key.split('/', 1)[0]}/{label}" if isinstance(label, str) else None
+        spec_node = (obj.get("spec") or {}).get("nodeName")
+        node = spec_node if isinstance(spec_node, str) else None
+        if group is not None:
+            self.pods_of_group[group].add(key)
+        if node is not None:
             self.pods_on_node[node].add(key)
+        self._reads[key] = (group, node)
 
     def _dependents(self, kind: str, key: str) -> list[str]:
         """The pods whose translation reads object ``key`` of ``kind``."""

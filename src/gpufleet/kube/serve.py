@@ -40,6 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import httpx
 import numpy as np
 
 from gpufleet.compose import new_cache
@@ -54,8 +55,6 @@ from gpufleet.scheduler.cycle import CycleConfig
 from gpufleet.scheduler.session import Scheduler
 
 if TYPE_CHECKING:
-    import httpx
-
     from gpufleet.scheduler.events import Event
     from gpufleet.scheduler.outcome import Binding, CycleResult
 
@@ -104,6 +103,7 @@ class ServeStats:
     evicted: int = 0
     evictions_refused: int = 0
     problems: list[Problem] = field(default_factory=list)
+    cycle_errors: int = 0
 
 
 class LiveScheduler:
@@ -131,6 +131,8 @@ class LiveScheduler:
         ]
         self.buffer: list[Event] = []
         self.wake = asyncio.Event()
+        self.waiting: dict[str, set[str]] = {}
+        """Nominated pods held until the victims evicted for them are deleted."""
         self.backoff: dict[str, tuple[float, float]] = {}
         """Pods whose bind failed: when they may be tried again, and the next wait."""
         self.conditions: dict[str, str] = {}
@@ -168,9 +170,17 @@ class LiveScheduler:
             while not stop.is_set() and not self.ready:
                 await _wait(stop, 0.05)
             while not stop.is_set():
-                await self.cycle_once()
+                try:
+                    await self.cycle_once()
+                except Exception:
+                    # A bug or an unforeseen reply must not stop scheduling for good: the
+                    # cycle is logged and the next one starts from the watches' state.
+                    log.exception("cycle failed")
+                    self.stats.cycle_errors += 1
                 await self._until_next(stop)
         finally:
+            for task in watches:
+                task.cancel()
             await asyncio.gather(*watches, return_exceptions=True)
 
     async def _until_next(self, stop: asyncio.Event) -> None:
@@ -227,8 +237,10 @@ class LiveScheduler:
             for e in result.evictions:
                 self.cache.keep(e.pod)
             return
-        await self._evict(result)
+        accepted = await self._evict(result)
         await self._bind(result, now)
+        for key in accepted:  # after the bindings that wait for them were taken back
+            self.cache.terminating(key)  # a victim holds its GPUs until it is gone
         await self._conditions(result)
         await self._report_problems()
 
@@ -238,13 +250,17 @@ class LiveScheduler:
             regarding = Regarding(p.kind, p.namespace or "", p.name, p.uid, API[p.kind][0])
             await self.events.record(regarding, "Warning", "FailedToRead", "Reading", p.message)
 
-    async def _evict(self, result: CycleResult) -> None:
+    async def _evict(self, result: CycleResult) -> list[str]:
+        """Post the cycle's evictions; the victims the API server accepted to evict."""
+        accepted: list[str] = []
         for eviction in result.evictions:
             if not self.may_act():
                 self.cache.keep(eviction.pod)
                 continue
             reply = await evict(self.http, self._ref(eviction.pod))
             if reply.outcome in (Outcome.EVICTED, Outcome.GONE):
+                if reply.outcome is Outcome.EVICTED:
+                    accepted.append(eviction.pod)
                 self.stats.evicted += 1
                 log.info("evicted %s (%s for %s)", eviction.pod, eviction.action, eviction.for_)
                 note = f"Preempted by {eviction.for_} ({eviction.action})"
@@ -255,17 +271,34 @@ class LiveScheduler:
             self.stats.evictions_refused += 1
             log.info("eviction of %s refused: %s", eviction.pod, reply.detail)
             self.cache.keep(eviction.pod)
+        return accepted
 
     async def _bind(self, result: CycleResult, now: float) -> None:
         gate = asyncio.Semaphore(self.options.binds_at_once)
         by_gang: dict[str, list[Binding]] = {}
+        evicted = {e.pod for e in result.evictions}
         for binding in result.bindings:
-            if binding.pipelined:
+            if binding.pod not in self.cache.assumed:
+                continue  # its plan was dropped (an eviction refused): nothing to bind
+            if binding.pod in evicted:
+                # A pod consolidation moves: live, it is evicted and its controller makes it
+                # anew; the pod itself is never bound again.
                 self.cache.forget(binding.pod)
-                await self._nominate(binding)
                 continue
             pod = self.cache.pods.get(binding.pod)
             by_gang.setdefault(pod.gang if pod is not None else binding.pod, []).append(binding)
+        victims: dict[str, set[str]] = {}
+        for eviction in result.evictions:
+            victims.setdefault(eviction.for_, set()).add(eviction.pod)
+        freeing = {
+            self.cache.pods[v].node for vs in victims.values() for v in vs if v in self.cache.pods
+        }
+        for gang, bindings in list(by_gang.items()):
+            if any(b.pipelined or b.node in freeing for b in bindings):
+                # The whole gang waits for its victims to be gone, on its nominated nodes.
+                del by_gang[gang]
+                for binding in bindings:
+                    await self._wait_for_victims(binding, victims.get(gang, set()))
 
         async def in_order(bindings: list[Binding]) -> None:
             for i, binding in enumerate(bindings):
@@ -309,9 +342,26 @@ class LiveScheduler:
             log.info("bind of %s: %s %s", binding.pod, reply.outcome.value, reply.detail)
         return False
 
+    async def _wait_for_victims(self, binding: Binding, victims: set[str]) -> None:
+        """A binding onto capacity that victims still hold: the pod is nominated to the node
+        and held out of cycles until the victims' deletions are seen (so that no cycle
+        evicts again for it meanwhile, as kube-scheduler does not preempt for a pod whose
+        nominated node has terminating victims)."""
+        self.cache.forget(binding.pod)
+        await self._nominate(binding)
+        self.waiting[binding.pod] = set(victims)
+        reason = f"waiting on node {binding.node} for the pods evicted for it to terminate"
+        self._take(self.store.hold(binding.pod, reason))
+
     def _release_backoffs(self, now: float) -> None:
         for key, (until, _) in list(self.backoff.items()):
             if until <= now and key in self.store.held:
+                self._take(self.store.release(key))
+            if key not in self.cache.pods:
+                del self.backoff[key]  # deleted meanwhile
+        for key, victims in list(self.waiting.items()):
+            if not any(v in self.cache.pods for v in victims):
+                del self.waiting[key]
                 self._take(self.store.release(key))
         self.cache.apply_all(self.buffer)
         self.buffer = []
@@ -319,20 +369,31 @@ class LiveScheduler:
     async def _nominate(self, binding: Binding) -> None:
         ref = self._ref(binding.pod)
         patch = {"status": {"nominatedNodeName": binding.node}}
-        await self.http.patch(
-            f"{ref.path}/status",
-            json=patch,
-            headers={"Content-Type": "application/merge-patch+json"},
-        )
+        await self._patch_status(ref, patch, "application/merge-patch+json")
+
+    async def _patch_status(self, ref: PodRef, patch: dict[str, Any], kind: str) -> bool:
+        """Write ``patch`` to the pod's status; False (logged) when the server did not take
+        it — a later cycle writes again."""
+        try:
+            response = await self.http.patch(
+                f"{ref.path}/status", json=patch, headers={"Content-Type": kind}
+            )
+        except httpx.HTTPError as exc:
+            log.warning("status of %s/%s: %s", ref.namespace, ref.name, exc)
+            return False
+        if response.status_code >= 300:
+            log.warning("status of %s/%s: %s", ref.namespace, ref.name, response.status_code)
+            return False
+        return True
 
     async def _conditions(self, result: CycleResult) -> None:
         """``PodScheduled=False`` with gpufleet's reason on each pending pod whose message
-        changed."""
+        changed (remembered per pod uid, and only once the server took it)."""
         for pending in result.pending:
             message = why_text(pending.why)
-            if self.conditions.get(pending.pod) == message:
+            ref = self._ref(pending.pod)
+            if self.conditions.get(ref.uid or pending.pod) == message:
                 continue
-            self.conditions[pending.pod] = message
             condition = {
                 "type": "PodScheduled",
                 "status": "False",
@@ -340,15 +401,12 @@ class LiveScheduler:
                 "message": message,
                 "lastTransitionTime": _rfc3339(self.clock()),
             }
-            ref = self._ref(pending.pod)
             await self.events.record(
                 self._regarding(pending.pod), "Warning", "FailedScheduling", "Scheduling", message
             )
-            await self.http.patch(
-                f"{ref.path}/status",
-                json={"status": {"conditions": [condition]}},
-                headers={"Content-Type": "application/strategic-merge-patch+json"},
-            )
+            patch = {"status": {"conditions": [condition]}}
+            if await self._patch_status(ref, patch, "application/strategic-merge-patch+json"):
+                self.conditions[ref.uid or pending.pod] = message
 
     def _regarding(self, key: str) -> Regarding:
         ref = self._ref(key)

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import random
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +38,12 @@ Sink = Callable[[str, Obj], None]
 
 PAGE = 500
 """Objects per list page (client-go's default)."""
+QUICK_S = 1.0
+"""A watch that ends sooner than this is followed by a backoff, not at once by another."""
+WATCH_TIMEOUT = httpx.Timeout(30.0, read=None)
+"""A watch waits for events as long as the server keeps it open."""
+
+log = logging.getLogger("gpufleet.watch")
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,11 +128,15 @@ class Reflector:
     async def run(self, stop: asyncio.Event) -> None:
         """List and watch until ``stop`` is set."""
         while not stop.is_set():
+            started = time.monotonic()
             try:
                 if not self.version:
                     await self.relist()
                 await self.watch(stop)
-                self.backoff.reset()
+                if time.monotonic() - started < QUICK_S:  # a server that ends watches at once
+                    await _sleep(stop, self.backoff.next())
+                else:
+                    self.backoff.reset()
             except GoneError:
                 self.stats.gone += 1
                 self.version = ""
@@ -136,6 +148,11 @@ class Reflector:
                 if self.on_refused is not None:
                     self.on_refused(str(exc))
                 await _sleep(stop, self.backoff.cap_s)
+            except ValueError as exc:  # a body or line that is not JSON: list again
+                self.stats.errors += 1
+                self.version = ""
+                log.warning("%s: unreadable reply (%s); listing again", self.kind.kind, exc)
+                await _sleep(stop, self.backoff.next())
 
     async def relist(self) -> None:
         """List every object and tell the sink what changed since it last heard."""
@@ -176,7 +193,8 @@ class Reflector:
             "timeoutSeconds": str(self.watch_timeout_s),
         }
         try:
-            async with self.http.stream("GET", self.kind.path, params=params) as response:
+            stream = self.http.stream("GET", self.kind.path, params=params, timeout=WATCH_TIMEOUT)
+            async with stream as response:
                 await _check(response)
                 lines = response.aiter_lines()
                 while not stop.is_set():

@@ -89,6 +89,7 @@ class _Cache(Protocol):
 
     _assumed: Assumptions
     evicted: set[str]
+    leaving: set[str]
     _ledger: Ledger | None
     _joining: dict[str, Running]
 
@@ -158,6 +159,21 @@ class AssumedBindings:
         for planned in self._assumed.plans.pop(key, ()):
             self.forget(planned)
         self.evicted.discard(key)
+        self._touch(key)
+        pod = self.pods.get(key)
+        ledger = self._ledger
+        if ledger is not None and pod is not None and pod.bound and key not in ledger.running:
+            self._start(pod)
+
+    def terminating(self: _Cache, key: str) -> None:
+        """The eviction of ``key`` was accepted: until the pod's deletion is seen it holds
+        its capacity again — a live pod terminates for a while, and its GPUs are not free
+        before it is gone (kube-scheduler counts terminating pods) — and it is no victim
+        of later cycles. The replay, whose evictions are deletions, never calls this."""
+        if key not in self.evicted:
+            return
+        self.evicted.discard(key)
+        self.leaving.add(key)
         self._touch(key)
         pod = self.pods.get(key)
         ledger = self._ledger

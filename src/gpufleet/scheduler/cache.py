@@ -87,6 +87,10 @@ class ClusterCache(AssumedBindings):
         self._assumed = Assumptions(assumed_ttl_s)
         self.evicted: set[str] = set()
         """Pods a cycle evicted that are still in the cache (until their deletion)."""
+        self.leaving: set[str] = set()
+        """Evicted pods whose eviction the API server accepted: they hold their capacity
+        until their deletion is seen (as kube-scheduler counts terminating pods), and are
+        no victims meanwhile (:meth:`AssumedBindings.terminating`)."""
         self._ledger: Ledger | None = None
         self._pool: VictimPool | None = None
         self._shapes = WorkloadShapes(workload)
@@ -249,6 +253,7 @@ class ClusterCache(AssumedBindings):
         book has allocated), keeping what cycles assumed."""
         self.evicted.discard(key)
         if new is None:
+            self.leaving.discard(key)
             self._assumed.settle(key)
             if self._ledger is not None and key in self._ledger.running:
                 self._stop(key)
@@ -274,7 +279,7 @@ class ClusterCache(AssumedBindings):
         for gone in stopped:
             self._pool_drop(gone.pod.key)
         for running in started:
-            if ledger.evictable(running.pod):
+            if ledger.evictable(running.pod) and running.pod.key not in self.leaving:
                 self._joining[running.pod.key] = running
 
     def _stop(self, key: str) -> None:
@@ -338,6 +343,8 @@ class ClusterCache(AssumedBindings):
         ledger.bind_all([p for p in bound if p.node in ledger.node_index])
         self._ledger = ledger
         self._pool = VictimPool.of(ledger, 0.0)
+        for key in self.leaving:
+            self._pool.discard(key)
 
     def workload_specs(self) -> list[PodSpec]:
         """The pods FGD measures fragmentation against (see the class doc)."""
