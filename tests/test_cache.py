@@ -26,7 +26,7 @@ from gpufleet.scheduler.cache import ClusterCache
 from gpufleet.scheduler.cycle import CycleConfig
 from gpufleet.scheduler.events import Event, snapshot_events
 from gpufleet.scheduler.job import Job, build_jobs, order_key
-from gpufleet.scheduler.ledger import Ledger
+from gpufleet.scheduler.ledger import Ledger, SnapshotError
 from gpufleet.scheduler.session import Scheduler, Session
 
 if TYPE_CHECKING:
@@ -630,3 +630,41 @@ def test_deleting_an_object_the_cache_never_saw_changes_nothing() -> None:
     cache.apply(Event("DELETED", "Queue", QueueSpec("ghost")))
     assert cache.ledger() is ledger
     assert cache.generations == generations
+
+
+# -- a cluster that contradicts itself ------------------------------------------------------
+
+
+def test_a_strict_cache_refuses_bound_pods_that_share_a_gpu() -> None:
+    cache = cache_of(Event("ADDED", "Node", gpu_node("n0")))
+    cache.apply(Event("ADDED", "Pod", bound("ns/a", "n0", (0, 1))))
+    with pytest.raises(SnapshotError, match="ns/b"):
+        cache.apply(Event("ADDED", "Pod", bound("ns/b", "n0", (1, 2))))
+
+
+@pytest.mark.parametrize("rebuilt", [False, True], ids=["event", "rebuild"])
+def test_a_live_cache_fences_the_node_and_goes_on(rebuilt: bool) -> None:
+    """Not strict: the pod that contradicts its node is reported, the node is tainted so
+    nothing more lands there, and the fence goes when the pods' objects agree again."""
+    cache = ClusterCache(NP, components=COMPONENTS, strict=False)
+    events = [Event("ADDED", "Node", gpu_node(n)) for n in ("n0", "n1")]
+    events += [
+        Event("ADDED", "Pod", bound("ns/a", "n0", (0, 1))),
+        Event("ADDED", "Pod", bound("ns/b", "n0", (1, 2))),
+    ]
+    if rebuilt:
+        cache.apply_all(events)
+        cache.ledger()
+    else:
+        cache.apply_all(events[:2])
+        cache.ledger()
+        cache.apply_all(events[2:])
+    assert list(cache.conflicts) == ["ns/b"]
+    cache.apply(Event("ADDED", "Pod", pending("ns/new", 1)))
+    result = Session(cache, CycleConfig(), 100.0, assume=False).run()
+    assert [(b.pod, b.node) for b in result.bindings] == [("ns/new", "n1")]
+    cache.apply(Event("DELETED", "Pod", bound("ns/b", "n0", (1, 2))))
+    cache.ledger()
+    assert cache.conflicts == {}
+    result = Session(cache, CycleConfig(policy="best-fit"), 100.0, assume=False).run()
+    assert [(b.pod, b.node) for b in result.bindings] == [("ns/new", "n0")]

@@ -35,9 +35,14 @@ COMPONENTS = Components(
 """gpufleet's plugins, policies, actions and queue rules."""
 
 
-def new_cache(config: CycleConfig, workload: Sequence[PodSpec] | None = None) -> ClusterCache:
-    """An empty cluster cache with gpufleet's components (see ``scheduler/cache.py``)."""
-    return ClusterCache(config.non_preemptible_priority, components=COMPONENTS, workload=workload)
+def new_cache(
+    config: CycleConfig, workload: Sequence[PodSpec] | None = None, *, strict: bool = True
+) -> ClusterCache:
+    """An empty cluster cache with gpufleet's components (see ``scheduler/cache.py``; a
+    live cluster's is not ``strict``)."""
+    return ClusterCache(
+        config.non_preemptible_priority, components=COMPONENTS, workload=workload, strict=strict
+    )
 
 
 def schedule_snapshot(

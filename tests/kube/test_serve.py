@@ -263,3 +263,27 @@ def test_a_preemptor_waits_for_its_victim_and_then_takes_its_gpus(emulator: Emul
     [preempted] = [e for e in events(emulator) if e["reason"] == "Preempted"]
     assert preempted["regarding"]["name"] == "low"
     assert preempted["note"] == "Preempted by default/high (preempt)"
+
+
+def test_a_node_whose_pods_contradict_each_other_is_fenced_not_fatal(emulator: Emulator) -> None:
+    add_node(emulator, "n0", gpus=2)
+    add_node(emulator, "n1", gpus=2)
+    pods_resource = emulator.store.resource("", "v1", "pods")
+    container = {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+    for name in ("x", "y"):  # another scheduler put both on GPU 0 of n0
+        emulator.store.create(
+            pods_resource,
+            "default",
+            {
+                "metadata": {"name": name, "annotations": {"gpufleet.io/gpu-index": "0"}},
+                "spec": {"nodeName": "n0", "containers": [container]},
+                "status": {"phase": "Running"},
+            },
+            keep_status=True,
+        )
+    add_pod(emulator, "mine", 1)
+    live = serve(emulator, lambda _live: "mine" in bound(emulator))
+    assert bound(emulator)["mine"] == "n1"
+    assert live.stats.cycle_errors == 0
+    [conflict] = [e for e in events(emulator) if e["reason"] == "Conflict"]
+    assert conflict["regarding"]["name"] == "y"

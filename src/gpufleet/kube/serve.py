@@ -123,7 +123,9 @@ class LiveScheduler:
         """Whether this replica may write now (it leads; see ``leader.py``): asked before
         every bind, eviction and status write."""
         self.store = ObjectStore(schedulers=(self.options.scheduler_name,))
-        self.cache = new_cache(self.options.config)
+        self.cache = new_cache(self.options.config, strict=False)
+        self._conflicts: set[str] = set()
+        """Conflicts of the cache already reported."""
         self.scheduler: Scheduler | None = None
         """Made at the first cycle with nodes (a cluster state needs one)."""
         self.reflectors = [
@@ -243,6 +245,17 @@ class LiveScheduler:
             self.cache.terminating(key)  # a victim holds its GPUs until it is gone
         await self._conditions(result)
         await self._report_problems()
+        await self._report_conflicts()
+
+    async def _report_conflicts(self) -> None:
+        """Bound pods that contradict their node (the cache fenced it): one event each."""
+        for key, message in self.cache.conflicts.items():
+            if key not in self._conflicts:
+                log.warning("conflict: %s", message)
+                await self.events.record(
+                    self._regarding(key), "Warning", "Conflict", "Accounting", message
+                )
+        self._conflicts = set(self.cache.conflicts)
 
     async def _report_problems(self) -> None:
         problems, self._unreported = self._unreported, []

@@ -35,10 +35,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from gpufleet.model.selectors import Taint
 from gpufleet.model.workload import GroupSpec, PodInfo, Snapshot
 from gpufleet.scheduler.assumed import AssumedBindings, Assumptions
 from gpufleet.scheduler.events import KINDS, ClaimObject, Event, object_key
-from gpufleet.scheduler.ledger import Ledger, SnapshotError
+from gpufleet.scheduler.ledger import Ledger, SnapshotError, ledger_order
 from gpufleet.scheduler.pending import PendingPods
 from gpufleet.scheduler.pool import VictimPool
 from gpufleet.scheduler.shapes import WorkloadShapes
@@ -54,6 +55,9 @@ if TYPE_CHECKING:
     from gpufleet.model.pod import PodSpec
     from gpufleet.scheduler.components import Components
     from gpufleet.scheduler.events import CacheObject
+
+CONFLICT_TAINT = Taint("gpufleet.io/conflict", "", "NoSchedule")
+"""What fences a node whose bound pods contradict each other (a cache that is not strict)."""
 
 ASSUMED_TTL_S = 30.0
 """kube-scheduler's default: an assumed pod not confirmed this long after it was assumed
@@ -76,8 +80,18 @@ class ClusterCache(AssumedBindings):
         components: Components,
         workload: Sequence[PodSpec] | None = None,
         assumed_ttl_s: float = ASSUMED_TTL_S,
+        strict: bool = True,
     ) -> None:
         self.non_preemptible_priority = non_preemptible_priority
+        self.strict = strict
+        """A cluster that contradicts itself (bound pods over-commit a node) raises
+        :class:`SnapshotError` (a snapshot is refused). Not strict (a live cluster): the pod
+        that does not fit is left out of the accounting, recorded in :attr:`conflicts`, and
+        its node is fenced (tainted ``gpufleet.io/conflict``) so that nothing more is
+        placed there until the pods' objects agree again."""
+        self.conflicts: dict[str, str] = {}
+        """Not strict: bound pods that contradict their node's other pods, with why."""
+        self._fenced: set[str] = set()
         self.components = components
         self.workload = tuple(workload) if workload is not None else None
         self.assumed_ttl_s = assumed_ttl_s
@@ -191,6 +205,9 @@ class ClusterCache(AssumedBindings):
     def _pod(self, key: str, old: PodInfo | None, new: PodInfo | None) -> None:
         self._shapes.count(old, new)
         self._pending.index(key, old, new)
+        if self.conflicts and self._fenced & {p.node for p in (old, new) if p is not None}:
+            self._invalidate()  # a pod of a fenced node changed: the rebuild judges it again
+            return
         if new is None or new.claims or (old is not None and old.claims):
             self._claims_pod(key, new)
             return
@@ -273,7 +290,10 @@ class ClusterCache(AssumedBindings):
             return
         try:
             stopped, started = ledger.bind_naming(pod)
-        except SnapshotError:
+        except SnapshotError as error:
+            if not self.strict:
+                self._conflict(ledger, pod, error)
+                return
             self._invalidate()  # the cluster contradicts itself: the rebuild says where
             raise
         for gone in stopped:
@@ -281,6 +301,17 @@ class ClusterCache(AssumedBindings):
         for running in started:
             if ledger.evictable(running.pod) and running.pod.key not in self.leaving:
                 self._joining[running.pod.key] = running
+
+    def _conflict(self, ledger: Ledger, pod: PodInfo, error: SnapshotError) -> None:
+        """Not strict: ``pod`` contradicts its node; fence the node (see :attr:`strict`)."""
+        self.conflicts[pod.key] = str(error)
+        self._fenced.add(pod.node or "")
+        row = ledger.node_index[pod.node or ""]
+        node: NodeSpec = self.objects["Node"][pod.node or ""]  # type: ignore[assignment]
+        for state in (ledger.state, ledger.empty):
+            state.node_labels.set_node(row, node.labels, (*node.taints, CONFLICT_TAINT))
+            state.generation[row] += 1
+            state.changes += 1
 
     def _stop(self, key: str) -> None:
         ledger = self._ledger
@@ -340,7 +371,17 @@ class ClusterCache(AssumedBindings):
         ledger = Ledger.of(snap, self.non_preemptible_priority)
         bound = [p for p in snap.pods if p.bound and p.key not in self.evicted]
         bound += self._assumed.bound()
-        ledger.bind_all([p for p in bound if p.node in ledger.node_index])
+        known = [p for p in bound if p.node in ledger.node_index]
+        self.conflicts.clear()
+        self._fenced.clear()
+        if self.strict:
+            ledger.bind_all(known)
+        else:
+            for pod in ledger_order(known):
+                try:
+                    ledger.bind(pod)
+                except SnapshotError as error:
+                    self._conflict(ledger, pod, error)
         self._ledger = ledger
         self._pool = VictimPool.of(ledger, 0.0)
         for key in self.leaving:

@@ -40,6 +40,14 @@ class SnapshotError(ValueError):
     """The cluster contradicts itself (e.g. bound pods over-commit a node)."""
 
 
+def ledger_order(pods: Sequence[PodInfo]) -> list[PodInfo]:
+    """The bound pods of ``pods`` in the order they are reserved: those whose GPUs are known
+    first, then by CPU, largest first (a pinned pod without GPU indexes takes the fullest
+    zone)."""
+    bound = [p for p in pods if p.node is not None]
+    return sorted(bound, key=lambda p: (not p.gpus, -p.spec.cpu_milli, p.key))
+
+
 def queue_tree(queues: Sequence[QueueSpec]) -> QueueTree:
     """The queues, with ``default`` added where missing (pods without a queue go there)."""
     if DEFAULT_QUEUE not in {q.name for q in queues}:
@@ -107,11 +115,9 @@ class Ledger:
         )
 
     def bind_all(self, pods: Sequence[PodInfo]) -> None:
-        """Reserve every bound pod of ``pods``: those whose GPUs are known first, then by
-        CPU, largest first (a pinned pod without GPU indexes takes the fullest zone)."""
-        for pod in sorted(pods, key=lambda p: (not p.gpus, -p.spec.cpu_milli, p.key)):
-            if pod.node is not None:
-                self.bind(pod)
+        """Reserve every bound pod of ``pods`` in :func:`ledger_order`."""
+        for pod in ledger_order(pods):
+            self.bind(pod)
 
     @property
     def capacity(self) -> FloatArray:
