@@ -87,7 +87,7 @@ async def bind(
     try:
         response = await http.post(f"{pod.path}/binding", json=binding_body(pod, node, gpus))
     except httpx.HTTPError as exc:
-        return await _settle_unknown(http, pod, node, f"no reply: {exc}")
+        return await _settle(http, pod, node, f"no reply: {exc}")
     code = response.status_code
     if code in (200, 201):
         return Reply(Outcome.BOUND)
@@ -95,25 +95,16 @@ async def bind(
     if code == 404:
         return Reply(Outcome.GONE, message)
     if code == 409:
-        return await _settle_conflict(http, pod, node, message)
+        return await _settle(http, pod, node, message)
     if code == 429 or code >= 500:
-        return await _settle_unknown(http, pod, node, f"{code}: {message}")
+        return await _settle(http, pod, node, f"{code}: {message}")
     return Reply(Outcome.FAILED, f"{code}: {message}")
 
 
-async def _settle_conflict(http: httpx.AsyncClient, pod: PodRef, node: str, message: str) -> Reply:
-    """A 409: read the pod to tell a retry of our own bind from a lost race or a new pod."""
-    try:
-        current = await _read(http, pod)
-    except httpx.HTTPError as exc:
-        return Reply(Outcome.FAILED, f"{message}; reading the pod: {exc}")
-    if current is None:
-        return Reply(Outcome.GONE, message)
-    return _judge(current, pod, node, message, unbound=Outcome.FAILED)
-
-
-async def _settle_unknown(http: httpx.AsyncClient, pod: PodRef, node: str, why: str) -> Reply:
-    """The bind may or may not have been applied: the pod says which."""
+async def _settle(http: httpx.AsyncClient, pod: PodRef, node: str, why: str) -> Reply:
+    """A 409, or a reply that says nothing of whether the bind was applied: the pod says
+    which — bound here (our own bind), elsewhere (a race lost), recreated or gone, or still
+    unbound (the bind failed)."""
     try:
         current = await _read(http, pod)
     except httpx.HTTPError as exc:
