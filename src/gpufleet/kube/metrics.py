@@ -124,6 +124,7 @@ class Metrics:
             if pod.blocked:
                 gated += 1
             pending[pod.queue] = pending.get(pod.queue, 0) + 1
+        self.queue_pending.clear()  # a queue that drained reads 0, not its last count
         for queue, count in pending.items():
             self.queue_pending.labels(queue).set(count)
         self.pending.labels("active").set(sum(pending.values()) - gated)

@@ -339,6 +339,7 @@ class LiveScheduler:
         if reply.outcome is Outcome.BOUND:
             self.stats.bound += 1
             self.backoff.pop(binding.pod, None)
+            self.conditions.pop(self._ref(binding.pod).uid or binding.pod, None)
             log.info("bound %s to %s", binding.pod, binding.node)
             return True
         self.cache.forget(binding.pod)
