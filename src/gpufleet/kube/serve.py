@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -328,11 +328,15 @@ class LiveScheduler:
                         self.cache.forget(rest.pod)
                     return
                 note = f"Successfully assigned {binding.pod} to {binding.node}"
-                await self.events.record(
-                    self._regarding(binding.pod), "Normal", "Scheduled", "Binding", note
+                told.append(
+                    self.events.record(
+                        self._regarding(binding.pod), "Normal", "Scheduled", "Binding", note
+                    )
                 )
 
+        told: list[Coroutine[Any, Any, None]] = []
         await asyncio.gather(*(in_order(b) for b in by_gang.values()))
+        await asyncio.gather(*told)  # the Scheduled events, once every bind is out
 
     def _bound(self, binding: Binding, reply: Reply, now: float) -> bool:
         """Take in the reply to one bind; whether the gang's next pods may be bound."""
