@@ -80,3 +80,30 @@ def test_replicas_hand_over_and_nothing_is_bound_twice(emulator: Emulator) -> No
     assert set(binds.values()) == {1}
     assert len(binds) == 6
     assert double_booked(emulator) == []
+
+
+def test_a_killed_replica_writes_nothing_more_and_keeps_its_lease(emulator: Emulator) -> None:
+    """Killed (its task cancelled), nothing of it goes on — no cycle, no renewal — and it
+    does not give the Lease up: the next leader waits the lease out, as after a crash."""
+    add_node(emulator, "n0", gpus=8)
+    options = ServeOptions(period_s=0.1, batch_s=0.01)
+
+    async def main() -> None:
+        async with httpx.AsyncClient(base_url=emulator.url, timeout=5) as http:
+            replica = Replica(http, options, lease("a"))
+            task = asyncio.create_task(replica.run(asyncio.Event()))
+            deadline = time.monotonic() + 10
+            while replica.live is None or not replica.live.ready:
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.05)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            writes = len(emulator.store.writes)
+            add_pod(emulator, "late", 1)
+            await asyncio.sleep(1.0)
+            assert len(emulator.store.writes) == writes + 1  # the pod's creation, nothing else
+            leases = emulator.store.resource("coordination.k8s.io", "v1", "leases")
+            held = emulator.store.get(leases, "kube-system", "gpufleet")
+            assert held["spec"]["holderIdentity"] == "a"
+
+    asyncio.run(main())

@@ -477,22 +477,28 @@ class Replica:
             await self.live.run(stop)
             return
         elector = self.elector
-        try:
-            while not stop.is_set() and await elector.acquire(stop):
-                self.terms += 1
-                lost, work = asyncio.Event(), asyncio.Event()
-                self.live = LiveScheduler(
-                    self.http, self.options, may_act=elector.may_act, metrics=self.metrics
-                )
-                holding = asyncio.create_task(elector.hold(stop, lost))
-                working = asyncio.create_task(self.live.run(work))
+        while not stop.is_set() and await elector.acquire(stop):
+            self.terms += 1
+            lost, work = asyncio.Event(), asyncio.Event()
+            self.live = LiveScheduler(
+                self.http, self.options, may_act=elector.may_act, metrics=self.metrics
+            )
+            holding = asyncio.create_task(elector.hold(stop, lost))
+            working = asyncio.create_task(self.live.run(work))
+            try:
                 await _first(stop, lost)
-                work.set()
-                await working
+            except asyncio.CancelledError:  # killed: nothing of this replica goes on
                 holding.cancel()
-                self.live = None
-        finally:
-            await elector.release()
+                working.cancel()
+                raise
+            work.set()
+            await working
+            holding.cancel()
+            self.live = None
+        # A clean stop gives the Lease up. A killed replica (this task cancelled) does not
+        # get here: as after a crash, the next leader waits out the lease, by when every
+        # request the killed one had sent has landed.
+        await elector.release()
 
 
 async def _first(*events: asyncio.Event) -> None:
