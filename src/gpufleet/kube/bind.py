@@ -111,12 +111,10 @@ async def _settle(http: httpx.AsyncClient, pod: PodRef, node: str, why: str) -> 
         return Reply(Outcome.FAILED, f"{why}; reading the pod: {exc}")
     if current is None:
         return Reply(Outcome.GONE, why)
-    return _judge(current, pod, node, why, unbound=Outcome.FAILED)
+    return _judge(current, pod, node, why)
 
 
-def _judge(
-    current: Mapping[str, Any], pod: PodRef, node: str, why: str, *, unbound: Outcome
-) -> Reply:
+def _judge(current: Mapping[str, Any], pod: PodRef, node: str, why: str) -> Reply:
     meta = current.get("metadata") or {}
     if pod.uid and meta.get("uid") not in (None, pod.uid):
         return Reply(Outcome.GONE, f"{why} (the pod was created again)")
@@ -125,7 +123,7 @@ def _judge(
         return Reply(Outcome.BOUND, why)
     if where:
         return Reply(Outcome.LOST, f"bound to {where} by another scheduler")
-    return Reply(unbound, why)
+    return Reply(Outcome.FAILED, why)
 
 
 async def _read(http: httpx.AsyncClient, pod: PodRef) -> Mapping[str, Any] | None:

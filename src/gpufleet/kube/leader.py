@@ -25,6 +25,8 @@ from typing import Any
 
 import httpx
 
+from gpufleet.kube.events import micro_time
+
 log = logging.getLogger("gpufleet.leader")
 
 
@@ -36,12 +38,6 @@ class LeaseConfig:
     lease_s: float = 15.0
     renew_deadline_s: float = 10.0
     retry_s: float = 2.0
-
-
-def _micro_time(moment: float) -> str:
-    """A MicroTime as the API writes it."""
-    whole = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(moment))
-    return f"{whole}.{int(moment % 1 * 1_000_000):06d}Z"
 
 
 class LeaderElector:
@@ -153,7 +149,7 @@ class LeaderElector:
         self, current: dict[str, Any] | None, wall: float, *, acquired: bool
     ) -> dict[str, Any]:
         spec: dict[str, Any] = dict((current or {}).get("spec") or {})
-        stamp = _micro_time(wall)
+        stamp = micro_time(wall)
         spec["holderIdentity"] = self.config.identity
         spec["leaseDurationSeconds"] = round(self.config.lease_s)
         spec["renewTime"] = stamp

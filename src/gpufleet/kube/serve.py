@@ -200,7 +200,7 @@ class LiveScheduler:
         """Apply what the watches brought, run one cycle off the loop, write its result
         (None: no cycle, the cluster has no nodes)."""
         now = self.clock()
-        self._release_backoffs(now)
+        self._release_holds(now)
         self.wake.clear()
         events, self.buffer = self.buffer, []
         self.cache.apply_all(events)
@@ -371,7 +371,9 @@ class LiveScheduler:
         reason = f"waiting on node {binding.node} for the pods evicted for it to terminate"
         self._take(self.store.hold(binding.pod, reason))
 
-    def _release_backoffs(self, now: float) -> None:
+    def _release_holds(self, now: float) -> None:
+        """End the holds whose time came: backoffs past their wait, preemptors whose victims
+        are gone (their events join the buffer the cycle applies)."""
         for key, (until, _) in list(self.backoff.items()):
             if until <= now and key in self.store.held:
                 self._take(self.store.release(key))
@@ -381,8 +383,6 @@ class LiveScheduler:
             if not any(v in self.cache.pods for v in victims):
                 del self.waiting[key]
                 self._take(self.store.release(key))
-        self.cache.apply_all(self.buffer)
-        self.buffer = []
 
     async def _nominate(self, binding: Binding) -> None:
         ref = self._ref(binding.pod)
