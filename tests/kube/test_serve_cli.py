@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.apiserver.server import Emulator
 from tests.kube.test_serve import add_node, add_pod, bound
@@ -80,3 +81,28 @@ def test_a_missing_kubeconfig_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert result.stderr.strip().splitlines() == [
         f"gpufleet: error: {missing}: no such kubeconfig file"
     ]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--leader-elect=maybe",), "--leader-elect must be true or false, got 'maybe'"),
+        (("--log-format", "xml"), "--log-format must be text or json, got 'xml'"),
+        (
+            ("--leader-elect-renew-deadline", "20"),
+            "--leader-elect-renew-deadline must be shorter than --leader-elect-lease-duration",
+        ),
+    ],
+)
+def test_bad_serve_options_exit_2_with_the_option_named(
+    args: tuple[str, ...], message: str
+) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "gpufleet", "serve", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert message in " ".join(result.stderr.replace("│", " ").split())
+    assert "Traceback" not in result.stderr
