@@ -49,6 +49,23 @@ KINDS = ("Node", "PriorityClass", "Queue", "PodGroup", "Topology", "Pod")
 first)."""
 
 
+API = {
+    "Node": ("v1", "nodes"),
+    "PriorityClass": ("scheduling.k8s.io/v1", "priorityclasses"),
+    "Queue": ("gpufleet.io/v1alpha1", "queues"),
+    "PodGroup": ("scheduling.x-k8s.io/v1alpha1", "podgroups"),
+    "Topology": ("gpufleet.io/v1alpha1", "topologies"),
+    "Pod": ("v1", "pods"),
+}
+"""Each kind of :data:`~gpufleet.kube.objects.KINDS`: its apiVersion and resource."""
+
+PATHS = {
+    kind: f"/api/{version}/{plural}" if "/" not in version else f"/apis/{version}/{plural}"
+    for kind, (version, plural) in API.items()
+}
+"""Where each kind is listed and watched (all namespaces)."""
+
+
 @dataclass(frozen=True, slots=True)
 class PriorityClass:
     """A PriorityClass as pods read it. It is kept here, not in the cache: a pod carries

@@ -1,0 +1,285 @@
+"""Writing a cycle's result to the API server: bindings, evictions, nominations, conditions
+and events (the live scheduler's side that writes, ``serve.py`` the side that reads).
+
+What a cycle decided is written back (``bind.py``):
+
+* a binding is assumed in the cache by the cycle itself, then posted; a pod that is bound
+  stays assumed until its watch event confirms it. A bind that fails is forgotten (its
+  capacity given back) and the pod backs off as kube-scheduler's queue does — 1 s, doubled
+  per failure up to 10 s — held out of cycles meanwhile, so a pod that can never be bound
+  cannot take capacity every cycle. A bind lost to another scheduler, or of a pod that is
+  gone, is forgotten and the watch tells the truth;
+* a gang's pods are bound in order; when one fails, the rest of the gang is not bound this
+  cycle (forgotten with it) and the gang waits. Pods of it already bound stay bound — the
+  API has no unbind — so the gang runs below ``minMember``, and stale-gang release evicts
+  them if it cannot be completed within the grace period;
+* a binding onto capacity that this cycle's evictions free (*pipelined*) is not posted: the
+  pod gets ``status.nominatedNodeName`` and is placed by a later cycle once its victims are
+  gone;
+* victims go through the Eviction API; one a disruption budget refuses stays, and the plan
+  that needed it is dropped (its assumed bindings forgotten);
+* a pending pod gets ``PodScheduled=False``, reason ``Unschedulable``, with the message
+  ``gpufleet explain`` would print, written through ``pods/status`` when it changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from gpufleet.kube.bind import Outcome, PodRef, Reply, bind, evict
+from gpufleet.kube.events import EventRecorder, Regarding
+from gpufleet.kube.objects import API
+from gpufleet.report.reasons import why_text
+
+if TYPE_CHECKING:
+    from gpufleet.kube.metrics import Metrics
+    from gpufleet.kube.objects import Changes, ObjectStore, Problem
+    from gpufleet.kube.serve import ServeOptions, ServeStats
+    from gpufleet.scheduler.cache import ClusterCache
+    from gpufleet.scheduler.outcome import Binding, CycleResult
+
+log = logging.getLogger("gpufleet.serve")
+
+INITIAL_BACKOFF_S = 1.0
+MAX_BACKOFF_S = 10.0
+"""kube-scheduler's podInitialBackoffSeconds and podMaxBackoffSeconds."""
+
+
+class ResultWriter:
+    """What :class:`~gpufleet.kube.serve.LiveScheduler` does with a cycle's result (module
+    docstring); the state it reads is the live scheduler's."""
+
+    http: httpx.AsyncClient
+    options: ServeOptions
+    clock: Callable[[], float]
+    may_act: Callable[[], bool]
+    store: ObjectStore
+    cache: ClusterCache
+    stats: ServeStats
+    metrics: Metrics
+    events: EventRecorder
+    waiting: dict[str, set[str]]
+    backoff: dict[str, tuple[float, float]]
+    conditions: dict[str, str]
+    _conflicts: set[str]
+    _unreported: list[Problem]
+
+    def _take(self, changes: Changes) -> None:
+        raise NotImplementedError
+
+    async def _write(self, result: CycleResult, now: float) -> None:
+        if self.options.dry_run or not self.may_act():
+            for b in result.bindings:
+                log.info("would bind %s to %s (gpus %s)", b.pod, b.node, b.gpus)
+            for e in result.evictions:
+                log.info("would evict %s (%s for %s)", e.pod, e.action, e.for_)
+            for b in result.bindings:
+                self.cache.forget(b.pod)
+            for e in result.evictions:
+                self.cache.keep(e.pod)
+            return
+        accepted = await self._evict(result)
+        await self._bind(result, now)
+        for key in accepted:  # after the bindings that wait for them were taken back
+            self.cache.terminating(key)  # a victim holds its GPUs until it is gone
+        await self._conditions(result)
+        await self._report_problems()
+        await self._report_conflicts()
+
+    async def _report_conflicts(self) -> None:
+        """Bound pods that contradict their node (the cache fenced it): one event each."""
+        for key, message in self.cache.conflicts.items():
+            if key not in self._conflicts:
+                log.warning("conflict: %s", message)
+                await self.events.record(
+                    self._regarding(key), "Warning", "Conflict", "Accounting", message
+                )
+        self._conflicts = set(self.cache.conflicts)
+
+    async def _report_problems(self) -> None:
+        problems, self._unreported = self._unreported, []
+        for p in problems:
+            regarding = Regarding(p.kind, p.namespace or "", p.name, p.uid, API[p.kind][0])
+            await self.events.record(regarding, "Warning", "FailedToRead", "Reading", p.message)
+
+    async def _evict(self, result: CycleResult) -> list[str]:
+        """Post the cycle's evictions; the victims the API server accepted to evict."""
+        accepted: list[str] = []
+        for eviction in result.evictions:
+            if not self.may_act():
+                self.cache.keep(eviction.pod)
+                continue
+            reply = await evict(self.http, self._ref(eviction.pod))
+            if reply.outcome in (Outcome.EVICTED, Outcome.GONE):
+                if reply.outcome is Outcome.EVICTED:
+                    accepted.append(eviction.pod)
+                self.stats.evicted += 1
+                log.info("evicted %s (%s for %s)", eviction.pod, eviction.action, eviction.for_)
+                note = f"Preempted by {eviction.for_} ({eviction.action})"
+                await self.events.record(
+                    self._regarding(eviction.pod), "Normal", "Preempted", "Preempting", note
+                )
+                continue
+            self.stats.evictions_refused += 1
+            log.info("eviction of %s refused: %s", eviction.pod, reply.detail)
+            self.cache.keep(eviction.pod)
+        return accepted
+
+    async def _bind(self, result: CycleResult, now: float) -> None:
+        gate = asyncio.Semaphore(self.options.binds_at_once)
+        by_gang: dict[str, list[Binding]] = {}
+        evicted = {e.pod for e in result.evictions}
+        for binding in result.bindings:
+            if binding.pod not in self.cache.assumed:
+                continue  # its plan was dropped (an eviction refused): nothing to bind
+            if binding.pod in evicted:
+                # A pod consolidation moves: live, it is evicted and its controller makes it
+                # anew; the pod itself is never bound again.
+                self.cache.forget(binding.pod)
+                continue
+            pod = self.cache.pods.get(binding.pod)
+            by_gang.setdefault(pod.gang if pod is not None else binding.pod, []).append(binding)
+        victims: dict[str, set[str]] = {}
+        for eviction in result.evictions:
+            victims.setdefault(eviction.for_, set()).add(eviction.pod)
+        freeing = {
+            self.cache.pods[v].node for vs in victims.values() for v in vs if v in self.cache.pods
+        }
+        for gang, bindings in list(by_gang.items()):
+            if any(b.pipelined or b.node in freeing for b in bindings):
+                # The whole gang waits for its victims to be gone, on its nominated nodes.
+                del by_gang[gang]
+                for binding in bindings:
+                    await self._wait_for_victims(binding, victims.get(gang, set()))
+
+        async def in_order(bindings: list[Binding]) -> None:
+            for i, binding in enumerate(bindings):
+                async with gate:
+                    if not self.may_act():  # no longer leader: bind nothing more
+                        for rest in bindings[i:]:
+                            self.cache.forget(rest.pod)
+                        return
+                    reply = await bind(
+                        self.http, self._ref(binding.pod), binding.node, binding.gpus
+                    )
+                if not self._bound(binding, reply, now):
+                    for rest in bindings[i + 1 :]:
+                        self.cache.forget(rest.pod)
+                    return
+                note = f"Successfully assigned {binding.pod} to {binding.node}"
+                told.append(
+                    self.events.record(
+                        self._regarding(binding.pod), "Normal", "Scheduled", "Binding", note
+                    )
+                )
+
+        told: list[Coroutine[Any, Any, None]] = []
+        await asyncio.gather(*(in_order(b) for b in by_gang.values()))
+        await asyncio.gather(*told)  # the Scheduled events, once every bind is out
+
+    def _bound(self, binding: Binding, reply: Reply, now: float) -> bool:
+        """Take in the reply to one bind; whether the gang's next pods may be bound."""
+        if reply.outcome is Outcome.BOUND:
+            self.stats.bound += 1
+            self.backoff.pop(binding.pod, None)
+            self.conditions.pop(self._ref(binding.pod).uid or binding.pod, None)
+            log.info("bound %s to %s", binding.pod, binding.node)
+            return True
+        self.cache.forget(binding.pod)
+        if reply.outcome is Outcome.FAILED:
+            self.stats.bind_failures += 1
+            self.metrics.bind_failures.inc()
+            wait = self.backoff.get(binding.pod, (0.0, INITIAL_BACKOFF_S))[1]
+            self.backoff[binding.pod] = (now + wait, min(wait * 2, MAX_BACKOFF_S))
+            reason = f"BackOff: binding to {binding.node} failed ({reply.detail})"
+            self._take(self.store.hold(binding.pod, reason))
+            log.warning("bind of %s to %s failed: %s", binding.pod, binding.node, reply.detail)
+        else:
+            self.stats.lost += 1
+            log.info("bind of %s: %s %s", binding.pod, reply.outcome.value, reply.detail)
+        return False
+
+    async def _wait_for_victims(self, binding: Binding, victims: set[str]) -> None:
+        """A binding onto capacity that victims still hold: the pod is nominated to the node
+        and held out of cycles until the victims' deletions are seen (so that no cycle
+        evicts again for it meanwhile, as kube-scheduler does not preempt for a pod whose
+        nominated node has terminating victims)."""
+        self.cache.forget(binding.pod)
+        await self._nominate(binding)
+        self.waiting[binding.pod] = set(victims)
+        reason = f"waiting on node {binding.node} for the pods evicted for it to terminate"
+        self._take(self.store.hold(binding.pod, reason))
+
+    def _release_holds(self, now: float) -> None:
+        """End the holds whose time came: backoffs past their wait, preemptors whose victims
+        are gone (their events join the buffer the cycle applies)."""
+        for key, (until, _) in list(self.backoff.items()):
+            if until <= now and key in self.store.held:
+                self._take(self.store.release(key))
+            if key not in self.cache.pods:
+                del self.backoff[key]  # deleted meanwhile
+        for key, victims in list(self.waiting.items()):
+            if not any(v in self.cache.pods for v in victims):
+                del self.waiting[key]
+                self._take(self.store.release(key))
+
+    async def _nominate(self, binding: Binding) -> None:
+        ref = self._ref(binding.pod)
+        patch = {"status": {"nominatedNodeName": binding.node}}
+        await self._patch_status(ref, patch, "application/merge-patch+json")
+
+    async def _patch_status(self, ref: PodRef, patch: dict[str, Any], kind: str) -> bool:
+        """Write ``patch`` to the pod's status; False (logged) when the server did not take
+        it — a later cycle writes again."""
+        try:
+            response = await self.http.patch(
+                f"{ref.path}/status", json=patch, headers={"Content-Type": kind}
+            )
+        except httpx.HTTPError as exc:
+            log.warning("status of %s/%s: %s", ref.namespace, ref.name, exc)
+            return False
+        if response.status_code >= 300:
+            log.warning("status of %s/%s: %s", ref.namespace, ref.name, response.status_code)
+            return False
+        return True
+
+    async def _conditions(self, result: CycleResult) -> None:
+        """``PodScheduled=False`` with gpufleet's reason on each pending pod whose message
+        changed (remembered per pod uid, and only once the server took it)."""
+        for pending in result.pending:
+            message = why_text(pending.why)
+            ref = self._ref(pending.pod)
+            if self.conditions.get(ref.uid or pending.pod) == message:
+                continue
+            condition = {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": message,
+                "lastTransitionTime": _rfc3339(self.clock()),
+            }
+            await self.events.record(
+                self._regarding(pending.pod), "Warning", "FailedScheduling", "Scheduling", message
+            )
+            patch = {"status": {"conditions": [condition]}}
+            if await self._patch_status(ref, patch, "application/strategic-merge-patch+json"):
+                self.conditions[ref.uid or pending.pod] = message
+
+    def _regarding(self, key: str) -> Regarding:
+        ref = self._ref(key)
+        return Regarding("Pod", ref.namespace, ref.name, ref.uid)
+
+    def _ref(self, key: str) -> PodRef:
+        namespace, name = key.split("/", 1)
+        pod = self.cache.pods.get(key)
+        return PodRef(namespace, name, pod.uid if pod is not None else "")
+
+
+def _rfc3339(moment: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(moment))
