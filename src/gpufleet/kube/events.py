@@ -7,10 +7,15 @@
 words). Repeats are de-duplicated as the recorder does: the same reason and note about the
 same object within ``series_window_s`` (6 minutes) are not a new Event but a patch of the
 first one's ``series`` (its count and last observed time).
+
+At most ``at_once`` events are in flight: a cycle that binds thousands of pods does not
+queue thousands of requests on the client's connection pool at once (whose bookkeeping
+grows with the queue), and its events never crowd out its binds.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -23,6 +28,9 @@ log = logging.getLogger("gpufleet.events")
 
 SERIES_WINDOW_S = 360.0
 """client-go's: a repeat within 6 minutes joins the first event's series."""
+
+EVENTS_AT_ONCE = 4
+"""Event writes in flight at once."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,16 +64,24 @@ class EventRecorder:
         instance: str = "gpufleet",
         clock: Callable[[], float] = time.time,
         series_window_s: float = SERIES_WINDOW_S,
+        at_once: int = EVENTS_AT_ONCE,
     ) -> None:
         self.http, self.controller, self.instance = http, controller, instance
         self.clock, self.window = clock, series_window_s
         self.seen: dict[tuple[str, str, str, str], _Seen] = {}
         self.written = 0
+        self._gate = asyncio.Semaphore(at_once)
 
     async def record(
         self, regarding: Regarding, type_: str, reason: str, action: str, note: str
     ) -> None:
         """Write the event, or count it in the series of its first occurrence."""
+        async with self._gate:
+            await self._record(regarding, type_, reason, action, note)
+
+    async def _record(
+        self, regarding: Regarding, type_: str, reason: str, action: str, note: str
+    ) -> None:
         now = self.clock()
         key = (regarding.uid or f"{regarding.namespace}/{regarding.name}", reason, action, note)
         seen = self.seen.get(key)

@@ -71,7 +71,8 @@ class LeaderElector:
         """Wait until this replica holds the Lease (True) or ``stop`` is set (False)."""
         while not stop.is_set():
             if await self._try():
-                log.info("became leader (lease %s/%s)", self.config.namespace, self.config.name)
+                c = self.config
+                log.info("became leader as %s (lease %s/%s)", c.identity, c.namespace, c.name)
                 return True
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=self.config.retry_s)
