@@ -19,7 +19,6 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -30,9 +29,9 @@ from gpufleet.kube.events import EventRecorder
 from gpufleet.kube.leader import LeaderElector, LeaseConfig
 from gpufleet.kube.metrics import Metrics
 from gpufleet.kube.objects import KINDS, PATHS, Changes, ObjectStore, Problem
+from gpufleet.kube.options import ServeOptions, ServeStats
 from gpufleet.kube.watch import Kind, Reflector
 from gpufleet.kube.writes import ResultWriter
-from gpufleet.scheduler.cycle import CycleConfig
 from gpufleet.scheduler.session import Scheduler
 
 if TYPE_CHECKING:
@@ -40,31 +39,6 @@ if TYPE_CHECKING:
     from gpufleet.scheduler.outcome import CycleResult
 
 log = logging.getLogger("gpufleet.serve")
-
-
-@dataclass(frozen=True, slots=True)
-class ServeOptions:
-    config: CycleConfig = field(default_factory=CycleConfig)
-    scheduler_name: str = "gpufleet"
-    period_s: float = 1.0
-    """A cycle at least this often, for the rules that depend on time."""
-    batch_s: float = 0.05
-    """How long a cycle waits after the first event, to take the events with it."""
-    binds_at_once: int = 16
-    dry_run: bool = False
-    seed: int = 0
-
-
-@dataclass
-class ServeStats:
-    cycles: int = 0
-    bound: int = 0
-    bind_failures: int = 0
-    lost: int = 0
-    evicted: int = 0
-    evictions_refused: int = 0
-    problems: list[Problem] = field(default_factory=list)
-    cycle_errors: int = 0
 
 
 class LiveScheduler(ResultWriter):

@@ -40,7 +40,7 @@ from gpufleet.report.reasons import why_text
 if TYPE_CHECKING:
     from gpufleet.kube.metrics import Metrics
     from gpufleet.kube.objects import Changes, ObjectStore, Problem
-    from gpufleet.kube.serve import ServeOptions, ServeStats
+    from gpufleet.kube.options import ServeOptions, ServeStats
     from gpufleet.scheduler.cache import ClusterCache
     from gpufleet.scheduler.outcome import Binding, CycleResult
 

@@ -1,0 +1,37 @@
+"""How the live scheduler runs (:class:`ServeOptions`) and what it counts (:class:`ServeStats`):
+read by the loop (``serve.py``) and by the side that writes (``writes.py``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from gpufleet.scheduler.cycle import CycleConfig
+
+if TYPE_CHECKING:
+    from gpufleet.kube.objects import Problem
+
+
+@dataclass(frozen=True, slots=True)
+class ServeOptions:
+    config: CycleConfig = field(default_factory=CycleConfig)
+    scheduler_name: str = "gpufleet"
+    period_s: float = 1.0
+    """A cycle at least this often, for the rules that depend on time."""
+    batch_s: float = 0.05
+    """How long a cycle waits after the first event, to take the events with it."""
+    binds_at_once: int = 16
+    dry_run: bool = False
+    seed: int = 0
+
+
+@dataclass
+class ServeStats:
+    cycles: int = 0
+    bound: int = 0
+    bind_failures: int = 0
+    lost: int = 0
+    evicted: int = 0
+    evictions_refused: int = 0
+    problems: list[Problem] = field(default_factory=list)
+    cycle_errors: int = 0
