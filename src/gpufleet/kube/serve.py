@@ -28,6 +28,7 @@ import numpy as np
 from gpufleet.compose import new_cache
 from gpufleet.kube.events import EventRecorder
 from gpufleet.kube.leader import LeaderElector, LeaseConfig
+from gpufleet.kube.logs import PendingLog
 from gpufleet.kube.metrics import Metrics
 from gpufleet.kube.objects import KINDS, PATHS, Changes, ObjectStore, Problem
 from gpufleet.kube.watch import Kind, Reflector
@@ -103,6 +104,7 @@ class LiveScheduler(ResultWriter):
         self.stats = ServeStats()
         self.metrics = metrics or Metrics(self.options.config.policy)
         self.events = EventRecorder(http, clock=clock)
+        self.pending_log = PendingLog()
         self._unreported: list[Problem] = []
         self._lists = {r.kind.kind: 0 for r in self.reflectors}
 
