@@ -1,5 +1,6 @@
 """What the live scheduler tells besides bindings, against the API emulator over real HTTP:
-one structured log line per decision (``kube/logs.py``)."""
+a PodGroup's status (its phase, counts and why it waits), written once per change, and one
+structured log line per decision (``kube/podgroups.py``, ``kube/logs.py``)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,78 @@ from typing import Any
 import pytest
 
 from gpufleet.kube.logs import LineFormatter
-from gpufleet.kube.serve import ServeOptions
+from gpufleet.kube.serve import LiveScheduler, ServeOptions
 from tests.apiserver.server import Emulator
-from tests.kube.test_serve import add_node, add_pod, bound, serve
+from tests.kube.test_serve import add_group, add_node, add_pod, bound, pods, serve
 
 JSON = dict[str, Any]
+
+
+def podgroup(emulator: Emulator, name: str) -> JSON:
+    groups = emulator.store.resource("scheduling.x-k8s.io", "v1alpha1", "podgroups")
+    [group] = [g for g in emulator.store.objects(groups) if g["metadata"]["name"] == name]
+    return group
+
+
+def status_writes(emulator: Emulator) -> int:
+    return sum(
+        1 for w in emulator.store.writes if w.resource == "podgroups.scheduling.x-k8s.io/status"
+    )
+
+
+def test_a_podgroup_says_why_it_waits_then_that_it_is_scheduled(emulator: Emulator) -> None:
+    add_node(emulator, "n0", gpus=2)
+    add_node(emulator, "n1", gpus=2)
+    add_group(emulator, "g", 3)
+    for i in range(3):
+        add_pod(emulator, f"g-{i}", 2, group="g")
+    seen: list[JSON] = []
+
+    def phases(live: LiveScheduler) -> bool:
+        status = podgroup(emulator, "g").get("status") or {}
+        if status.get("phase") == "Pending" and not seen:
+            seen.append(status)
+            assert live.stats.cycles >= 1
+            add_node(emulator, "n2", gpus=2)  # room for the third pod
+        return status.get("phase") == "Scheduled" and len(bound(emulator)) == 3
+
+    serve(emulator, phases)
+    [waiting] = seen
+    assert (waiting["scheduled"], waiting["running"], waiting["failed"]) == (0, 0, 0)
+    [why] = waiting["conditions"]
+    assert (why["type"], why["status"], why["reason"]) == ("Scheduled", "False", "Unschedulable")
+    told = {
+        c["message"]
+        for p in pods(emulator).values()
+        for c in (p.get("status") or {}).get("conditions") or ()
+        if c["type"] == "PodScheduled"
+    }
+    assert why["message"] in told  # the pods' own words
+    status = podgroup(emulator, "g")["status"]
+    assert status["phase"] == "Scheduled"
+    assert status["scheduled"] == 3
+    assert status["conditions"][0]["status"] == "True"
+    assert status["scheduleStartTime"] == waiting["scheduleStartTime"]
+    assert status_writes(emulator) == 2  # once per change, however many cycles ran
+
+
+def test_a_podgroup_of_another_scheduler_is_left_alone(emulator: Emulator) -> None:
+    add_node(emulator, "n0")
+    add_group(emulator, "theirs", 1)
+    add_pod(emulator, "t", 1, group="theirs", scheduler="default-scheduler")
+    add_pod(emulator, "mine", 1)
+    serve(emulator, lambda live: "mine" in bound(emulator) and live.stats.cycles >= 3)
+    assert not podgroup(emulator, "theirs").get("status")
+    assert status_writes(emulator) == 0
+
+
+def test_dry_run_writes_no_podgroup_status(emulator: Emulator) -> None:
+    add_node(emulator, "n0")
+    add_group(emulator, "g", 1)
+    add_pod(emulator, "g-0", 1, group="g")
+    options = ServeOptions(period_s=0.1, batch_s=0.01, dry_run=True)
+    serve(emulator, lambda live: live.stats.cycles >= 3, options)
+    assert status_writes(emulator) == 0
 
 
 class Lines(logging.Handler):

@@ -31,6 +31,7 @@ from gpufleet.kube.leader import LeaderElector, LeaseConfig
 from gpufleet.kube.logs import PendingLog
 from gpufleet.kube.metrics import Metrics
 from gpufleet.kube.objects import KINDS, PATHS, Changes, ObjectStore, Problem
+from gpufleet.kube.podgroups import PodGroupStatus
 from gpufleet.kube.watch import Kind, Reflector
 from gpufleet.kube.writes import ResultWriter
 from gpufleet.scheduler.cycle import CycleConfig
@@ -104,6 +105,7 @@ class LiveScheduler(ResultWriter):
         self.stats = ServeStats()
         self.metrics = metrics or Metrics(self.options.config.policy)
         self.events = EventRecorder(http, clock=clock)
+        self.podgroups = PodGroupStatus(http, clock)
         self.pending_log = PendingLog()
         self._unreported: list[Problem] = []
         self._lists = {r.kind.kind: 0 for r in self.reflectors}

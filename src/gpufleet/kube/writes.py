@@ -19,7 +19,8 @@ What a cycle decided is written back (``bind.py``):
 * victims go through the Eviction API; one a disruption budget refuses stays, and the plan
   that needed it is dropped (its assumed bindings forgotten);
 * a pending pod gets ``PodScheduled=False``, reason ``Unschedulable``, with the message
-  ``gpufleet explain`` would print, written through ``pods/status`` when it changes.
+  ``gpufleet explain`` would print, written through ``pods/status`` when it changes;
+* each PodGroup of gpufleet's gets its status (``podgroups.py``).
 
 Each decision is logged as one line with its facts as fields (``logs.py``).
 """
@@ -28,14 +29,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from gpufleet.kube.bind import Outcome, PodRef, Reply, bind, evict
-from gpufleet.kube.events import EventRecorder, Regarding
+from gpufleet.kube.events import EventRecorder, Regarding, rfc3339
 from gpufleet.kube.logs import decide
 from gpufleet.kube.objects import API
 from gpufleet.report.reasons import why_text
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from gpufleet.kube.logs import PendingLog
     from gpufleet.kube.metrics import Metrics
     from gpufleet.kube.objects import Changes, ObjectStore, Problem
+    from gpufleet.kube.podgroups import PodGroupStatus
     from gpufleet.kube.serve import ServeOptions, ServeStats
     from gpufleet.scheduler.cache import ClusterCache
     from gpufleet.scheduler.outcome import Binding, CycleResult
@@ -68,6 +69,7 @@ class ResultWriter:
     stats: ServeStats
     metrics: Metrics
     events: EventRecorder
+    podgroups: PodGroupStatus
     pending_log: PendingLog
     waiting: dict[str, set[str]]
     backoff: dict[str, tuple[float, float]]
@@ -105,6 +107,9 @@ class ResultWriter:
         for key in accepted:  # after the bindings that wait for them were taken back
             self.cache.terminating(key)  # a victim holds its GPUs until it is gone
         await self._conditions(result, reasons)
+        await self.podgroups.write(
+            self.store, self.cache, self._gang_reasons(reasons), self.may_act
+        )
         await self._report_problems()
         await self._report_conflicts()
 
@@ -305,7 +310,7 @@ class ResultWriter:
                 "status": "False",
                 "reason": "Unschedulable",
                 "message": message,
-                "lastTransitionTime": _rfc3339(self.clock()),
+                "lastTransitionTime": rfc3339(self.clock()),
             }
             await self.events.record(
                 self._regarding(pending.pod), "Warning", "FailedScheduling", "Scheduling", message
@@ -313,6 +318,14 @@ class ResultWriter:
             patch = {"status": {"conditions": [condition]}}
             if await self._patch_status(ref, patch, "application/strategic-merge-patch+json"):
                 self.conditions[ref.uid or pending.pod] = message
+
+    def _gang_reasons(self, reasons: dict[str, str]) -> dict[str, str]:
+        """Why each waiting gang waits: the reason of its first pending pod."""
+        gangs: dict[str, str] = {}
+        for key, reason in reasons.items():
+            pod = self.cache.pods.get(key)
+            gangs.setdefault(pod.gang if pod is not None else key, reason)
+        return gangs
 
     def _node(self, key: str) -> str | None:
         pod = self.cache.pods.get(key)
@@ -326,7 +339,3 @@ class ResultWriter:
         namespace, name = key.split("/", 1)
         pod = self.cache.pods.get(key)
         return PodRef(namespace, name, pod.uid if pod is not None else "")
-
-
-def _rfc3339(moment: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(moment))
