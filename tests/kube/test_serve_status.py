@@ -1,6 +1,7 @@
 """What the live scheduler tells besides bindings, against the API emulator over real HTTP:
-a PodGroup's status (its phase, counts and why it waits), written once per change, and one
-structured log line per decision (``kube/podgroups.py``, ``kube/logs.py``)."""
+a PodGroup's status (its phase, counts and why it waits), written once per change;
+``scheduler_pod_scheduling_sli_duration_seconds`` by attempts; and one structured log line
+per decision (``kube/podgroups.py``, ``kube/metrics.py``, ``kube/logs.py``)."""
 
 from __future__ import annotations
 
@@ -84,6 +85,19 @@ def test_dry_run_writes_no_podgroup_status(emulator: Emulator) -> None:
     options = ServeOptions(period_s=0.1, batch_s=0.01, dry_run=True)
     serve(emulator, lambda live: live.stats.cycles >= 3, options)
     assert status_writes(emulator) == 0
+
+
+def test_the_sli_counts_the_attempts_until_the_bind(emulator: Emulator) -> None:
+    add_node(emulator, "n0")
+    add_pod(emulator, "a", 1)
+    emulator.faults.fail(1, code=500, path="/pods/a/binding$")  # the first bind fails
+    live = serve(emulator, lambda live: live.stats.bound == 1)
+    assert live.stats.bind_failures == 1
+    sample = live.metrics.registry.get_sample_value
+    name = "scheduler_pod_scheduling_sli_duration_seconds_count"
+    # tried, failed, backed off (not an attempt), tried again and bound
+    assert sample(name, {"attempts": "2"}) == 1.0
+    assert sample(name, {"attempts": "1"}) is None
 
 
 class Lines(logging.Handler):

@@ -42,7 +42,7 @@ from gpufleet.report.reasons import why_text
 
 if TYPE_CHECKING:
     from gpufleet.kube.logs import PendingLog
-    from gpufleet.kube.metrics import Metrics
+    from gpufleet.kube.metrics import Metrics, PodLatency
     from gpufleet.kube.objects import Changes, ObjectStore, Problem
     from gpufleet.kube.podgroups import PodGroupStatus
     from gpufleet.kube.serve import ServeOptions, ServeStats
@@ -70,6 +70,7 @@ class ResultWriter:
     metrics: Metrics
     events: EventRecorder
     podgroups: PodGroupStatus
+    latency: PodLatency
     pending_log: PendingLog
     waiting: dict[str, set[str]]
     backoff: dict[str, tuple[float, float]]
@@ -227,6 +228,7 @@ class ResultWriter:
             self.stats.bound += 1
             self.backoff.pop(binding.pod, None)
             self.conditions.pop(self._ref(binding.pod).uid or binding.pod, None)
+            self.latency.bound(binding.pod, self.clock(), self.metrics)
             note = f"bound {binding.pod} to {binding.node}"
             decide(note, action="bind", pod=binding.pod, node=binding.node, reason="bound")
             return True
