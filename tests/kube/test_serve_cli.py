@@ -66,7 +66,7 @@ def test_serve_binds_reports_ready_and_exports_its_metrics(
         process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=15)
     assert process.returncode == 0, stderr
-    assert 'msg="bound default/a to n0"' in stderr
+    assert 'msg="bound default/a to n0" action="bind" pod="default/a" node="n0"' in stderr
 
 
 def test_a_missing_kubeconfig_is_one_line_and_exit_2(tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ served on ``--address:--port``. It stops on SIGTERM or SIGINT.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import signal
 import socket
@@ -31,30 +30,11 @@ from gpufleet.cli.cycle import (
 from gpufleet.kube import endpoints
 from gpufleet.kube.connect import IN_CLUSTER, http_client, load_config
 from gpufleet.kube.leader import LeaseConfig
+from gpufleet.kube.logs import LineFormatter
 from gpufleet.kube.serve import Replica, ServeOptions
 
 if TYPE_CHECKING:
     from lightkube.config.kubeconfig import KubeConfig
-
-
-class _KeyValue(logging.Formatter):
-    """One line per record: ``time=... level=... msg="..."`` (or JSON with ``--log-format
-    json``)."""
-
-    def __init__(self, as_json: bool) -> None:
-        super().__init__()
-        self.as_json = as_json
-
-    def format(self, record: logging.LogRecord) -> str:
-        fields = {
-            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S%z"),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
-        if self.as_json:
-            return json.dumps(fields)
-        return " ".join(f"{k}={json.dumps(v)}" for k, v in fields.items())
 
 
 def serve(
@@ -125,7 +105,7 @@ def serve(
             leader_elect_retry_period,
         )
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_KeyValue(as_json=log_format == "json"))
+    handler.setFormatter(LineFormatter(as_json=log_format == "json"))
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
     logging.getLogger("httpx").setLevel(logging.WARNING)
     config = load_config(kubeconfig, context)

@@ -50,7 +50,13 @@ class _Seen:
     count: int
 
 
+def rfc3339(moment: float) -> str:
+    """A ``metav1.Time``: seconds, UTC."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(moment))
+
+
 def micro_time(moment: float) -> str:
+    """A ``metav1.MicroTime``: microseconds, UTC."""
     whole = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(moment))
     return f"{whole}.{int(moment % 1 * 1_000_000):06d}Z"
 

@@ -3,8 +3,9 @@
 kube-scheduler's: ``scheduler_schedule_attempts_total{result,profile}`` (``scheduled``,
 ``unschedulable``, ``error``), ``scheduler_scheduling_attempt_duration_seconds`` (its
 buckets), ``scheduler_pending_pods{queue}`` — ``queue`` is kube-scheduler's internal queue
-(``active``, ``backoff``, ``gated``), not a tenant queue — ``scheduler_preemption_victims``
-and ``scheduler_preemption_attempts_total``. gpufleet's own: per tenant queue its pending
+(``active``, ``backoff``, ``gated``), not a tenant queue — ``scheduler_preemption_victims``,
+``scheduler_preemption_attempts_total`` and ``scheduler_pod_scheduling_sli_duration_seconds
+{attempts}`` (:class:`PodLatency`). gpufleet's own: per tenant queue its pending
 pods, allocation and fair share per resource; the share of GPUs allocated; bind failures;
 watch restarts per kind. Each scheduler has its own registry (tests run many at once).
 """
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
 from gpufleet.model.workload import RESOURCES
+from gpufleet.scheduler.outcome import WhyCode
 
 if TYPE_CHECKING:
     from gpufleet.scheduler.cache import ClusterCache
@@ -23,6 +25,10 @@ if TYPE_CHECKING:
 
 ATTEMPT_BUCKETS = tuple(0.001 * 2**i for i in range(15))
 """kube-scheduler's: exponential from 1 ms, factor 2, 15 buckets."""
+SLI_BUCKETS = tuple(0.01 * 2**i for i in range(20))
+"""kube-scheduler's: exponential from 10 ms, factor 2, 20 buckets."""
+MAX_ATTEMPTS = 15
+"""The ``attempts`` label counts up to this, then reads ``15+`` (kube-scheduler's cap)."""
 VICTIM_BUCKETS = tuple(float(5**i) for i in range(7))
 """kube-scheduler's: exponential from 1, factor 5, 7 buckets."""
 
@@ -44,6 +50,14 @@ class Metrics:
             "Scheduling attempt latency in seconds (one cycle, the pods it decided).",
             ["result", "profile"],
             buckets=ATTEMPT_BUCKETS,
+            registry=registry,
+        )
+        self.sli = Histogram(
+            "scheduler_pod_scheduling_sli_duration_seconds",
+            "E2e latency for a pod being scheduled, from the time the pod was first seen "
+            "pending to its bind; may involve multiple scheduling attempts.",
+            ["attempts"],
+            buckets=SLI_BUCKETS,
             registry=registry,
         )
         self.pending = Gauge(
@@ -132,3 +146,49 @@ class Metrics:
         total = ledger.state.total_gpu_milli
         free = int(ledger.state.gpu_idle.sum())
         self.gpu_allocated.set((total - free) / total if total else 0.0)
+
+
+class PodLatency:
+    """What ``scheduler_pod_scheduling_sli_duration_seconds`` measures, per pending pod:
+    when the live scheduler first saw it pending (the watch event that brought it, or the
+    first list), and how many cycles tried it.
+
+    kube-scheduler measures from the pod's first entry into its scheduling queue, not from
+    ``metadata.creationTimestamp``: the time a pod waited before any scheduler could see it
+    (gpufleet down, the API server's clock) is not the scheduler's latency. A cycle *tries*
+    a pod when it decides on it — binds it, or leaves it pending for a reason the cluster
+    decides; a pod held back (its bind backing off, its victims terminating, scheduling
+    gates, a PodGroup missing) is not tried, as kube-scheduler does not pop it.
+    """
+
+    def __init__(self) -> None:
+        self.seen: dict[str, float] = {}
+        self.attempts: dict[str, int] = {}
+
+    def pending(self, key: str, now: float) -> None:
+        """Pod ``key`` is pending (first time: it enters the queue at ``now``)."""
+        self.seen.setdefault(key, now)
+
+    def tried(self, result: CycleResult, cache: ClusterCache) -> None:
+        """Count one attempt for each pod ``result`` decided on; forget the pods that are
+        gone or bound meanwhile by someone else."""
+        for key in [k for k in self.seen if (p := cache.pods.get(k)) is None or p.bound]:
+            self.forget(key)
+        tried = [b.pod for b in result.bindings]
+        tried += [p.pod for p in result.pending if p.why.code is not WhyCode.BLOCKED]
+        for key in tried:
+            if key in self.seen:
+                self.attempts[key] = self.attempts.get(key, 0) + 1
+
+    def bound(self, key: str, now: float, metrics: Metrics) -> None:
+        """Pod ``key``'s bind was accepted at ``now``: observe it and forget it."""
+        seen = self.seen.get(key)
+        if seen is not None:
+            attempts = max(self.attempts.get(key, 1), 1)
+            label = f"{MAX_ATTEMPTS}+" if attempts >= MAX_ATTEMPTS else str(attempts)
+            metrics.sli.labels(label).observe(max(now - seen, 0.0))
+        self.forget(key)
+
+    def forget(self, key: str) -> None:
+        self.seen.pop(key, None)
+        self.attempts.pop(key, None)

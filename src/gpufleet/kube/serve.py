@@ -27,11 +27,14 @@ import numpy as np
 from gpufleet.compose import new_cache
 from gpufleet.kube.events import EventRecorder
 from gpufleet.kube.leader import LeaderElector, LeaseConfig
-from gpufleet.kube.metrics import Metrics
+from gpufleet.kube.logs import PendingLog
+from gpufleet.kube.metrics import Metrics, PodLatency
 from gpufleet.kube.objects import KINDS, PATHS, Changes, ObjectStore, Problem
 from gpufleet.kube.options import ServeOptions, ServeStats
+from gpufleet.kube.podgroups import PodGroupStatus
 from gpufleet.kube.watch import Kind, Reflector
 from gpufleet.kube.writes import ResultWriter
+from gpufleet.model.workload import PodInfo
 from gpufleet.scheduler.session import Scheduler
 
 if TYPE_CHECKING:
@@ -77,6 +80,9 @@ class LiveScheduler(ResultWriter):
         self.stats = ServeStats()
         self.metrics = metrics or Metrics(self.options.config.policy)
         self.events = EventRecorder(http, clock=clock)
+        self.podgroups = PodGroupStatus(http, clock)
+        self.latency = PodLatency()
+        self.pending_log = PendingLog()
         self._unreported: list[Problem] = []
         self._lists = {r.kind.kind: 0 for r in self.reflectors}
 
@@ -93,6 +99,12 @@ class LiveScheduler(ResultWriter):
 
     def _take(self, changes: Changes) -> None:
         self.buffer.extend(changes.events)
+        for event in changes.events:
+            pod = event.obj
+            if not isinstance(pod, PodInfo) or event.type == "DELETED":
+                continue
+            if pod.managed and not pod.bound:
+                self.latency.pending(pod.key, self.clock())  # first seen: queued
         for problem in changes.problems:
             log.warning("cannot read %s %s: %s", problem.kind, problem.name, problem.message)
             self.stats.problems.append(problem)
@@ -148,6 +160,7 @@ class LiveScheduler(ResultWriter):
         started = time.perf_counter()
         result = await asyncio.to_thread(self.scheduler.run, now)
         self.stats.cycles += 1
+        self.latency.tried(result, self.cache)
         await self._write(result, now)
         self._measure(result, time.perf_counter() - started)
         return result

@@ -19,28 +19,33 @@ What a cycle decided is written back (``bind.py``):
 * victims go through the Eviction API; one a disruption budget refuses stays, and the plan
   that needed it is dropped (its assumed bindings forgotten);
 * a pending pod gets ``PodScheduled=False``, reason ``Unschedulable``, with the message
-  ``gpufleet explain`` would print, written through ``pods/status`` when it changes.
+  ``gpufleet explain`` would print, written through ``pods/status`` when it changes;
+* each PodGroup of gpufleet's gets its status (``podgroups.py``).
+
+Each decision is logged as one line with its facts as fields (``logs.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from gpufleet.kube.bind import Outcome, PodRef, Reply, bind, evict
-from gpufleet.kube.events import EventRecorder, Regarding
+from gpufleet.kube.events import EventRecorder, Regarding, rfc3339
+from gpufleet.kube.logs import decide
 from gpufleet.kube.objects import API
 from gpufleet.report.reasons import why_text
 
 if TYPE_CHECKING:
-    from gpufleet.kube.metrics import Metrics
+    from gpufleet.kube.logs import PendingLog
+    from gpufleet.kube.metrics import Metrics, PodLatency
     from gpufleet.kube.objects import Changes, ObjectStore, Problem
     from gpufleet.kube.options import ServeOptions, ServeStats
+    from gpufleet.kube.podgroups import PodGroupStatus
     from gpufleet.scheduler.cache import ClusterCache
     from gpufleet.scheduler.outcome import Binding, CycleResult
 
@@ -64,6 +69,9 @@ class ResultWriter:
     stats: ServeStats
     metrics: Metrics
     events: EventRecorder
+    podgroups: PodGroupStatus
+    latency: PodLatency
+    pending_log: PendingLog
     waiting: dict[str, set[str]]
     backoff: dict[str, tuple[float, float]]
     conditions: dict[str, str]
@@ -74,11 +82,22 @@ class ResultWriter:
         raise NotImplementedError
 
     async def _write(self, result: CycleResult, now: float) -> None:
+        reasons = {p.pod: why_text(p.why) for p in result.pending}
+        self.pending_log.cycle(list(reasons.items()))
         if self.options.dry_run or not self.may_act():
             for b in result.bindings:
-                log.info("would bind %s to %s (gpus %s)", b.pod, b.node, b.gpus)
+                note = f"would bind {b.pod} to {b.node} (gpus {b.gpus})"
+                decide(note, action="would-bind", pod=b.pod, node=b.node, reason="fits")
             for e in result.evictions:
-                log.info("would evict %s (%s for %s)", e.pod, e.action, e.for_)
+                note = f"would evict {e.pod} ({e.action} for {e.for_})"
+                decide(
+                    note,
+                    action="would-evict",
+                    pod=e.pod,
+                    node=self._node(e.pod),
+                    reason=f"{e.action} for {e.for_}",
+                    for_=e.for_,
+                )
             for b in result.bindings:
                 self.cache.forget(b.pod)
             for e in result.evictions:
@@ -88,7 +107,10 @@ class ResultWriter:
         await self._bind(result, now)
         for key in accepted:  # after the bindings that wait for them were taken back
             self.cache.terminating(key)  # a victim holds its GPUs until it is gone
-        await self._conditions(result)
+        await self._conditions(result, reasons)
+        await self.podgroups.write(
+            self.store, self.cache, self._gang_reasons(reasons), self.may_act
+        )
         await self._report_problems()
         await self._report_conflicts()
 
@@ -120,14 +142,31 @@ class ResultWriter:
                 if reply.outcome is Outcome.EVICTED:
                     accepted.append(eviction.pod)
                 self.stats.evicted += 1
-                log.info("evicted %s (%s for %s)", eviction.pod, eviction.action, eviction.for_)
+                note = f"evicted {eviction.pod} ({eviction.action} for {eviction.for_})"
+                reason = f"{eviction.action} for {eviction.for_}"
+                decide(
+                    note,
+                    action=eviction.action,
+                    pod=eviction.pod,
+                    node=self._node(eviction.pod),
+                    reason=reason,
+                    for_=eviction.for_,
+                )
                 note = f"Preempted by {eviction.for_} ({eviction.action})"
                 await self.events.record(
                     self._regarding(eviction.pod), "Normal", "Preempted", "Preempting", note
                 )
                 continue
             self.stats.evictions_refused += 1
-            log.info("eviction of %s refused: %s", eviction.pod, reply.detail)
+            note = f"eviction of {eviction.pod} refused: {reply.detail}"
+            decide(
+                note,
+                action="evict-refused",
+                pod=eviction.pod,
+                node=self._node(eviction.pod),
+                reason=reply.detail,
+                for_=eviction.for_,
+            )
             self.cache.keep(eviction.pod)
         return accepted
 
@@ -189,7 +228,9 @@ class ResultWriter:
             self.stats.bound += 1
             self.backoff.pop(binding.pod, None)
             self.conditions.pop(self._ref(binding.pod).uid or binding.pod, None)
-            log.info("bound %s to %s", binding.pod, binding.node)
+            self.latency.bound(binding.pod, self.clock(), self.metrics)
+            note = f"bound {binding.pod} to {binding.node}"
+            decide(note, action="bind", pod=binding.pod, node=binding.node, reason="bound")
             return True
         self.cache.forget(binding.pod)
         if reply.outcome is Outcome.FAILED:
@@ -199,7 +240,16 @@ class ResultWriter:
             self.backoff[binding.pod] = (now + wait, min(wait * 2, MAX_BACKOFF_S))
             reason = f"BackOff: binding to {binding.node} failed ({reply.detail})"
             self._take(self.store.hold(binding.pod, reason))
-            log.warning("bind of %s to %s failed: %s", binding.pod, binding.node, reply.detail)
+            note = f"bind of {binding.pod} to {binding.node} failed: {reply.detail}"
+            decide(
+                note,
+                action="bind-failed",
+                pod=binding.pod,
+                node=binding.node,
+                reason=reply.detail,
+                backoff=wait,
+                level=logging.WARNING,
+            )
         else:
             self.stats.lost += 1
             log.info("bind of %s: %s %s", binding.pod, reply.outcome.value, reply.detail)
@@ -249,11 +299,11 @@ class ResultWriter:
             return False
         return True
 
-    async def _conditions(self, result: CycleResult) -> None:
+    async def _conditions(self, result: CycleResult, reasons: dict[str, str]) -> None:
         """``PodScheduled=False`` with gpufleet's reason on each pending pod whose message
         changed (remembered per pod uid, and only once the server took it)."""
         for pending in result.pending:
-            message = why_text(pending.why)
+            message = reasons[pending.pod]
             ref = self._ref(pending.pod)
             if self.conditions.get(ref.uid or pending.pod) == message:
                 continue
@@ -262,7 +312,7 @@ class ResultWriter:
                 "status": "False",
                 "reason": "Unschedulable",
                 "message": message,
-                "lastTransitionTime": _rfc3339(self.clock()),
+                "lastTransitionTime": rfc3339(self.clock()),
             }
             await self.events.record(
                 self._regarding(pending.pod), "Warning", "FailedScheduling", "Scheduling", message
@@ -270,6 +320,18 @@ class ResultWriter:
             patch = {"status": {"conditions": [condition]}}
             if await self._patch_status(ref, patch, "application/strategic-merge-patch+json"):
                 self.conditions[ref.uid or pending.pod] = message
+
+    def _gang_reasons(self, reasons: dict[str, str]) -> dict[str, str]:
+        """Why each waiting gang waits: the reason of its first pending pod."""
+        gangs: dict[str, str] = {}
+        for key, reason in reasons.items():
+            pod = self.cache.pods.get(key)
+            gangs.setdefault(pod.gang if pod is not None else key, reason)
+        return gangs
+
+    def _node(self, key: str) -> str | None:
+        pod = self.cache.pods.get(key)
+        return pod.node if pod is not None else None
 
     def _regarding(self, key: str) -> Regarding:
         ref = self._ref(key)
@@ -279,7 +341,3 @@ class ResultWriter:
         namespace, name = key.split("/", 1)
         pod = self.cache.pods.get(key)
         return PodRef(namespace, name, pod.uid if pod is not None else "")
-
-
-def _rfc3339(moment: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(moment))

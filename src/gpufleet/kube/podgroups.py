@@ -1,0 +1,176 @@
+"""PodGroup status: how far each gang gpufleet schedules has got, and why it waits.
+
+After each cycle the live scheduler writes ``status`` of each PodGroup one of whose pods is
+its own (``spec.schedulerName``), in the fields of scheduler-plugins'
+``scheduling.x-k8s.io/v1alpha1`` API, which its coscheduling controller keeps otherwise:
+
+* ``scheduled`` — the gang's pods bound to a node (or whose bind this replica posted and
+  the watch has not shown yet); ``running``, ``succeeded``, ``failed`` — its pods in that
+  ``status.phase``, as the pods' objects say (kubelet writes it; the cluster cache does not
+  keep it, so it is read from the pods' last objects);
+* ``phase``, from those counts and ``spec.minMember`` (``min``), the first that holds:
+  ``Finished`` (``succeeded ≥ min``), ``Failed`` (a pod failed and ``failed + running +
+  succeeded ≥ min``), ``Running`` (``running + succeeded ≥ min``) — the controller's own
+  rules —, ``Scheduled`` (``scheduled ≥ min``), ``Unknown`` (some pods are bound, fewer
+  than ``min``: the rest cannot be placed, as the API defines it), else ``Pending``;
+* ``scheduleStartTime`` — when gpufleet first wrote the group's status (kept from the
+  object's status where it has one);
+* a condition of type ``Scheduled``: ``True`` once ``min`` pods are bound, else ``False``,
+  reason ``Unschedulable``, with why the gang waits in the words of its pods'
+  ``PodScheduled`` condition (``gpufleet explain``'s). ``conditions`` and ``scheduled`` are
+  not in scheduler-plugins' current CRD schema (older versions had ``scheduled``): an API
+  server whose CRD prunes unknown fields drops them, and the pods' conditions and events
+  still say why.
+
+A status is written as a merge patch of ``/status`` only when it differs from the one last
+written (or, after a restart, from the object's), and remembered once the server took it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection, Mapping
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from gpufleet.kube.events import rfc3339
+from gpufleet.kube.objects import API
+from gpufleet.model.workload import GroupSpec
+
+if TYPE_CHECKING:
+    from gpufleet.kube.objects import ObjectStore
+    from gpufleet.scheduler.cache import ClusterCache
+
+log = logging.getLogger("gpufleet.serve")
+
+JSON = dict[str, Any]
+Raw = Mapping[str, Any]
+
+
+def counts(pods: Collection[Raw], posted: Collection[str]) -> dict[str, int]:
+    """``scheduled``, ``running``, ``succeeded`` and ``failed`` of a gang's raw pods;
+    ``posted`` the keys of pods bound but not yet shown so (module docstring)."""
+    found = {"scheduled": 0, "running": 0, "succeeded": 0, "failed": 0}
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        key = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+        if (pod.get("spec") or {}).get("nodeName") or key in posted:
+            found["scheduled"] += 1
+        phase = str((pod.get("status") or {}).get("phase", "")).lower()
+        if phase in found:
+            found[phase] += 1
+    return found
+
+
+def phase(min_member: int, found: Mapping[str, int]) -> str:
+    """The group's phase from its counts (module docstring)."""
+    running, succeeded, failed = found["running"], found["succeeded"], found["failed"]
+    if succeeded >= min_member:
+        return "Finished"
+    if failed and failed + running + succeeded >= min_member:
+        return "Failed"
+    if running + succeeded >= min_member:
+        return "Running"
+    if found["scheduled"] >= min_member:
+        return "Scheduled"
+    if found["scheduled"]:
+        return "Unknown"
+    return "Pending"
+
+
+def condition(min_member: int, found: Mapping[str, int], why: str) -> JSON:
+    """The ``Scheduled`` condition, without its transition time."""
+    if found["scheduled"] >= min_member:
+        return {
+            "type": "Scheduled",
+            "status": "True",
+            "reason": "Scheduled",
+            "message": f"{found['scheduled']} pods bound, minMember {min_member}",
+        }
+    message = why or f"{found['scheduled']} of minMember {min_member} pods bound"
+    return {"type": "Scheduled", "status": "False", "reason": "Unschedulable", "message": message}
+
+
+class PodGroupStatus:
+    """Writes the status of gpufleet's PodGroups (module docstring), remembering what the
+    server took."""
+
+    def __init__(self, http: httpx.AsyncClient, clock: Callable[[], float]) -> None:
+        self.http, self.clock = http, clock
+        self.written: dict[str, JSON] = {}
+        """The status last written per PodGroup key (``namespace/name``)."""
+        self.patches = 0
+
+    async def write(
+        self,
+        store: ObjectStore,
+        cache: ClusterCache,
+        reasons: Mapping[str, str],
+        may_act: Callable[[], bool],
+    ) -> None:
+        """Write each changed status; ``reasons`` why each waiting gang waits (by gang)."""
+        groups = store.raw["PodGroup"]
+        for key in [k for k in self.written if k not in groups]:
+            del self.written[key]  # deleted
+        for key in sorted(groups):
+            spec = store.made["PodGroup"].get(key)
+            pods = [store.raw["Pod"][p] for p in sorted(store.pods_of_group.get(key, ()))]
+            if not isinstance(spec, GroupSpec):
+                continue  # it cannot be read (reported as such)
+            if not any(_scheduler(p) in store.schedulers for p in pods):
+                continue  # not a gang of gpufleet's
+            min_member = spec.min_member
+            found = counts(pods, cache.assumed)
+            before = self.written.get(key) or (groups[key].get("status") or {})
+            status = self._status(min_member, found, reasons.get(key, ""), before)
+            if status == self.written.get(key):
+                continue
+            if status == before:  # the object says so already (a restart): nothing to write
+                self.written[key] = status
+                continue
+            if not may_act():
+                return
+            if await self._patch(key, status):
+                self.written[key] = status
+
+    def _status(self, min_member: int, found: Mapping[str, int], why: str, before: JSON) -> JSON:
+        now = rfc3339(self.clock())
+        then: JSON = next(
+            (c for c in before.get("conditions") or () if c.get("type") == "Scheduled"), {}
+        )
+        if not why and then.get("status") == "False":
+            why = str(then.get("message", ""))  # no pod said why this cycle: as before
+        wanted = condition(min_member, found, why)
+        wanted["lastTransitionTime"] = (
+            then.get("lastTransitionTime", now) if then.get("status") == wanted["status"] else now
+        )
+        return {
+            "phase": phase(min_member, found),
+            **found,
+            "scheduleStartTime": before.get("scheduleStartTime") or now,
+            "conditions": [wanted],
+        }
+
+    async def _patch(self, key: str, status: JSON) -> bool:
+        namespace, name = key.split("/", 1)
+        version, plural = API["PodGroup"]
+        try:
+            response = await self.http.patch(
+                f"/apis/{version}/namespaces/{namespace}/{plural}/{name}/status",
+                json={"status": status},
+                headers={"Content-Type": "application/merge-patch+json"},
+            )
+        except httpx.HTTPError as exc:
+            log.warning("status of PodGroup %s: %s", key, exc)
+            return False
+        if response.status_code >= 300:
+            log.warning("status of PodGroup %s: %s", key, response.status_code)
+            return False
+        self.patches += 1
+        log.info("PodGroup %s is %s (%d scheduled)", key, status["phase"], status["scheduled"])
+        return True
+
+
+def _scheduler(pod: Raw) -> str:
+    return str((pod.get("spec") or {}).get("schedulerName", "default-scheduler"))
