@@ -29,7 +29,7 @@ from gpufleet.compose import new_cache
 from gpufleet.kube.events import EventRecorder
 from gpufleet.kube.leader import LeaderElector, LeaseConfig
 from gpufleet.kube.metrics import Metrics
-from gpufleet.kube.objects import KINDS, PATHS, Changes, ObjectStore, Problem
+from gpufleet.kube.objects import KINDS, OPTIONAL, PATHS, Changes, ObjectStore, Problem
 from gpufleet.kube.watch import Kind, Reflector
 from gpufleet.kube.writes import ResultWriter
 from gpufleet.scheduler.cycle import CycleConfig
@@ -90,7 +90,8 @@ class LiveScheduler(ResultWriter):
         self.scheduler: Scheduler | None = None
         """Made at the first cycle with nodes (a cluster state needs one)."""
         self.reflectors = [
-            Reflector(http, Kind(kind, PATHS[kind]), self._sink(kind)) for kind in KINDS
+            Reflector(http, Kind(kind, PATHS[kind], kind in OPTIONAL), self._sink(kind))
+            for kind in KINDS
         ]
         self.buffer: list[Event] = []
         self.wake = asyncio.Event()
