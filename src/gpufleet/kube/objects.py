@@ -7,11 +7,18 @@ of an object gpufleet reads the same way changes nothing) or ``DELETED``. Each o
 read by the same readers as a snapshot (``load/``), so a live cluster and its snapshot are
 read alike, and every error names the object and the field in the same words.
 
-A pod's translation reads what the API server resolves from other objects: its
+The kinds (:data:`KINDS`): Nodes with their NodeResourceTopologies, PriorityClasses,
+Queues, PodGroups, Topologies, the DRA kinds (DeviceClasses, ResourceSlices merged into
+pools, ResourceClaims with their allocation, ResourceClaimTemplates; see
+:mod:`gpufleet.kube.devices`) and Pods.
+
+A translation reads what the API server resolves from other objects. A pod reads its
 PriorityClass (where ``spec.priority`` is absent), its PodGroup (the queue it inherits; a
-pod whose PodGroup does not exist waits for it), and its node (which must exist; the GPU
-indexes of ``gpufleet.io/gpu-index`` must be the node's). When one of those objects
-changes, the pods that read it are translated again, and their changes are events too;
+pod whose PodGroup does not exist waits for it), its node (which must exist; the GPU
+indexes of ``gpufleet.io/gpu-index`` must be the node's) and its ResourceClaims (a pending
+pod whose claim does not exist yet waits for it). A node reads its NodeResourceTopology
+(its NUMA zones), a pool of slices that select nodes by label reads the nodes. When one of
+those objects changes, what reads it is translated again, and its changes are events too;
 watches of different kinds arrive in any order, so a pod seen before its node is
 translated when the node arrives.
 
