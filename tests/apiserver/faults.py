@@ -3,8 +3,8 @@
 Each fault is a rule matched on the request's method and path (a regular expression searched
 in the URL path) and spent after ``n`` matching requests (``n=None``: until ``clear``):
 
-* ``fail`` — answer ``code`` (5xx) with apiserver's Status for it (``InternalError``,
-  ``ServiceUnavailable``, ...).
+* ``fail`` — answer ``code`` (5xx, or 409 as for a write that lost a race) with apiserver's
+  Status for it (``InternalError``, ``ServiceUnavailable``, ``Conflict``, ...).
 * ``throttle`` — answer 429 ``TooManyRequests`` with a ``Retry-After`` header, as apiserver's
   max-in-flight filter does ("API Priority and Fairness": a rejected request gets 429 and
   ``Retry-After``).
@@ -30,6 +30,11 @@ from dataclasses import dataclass
 from tests.apiserver.errors import ApiError
 
 REASONS = {
+    409: (
+        "Conflict",
+        "the object has been modified; please apply your changes to the latest version and "
+        "try again",
+    ),
     500: ("InternalError", "Internal error occurred: injected fault"),
     502: ("InternalError", "Internal error occurred: bad gateway"),
     503: ("ServiceUnavailable", "the server is currently unable to handle the request"),

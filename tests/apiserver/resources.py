@@ -88,6 +88,8 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("gpufleet.io", "v1alpha1", "topologies", "Topology", False, custom=True),
     Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", True, ("status",),
              ("pg",), custom=True),
+    Resource("topology.node.k8s.io", "v1alpha2", "noderesourcetopologies",
+             "NodeResourceTopology", False, (), ("nrt",), custom=True),
 )  # fmt: skip
 
 

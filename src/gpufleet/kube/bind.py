@@ -91,7 +91,7 @@ async def bind(
     code = response.status_code
     if code in (200, 201):
         return Reply(Outcome.BOUND)
-    message = _message(response)
+    message = message_of(response)
     if code == 404:
         return Reply(Outcome.GONE, message)
     if code == 409:
@@ -151,13 +151,13 @@ async def evict(http: httpx.AsyncClient, pod: PodRef) -> Reply:
     if code in (200, 201):
         return Reply(Outcome.EVICTED)
     if code == 404:
-        return Reply(Outcome.GONE, _message(response))
+        return Reply(Outcome.GONE, message_of(response))
     if code == 429:
-        return Reply(Outcome.REFUSED, _message(response))
-    return Reply(Outcome.FAILED, f"{code}: {_message(response)}")
+        return Reply(Outcome.REFUSED, message_of(response))
+    return Reply(Outcome.FAILED, f"{code}: {message_of(response)}")
 
 
-def _message(response: httpx.Response) -> str:
+def message_of(response: httpx.Response) -> str:
     try:
         body = response.json()
     except (json.JSONDecodeError, ValueError):

@@ -7,11 +7,18 @@ of an object gpufleet reads the same way changes nothing) or ``DELETED``. Each o
 read by the same readers as a snapshot (``load/``), so a live cluster and its snapshot are
 read alike, and every error names the object and the field in the same words.
 
-A pod's translation reads what the API server resolves from other objects: its
+The kinds (:data:`KINDS`): Nodes with their NodeResourceTopologies, PriorityClasses,
+Queues, PodGroups, Topologies, the DRA kinds (DeviceClasses, ResourceSlices merged into
+pools, ResourceClaims with their allocation, ResourceClaimTemplates; see
+:mod:`gpufleet.kube.devices`) and Pods.
+
+A translation reads what the API server resolves from other objects. A pod reads its
 PriorityClass (where ``spec.priority`` is absent), its PodGroup (the queue it inherits; a
-pod whose PodGroup does not exist waits for it), and its node (which must exist; the GPU
-indexes of ``gpufleet.io/gpu-index`` must be the node's). When one of those objects
-changes, the pods that read it are translated again, and their changes are events too;
+pod whose PodGroup does not exist waits for it), its node (which must exist; the GPU
+indexes of ``gpufleet.io/gpu-index`` must be the node's) and its ResourceClaims (a pending
+pod whose claim does not exist yet waits for it). A node reads its NodeResourceTopology
+(its NUMA zones), a pool of slices that select nodes by label reads the nodes. When one of
+those objects changes, what reads it is translated again, and its changes are events too;
 watches of different kinds arrive in any order, so a pod seen before its node is
 translated when the node arrives.
 
@@ -25,16 +32,27 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
+from gpufleet.kube.devices import (
+    claim_reads,
+    pool_key,
+    read_claim,
+    read_device_class,
+    read_pool,
+    selects_nodes,
+    waiting_for_claims,
+)
+from gpufleet.load.devices import claim_spec
 from gpufleet.load.errors import InputError
 from gpufleet.load.node_pools import read_topology
-from gpufleet.load.nodes import read_node
+from gpufleet.load.nodes import read_node, read_numa, with_numa
 from gpufleet.load.pods import read_pod
 from gpufleet.load.queues import read_group, read_priority_class, read_queue
 from gpufleet.load.reader import Obj, Reader
 from gpufleet.load.vocabulary import POD_GROUP_LABEL, SCHEDULER_NAME
 from gpufleet.model.cluster import NodeSpec
+from gpufleet.model.devices import Claim
 from gpufleet.model.workload import GroupSpec, PodInfo
 from gpufleet.scheduler.events import Event, Topology
 
@@ -44,17 +62,41 @@ if TYPE_CHECKING:
 SOURCE = "cluster"
 """What errors name as the place an object came from."""
 
-KINDS = ("Node", "PriorityClass", "Queue", "PodGroup", "Topology", "Pod")
+KINDS = (
+    "NodeResourceTopology",
+    "Node",
+    "PriorityClass",
+    "Queue",
+    "PodGroup",
+    "Topology",
+    "DeviceClass",
+    "ResourceSlice",
+    "ResourceClaimTemplate",
+    "ResourceClaim",
+    "Pod",
+)
 """The kinds translated here, in the order a first list applies them (what a pod reads
 first)."""
 
+CONTEXT = frozenset({"PriorityClass", "NodeResourceTopology", "ResourceClaimTemplate"})
+"""Kinds read where other objects are translated (a pod's priority, a node's NUMA zones,
+why a pod waits for its claims), not kept by the cache."""
+
+OPTIONAL = frozenset({"NodeResourceTopology"})
+"""Kinds a cluster may not serve (their CustomResourceDefinition is not installed): a
+cluster without them has none of them."""
 
 API = {
+    "NodeResourceTopology": ("topology.node.k8s.io/v1alpha2", "noderesourcetopologies"),
     "Node": ("v1", "nodes"),
     "PriorityClass": ("scheduling.k8s.io/v1", "priorityclasses"),
     "Queue": ("gpufleet.io/v1alpha1", "queues"),
     "PodGroup": ("scheduling.x-k8s.io/v1alpha1", "podgroups"),
     "Topology": ("gpufleet.io/v1alpha1", "topologies"),
+    "DeviceClass": ("resource.k8s.io/v1", "deviceclasses"),
+    "ResourceSlice": ("resource.k8s.io/v1", "resourceslices"),
+    "ResourceClaimTemplate": ("resource.k8s.io/v1", "resourceclaimtemplates"),
+    "ResourceClaim": ("resource.k8s.io/v1", "resourceclaims"),
     "Pod": ("v1", "pods"),
 }
 """Each kind of :data:`~gpufleet.kube.objects.KINDS`: its apiVersion and resource."""
@@ -64,6 +106,27 @@ PATHS = {
     for kind, (version, plural) in API.items()
 }
 """Where each kind is listed and watched (all namespaces)."""
+
+Numa: TypeAlias = tuple[tuple[int, ...], tuple[int, ...], bool]
+"""A node's NUMA zones as ``load/nodes.py`` reads them: per GPU its zone, per zone its
+CPU, whether the kubelet keeps a pod in one zone."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeNuma:
+    """A NodeResourceTopology as its node reads it."""
+
+    name: str
+    zones: Numa
+
+
+@dataclass(frozen=True, slots=True)
+class Template:
+    """A ResourceClaimTemplate (read, so that a bad one is reported; its pods' claims are
+    made from it by the resourceclaim controller)."""
+
+    key: str
+    claim: Claim
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +138,9 @@ class PriorityClass:
     value: int
     preempts: bool
     default: bool
+
+
+Context: TypeAlias = PriorityClass | NodeNuma | Template
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,14 +171,21 @@ class ObjectStore:
         self.raw: dict[str, dict[str, Obj]] = defaultdict(dict)
         """Per kind, the last raw object of each key (``namespace/name`` or name)."""
         self.made: dict[str, dict[str, CacheObject]] = defaultdict(dict)
-        """Per kind, the translation of each key the cache holds."""
+        """Per cache kind, the translation of each key the cache holds."""
         self.classes: dict[str, tuple[int, bool, bool]] = {}
         self.group_queues: dict[str, str] = {}
         self.node_gpus: dict[str, int] = {}
-        self.pods_of_group: dict[str, set[str]] = defaultdict(set)
-        self.pods_on_node: dict[str, set[str]] = defaultdict(set)
-        self._reads: dict[str, tuple[str | None, str | None]] = {}
-        """Per pod: the PodGroup and node its translation reads."""
+        self.node_labels: dict[str, Mapping[str, str]] = {}
+        self.numa: dict[str, Numa] = {}
+        """Per node name, the NUMA zones of its NodeResourceTopology."""
+        self.templates: set[str] = set()
+        self.slices_of_pool: dict[str, set[str]] = defaultdict(set)
+        self.readers: dict[tuple[str, str], set[str]] = defaultdict(set)
+        """Per (kind, key) of an object pods read, the pods that read it."""
+        self._reads: dict[str, tuple[tuple[str, str], ...]] = {}
+        """Per pod: the objects its translation reads."""
+        self._pools: dict[str, str] = {}
+        """Per slice: its pool's key."""
         self.held: dict[str, str] = {}
         """Pending pods held back by the live scheduler (a bind backing off), with why."""
 
@@ -129,10 +202,21 @@ class ObjectStore:
                 self.held.pop(key, None)
         else:
             self.raw[kind][key] = obj
-        self._index(kind, key, obj, deleted=type_ == "DELETED")
-        self._translate(kind, key, events, problems)
-        for pod in self._dependents(kind, key):
-            self._translate("Pod", pod, events, problems)
+        if kind == "Pod":
+            self._index(key, obj, deleted=type_ == "DELETED")
+        if kind == "ResourceSlice":
+            for pool in sorted(self._slice_moved(key, obj, deleted=type_ == "DELETED")):
+                self._translate_pool(pool, events, problems)
+            if type_ != "DELETED" and pool_key(obj) is None:
+                _, bad = read_pool([Reader(SOURCE, obj)], {})
+                problems += [_problem(kind, o, message) for o, message in bad]
+        else:
+            self._translate(kind, key, events, problems)
+        for dependent_kind, dependent in self._dependents(kind, key):
+            if dependent_kind == "ResourcePool":
+                self._translate_pool(dependent, events, problems)
+            else:
+                self._translate(dependent_kind, dependent, events, problems)
         return Changes(tuple(events), tuple(problems))
 
     def hold(self, key: str, reason: str) -> Changes:
@@ -153,43 +237,69 @@ class ObjectStore:
         self._translate("Pod", key, events, problems)
         return Changes(tuple(events), tuple(problems))
 
-    def _index(self, kind: str, key: str, obj: Obj, *, deleted: bool) -> None:
-        """Remember which pod reads which PodGroup and node (from the raw pod, whether or
-        not it can be read)."""
-        if kind != "Pod":
-            return
-        group, node = self._reads.pop(key, (None, None))
-        if group is not None:
-            self.pods_of_group[group].discard(key)
-        if node is not None:
-            self.pods_on_node[node].discard(key)
+    def _index(self, key: str, obj: Obj, *, deleted: bool) -> None:
+        """Remember which objects pod ``key`` reads (from the raw pod, whether or not it
+        can be read): its PodGroup, node, claims and templates."""
+        for read in self._reads.pop(key, ()):
+            self.readers[read].discard(key)
         if deleted:
             return
         meta = obj.get("metadata") or {}
         label = (meta.get("labels") or {}).get(POD_GROUP_LABEL)
-        group = f"{key.split('/', 1)[0]}/{label}" if isinstance(label, str) else None
-        spec_node = (obj.get("spec") or {}).get("nodeName")
-        node = spec_node if isinstance(spec_node, str) else None
-        if group is not None:
-            self.pods_of_group[group].add(key)
-        if node is not None:
-            self.pods_on_node[node].add(key)
-        self._reads[key] = (group, node)
+        reads: list[tuple[str, str]] = []
+        if isinstance(label, str):
+            reads.append(("PodGroup", f"{key.split('/', 1)[0]}/{label}"))
+        node = (obj.get("spec") or {}).get("nodeName")
+        if isinstance(node, str):
+            reads.append(("Node", node))
+        claims, templates = claim_reads(obj)
+        reads += [("ResourceClaim", c) for c in sorted(claims)]
+        reads += [("ResourceClaimTemplate", t) for t in sorted(templates)]
+        for read in reads:
+            self.readers[read].add(key)
+        self._reads[key] = tuple(reads)
 
-    def _dependents(self, kind: str, key: str) -> list[str]:
-        """The pods whose translation reads object ``key`` of ``kind``."""
-        if kind == "PodGroup":
-            return sorted(self.pods_of_group.get(key, ()))
-        if kind == "Node":
-            return sorted(self.pods_on_node.get(key, ()))
+    def _slice_moved(self, key: str, obj: Obj, *, deleted: bool) -> set[str]:
+        """Keep slice ``key`` filed under its pool; the pools it was and is in."""
+        touched = set()
+        before = self._pools.pop(key, None)
+        if before is not None:
+            self.slices_of_pool[before].discard(key)
+            touched.add(before)
+        after = None if deleted else pool_key(obj)
+        if after is not None:
+            self._pools[key] = after
+            self.slices_of_pool[after].add(key)
+            touched.add(after)
+        return touched
+
+    def _waits(self, r: Reader, problems: list[Problem]) -> str:
+        """Why pending pod ``r`` waits for its claims (empty: it does not)."""
+        try:
+            return waiting_for_claims(r, self.made["ResourceClaim"], self.templates)
+        except InputError as error:
+            problems.append(_problem("Pod", r.obj, str(error)))
+            return str(error)
+
+    def _dependents(self, kind: str, key: str) -> list[tuple[str, str]]:
+        """The objects whose translation reads object ``key`` of ``kind``."""
         if kind == "PriorityClass":
-            return sorted(self.raw["Pod"])
-        return []
+            return [("Pod", pod) for pod in sorted(self.raw["Pod"])]
+        if kind == "NodeResourceTopology":
+            return [("Node", key)] if key in self.raw["Node"] else []
+        out = [("Pod", pod) for pod in sorted(self.readers.get((kind, key), ()))]
+        if kind == "Node":
+            out += [
+                ("ResourcePool", pool)
+                for pool, slices in sorted(self.slices_of_pool.items())
+                if any(selects_nodes(self.raw["ResourceSlice"][s]) for s in slices)
+            ]
+        return out
 
     def _translate(self, kind: str, key: str, events: list[Event], problems: list[Problem]) -> None:
         """Read ``key`` of ``kind`` again and add what changed to ``events``."""
         raw = self.raw[kind].get(key)
-        made: CacheObject | PriorityClass | None = None
+        made: CacheObject | Context | None = None
         if raw is not None:
             try:
                 made = self._read(kind, Reader(SOURCE, raw))
@@ -199,11 +309,18 @@ class ObjectStore:
             except (TypeError, ValueError, AttributeError, KeyError, ArithmeticError) as exc:
                 problems.append(_problem(kind, raw, f"unexpected structure: {exc}"))
                 made = None
-        if isinstance(made, PodInfo) and key in self.held and not made.bound:
-            made = replace(made, blocked=self.held[key])
+        if isinstance(made, PodInfo) and not made.bound and raw is not None:
+            blocked = self.held.get(key) or made.blocked
+            if not blocked and made.claims:
+                blocked = self._waits(Reader(SOURCE, raw), problems)
+            made = replace(made, blocked=blocked)
         self._context(kind, key, made)
-        if isinstance(made, PriorityClass):
-            return  # read by pods, not kept by the cache
+        if kind in CONTEXT:
+            return  # read where other objects are translated, not kept by the cache
+        self._made(kind, key, made, events)  # type: ignore[arg-type]
+
+    def _made(self, kind: str, key: str, made: CacheObject | None, events: list[Event]) -> None:
+        """``made`` is what ``key`` of cache kind ``kind`` reads as now: the event, if any."""
         before = self.made[kind].get(key)
         if made is None:
             if before is not None:
@@ -216,15 +333,25 @@ class ObjectStore:
         elif made != before:
             events.append(Event("MODIFIED", kind, made))
 
-    def _read(self, kind: str, r: Reader) -> CacheObject | PriorityClass | None:
+    def _translate_pool(self, key: str, events: list[Event], problems: list[Problem]) -> None:
+        """Read pool ``key`` again from all its slices."""
+        slices = [self.raw["ResourceSlice"][s] for s in sorted(self.slices_of_pool.get(key, ()))]
+        readers = [Reader(SOURCE, s) for s in slices]
+        pool, bad = read_pool(readers, self.node_labels)
+        problems += [_problem("ResourceSlice", o, message) for o, message in bad]
+        self._made("ResourcePool", key, pool, events)
+
+    def _read(self, kind: str, r: Reader) -> CacheObject | Context | None:
         return _READERS[kind](self, r)
 
-    def _context(self, kind: str, key: str, made: CacheObject | PriorityClass | None) -> None:
-        """Keep what pods read of other objects in step with ``made``."""
+    def _context(self, kind: str, key: str, made: CacheObject | Context | None) -> None:
+        """Keep what other objects read of ``key`` of ``kind`` in step with ``made``."""
         if kind == "Node":
             self.node_gpus.pop(key, None)
+            self.node_labels.pop(key, None)
             if isinstance(made, NodeSpec):
                 self.node_gpus[key] = made.gpus
+                self.node_labels[key] = made.labels
         elif kind == "PodGroup":
             self.group_queues.pop(key, None)
             if isinstance(made, GroupSpec):
@@ -233,14 +360,31 @@ class ObjectStore:
             self.classes.pop(key, None)
             if isinstance(made, PriorityClass):
                 self.classes[key] = (made.value, made.preempts, made.default)
+        elif kind == "NodeResourceTopology":
+            self.numa.pop(key, None)
+            if isinstance(made, NodeNuma):
+                self.numa[key] = made.zones
+        elif kind == "ResourceClaimTemplate":
+            self.templates.discard(key)
+            if made is not None:
+                self.templates.add(key)
 
 
-_READERS: Mapping[str, Callable[[ObjectStore, Reader], CacheObject | PriorityClass | None]] = {
-    "Node": lambda _store, r: read_node(r),
+def _numa(r: Reader) -> NodeNuma:
+    name, zones = read_numa(r)
+    return NodeNuma(name, zones)
+
+
+_READERS: Mapping[str, Callable[[ObjectStore, Reader], CacheObject | Context | None]] = {
+    "NodeResourceTopology": lambda _store, r: _numa(r),
+    "Node": lambda store, r: with_numa(read_node(r), store.numa.get(r.name)),
     "Queue": lambda _store, r: read_queue(r)[0],
     "PodGroup": lambda _store, r: read_group(r),
     "Topology": lambda _store, r: Topology(r.name, read_topology(r)),
     "PriorityClass": lambda _store, r: PriorityClass(r.name, *read_priority_class(r)),
+    "DeviceClass": lambda _store, r: read_device_class(r),
+    "ResourceClaimTemplate": lambda _store, r: Template(r.key, claim_spec(r, "spec.spec", r.key)),
+    "ResourceClaim": lambda _store, r: read_claim(r),
     "Pod": lambda store, r: read_pod(
         r, store.classes, store.group_queues, store.node_gpus, schedulers=store.schedulers
     ),
@@ -250,7 +394,7 @@ _READERS: Mapping[str, Callable[[ObjectStore, Reader], CacheObject | PriorityCla
 def _key(kind: str, obj: Obj) -> str:
     meta = obj.get("metadata") or {}
     name = str(meta.get("name", ""))
-    if kind in {"Pod", "PodGroup"}:
+    if kind in {"Pod", "PodGroup", "ResourceClaim", "ResourceClaimTemplate"}:
         return f"{meta.get('namespace') or 'default'}/{name}"
     return name
 

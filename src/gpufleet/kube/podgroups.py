@@ -115,7 +115,7 @@ class PodGroupStatus:
             del self.written[key]  # deleted
         for key in sorted(groups):
             spec = store.made["PodGroup"].get(key)
-            pods = [store.raw["Pod"][p] for p in sorted(store.pods_of_group.get(key, ()))]
+            pods = [store.raw["Pod"][p] for p in sorted(store.readers.get(("PodGroup", key), ()))]
             if not isinstance(spec, GroupSpec):
                 continue  # it cannot be read (reported as such)
             if not any(_scheduler(p) in store.schedulers for p in pods):

@@ -29,7 +29,7 @@ from gpufleet.kube.events import EventRecorder
 from gpufleet.kube.leader import LeaderElector, LeaseConfig
 from gpufleet.kube.logs import PendingLog
 from gpufleet.kube.metrics import Metrics, PodLatency
-from gpufleet.kube.objects import KINDS, PATHS, Changes, ObjectStore, Problem
+from gpufleet.kube.objects import KINDS, OPTIONAL, PATHS, Changes, ObjectStore, Problem
 from gpufleet.kube.options import ServeOptions, ServeStats
 from gpufleet.kube.podgroups import PodGroupStatus
 from gpufleet.kube.watch import Kind, Reflector
@@ -67,7 +67,8 @@ class LiveScheduler(ResultWriter):
         self.scheduler: Scheduler | None = None
         """Made at the first cycle with nodes (a cluster state needs one)."""
         self.reflectors = [
-            Reflector(http, Kind(kind, PATHS[kind]), self._sink(kind)) for kind in KINDS
+            Reflector(http, Kind(kind, PATHS[kind], kind in OPTIONAL), self._sink(kind))
+            for kind in KINDS
         ]
         self.buffer: list[Event] = []
         self.wake = asyncio.Event()

@@ -53,6 +53,10 @@ class Kind:
     kind: str
     path: str
     """``/api/v1/pods``, ``/apis/scheduling.x-k8s.io/v1alpha1/podgroups``."""
+    optional: bool = False
+    """A kind the server may not serve (a CustomResourceDefinition not installed): a 404
+    reads as a kind with no objects, and the reflector asks again after its longest
+    backoff."""
 
 
 class GoneError(Exception):
@@ -69,6 +73,10 @@ class RetryableError(Exception):
 
 class RefusedError(Exception):
     """A 4xx other than 410 and 429: not retried soon, reported."""
+
+
+class NotServedError(RefusedError):
+    """A 404 on the kind's collection: the server does not serve the kind."""
 
 
 @dataclass
@@ -143,16 +151,34 @@ class Reflector:
             except RetryableError as exc:
                 self.stats.errors += 1
                 await _sleep(stop, self.backoff.next(exc.retry_after))
+            except NotServedError as exc:
+                if not self.kind.optional:
+                    self._refused(exc)
+                elif not self.synced.is_set() or self.known:
+                    log.info("%s: not served; none of them are read", self.kind.kind)
+                    self._absent()
+                await _sleep(stop, self.backoff.cap_s)
             except RefusedError as exc:
-                self.stats.refused.append(str(exc))
-                if self.on_refused is not None:
-                    self.on_refused(str(exc))
+                self._refused(exc)
                 await _sleep(stop, self.backoff.cap_s)
             except ValueError as exc:  # a body or line that is not JSON: list again
                 self.stats.errors += 1
                 self.version = ""
                 log.warning("%s: unreadable reply (%s); listing again", self.kind.kind, exc)
                 await _sleep(stop, self.backoff.next())
+
+    def _refused(self, exc: RefusedError) -> None:
+        self.stats.refused.append(str(exc))
+        if self.on_refused is not None:
+            self.on_refused(str(exc))
+
+    def _absent(self) -> None:
+        """The kind is not served: every object known of it is gone, and the kind is
+        listed (with none)."""
+        for key in sorted(self.known):
+            self._tell("DELETED", self.objects[key])
+        self.version = ""
+        self.synced.set()
 
     async def relist(self) -> None:
         """List every object and tell the sink what changed since it last heard."""
@@ -250,6 +276,8 @@ async def _check(response: httpx.Response) -> None:
     message = f"{response.request.method} {response.request.url.path}: {code} {response.text}"
     if code == 410:
         raise GoneError(message)
+    if code == 404:
+        raise NotServedError(message)
     if code == 429 or code >= 500:
         raise RetryableError(message, _retry_after(response))
     raise RefusedError(message)

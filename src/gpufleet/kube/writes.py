@@ -3,7 +3,9 @@ and events (the live scheduler's side that writes, ``serve.py`` the side that re
 
 What a cycle decided is written back (``bind.py``):
 
-* a binding is assumed in the cache by the cycle itself, then posted; a pod that is bound
+* a binding is assumed in the cache by the cycle itself, then posted — after the pod's
+  ResourceClaims are written (their allocation and ``reservedFor``, ``claims.py``), as
+  kube-scheduler's DRA plugin writes them in PreBind; a pod that is bound
   stays assumed until its watch event confirms it. A bind that fails is forgotten (its
   capacity given back) and the pod backs off as kube-scheduler's queue does — 1 s, doubled
   per failure up to 10 s — held out of cycles meanwhile, so a pod that can never be bound
@@ -35,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from gpufleet.kube.bind import Outcome, PodRef, Reply, bind, evict
+from gpufleet.kube.claims import ClaimWrite, release, reserve
 from gpufleet.kube.events import EventRecorder, Regarding, rfc3339
 from gpufleet.kube.logs import decide
 from gpufleet.kube.objects import API
@@ -204,9 +207,7 @@ class ResultWriter:
                         for rest in bindings[i:]:
                             self.cache.forget(rest.pod)
                         return
-                    reply = await bind(
-                        self.http, self._ref(binding.pod), binding.node, binding.gpus
-                    )
+                    reply = await self._bind_one(binding, result)
                 if not self._bound(binding, reply, now):
                     for rest in bindings[i + 1 :]:
                         self.cache.forget(rest.pod)
@@ -221,6 +222,37 @@ class ResultWriter:
         told: list[Coroutine[Any, Any, None]] = []
         await asyncio.gather(*(in_order(b) for b in by_gang.values()))
         await asyncio.gather(*told)  # the Scheduled events, once every bind is out
+
+    async def _bind_one(self, binding: Binding, result: CycleResult) -> Reply:
+        """Write the pod's claims (``claims.py``), then post its binding; what a failed
+        bind wrote of its claims is taken back."""
+        ref = self._ref(binding.pod)
+        writes = self._claim_writes(binding, result)
+        reserved, why = await reserve(self.http, ref, writes, self.clock())
+        if why:
+            reply = Reply(Outcome.FAILED, why)
+        else:
+            reply = await bind(self.http, ref, binding.node, binding.gpus)
+        if reply.outcome is not Outcome.BOUND and reserved:
+            for failed in await release(self.http, ref, reserved):
+                log.warning("claims of %s not taken back: %s", binding.pod, failed)
+        return reply
+
+    def _claim_writes(self, binding: Binding, result: CycleResult) -> list[ClaimWrite]:
+        """What each claim of ``binding`` must read: the allocation the cycle made, or
+        (allocated before, or held by the cache for an earlier cycle) its devices."""
+        if not binding.claims:
+            return []
+        allocations = self.cache.ledger().book.allocations
+        writes = []
+        for key, results in sorted(binding.claims.items()):
+            status = result.claim_status.get(key)
+            if status is not None:
+                writes.append(ClaimWrite(key, status.results, status.node, status.config))
+                continue
+            known = allocations.get(key)
+            writes.append(ClaimWrite(key, results, known.node if known is not None else None))
+        return writes
 
     def _bound(self, binding: Binding, reply: Reply, now: float) -> bool:
         """Take in the reply to one bind; whether the gang's next pods may be bound."""

@@ -345,7 +345,10 @@ def _blocked(r: Reader, group: str, groups: Mapping[str, str]) -> str:
 
 
 def _pod_claims(r: Reader) -> tuple[str, ...]:
-    """Keys of the pod's ResourceClaims (a template's claim is ``<pod>-<name>``)."""
+    """Keys of the pod's ResourceClaims. A template's claim is the one the resourceclaim
+    controller made for the pod and named in ``status.resourceClaimStatuses``; before it
+    did, ``<pod>-<name>`` (the claim a snapshot makes from the template)."""
+    generated = generated_claims(r)
     keys = []
     for i, ref in enumerate(r.sequence("spec.resourceClaims")):
         if not isinstance(ref, Mapping) or not isinstance(ref.get("name"), str):
@@ -353,7 +356,8 @@ def _pod_claims(r: Reader) -> tuple[str, ...]:
         if isinstance(ref.get("resourceClaimName"), str):
             keys.append(f"{r.namespace}/{ref['resourceClaimName']}")
         elif isinstance(ref.get("resourceClaimTemplateName"), str):
-            keys.append(f"{r.namespace}/{r.name}-{ref['name']}")
+            name = generated.get(ref["name"]) or f"{r.name}-{ref['name']}"
+            keys.append(f"{r.namespace}/{name}")
         else:
             raise r.fail(
                 f"spec.resourceClaims[{i}]", "resourceClaimName or resourceClaimTemplateName", ref
@@ -373,3 +377,19 @@ def _priority(r: Reader, classes: dict[str, tuple[int, bool, bool]]) -> tuple[in
     if defaults:
         return r.integer("spec.priority", defaults[0][0]), can_preempt and defaults[0][1]
     return r.integer("spec.priority", 0), can_preempt
+
+
+def generated_claims(r: Reader) -> dict[str, str]:
+    """Per claim reference of the pod, the ResourceClaim the resourceclaim controller made
+    from its template (``status.resourceClaimStatuses``; an entry without a claim name
+    needs no claim, and is left out)."""
+    out = {}
+    for i, entry in enumerate(r.sequence("status.resourceClaimStatuses")):
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("name"), str):
+            raise r.fail(f"status.resourceClaimStatuses[{i}].name", "a claim reference name", entry)
+        claim = entry.get("resourceClaimName")
+        if claim is not None and not isinstance(claim, str):
+            raise r.fail(f"status.resourceClaimStatuses[{i}].resourceClaimName", "a name", claim)
+        if claim:
+            out[entry["name"]] = claim
+    return out
