@@ -66,6 +66,7 @@ class Soak:
     latencies: list[float] = field(default_factory=list)
     restarts: int = 0
     unread: int = 0
+    faults: dict[str, int] = field(default_factory=dict)
 
 
 def _node(name: str) -> dict[str, Any]:
@@ -295,19 +296,20 @@ async def _soak(args: argparse.Namespace, workdir: Path) -> Soak:  # noqa: PLR09
             gap = args.arrive_s / (args.restarts + 1)
             for _ in range(args.restarts):
                 await asyncio.sleep(gap)
-                leader = next((r for r in replicas if r.leading), None)
-                if leader is None:
-                    continue
+                while (leader := next((r for r in replicas if r.leading), None)) is None:
+                    await asyncio.sleep(0.1)  # the last kill's failover is still under way
                 await leader.kill()
                 replicas.remove(leader)
                 out.restarts += 1
                 replicas.append(await Serve(kubeconfig, *lease).start())
 
-        tasks = [asyncio.create_task(c()) for c in (complete, faults, kill)]
+        killing = asyncio.create_task(kill())
+        tasks = [asyncio.create_task(c()) for c in (complete, faults)]
         await arrive()
         deadline = time.monotonic() + args.soak_timeout_s
-        while len(done) < args.soak_pods and time.monotonic() < deadline:
+        while (len(done) < args.soak_pods or not killing.done()) and time.monotonic() < deadline:
             await asyncio.sleep(0.2)
+        tasks.append(killing)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -318,6 +320,7 @@ async def _soak(args: argparse.Namespace, workdir: Path) -> Soak:  # noqa: PLR09
         bindings.scan()
         listed, _ = store.list(pods_r, "default")
         out.unbound_fit = sum(1 for p in listed if not p["spec"].get("nodeName"))
+        out.faults = dict(emulator.faults.taken)
         emulator.stop()
     out.double_booked = len(bindings.double_booked)
     out.unread = bindings.unread
@@ -395,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--soak-nodes", type=int, default=500)
     parser.add_argument("--soak-pods", type=int, default=5000)
-    parser.add_argument("--arrive-s", type=float, default=60.0)
+    parser.add_argument("--arrive-s", type=float, default=120.0)
     parser.add_argument("--restarts", type=int, default=20)
     parser.add_argument("--soak-timeout-s", type=float, default=200.0)
     parser.add_argument("--nodes", type=int, default=5000)
@@ -436,7 +439,10 @@ def main(argv: list[str] | None = None) -> int:
         f"Throughput: {rate:,.0f} binds/s at {args.nodes:,} nodes, against kube-scheduler's "
         f"scheduler_perf {SCHEDULER_PAPER} pods/s and the emulator's own ceiling of "
         f"{ceiling:,.0f} bare binding POSTs/s from one client in this run. Binds whose GPUs "
-        f"the check could not read back (the pod gone first): {soak.unread}. Peak memory "
+        f"the check could not read back (the pod gone first): {soak.unread}. Faults injected "
+        f"in the soak: {soak.faults.get('expire_watch', 0)} watches answered 410, "
+        f"{soak.faults.get('fail', 0)} binds answered 500, {soak.faults.get('drop_reply', 0)} "
+        f"bind replies dropped after the bind was applied. Peak memory "
         f"{emulator_mib:,.0f} MiB for the emulator and this driver, {scheduler_mib:,.0f} MiB "
         f"for the largest scheduler process.",
     ]

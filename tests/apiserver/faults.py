@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -65,6 +66,8 @@ class Faults:
         self._expire_watches = 0
         self.frozen_until = 0.0
         self.on_drop_watches: Callable[[], None] = lambda: None
+        self.taken: Counter[str] = Counter()
+        """How many times each fault was applied (``expire_watch`` for a 410 at a watch)."""
 
     def _add(self, rule: Rule) -> None:
         with self._lock:
@@ -125,6 +128,7 @@ class Faults:
                         rule.remaining -= 1
                         if rule.remaining <= 0:
                             self._rules.remove(rule)
+                    self.taken[action] += 1
                     return rule
         return None
 
@@ -132,6 +136,7 @@ class Faults:
         with self._lock:
             if self._expire_watches:
                 self._expire_watches -= 1
+                self.taken["expire_watch"] += 1
                 return True
         return False
 

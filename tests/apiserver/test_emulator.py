@@ -502,6 +502,7 @@ def test_fail_and_throttle(client: httpx.Client, emulator: Emulator) -> None:
     assert (throttled.status_code, throttled.headers["Retry-After"]) == (429, "3")
     assert throttled.json()["reason"] == "TooManyRequests"
     assert client.post(PODS, json=pod("a")).status_code == 201
+    assert emulator.faults.taken == {"fail": 2, "throttle": 1}
 
 
 def test_control_endpoint(client: httpx.Client) -> None:
@@ -537,6 +538,7 @@ def test_forced_410_and_dropped_watches(client: httpx.Client, emulator: Emulator
     emulator.faults.expire_next_watch()
     (event,) = watch_events(client, PODS, resourceVersion="1", timeoutSeconds="5")
     assert (event["type"], event["object"]["code"]) == ("ERROR", 410)
+    assert emulator.faults.taken["expire_watch"] == 1
     threading.Timer(0.3, emulator.faults.drop_watches).start()
     start = time.monotonic()
     with pytest.raises(httpx.RemoteProtocolError):
