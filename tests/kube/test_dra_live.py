@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import pytest
+
 from gpufleet.kube.serve import LiveScheduler
 from tests.apiserver.server import Emulator
 from tests.kube.test_serve import add_node, bound, events, pods, serve
@@ -300,10 +302,16 @@ def test_a_node_resource_topology_gives_its_node_numa_zones_live(emulator: Emula
     serve(emulator, lambda _live: len(bound(emulator)) == 3)
 
 
-def test_a_cluster_without_node_resource_topologies_is_still_scheduled(
-    emulator: Emulator,
+@pytest.mark.parametrize(
+    "group",
+    ["topology.node.k8s.io", "gpufleet.io", "scheduling.x-k8s.io", "resource.k8s.io"],
+)
+def test_a_cluster_without_an_optional_api_is_still_scheduled(
+    emulator: Emulator, group: str
 ) -> None:
-    emulator.faults.fail(None, code=404, path="/apis/topology.node.k8s.io/")  # no such CRD
+    """A cluster without a CRD gpufleet reads (or without DRA) becomes ready and schedules;
+    only pods that need an object of the missing API wait."""
+    emulator.faults.fail(None, code=404, path=f"/apis/{group}/")  # no such API
     add_node(emulator, "n0")
     add_pinned_pod(emulator, "p")
     live = serve(emulator, lambda _live: bound(emulator) == {"p": "n0"})

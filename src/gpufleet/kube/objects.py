@@ -82,9 +82,14 @@ CONTEXT = frozenset({"PriorityClass", "NodeResourceTopology", "ResourceClaimTemp
 """Kinds read where other objects are translated (a pod's priority, a node's NUMA zones,
 why a pod waits for its claims), not kept by the cache."""
 
-OPTIONAL = frozenset({"NodeResourceTopology"})
-"""Kinds a cluster may not serve (their CustomResourceDefinition is not installed): a
-cluster without them has none of them."""
+REQUIRED = frozenset({"Node", "Pod", "PriorityClass"})
+"""Kinds every cluster serves. The others a cluster may not serve — a CustomResourceDefinition
+not installed (gpufleet's Queue and Topology before its chart, scheduler-plugins' PodGroup,
+NodeResourceTopology) or ``resource.k8s.io/v1`` before Kubernetes 1.34 — and then it has
+none of them: a pod that needs one (its PodGroup, its claims) waits, every other pod is
+scheduled."""
+
+OPTIONAL = frozenset(KINDS) - REQUIRED
 
 API = {
     "NodeResourceTopology": ("topology.node.k8s.io/v1alpha2", "noderesourcetopologies"),
