@@ -4,8 +4,6 @@ only when the job fits the cluster's total free capacity, since moving creates n
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 
@@ -15,6 +13,7 @@ from gpufleet.report.reasons import note_text, note_words
 from gpufleet.scheduler.actions.consolidate import Consolidate, movable
 from gpufleet.scheduler.cycle import Cycle
 from gpufleet.scheduler.outcome import NoteCode, note
+from gpufleet.scheduler.room import as_action
 from gpufleet.scheduler.victims import VictimSearch
 from tests.builders import cycle_of, info, job_of, node
 
@@ -88,13 +87,13 @@ def test_shares_are_counted_by_their_milli_gpu() -> None:
     mask, note, _ = CONSOLIDATE.candidates(search, pods_request(search.job.core))
     assert mask is None
     assert note is not None
-    assert note_words(replace(note, action="consolidate")) == NO_ROOM
+    assert note_words(as_action(CONSOLIDATE, note)) == NO_ROOM
 
 
 def test_a_plan_moves_a_pod_and_places_the_job_where_it_was() -> None:
     search = search_for(WANTS_2)
     plan, note = search.run(CONSOLIDATE, pods_request(search.job.core))
-    assert note_text(replace(note, action="consolidate")) == "consolidate: moves found"
+    assert note_text(as_action(CONSOLIDATE, note)) == "consolidate: moves found"
     assert plan is not None
     assert plan.action == "consolidate"
     assert [v.pod.key for v in plan.victims] == ["a/solo"]

@@ -180,18 +180,36 @@ def test_a_status_without_reasons_says_so() -> None:
 
 
 NOTES = [
-    (note(NoteCode.FOUND), "preempt", "preempt: found victims"),
-    (note(NoteCode.FOUND), "consolidate", "consolidate: moves found"),
     (
-        note(NoteCode.NOT_FOUND),
-        "reclaim",
-        "reclaim: evicting reclaimable pods (of queues above their fair share) frees no node "
-        "that fits",
+        note(NoteCode.FOUND, victims="eligible pods", moves=False),
+        "preempt",
+        "preempt: found victims",
     ),
     (
-        note(NoteCode.NO_ROOM),
+        note(NoteCode.FOUND, victims="preemptible pods", moves=True),
+        "consolidate",
+        "consolidate: moves found",
+    ),
+    (
+        note(NoteCode.NOT_FOUND, victims="reclaimable pods (of queues above their fair share)"),
+        "reclaim",
+        "reclaim: evicting reclaimable pods (of queues above their fair share) frees no fitting "
+        "node",
+    ),
+    (
+        note(NoteCode.NOT_FOUND, victims="preemptible pods", moves=True),
+        "consolidate",
+        "consolidate: no preemptible pods can be moved to make room",
+    ),
+    (
+        note(NoteCode.NO_ROOM, victims="eligible pods", moves=False),
         "preempt",
-        "preempt: evicting every eligible pod would still leave no room for the job",
+        "preempt: evicting all eligible pods would still leave no room for the job",
+    ),
+    (
+        note(NoteCode.NO_ROOM, victims="preemptible pods", moves=True),
+        "consolidate",
+        "consolidate: moving all preemptible pods would still leave no room for the job",
     ),
     (
         note(NoteCode.PREEMPTION_NEVER),

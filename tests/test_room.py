@@ -49,6 +49,10 @@ class Counted:
         return self.inner.relocate
 
     @property
+    def victims(self) -> str:
+        return self.inner.victims
+
+    @property
     def needs_preemption(self) -> bool:
         return self.inner.needs_preemption
 

@@ -12,7 +12,8 @@ from collections import Counter
 import httpx
 
 from gpufleet.kube.leader import LeaderElector, LeaseConfig
-from gpufleet.kube.serve import Replica, ServeOptions
+from gpufleet.kube.options import ServeOptions
+from gpufleet.kube.serve import Replica
 from tests.apiserver.server import Emulator
 from tests.kube.test_serve import add_node, add_pod, bound, double_booked
 

@@ -12,7 +12,8 @@ import httpx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpufleet.kube.serve import LiveScheduler, ServeOptions
+from gpufleet.kube.options import ServeOptions
+from gpufleet.kube.serve import LiveScheduler
 from tests.apiserver.server import Emulator
 from tests.kube.test_serve import add_group, add_node, add_pod, bound, double_booked, pods
 

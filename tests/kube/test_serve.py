@@ -14,7 +14,8 @@ from typing import Any
 
 import httpx
 
-from gpufleet.kube.serve import LiveScheduler, ServeOptions
+from gpufleet.kube.options import ServeOptions
+from gpufleet.kube.serve import LiveScheduler
 from tests.apiserver.server import Emulator
 
 JSON = dict[str, Any]

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from gpufleet.kube.logs import LineFormatter
-from gpufleet.kube.serve import LiveScheduler, ServeOptions
+from gpufleet.kube.options import ServeOptions
+from gpufleet.kube.serve import LiveScheduler
 from tests.apiserver.server import Emulator
 from tests.kube.test_serve import add_group, add_node, add_pod, bound, pods, serve
 

@@ -31,7 +31,8 @@ from gpufleet.kube import endpoints
 from gpufleet.kube.connect import IN_CLUSTER, http_client, load_config
 from gpufleet.kube.leader import LeaseConfig
 from gpufleet.kube.logs import LineFormatter
-from gpufleet.kube.serve import Replica, ServeOptions
+from gpufleet.kube.options import ServeOptions
+from gpufleet.kube.serve import Replica
 
 if TYPE_CHECKING:
     from lightkube.config.kubeconfig import KubeConfig

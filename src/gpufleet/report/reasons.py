@@ -15,7 +15,7 @@ from typing import Any
 from gpufleet.framework.status import Status
 from gpufleet.model.workload import RESOURCES, UNITS
 from gpufleet.scheduler.fairshare import EPS
-from gpufleet.scheduler.outcome import Note, NoteCode, Why, WhyCode
+from gpufleet.scheduler.outcome import SEARCH_CODES, Note, NoteCode, Why, WhyCode
 
 
 def status_text(status: Status) -> str:
@@ -42,29 +42,22 @@ def amount_text(values: Sequence[float], over: Sequence[bool] | None = None) -> 
     return ", ".join(parts)
 
 
-_EVICTS = {
-    NoteCode.FOUND: "found victims",
-    NoteCode.NOT_FOUND: "evicting eligible pods frees no fitting node",
-    NoteCode.NO_ROOM: "evicting every eligible pod would still leave no room for the job",
-}
-"""The words of the search's own outcomes, for an action that evicts its victims."""
+def _search(code: NoteCode) -> Callable[[Mapping[str, Any]], str]:
+    """The words of the victim search's outcome ``code``, from the action's own words for
+    its victims (``victims``) and whether it moves them (``moves``)."""
 
-_ACTION_WORDS: dict[str, dict[NoteCode, str]] = {
-    "consolidate": {
-        NoteCode.FOUND: "moves found",
-        NoteCode.NOT_FOUND: "no preemptible pods can be moved to make room",
-        NoteCode.NO_ROOM: "moving every pod that can move would still leave no room for the job",
-    },
-    "reclaim": {
-        NoteCode.NOT_FOUND: (
-            "evicting reclaimable pods (of queues above their fair share) frees no node that fits"
-        ),
-        NoteCode.NO_ROOM: (
-            "reclaiming every reclaimable pod would still leave no room for the job"
-        ),
-    },
-}
-"""Where an action's outcome reads differently (consolidation moves pods)."""
+    def words(f: Mapping[str, Any]) -> str:
+        victims, moves = f.get("victims", "eligible pods"), bool(f.get("moves"))
+        if code is NoteCode.FOUND:
+            return "moves found" if moves else "found victims"
+        if code is NoteCode.NOT_FOUND:
+            if moves:
+                return f"no {victims} can be moved to make room"
+            return f"evicting {victims} frees no fitting node"
+        verb = "moving" if moves else "evicting"
+        return f"{verb} all {victims} would still leave no room for the job"
+
+    return words
 
 
 def note_text(note: Note) -> str:
@@ -79,8 +72,7 @@ def note_text(note: Note) -> str:
 
 def note_words(note: Note) -> str:
     """What ``note`` says, without where and by which action."""
-    words = _ACTION_WORDS.get(note.action, {}).get(note.code) or _EVICTS.get(note.code)
-    return words if words is not None else _NOTE_RENDER[note.code](note.facts)
+    return _NOTE_RENDER[note.code](note.facts)
 
 
 def _no_lower_priority(f: Mapping[str, Any]) -> str:
@@ -90,6 +82,7 @@ def _no_lower_priority(f: Mapping[str, Any]) -> str:
 
 
 _NOTE_RENDER: dict[NoteCode, Callable[[Mapping[str, Any]], str]] = {
+    **{code: _search(code) for code in SEARCH_CODES},
     NoteCode.PREEMPTION_NEVER: lambda _f: "the job's preemptionPolicy is Never",
     NoteCode.BEYOND_FREE: lambda _f: "the job does not fit in the cluster's total free capacity",
     NoteCode.NO_LOWER_PRIORITY: _no_lower_priority,

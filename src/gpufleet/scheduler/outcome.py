@@ -65,15 +65,19 @@ class WhyCode(enum.Enum):
 
 class NoteCode(enum.Enum):
     """What an action found when it tried to make room for a job; the facts each carries
-    are listed. The words for each are ``report/reasons.py``'s, per action where actions
-    differ (consolidation *moves* pods, the others evict them)."""
+    are listed. The words for each are ``report/reasons.py``'s. The outcomes of the victim
+    search (``FOUND``, ``NOT_FOUND``, ``NO_ROOM``) carry the action's own words for its
+    victims (``victims``) and whether it moves them rather than evicting (``moves``), so
+    that an action added later reads right without an entry of its own."""
 
     FOUND = "Found"
-    """The action found victims (or moves) that make room."""
+    """The action found victims (or moves) that make room: ``victims``, ``moves``."""
     NOT_FOUND = "NotFound"
-    """Evicting the pods the action may evict frees no node that fits."""
+    """Evicting the pods the action may evict frees no node that fits: ``victims``,
+    ``moves``."""
     NO_ROOM = "NoRoom"
-    """Even evicting every pod the action may evict would leave no room for the job."""
+    """Even evicting every pod the action may evict would leave no room for the job:
+    ``victims``, ``moves``."""
     PREEMPTION_NEVER = "PreemptionPolicyNever"
     """The job's ``preemptionPolicy`` is ``Never``."""
     BEYOND_FREE = "BeyondFreeCapacity"
@@ -103,6 +107,10 @@ class Note:
     (None: no confinement)."""
     anywhere: bool = False
     """The search that follows the domains of a preferred topology: anywhere."""
+
+
+SEARCH_CODES = frozenset({NoteCode.FOUND, NoteCode.NOT_FOUND, NoteCode.NO_ROOM})
+"""The outcomes of the victim search itself, which carry the action's words."""
 
 
 def note(code: NoteCode, **facts: object) -> Note:

@@ -21,6 +21,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from gpufleet.model.values import frozen_map
+from gpufleet.scheduler.outcome import SEARCH_CODES
 from gpufleet.scheduler.victims import VictimSearch
 
 if TYPE_CHECKING:
@@ -80,7 +82,7 @@ class Room:
             shape = self._shape(job, action, held)
             note = self._failure(cycle, action, shape)
             if note is None and (found := search.hopeless(action, request)) is not None:
-                note = replace(found, action=action.name)
+                note = as_action(action, found)
                 self.failures[action.name, shape] = (action.epoch(cycle), note)
             if note is None:
                 out.append(action)
@@ -106,7 +108,7 @@ class Room:
                 notes.append(known)
                 continue
             plan, found = search.run(action, request)
-            note = replace(found, action=action.name)
+            note = as_action(action, found)
             notes.append(note)
             if plan is not None:
                 return plan
@@ -127,3 +129,12 @@ class Room:
         """Why ``action`` failed for a job of ``shape`` in this epoch, if it did."""
         known = self.failures.get((action.name, shape))
         return known[1] if known is not None and known[0] == action.epoch(cycle) else None
+
+
+def as_action(action: RoomAction, found: Note) -> Note:
+    """``found`` as ``action``'s: its name and, for the search's own outcomes, its words for
+    its victims."""
+    if found.code not in SEARCH_CODES:
+        return replace(found, action=action.name)
+    facts = frozen_map({**found.facts, "victims": action.victims, "moves": action.relocate})
+    return replace(found, action=action.name, facts=facts)

@@ -48,6 +48,10 @@ class RoomAction(Protocol):
         """Victims are moved (bound again elsewhere in the same cycle), not stopped."""
 
     @property
+    def victims(self) -> str:
+        """Who it may evict, in ``explain``'s words: a plural noun phrase."""
+
+    @property
     def needs_preemption(self) -> bool:
         """Only for jobs whose ``preemptionPolicy`` is not ``Never``."""
 

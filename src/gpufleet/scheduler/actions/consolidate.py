@@ -32,6 +32,7 @@ NAME = "consolidate"
 class Consolidate:
     name: str = NAME
     relocate: bool = True
+    victims: str = "preemptible pods"
     needs_preemption: bool = False
     fair_share_bound: bool = False
 

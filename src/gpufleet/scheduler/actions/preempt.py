@@ -28,6 +28,7 @@ NAME = "preempt"
 class Preempt:
     name: str = NAME
     relocate: bool = False
+    victims: str = "eligible pods"
     needs_preemption: bool = True
     fair_share_bound: bool = False
 

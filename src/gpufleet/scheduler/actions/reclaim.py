@@ -39,6 +39,7 @@ NAME = "reclaim"
 class Reclaim:
     name: str = NAME
     relocate: bool = False
+    victims: str = "reclaimable pods (of queues above their fair share)"
     needs_preemption: bool = True
     fair_share_bound: bool = True
 
