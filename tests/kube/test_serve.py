@@ -166,11 +166,25 @@ def test_a_gang_is_bound_whole(emulator: Emulator) -> None:
     assert double_booked(emulator) == []
 
 
-def test_dry_run_writes_nothing(emulator: Emulator) -> None:
+def test_dry_run_binds_nothing_and_tells_the_pods_once(emulator: Emulator) -> None:
     add_node(emulator, "n0")
     add_pod(emulator, "a", 1)
     before = len(emulator.store.writes)
     options = ServeOptions(period_s=0.1, batch_s=0.01, dry_run=True)
+    serve(emulator, lambda live: live.stats.cycles >= 5, options)
+    assert bound(emulator) == {}
+    written = emulator.store.writes[before:]
+    assert {(w.verb, w.resource) for w in written} == {("create", "events.events.k8s.io")}
+    [told] = events(emulator)  # once, though five cycles decided it
+    assert (told["reason"], told["type"]) == ("WouldSchedule", "Normal")
+    assert told["note"] == "would assign default/a to n0 (GPUs 0)"
+
+
+def test_dry_run_logs_only_writes_nothing(emulator: Emulator) -> None:
+    add_node(emulator, "n0")
+    add_pod(emulator, "a", 1)
+    before = len(emulator.store.writes)
+    options = ServeOptions(period_s=0.1, batch_s=0.01, dry_run=True, dry_run_events=False)
     serve(emulator, lambda live: live.stats.cycles >= 5, options)
     assert len(emulator.store.writes) == before
     assert bound(emulator) == {}
@@ -288,3 +302,56 @@ def test_a_node_whose_pods_contradict_each_other_is_fenced_not_fatal(emulator: E
     assert live.stats.cycle_errors == 0
     [conflict] = [e for e in events(emulator) if e["reason"] == "Conflict"]
     assert conflict["regarding"]["name"] == "y"
+
+
+def test_bad_objects_are_reported_and_everything_else_is_scheduled(emulator: Emulator) -> None:
+    """A Queue with a limit below its quota, a pod with an invalid GPU fraction and a pod
+    whose spec is not even the right shape: each gets a FailedToRead event naming the field
+    (the pending pod of gpufleet's also its PodScheduled condition), no cycle fails, and the
+    pod that can be read is bound."""
+    add_node(emulator, "n0")
+    add_pod(emulator, "fine", 1)
+    store = emulator.store
+    queue = {
+        "metadata": {"name": "team-a"},
+        "spec": {"resources": {"gpu": {"quota": 4, "limit": 2}}},
+    }
+    store.create(store.resource("gpufleet.io", "v1alpha1", "queues"), "", queue)
+    pods_resource = store.resource("", "v1", "pods")
+    container = {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+    fraction = {
+        "metadata": {"name": "fraction", "annotations": {"gpufleet.io/gpu-fraction": "1.5"}},
+        "spec": {"schedulerName": "gpufleet", "containers": [container]},
+    }
+    store.create(pods_resource, "default", fraction)
+    poisoned = {"metadata": {"name": "poisoned"}, "spec": {"schedulerName": "gpufleet"}}
+    store.create(pods_resource, "default", poisoned)
+    store.update(
+        pods_resource,
+        "default",
+        "poisoned",
+        {**poisoned, "spec": {"schedulerName": "gpufleet", "containers": "not a list"}},
+    )
+
+    def told(live: LiveScheduler) -> bool:
+        unreadable = {
+            e["regarding"]["name"] for e in events(emulator) if e["reason"] == "FailedToRead"
+        }
+        return {"team-a", "fraction", "poisoned"} <= unreadable and live.stats.cycles > 3
+
+    live = serve(emulator, told)
+    assert live.stats.cycle_errors == 0
+    assert bound(emulator) == {"fine": "n0"}
+    notes = {
+        e["regarding"]["name"]: e["note"] for e in events(emulator) if e["reason"] == "FailedToRead"
+    }
+    assert "spec.resources.gpu.limit" in notes["team-a"]
+    assert "gpufleet.io/gpu-fraction" in notes["fraction"]
+    assert "containers" in notes["poisoned"]
+    [condition] = pods(emulator)["fraction"]["status"]["conditions"]
+    assert (condition["type"], condition["status"], condition["reason"]) == (
+        "PodScheduled",
+        "False",
+        "Unschedulable",
+    )
+    assert condition["message"] == notes["fraction"]

@@ -54,8 +54,20 @@ def serve(
     stale_grace: GraceOption = 60.0,
     non_preemptible_priority: NonPreemptibleOption = 100,
     dry_run: Annotated[
-        bool, typer.Option(help="Bind and evict nothing; log what would be done.")
+        bool,
+        typer.Option(
+            help="Bind and evict nothing; say what would be done, in the logs and as events "
+            "on the pods."
+        ),
     ] = False,
+    dry_run_events: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run-events/--dry-run-logs-only",
+            help="With --dry-run: tell the pods by events (WouldSchedule, WouldEvict), or "
+            "only log.",
+        ),
+    ] = True,
     address: Annotated[
         str, typer.Option(help="Address of /healthz, /readyz, /metrics.")
     ] = "0.0.0.0",  # noqa: S104 (a pod's probes reach it)
@@ -115,6 +127,7 @@ def serve(
         scheduler_name=scheduler_name,
         period_s=period,
         dry_run=dry_run,
+        dry_run_events=dry_run_events,
     )
     asyncio.run(_serve(config, context, options, lease, address, port))
 

@@ -22,6 +22,10 @@ class ServeOptions:
     """How long a cycle waits after the first event, to take the events with it."""
     binds_at_once: int = 16
     dry_run: bool = False
+    """Bind and evict nothing: say what would be done."""
+    dry_run_events: bool = True
+    """In a dry run, tell each pod by an event what would be done with it (else only the
+    logs and metrics say it)."""
     seed: int = 0
 
 

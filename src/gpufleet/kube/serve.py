@@ -78,6 +78,7 @@ class LiveScheduler(ResultWriter):
         """Pods whose bind failed: when they may be tried again, and the next wait."""
         self.conditions: dict[str, str] = {}
         """The PodScheduled=False message last written per pod."""
+        self.shadowed: dict[str, tuple[str, str, str]] = {}
         self.stats = ServeStats()
         self.metrics = metrics or Metrics(self.options.config.policy)
         self.events = EventRecorder(http, clock=clock)

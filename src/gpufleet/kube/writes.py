@@ -78,6 +78,8 @@ class ResultWriter:
     waiting: dict[str, set[str]]
     backoff: dict[str, tuple[float, float]]
     conditions: dict[str, str]
+    shadowed: dict[str, tuple[str, str, str]]
+    """What a dry run last said it would do, per pod (reason, action, note of its event)."""
     _conflicts: set[str]
     _unreported: list[Problem]
 
@@ -88,23 +90,7 @@ class ResultWriter:
         reasons = {p.pod: why_text(p.why) for p in result.pending}
         self.pending_log.cycle(list(reasons.items()))
         if self.options.dry_run or not self.may_act():
-            for b in result.bindings:
-                note = f"would bind {b.pod} to {b.node} (gpus {b.gpus})"
-                decide(note, action="would-bind", pod=b.pod, node=b.node, reason="fits")
-            for e in result.evictions:
-                note = f"would evict {e.pod} ({e.action} for {e.for_})"
-                decide(
-                    note,
-                    action="would-evict",
-                    pod=e.pod,
-                    node=self._node(e.pod),
-                    reason=f"{e.action} for {e.for_}",
-                    for_=e.for_,
-                )
-            for b in result.bindings:
-                self.cache.forget(b.pod)
-            for e in result.evictions:
-                self.cache.keep(e.pod)
+            await self._shadow(result)
             return
         accepted = await self._evict(result)
         await self._bind(result, now)
@@ -116,6 +102,36 @@ class ResultWriter:
         )
         await self._report_problems()
         await self._report_conflicts()
+
+    async def _shadow(self, result: CycleResult) -> None:
+        """What a dry run (or a replica that does not lead) would do: logged, and in a dry
+        run told to the pod as a Normal event (``WouldSchedule``, ``WouldEvict``) unless
+        ``dry_run_events`` is off — each once per change of what would be done, since every
+        cycle decides again; then the cycle's assumptions are taken back."""
+        now: dict[str, tuple[str, str, str]] = {}
+        for b in result.bindings:
+            gpus = f" (GPUs {','.join(str(g) for g in b.gpus)})" if b.gpus else ""
+            now[b.pod] = ("WouldSchedule", "Binding", f"would assign {b.pod} to {b.node}{gpus}")
+            if self.shadowed.get(b.pod) != now[b.pod]:
+                note = f"would bind {b.pod} to {b.node}{gpus}"
+                decide(note, action="would-bind", pod=b.pod, node=b.node, reason="fits")
+        for e in result.evictions:
+            why = f"{e.action} for {e.for_}"
+            now[e.pod] = ("WouldEvict", "Preempting", f"would evict {e.pod}: {why}")
+            if self.shadowed.get(e.pod) != now[e.pod]:
+                note = f"would evict {e.pod} ({why})"
+                node = self._node(e.pod)
+                decide(note, action="would-evict", pod=e.pod, node=node, reason=why, for_=e.for_)
+        for b in result.bindings:
+            self.cache.forget(b.pod)
+        for e in result.evictions:
+            self.cache.keep(e.pod)
+        if self.options.dry_run and self.options.dry_run_events and self.may_act():
+            for key, told in sorted(now.items()):
+                if self.shadowed.get(key) != told:
+                    reason, action, note = told
+                    await self.events.record(self._regarding(key), "Normal", reason, action, note)
+        self.shadowed = now
 
     async def _report_conflicts(self) -> None:
         """Bound pods that contradict their node (the cache fenced it): one event each."""
@@ -132,6 +148,15 @@ class ResultWriter:
         for p in problems:
             regarding = Regarding(p.kind, p.namespace or "", p.name, p.uid, API[p.kind][0])
             await self.events.record(regarding, "Warning", "FailedToRead", "Reading", p.message)
+            if p.kind == "Pod" and self._pending_of_ours(f"{p.namespace}/{p.name}"):
+                # It cannot be scheduled until it is fixed: its own status says why, too.
+                ref = PodRef(p.namespace or "default", p.name, p.uid)
+                await self._condition(ref, p.message)
+
+    def _pending_of_ours(self, key: str) -> bool:
+        raw = self.store.raw["Pod"].get(key) or {}
+        spec = raw.get("spec") or {}
+        return spec.get("schedulerName") in self.store.schedulers and not spec.get("nodeName")
 
     async def _evict(self, result: CycleResult) -> list[str]:
         """Post the cycle's evictions; the victims the API server accepted to evict."""
@@ -339,19 +364,24 @@ class ResultWriter:
             ref = self._ref(pending.pod)
             if self.conditions.get(ref.uid or pending.pod) == message:
                 continue
-            condition = {
-                "type": "PodScheduled",
-                "status": "False",
-                "reason": "Unschedulable",
-                "message": message,
-                "lastTransitionTime": rfc3339(self.clock()),
-            }
             await self.events.record(
                 self._regarding(pending.pod), "Warning", "FailedScheduling", "Scheduling", message
             )
-            patch = {"status": {"conditions": [condition]}}
-            if await self._patch_status(ref, patch, "application/strategic-merge-patch+json"):
-                self.conditions[ref.uid or pending.pod] = message
+            await self._condition(ref, message)
+
+    async def _condition(self, ref: PodRef, message: str) -> None:
+        """Write ``PodScheduled=False``, reason ``Unschedulable``, with ``message`` (and
+        remember it per pod once the server took it)."""
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+            "lastTransitionTime": rfc3339(self.clock()),
+        }
+        patch = {"status": {"conditions": [condition]}}
+        if await self._patch_status(ref, patch, "application/strategic-merge-patch+json"):
+            self.conditions[ref.uid or f"{ref.namespace}/{ref.name}"] = message
 
     def _gang_reasons(self, reasons: dict[str, str]) -> dict[str, str]:
         """Why each waiting gang waits: the reason of its first pending pod."""
