@@ -1,7 +1,8 @@
 """Restart safety: the live scheduler killed at random points of a burst of pods, and
-started again, never gives a GPU twice, and binds every pod that fits in the end. All it
-knows after a restart comes from a fresh list (node names and GPU-index annotations the API
-server stores); a bind whose reply was lost is either visible there or was never made."""
+started again, never gives a GPU, a MIG slice or a DRA device twice, and binds every pod
+that fits in the end. All it knows after a restart comes from a fresh list (node names,
+GPU-index annotations and claim allocations the API server stores); a bind whose reply was
+lost is either visible there or was never made."""
 
 from __future__ import annotations
 
@@ -15,10 +16,31 @@ from hypothesis import strategies as st
 from gpufleet.kube.options import ServeOptions
 from gpufleet.kube.serve import LiveScheduler
 from tests.apiserver.server import Emulator
+from tests.kube.test_dra_live import add_claim, add_claim_pod, add_class, add_slice, devices_given
 from tests.kube.test_serve import add_group, add_node, add_pod, bound, double_booked, pods
 
 SIZES = (1, 2, 4, 1, 2, 1, 1, 4)
 """GPUs per pod of the burst: 16, with a gang of 2 x 2 below: 20 on 3 nodes of 8."""
+MIG = "nvidia.com/mig-1g.10gb"
+SLICES, CLAIMS = 3, 3
+"""MIG slices of one node, each asked for by one pod; DRA devices of one node's slice, each
+claimed by one pod."""
+PODS = len(SIZES) + 2 + SLICES + CLAIMS
+
+
+def add_mig_node(emulator: Emulator, name: str) -> None:
+    allocatable = {"cpu": "64", "memory": "256Gi", MIG: str(SLICES)}
+    node = {"metadata": {"name": name}, "status": {"allocatable": allocatable}}
+    emulator.store.create(emulator.store.resource("", "v1", "nodes"), "", node)
+
+
+def add_mig_pod(emulator: Emulator, name: str) -> None:
+    container = {"name": "c", "image": "x", "resources": {"limits": {MIG: "1"}}}
+    pod = {
+        "metadata": {"name": name},
+        "spec": {"schedulerName": "gpufleet", "containers": [container]},
+    }
+    emulator.store.create(emulator.store.resource("", "v1", "pods"), "default", pod)
 
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -36,6 +58,14 @@ def test_kills_and_restarts_never_give_a_gpu_twice(kills: list[float], drops: in
         add_group(emulator, "g", 2)
         for i in range(2):
             add_pod(emulator, f"g-{i}", 2, group="g")
+        add_mig_node(emulator, "m0")
+        for i in range(SLICES):
+            add_mig_pod(emulator, f"mig-{i}")
+        add_class(emulator)
+        add_slice(emulator, "n2", devices=CLAIMS)
+        for i in range(CLAIMS):
+            add_claim(emulator, f"claim-{i}")
+            add_claim_pod(emulator, f"dra-{i}", f"claim-{i}")
         emulator.faults.drop_reply(drops)  # binds applied, replies lost
         options = ServeOptions(period_s=0.05, batch_s=0.0)
 
@@ -48,7 +78,7 @@ def test_kills_and_restarts_never_give_a_gpu_twice(kills: list[float], drops: in
                     await asyncio.sleep(seconds)
                 else:
                     deadline = time.monotonic() + 15
-                    while len(bound(emulator)) < len(SIZES) + 2:
+                    while len(bound(emulator)) < PODS:
                         assert time.monotonic() < deadline, bound(emulator)
                         await asyncio.sleep(0.05)
                 task.cancel()  # killed: no clean stop
@@ -57,18 +87,28 @@ def test_kills_and_restarts_never_give_a_gpu_twice(kills: list[float], drops: in
         async def main() -> None:
             for seconds in kills:
                 await life(seconds)
-                assert double_booked(emulator) == []
+                given_once(emulator)
             await life(None)
 
         asyncio.run(main())
-        assert double_booked(emulator) == []
-        assert len(bound(emulator)) == len(SIZES) + 2
+        given_once(emulator)
+        assert len(bound(emulator)) == PODS
         per_node: dict[str, int] = {}
-        for pod in pods(emulator).values():
+        for name, pod in pods(emulator).items():
+            if not name.startswith(("p", "g-")):
+                continue
             indexes = (pod["metadata"].get("annotations") or {}).get("gpufleet.io/gpu-index")
-            assert indexes, f"{pod['metadata']['name']} is bound without its GPU indexes"
+            assert indexes, f"{name} is bound without its GPU indexes"
             node = pod["spec"]["nodeName"]
             per_node[node] = per_node.get(node, 0) + len(str(indexes).split(","))
         assert max(per_node.values()) <= 8
     finally:
         emulator.stop()
+
+
+def given_once(emulator: Emulator) -> None:
+    """No GPU index, MIG slice or DRA device is held by two bound pods."""
+    assert double_booked(emulator) == []
+    on_mig = [p for p in pods(emulator).values() if p["spec"].get("nodeName") == "m0"]
+    assert len(on_mig) <= SLICES
+    assert all(count == 1 for count in devices_given(emulator).values()), devices_given(emulator)
