@@ -77,19 +77,7 @@ def allocation_body(write: ClaimWrite, now: float) -> dict[str, Any]:
         if r.consumed:
             result["consumedCapacity"] = {name: str(amount) for name, amount in r.consumed}
         if r.tolerations:
-            result["tolerations"] = [
-                {
-                    k: v
-                    for k, v in (
-                        ("key", t.key),
-                        ("operator", t.operator),
-                        ("value", t.value),
-                        ("effect", t.effect),
-                    )
-                    if v
-                }
-                for t in r.tolerations
-            ]
+            result["tolerations"] = [t.fields() for t in r.tolerations]
         results.append(result)
     devices: dict[str, Any] = {"results": results}
     if write.config:

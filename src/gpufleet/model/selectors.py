@@ -79,6 +79,11 @@ class Toleration:
     value: str = ""
     effect: str = ""
 
+    def fields(self) -> dict[str, str]:
+        """The fields a manifest shows: those set, in the API's order."""
+        pairs = (("key", self.key), ("operator", self.operator), ("value", self.value))
+        return {k: v for k, v in (*pairs, ("effect", self.effect)) if v}
+
     def tolerates(self, taint: Taint) -> bool:
         if self.effect and self.effect != taint.effect:
             return False

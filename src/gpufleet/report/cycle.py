@@ -110,18 +110,7 @@ def claim_status_lines(
             fields += ", adminAccess: true"
         if r.tolerations:
             tolerations = ", ".join(
-                "{"
-                + ", ".join(
-                    f"{k}: {v}"
-                    for k, v in (
-                        ("key", t.key),
-                        ("operator", t.operator),
-                        ("value", t.value),
-                        ("effect", t.effect),
-                    )
-                    if v
-                )
-                + "}"
+                "{" + ", ".join(f"{k}: {v}" for k, v in t.fields().items()) + "}"
                 for t in r.tolerations
             )
             fields += f", tolerations: [{tolerations}]"
