@@ -355,3 +355,25 @@ def test_bad_objects_are_reported_and_everything_else_is_scheduled(emulator: Emu
         "Unschedulable",
     )
     assert condition["message"] == notes["fraction"]
+
+
+def test_gpus_that_no_cpu_is_left_to_feed_are_reported_stranded(emulator: Emulator) -> None:
+    """A node of 4 GPUs and 8 CPUs running a pod of 1 GPU and 8 CPUs: its 3 free GPUs can
+    take no pod of the cluster's kind (8 CPUs per GPU), so they are stranded; a second node
+    with CPU to spare strands nothing."""
+    store = emulator.store
+    for name, cpu in (("starved", "8"), ("roomy", "64")):
+        allocatable = {"cpu": cpu, "memory": "64Gi", "nvidia.com/gpu": "4"}
+        node = {"metadata": {"name": name}, "status": {"allocatable": allocatable}}
+        store.create(store.resource("", "v1", "nodes"), "", node)
+    resources = {"requests": {"cpu": "8"}, "limits": {"nvidia.com/gpu": "1"}}
+    spec = {
+        "schedulerName": "gpufleet",
+        "nodeName": "starved",
+        "containers": [{"name": "c", "image": "x", "resources": resources}],
+    }
+    store.create(
+        store.resource("", "v1", "pods"), "default", {"metadata": {"name": "a"}, "spec": spec}
+    )
+    live = serve(emulator, lambda live: live.stats.cycles >= 2)
+    assert live.metrics.registry.get_sample_value("gpufleet_gpus_stranded") == 3.0

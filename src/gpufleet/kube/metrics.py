@@ -14,12 +14,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
 from gpufleet.model.workload import RESOURCES
+from gpufleet.plugins.stranding import Ratios, stranded
 from gpufleet.scheduler.outcome import WhyCode
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from gpufleet.model.cluster import ClusterState
+    from gpufleet.model.pod import PodSpec
     from gpufleet.scheduler.cache import ClusterCache
     from gpufleet.scheduler.outcome import CycleResult
 
@@ -100,6 +106,12 @@ class Metrics:
             "The share of the cluster's GPUs that running pods hold.",
             registry=registry,
         )
+        self.stranded = Gauge(
+            "gpufleet_gpus_stranded",
+            "Free GPUs that the free CPU and memory of their nodes cannot feed, at the CPU and "
+            "memory per GPU that the cluster's GPU pods ask for (StrandedGpuScore's measure).",
+            registry=registry,
+        )
         self.bind_failures = Counter(
             "gpufleet_bind_failures",
             "Binds the API server refused or could not take (the pod backs off).",
@@ -146,6 +158,25 @@ class Metrics:
         total = ledger.state.total_gpu_milli
         free = int(ledger.state.gpu_idle.sum())
         self.gpu_allocated.set((total - free) / total if total else 0.0)
+        self.stranded.set(stranded_gpus(ledger.state, cache.workload_specs()))
+
+
+def stranded_gpus(state: ClusterState, pods: Sequence[PodSpec]) -> float:
+    """Free GPUs (whole GPUs, fractions summed) beyond what their nodes' free CPU and memory
+    can feed, at the CPU and memory per GPU of ``pods``' GPU pods (none: nothing is
+    stranded)."""
+    gpu = sum(p.total_gpu_milli for p in pods)
+    if not gpu:
+        return 0.0
+    cpu = sum(p.cpu_milli for p in pods if p.total_gpu_milli)
+    memory = sum(p.memory_mib for p in pods if p.total_gpu_milli)
+    idle = stranded(
+        state.gpu_idle.astype(np.float64),
+        state.cpu_free.astype(np.float64),
+        state.memory_free.astype(np.float64),
+        Ratios(cpu / gpu, memory / gpu),
+    )
+    return float(idle.sum()) / 1000
 
 
 class PodLatency:
