@@ -151,6 +151,27 @@ def test_a_restart_reads_allocations_back_and_never_gives_a_device_twice(
     assert allocated == set(bound(emulator))
 
 
+def test_a_bind_of_unknown_outcome_keeps_its_claims(emulator: Emulator) -> None:
+    """The bind is applied but its reply lost, and the pod cannot be read to tell: the claim
+    the bind wrote is not taken back (the pod may run with it), so a later pod never gets
+    its device, not even after a restart."""
+    cluster(emulator, devices=1)
+    add_claim(emulator, "c0")
+    add_claim_pod(emulator, "p0", "c0")
+    emulator.faults.drop_reply(1)
+    emulator.faults.fail(1, code=503, method="GET", path="/pods/p0$")
+    live = serve(emulator, lambda _live: bound(emulator) == {"p0": "n0"})
+    assert live.stats.unknown == 1
+    uid = pods(emulator)["p0"]["metadata"]["uid"]
+    [reservation] = claims(emulator)["c0"]["status"]["reservedFor"]
+    assert reservation["uid"] == uid
+    add_claim(emulator, "c1")
+    add_claim_pod(emulator, "p1", "c1")
+    serve(emulator, lambda live: live.stats.cycles > 5)  # a new life: a fresh list
+    assert bound(emulator) == {"p0": "n0"}
+    assert set(devices_given(emulator).values()) == {1}
+
+
 def test_a_claim_made_from_a_template_waits_for_the_resourceclaim_controller(
     emulator: Emulator,
 ) -> None:

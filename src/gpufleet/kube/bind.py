@@ -15,7 +15,8 @@ restart). The reply decides (:class:`Outcome`):
 * 5xx, 429, a timeout or a broken connection — *unknown*: the bind may have been applied.
   It is never blindly sent again: the pod is read, and the bind counts as done if the pod
   runs on the chosen node, as lost if elsewhere, and is retried only if the pod is still
-  unbound;
+  unbound; when the pod cannot be read either, the outcome stays unknown (the watch will
+  tell);
 * other 4xx — refused (RBAC, an admission webhook): the pod backs off.
 
 **Evict** — ``POST pods/{name}/eviction`` (``policy/v1``): 201/200 evicted; 429 (a
@@ -45,6 +46,9 @@ class Outcome(enum.Enum):
     """The pod was deleted (or deleted and created again)."""
     FAILED = "Failed"
     """The server refused or could not take the bind: the pod is pending, and backs off."""
+    UNKNOWN = "Unknown"
+    """No reply, and the pod could not be read to say whether the bind was applied: nothing
+    it wrote may be taken back, and its watch event settles it."""
     EVICTED = "Evicted"
     REFUSED = "Refused"
     """An eviction a disruption budget does not allow now."""
@@ -108,7 +112,7 @@ async def _settle(http: httpx.AsyncClient, pod: PodRef, node: str, why: str) -> 
     try:
         current = await _read(http, pod)
     except httpx.HTTPError as exc:
-        return Reply(Outcome.FAILED, f"{why}; reading the pod: {exc}")
+        return Reply(Outcome.UNKNOWN, f"{why}; reading the pod: {exc}")
     if current is None:
         return Reply(Outcome.GONE, why)
     return _judge(current, pod, node, why)
