@@ -377,3 +377,22 @@ def test_gpus_that_no_cpu_is_left_to_feed_are_reported_stranded(emulator: Emulat
     )
     live = serve(emulator, lambda live: live.stats.cycles >= 2)
     assert live.metrics.registry.get_sample_value("gpufleet_gpus_stranded") == 3.0
+
+
+def test_an_unreadable_pod_is_told_once_not_at_every_cycle(emulator: Emulator) -> None:
+    """Writing its condition changes the pod, and the watch brings it back to be read (and
+    fail) again: it must still be reported once — one event, one status write."""
+    add_node(emulator, "n0")
+    store = emulator.store
+    container = {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+    fraction = {
+        "metadata": {"name": "fraction", "annotations": {"gpufleet.io/gpu-fraction": "2"}},
+        "spec": {"schedulerName": "gpufleet", "containers": [container]},
+    }
+    store.create(store.resource("", "v1", "pods"), "default", fraction)
+    live = serve(emulator, lambda live: live.stats.cycles >= 12)
+    writes = [w for w in store.writes if w.name == "fraction" and w.resource == "pods/status"]
+    assert len(writes) == 1
+    [told] = [e for e in events(emulator) if e["reason"] == "FailedToRead"]
+    assert "series" not in told
+    assert live.stats.problems == 1

@@ -106,3 +106,30 @@ def test_bad_serve_options_exit_2_with_the_option_named(
     assert result.returncode == 2
     assert message in " ".join(result.stderr.replace("│", " ").split())
     assert "Traceback" not in result.stderr
+
+
+def test_a_dry_run_elects_on_a_lease_of_its_own(emulator: Emulator, tmp_path: Path) -> None:
+    """A shadow beside the real scheduler must never take the real one's Lease: it elects
+    on ``gpufleet-dry-run``, and tells the pod what it would do."""
+    add_node(emulator, "n0")
+    add_pod(emulator, "a", 1)
+    kubeconfig = emulator.kubeconfig(tmp_path / "kubeconfig")
+    command = [sys.executable, "-m", "gpufleet", "serve", "--kubeconfig", str(kubeconfig)]
+    command += ["--dry-run", "--address", "127.0.0.1", "--port", "0", "--period", "0.2"]
+    env = {**os.environ, "KUBECONFIG": "/nonexistent"}
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
+    leases = emulator.store.resource("coordination.k8s.io", "v1", "leases")
+    events = emulator.store.resource("events.k8s.io", "v1", "events")
+    try:
+        deadline = time.monotonic() + 20
+        while not any(e["reason"] == "WouldSchedule" for e in emulator.store.list(events)[0]):
+            assert time.monotonic() < deadline, "never told the pod"
+            assert process.poll() is None, process.stderr.read() if process.stderr else ""
+            time.sleep(0.1)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=15)
+    assert process.returncode == 0, stderr
+    names = {lease["metadata"]["name"] for lease in emulator.store.list(leases)[0]}
+    assert names == {"gpufleet-dry-run"}
+    assert bound(emulator) == {}

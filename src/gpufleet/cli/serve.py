@@ -86,8 +86,12 @@ def serve(
         ),
     ] = "true",
     leader_elect_resource_name: Annotated[
-        str, typer.Option(help="Name of the Lease.")
-    ] = "gpufleet",
+        str | None,
+        typer.Option(
+            help="Name of the Lease (default: gpufleet; gpufleet-dry-run with --dry-run, so "
+            "that a shadow never takes the Lease of the scheduler it shadows)."
+        ),
+    ] = None,
     leader_elect_resource_namespace: Annotated[
         str | None,
         typer.Option(
@@ -111,7 +115,7 @@ def serve(
     if leader_elect == "true":
         lease = LeaseConfig(
             leader_elect_resource_namespace or _own_namespace(),
-            leader_elect_resource_name,
+            leader_elect_resource_name or ("gpufleet-dry-run" if dry_run else "gpufleet"),
             f"{socket.gethostname()}_{uuid.uuid4()}",
             leader_elect_lease_duration,
             leader_elect_renew_deadline,

@@ -25,7 +25,6 @@ writes, so that a restart knows every device that was given.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -33,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from gpufleet.kube.bind import PodRef, message_of
+from gpufleet.kube.events import rfc3339
+from gpufleet.kube.objects import API
 
 if TYPE_CHECKING:
     from gpufleet.model.devices import DeviceResult, OpaqueConfig
@@ -91,7 +92,7 @@ def allocation_body(write: ClaimWrite, now: float) -> dict[str, Any]:
         ]
     body: dict[str, Any] = {
         "devices": devices,
-        "allocationTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
+        "allocationTimestamp": rfc3339(now),
     }
     if write.node is not None:
         term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [write.node]}]}
@@ -110,7 +111,8 @@ def _devices(allocation: Mapping[str, Any]) -> set[tuple[str, str, str, str]]:
 
 def _path(key: str) -> str:
     namespace, name = key.split("/", 1)
-    return f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}"
+    version, plural = API["ResourceClaim"]
+    return f"/apis/{version}/namespaces/{namespace}/{plural}/{name}"
 
 
 def _reference(pod: PodRef) -> dict[str, str]:

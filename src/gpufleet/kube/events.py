@@ -71,19 +71,29 @@ class EventRecorder:
         clock: Callable[[], float] = time.time,
         series_window_s: float = SERIES_WINDOW_S,
         at_once: int = EVENTS_AT_ONCE,
+        may_write: Callable[[], bool] = lambda: True,
     ) -> None:
         self.http, self.controller, self.instance = http, controller, instance
         self.clock, self.window = clock, series_window_s
         self.seen: dict[tuple[str, str, str, str], _Seen] = {}
         self.written = 0
         self._gate = asyncio.Semaphore(at_once)
+        self.may_write = may_write
+        """Asked before every write: a replica that no longer leads tells nothing."""
 
     async def record(
         self, regarding: Regarding, type_: str, reason: str, action: str, note: str
     ) -> None:
         """Write the event, or count it in the series of its first occurrence."""
+        if not self.may_write():
+            return
         async with self._gate:
             await self._record(regarding, type_, reason, action, note)
+
+    def prune(self, now: float) -> None:
+        """Forget the series whose window has passed (a repeat starts a new Event)."""
+        for key in [k for k, seen in self.seen.items() if now - seen.first >= self.window]:
+            del self.seen[key]
 
     async def _record(
         self, regarding: Regarding, type_: str, reason: str, action: str, note: str

@@ -157,6 +157,8 @@ class Problem:
     name: str
     uid: str
     message: str
+    key: str = ""
+    """The store's key of the object."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +193,8 @@ class ObjectStore:
         """Per pod: the objects its translation reads."""
         self._pools: dict[str, str] = {}
         """Per slice: its pool's key."""
+        self.reported: dict[tuple[str, str], str] = {}
+        """Per (kind, key) of an unreadable object, the words it was reported in."""
         self.held: dict[str, str] = {}
         """Pending pods held back by the live scheduler (a bind backing off), with why."""
 
@@ -203,6 +207,7 @@ class ObjectStore:
         problems: list[Problem] = []
         if type_ == "DELETED":
             self.raw[kind].pop(key, None)
+            self.reported.pop((kind, key), None)
             if kind == "Pod":
                 self.held.pop(key, None)
         else:
@@ -222,7 +227,18 @@ class ObjectStore:
                 self._translate_pool(dependent, events, problems)
             else:
                 self._translate(dependent_kind, dependent, events, problems)
-        return Changes(tuple(events), tuple(problems))
+        return self._changes(events, problems)
+
+    def _changes(self, events: list[Event], problems: list[Problem]) -> Changes:
+        """``events`` and the problems not reported before in the same words: an object
+        that stays unreadable is reported once, not at every event that reads it again
+        (such as the status write that reports it)."""
+        fresh = []
+        for p in problems:
+            if self.reported.get((p.kind, p.key)) != p.message:
+                self.reported[p.kind, p.key] = p.message
+                fresh.append(p)
+        return Changes(tuple(events), tuple(fresh))
 
     def hold(self, key: str, reason: str) -> Changes:
         """Keep pending pod ``key`` from cycles (it reads as blocked, for ``reason``) until
@@ -240,7 +256,7 @@ class ObjectStore:
         events: list[Event] = []
         problems: list[Problem] = []
         self._translate("Pod", key, events, problems)
-        return Changes(tuple(events), tuple(problems))
+        return self._changes(events, problems)
 
     def _index(self, key: str, obj: Obj, *, deleted: bool) -> None:
         """Remember which objects pod ``key`` reads (from the raw pod, whether or not it
@@ -304,6 +320,7 @@ class ObjectStore:
     def _translate(self, kind: str, key: str, events: list[Event], problems: list[Problem]) -> None:
         """Read ``key`` of ``kind`` again and add what changed to ``events``."""
         raw = self.raw[kind].get(key)
+        known = len(problems)
         made: CacheObject | Context | None = None
         if raw is not None:
             try:
@@ -319,6 +336,8 @@ class ObjectStore:
             if not blocked and made.claims:
                 blocked = self._waits(Reader(SOURCE, raw), problems)
             made = replace(made, blocked=blocked)
+        if not any((p.kind, p.key) == (kind, key) for p in problems[known:]):
+            self.reported.pop((kind, key), None)  # readable (again)
         self._context(kind, key, made)
         if kind in CONTEXT:
             return  # read where other objects are translated, not kept by the cache
@@ -344,6 +363,9 @@ class ObjectStore:
         readers = [Reader(SOURCE, s) for s in slices]
         pool, bad = read_pool(readers, self.node_labels)
         problems += [_problem("ResourceSlice", o, message) for o, message in bad]
+        unreadable = {_key("ResourceSlice", o) for o, _ in bad}
+        for name in {_key("ResourceSlice", s) for s in slices} - unreadable:
+            self.reported.pop(("ResourceSlice", name), None)
         self._made("ResourcePool", key, pool, events)
 
     def _read(self, kind: str, r: Reader) -> CacheObject | Context | None:
@@ -413,4 +435,5 @@ def _problem(kind: str, obj: Obj, message: str) -> Problem:
         str(meta.get("name", "")),
         str(meta.get("uid", "")),
         message,
+        _key(kind, obj),
     )

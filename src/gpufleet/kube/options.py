@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from gpufleet.scheduler.cycle import CycleConfig
 
 if TYPE_CHECKING:
-    from gpufleet.kube.objects import Problem
+    pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +35,10 @@ class ServeStats:
     bound: int = 0
     bind_failures: int = 0
     lost: int = 0
+    unknown: int = 0
+    """Binds whose outcome neither the reply nor a read of the pod told."""
     evicted: int = 0
     evictions_refused: int = 0
-    problems: list[Problem] = field(default_factory=list)
+    problems: int = 0
+    """Objects reported unreadable (each once per change of its problem)."""
     cycle_errors: int = 0

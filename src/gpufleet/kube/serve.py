@@ -81,7 +81,7 @@ class LiveScheduler(ResultWriter):
         self.shadowed: dict[str, tuple[str, str, str]] = {}
         self.stats = ServeStats()
         self.metrics = metrics or Metrics(self.options.config.policy)
-        self.events = EventRecorder(http, clock=clock)
+        self.events = EventRecorder(http, clock=clock, may_write=may_act)
         self.podgroups = PodGroupStatus(http, clock)
         self.latency = PodLatency()
         self.pending_log = PendingLog()
@@ -109,7 +109,7 @@ class LiveScheduler(ResultWriter):
                 self.latency.pending(pod.key, self.clock())  # first seen: queued
         for problem in changes.problems:
             log.warning("cannot read %s %s: %s", problem.kind, problem.name, problem.message)
-            self.stats.problems.append(problem)
+            self.stats.problems += 1
             self._unreported.append(problem)
         if changes.events:
             self.wake.set()

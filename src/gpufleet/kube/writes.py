@@ -89,8 +89,10 @@ class ResultWriter:
     async def _write(self, result: CycleResult, now: float) -> None:
         reasons = {p.pod: why_text(p.why) for p in result.pending}
         self.pending_log.cycle(list(reasons.items()))
+        self._forget_gone()
         if self.options.dry_run or not self.may_act():
             await self._shadow(result)
+            self._unreported.clear()  # logged when read; a dry run writes no event of them
             return
         accepted = await self._evict(result)
         await self._bind(result, now)
@@ -133,6 +135,15 @@ class ResultWriter:
                     await self.events.record(self._regarding(key), "Normal", reason, action, note)
         self.shadowed = now
 
+    def _forget_gone(self) -> None:
+        """Drop what is remembered of pods that no longer exist, and event series past
+        their window: nothing kept per pod outlives it."""
+        raw = self.store.raw["Pod"]
+        alive = set(raw) | {str((p.get("metadata") or {}).get("uid")) for p in raw.values()}
+        for key in [k for k in self.conditions if k not in alive]:
+            del self.conditions[key]
+        self.events.prune(self.clock())
+
     async def _report_conflicts(self) -> None:
         """Bound pods that contradict their node (the cache fenced it): one event each."""
         for key, message in self.cache.conflicts.items():
@@ -148,10 +159,11 @@ class ResultWriter:
         for p in problems:
             regarding = Regarding(p.kind, p.namespace or "", p.name, p.uid, API[p.kind][0])
             await self.events.record(regarding, "Warning", "FailedToRead", "Reading", p.message)
-            if p.kind == "Pod" and self._pending_of_ours(f"{p.namespace}/{p.name}"):
+            if p.kind == "Pod" and self._pending_of_ours(p.key):
                 # It cannot be scheduled until it is fixed: its own status says why, too.
                 ref = PodRef(p.namespace or "default", p.name, p.uid)
-                await self._condition(ref, p.message)
+                if self.conditions.get(p.uid or p.key) != p.message:
+                    await self._condition(ref, p.message)
 
     def _pending_of_ours(self, key: str) -> bool:
         raw = self.store.raw["Pod"].get(key) or {}
@@ -258,7 +270,10 @@ class ResultWriter:
             reply = Reply(Outcome.FAILED, why)
         else:
             reply = await bind(self.http, ref, binding.node, binding.gpus)
-        if reply.outcome is not Outcome.BOUND and reserved:
+        if reply.outcome in (Outcome.FAILED, Outcome.GONE) and reserved:
+            # Only a bind known not to have been applied gives its claims back: one of
+            # unknown outcome may have been, and one lost to another scheduler runs the pod
+            # (whose claims it may have reserved itself).
             for failed in await release(self.http, ref, reserved):
                 log.warning("claims of %s not taken back: %s", binding.pod, failed)
         return reply
@@ -289,6 +304,14 @@ class ResultWriter:
             note = f"bound {binding.pod} to {binding.node}"
             decide(note, action="bind", pod=binding.pod, node=binding.node, reason="bound")
             return True
+        if reply.outcome is Outcome.UNKNOWN:
+            # It may have been bound: it stays assumed (its GPUs and claims held) until its
+            # watch event says so, or the assumption's deadline passes and it is tried again.
+            self.stats.unknown += 1
+            log.warning(
+                "bind of %s to %s: outcome unknown (%s)", binding.pod, binding.node, reply.detail
+            )
+            return False
         self.cache.forget(binding.pod)
         if reply.outcome is Outcome.FAILED:
             self.stats.bind_failures += 1
@@ -343,7 +366,9 @@ class ResultWriter:
 
     async def _patch_status(self, ref: PodRef, patch: dict[str, Any], kind: str) -> bool:
         """Write ``patch`` to the pod's status; False (logged) when the server did not take
-        it — a later cycle writes again."""
+        it — a later cycle writes again — or when this replica no longer leads."""
+        if not self.may_act():
+            return False
         try:
             response = await self.http.patch(
                 f"{ref.path}/status", json=patch, headers={"Content-Type": kind}
@@ -371,13 +396,20 @@ class ResultWriter:
 
     async def _condition(self, ref: PodRef, message: str) -> None:
         """Write ``PodScheduled=False``, reason ``Unschedulable``, with ``message`` (and
-        remember it per pod once the server took it)."""
+        remember it per pod once the server took it). As kube-scheduler's, the condition
+        keeps its ``lastTransitionTime`` while its status stays ``False``."""
+        key = f"{ref.namespace}/{ref.name}"
+        since = rfc3339(self.clock())
+        raw = self.store.raw["Pod"].get(key) or {}
+        for old in (raw.get("status") or {}).get("conditions") or []:
+            if old.get("type") == "PodScheduled" and old.get("status") == "False":
+                since = old.get("lastTransitionTime") or since
         condition = {
             "type": "PodScheduled",
             "status": "False",
             "reason": "Unschedulable",
             "message": message,
-            "lastTransitionTime": rfc3339(self.clock()),
+            "lastTransitionTime": since,
         }
         patch = {"status": {"conditions": [condition]}}
         if await self._patch_status(ref, patch, "application/strategic-merge-patch+json"):
