@@ -20,8 +20,8 @@ from gpufleet.scheduler.actions import builtin_actions
 from gpufleet.scheduler.actions.preempt import Preempt
 from gpufleet.scheduler.cycle import Cycle
 from gpufleet.scheduler.job import Job
-from gpufleet.scheduler.outcome import Note
-from gpufleet.scheduler.room import Room
+from gpufleet.scheduler.outcome import Note, NoteCode, note
+from gpufleet.scheduler.room import Room, as_action
 from gpufleet.scheduler.topology import DomainTopology
 from gpufleet.scheduler.view import CycleView, Plan, SearchView
 from tests.builders import InfoBuilder, cycle_of, info, job_of, node
@@ -282,3 +282,51 @@ def test_a_gang_that_prefers_a_rack_finds_room_anywhere_after() -> None:
     assert plan is not None
     assert sorted(v.pod.key for v in plan.victims) == ["a/x0", "a/x2"]
     assert notes == [*NOT_IN_RACKS, "anywhere: preempt: found victims"]
+
+
+DRAIN = replace(Preempt(), name="drain", victims="pods of the batch tier")
+"""An action added later: its own name and words for its victims, nothing of its own in
+``report/reasons.py``."""
+
+
+@pytest.mark.parametrize(
+    ("code", "moves", "text"),
+    [
+        pytest.param(NoteCode.FOUND, False, "drain: found victims", id="found"),
+        pytest.param(NoteCode.FOUND, True, "drain: moves found", id="found-moves"),
+        pytest.param(
+            NoteCode.NOT_FOUND,
+            False,
+            "drain: evicting pods of the batch tier frees no fitting node",
+            id="not-found",
+        ),
+        pytest.param(
+            NoteCode.NOT_FOUND,
+            True,
+            "drain: no pods of the batch tier can be moved to make room",
+            id="not-found-moves",
+        ),
+        pytest.param(
+            NoteCode.NO_ROOM,
+            False,
+            "drain: evicting all pods of the batch tier would still leave no room for the job",
+            id="no-room",
+        ),
+        pytest.param(
+            NoteCode.NO_ROOM,
+            True,
+            "drain: moving all pods of the batch tier would still leave no room for the job",
+            id="no-room-moves",
+        ),
+    ],
+)
+def test_an_action_added_later_reads_right_in_its_own_words(
+    code: NoteCode, moves: bool, text: str
+) -> None:
+    found = note(code)  # as the victim search says it, knowing no action
+    assert note_text(as_action(replace(DRAIN, relocate=moves), found)) == text
+
+
+def test_an_action_added_later_keeps_the_words_of_notes_not_its_own() -> None:
+    said = as_action(DRAIN, note(NoteCode.BEYOND_FREE))
+    assert note_text(said) == "drain: the job does not fit in the cluster's total free capacity"

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from gpufleet.kube.devices import read_pool
 from gpufleet.kube.objects import ObjectStore
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.workload import PodInfo
@@ -16,11 +17,18 @@ from gpufleet.model.workload import PodInfo
 Obj = dict[str, Any]
 
 
-def node(name: str = "n0", gpus: int = 8) -> Obj:
+def node(
+    name: str = "n0", gpus: int = 8, *, labels: dict[str, str] | None = None, version: str = "1"
+) -> Obj:
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": "1"},
+        "metadata": {
+            "name": name,
+            "uid": f"uid-{name}",
+            "resourceVersion": version,
+            "labels": labels or {},
+        },
         "status": {"allocatable": {"cpu": "96", "memory": "512Gi", "nvidia.com/gpu": str(gpus)}},
     }
 
@@ -164,3 +172,51 @@ def test_finished_pods_hold_nothing() -> None:
     done["status"] = {"phase": "Succeeded"}
     [gone] = store.apply("MODIFIED", "Pod", done).events
     assert gone.type == "DELETED"
+
+
+def rack_slice(rack: str = "r1") -> Obj:
+    """A ResourceSlice whose devices serve the nodes labelled ``rack``."""
+    term = {"matchExpressions": [{"key": "rack", "operator": "In", "values": [rack]}]}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"fabric-{rack}"},
+        "spec": {
+            "driver": "fabric.example.com",
+            "pool": {"name": rack, "generation": 0, "resourceSliceCount": 1},
+            "nodeSelector": {"nodeSelectorTerms": [term]},
+            "devices": [{"name": "link-0"}],
+        },
+    }
+
+
+def test_only_a_change_of_a_nodes_labels_reads_the_pools_that_select_nodes_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    store = ObjectStore()
+    store.apply("ADDED", "ResourceSlice", rack_slice())
+    reads = 0
+
+    def counted(*args: Any) -> Any:
+        nonlocal reads
+        reads += 1
+        return read_pool(*args)
+
+    monkeypatch.setattr("gpufleet.kube.objects.read_pool", counted)
+    added = store.apply("ADDED", "Node", node(labels={"rack": "r1"})).events
+    assert [(e.type, e.kind) for e in added] == [("ADDED", "Node"), ("MODIFIED", "ResourcePool")]
+    assert reads == 1
+    # a heartbeat: a new version and status, the same labels
+    beat = node(labels={"rack": "r1"}, version="2")
+    beat["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    assert store.apply("MODIFIED", "Node", beat).events == ()
+    assert reads == 1  # no pool read again
+    moved = store.apply("MODIFIED", "Node", node(labels={"rack": "r2"}, version="3")).events
+    assert [(e.type, e.kind) for e in moved] == [
+        ("MODIFIED", "Node"),
+        ("MODIFIED", "ResourcePool"),
+    ]
+    assert reads == 2
+    gone = store.apply("DELETED", "Node", node(labels={"rack": "r2"}, version="3")).events
+    assert [(e.type, e.kind) for e in gone] == [("DELETED", "Node")]
+    assert reads == 3  # it left: the pool is read again, and serves no node either way

@@ -16,16 +16,24 @@ from hypothesis import strategies as st
 from gpufleet.kube.options import ServeOptions
 from gpufleet.kube.serve import LiveScheduler
 from tests.apiserver.server import Emulator
-from tests.kube.test_dra_live import add_claim, add_claim_pod, add_class, add_slice, devices_given
+from tests.kube.test_dra_live import (
+    add_claim,
+    add_claim_pod,
+    add_class,
+    add_slice,
+    claims,
+    devices_given,
+)
 from tests.kube.test_serve import add_group, add_node, add_pod, bound, double_booked, pods
 
 SIZES = (1, 2, 4, 1, 2, 1, 1, 4)
 """GPUs per pod of the burst: 16, with a gang of 2 x 2 below: 20 on 3 nodes of 8."""
 MIG = "nvidia.com/mig-1g.10gb"
 SLICES, CLAIMS = 3, 3
-"""MIG slices of one node, each asked for by one pod; DRA devices of one node's slice, each
-claimed by one pod."""
+"""MIG slices of one node, asked for by one pod more than there are (one slice each); DRA
+devices of one node's slice, each claimed by one pod."""
 PODS = len(SIZES) + 2 + SLICES + CLAIMS
+"""The pods bound in the end: all but the MIG pod that finds no slice."""
 
 
 def add_mig_node(emulator: Emulator, name: str) -> None:
@@ -59,7 +67,7 @@ def test_kills_and_restarts_never_give_a_gpu_twice(kills: list[float], drops: in
         for i in range(2):
             add_pod(emulator, f"g-{i}", 2, group="g")
         add_mig_node(emulator, "m0")
-        for i in range(SLICES):
+        for i in range(SLICES + 1):  # one too many: a slice given twice would show
             add_mig_pod(emulator, f"mig-{i}")
         add_class(emulator)
         add_slice(emulator, "n2", devices=CLAIMS)
@@ -107,8 +115,18 @@ def test_kills_and_restarts_never_give_a_gpu_twice(kills: list[float], drops: in
 
 
 def given_once(emulator: Emulator) -> None:
-    """No GPU index, MIG slice or DRA device is held by two bound pods."""
+    """No GPU index, MIG slice or DRA device is held by two bound pods, and every bound pod
+    holds the claims it names: allocated, and reserved for it (by uid)."""
     assert double_booked(emulator) == []
     on_mig = [p for p in pods(emulator).values() if p["spec"].get("nodeName") == "m0"]
     assert len(on_mig) <= SLICES
     assert all(count == 1 for count in devices_given(emulator).values()), devices_given(emulator)
+    by_name = claims(emulator)
+    for name, pod in pods(emulator).items():
+        if not pod["spec"].get("nodeName"):
+            continue
+        for ref in pod["spec"].get("resourceClaims") or ():
+            status = by_name[ref["resourceClaimName"]].get("status") or {}
+            assert status.get("allocation"), f"{name} is bound, its claim is not allocated"
+            reserved = {r.get("uid") for r in status.get("reservedFor") or ()}
+            assert pod["metadata"]["uid"] in reserved, f"{name} is bound, not reserved"

@@ -33,7 +33,7 @@ def status_writes(emulator: Emulator) -> int:
     )
 
 
-def test_a_podgroup_says_why_it_waits_then_that_it_is_scheduled(emulator: Emulator) -> None:
+def test_a_podgroup_says_why_it_waits_then_that_it_is_placed(emulator: Emulator) -> None:
     add_node(emulator, "n0", gpus=2)
     add_node(emulator, "n1", gpus=2)
     add_group(emulator, "g", 3)
@@ -47,7 +47,7 @@ def test_a_podgroup_says_why_it_waits_then_that_it_is_scheduled(emulator: Emulat
             seen.append(status)
             assert live.stats.cycles >= 1
             add_node(emulator, "n2", gpus=2)  # room for the third pod
-        return status.get("phase") == "Scheduled" and len(bound(emulator)) == 3
+        return status.get("phase") == "Scheduling" and len(bound(emulator)) == 3
 
     serve(emulator, phases)
     [waiting] = seen
@@ -62,7 +62,7 @@ def test_a_podgroup_says_why_it_waits_then_that_it_is_scheduled(emulator: Emulat
     }
     assert why["message"] in told  # the pods' own words
     status = podgroup(emulator, "g")["status"]
-    assert status["phase"] == "Scheduled"
+    assert status["phase"] == "Scheduling"  # bound; no kubelet runs them
     assert status["scheduled"] == 3
     assert status["conditions"][0]["status"] == "True"
     assert status["scheduleStartTime"] == waiting["scheduleStartTime"]

@@ -22,10 +22,11 @@ from gpufleet.plugins.stranding import Ratios, stranded
 from gpufleet.scheduler.outcome import WhyCode
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Collection, Sequence
 
     from gpufleet.model.cluster import ClusterState
     from gpufleet.model.pod import PodSpec
+    from gpufleet.model.workload import PodInfo
     from gpufleet.scheduler.cache import ClusterCache
     from gpufleet.scheduler.outcome import CycleResult
 
@@ -124,8 +125,22 @@ class Metrics:
             registry=registry,
         )
 
-    def cycle(self, result: CycleResult, seconds: float, cache: ClusterCache) -> None:
-        """Record one cycle: attempts by result, its duration, preemptions, the queues."""
+    def cycle(
+        self,
+        result: CycleResult,
+        seconds: float,
+        cache: ClusterCache,
+        *,
+        held: Collection[str] = (),
+    ) -> None:
+        """Record one cycle: attempts by result, its duration, preemptions, the queues.
+
+        ``held``: the keys of pods the live scheduler holds back (a bind backing off). Each
+        pending pod is in one of ``scheduler_pending_pods``' queues, as in kube-scheduler:
+        ``backoff`` if held (it reads as blocked too, for that reason), else ``gated`` if
+        blocked (scheduling gates, victims terminating, a PodGroup or claim missing), else
+        ``active``; the three add up to the pending pods.
+        """
         scheduled, unschedulable = len(result.bindings), len(result.pending)
         for outcome, count in (("scheduled", scheduled), ("unschedulable", unschedulable)):
             if count:
@@ -145,20 +160,26 @@ class Metrics:
             for i, resource in enumerate(RESOURCES):
                 self.queue_fair_share.labels(queue, resource).set(float(fair[i]))
         pending: dict[str, int] = {}
-        gated = 0
+        waiting = {"active": 0, "backoff": 0, "gated": 0}
         for pod in cache.pending():
-            if pod.blocked:
-                gated += 1
+            waiting[pending_queue(pod, held)] += 1
             pending[pod.queue] = pending.get(pod.queue, 0) + 1
         self.queue_pending.clear()  # a queue that drained reads 0, not its last count
         for queue, count in pending.items():
             self.queue_pending.labels(queue).set(count)
-        self.pending.labels("active").set(sum(pending.values()) - gated)
-        self.pending.labels("gated").set(gated)
+        for queue, count in waiting.items():
+            self.pending.labels(queue).set(count)
         total = ledger.state.total_gpu_milli
         free = int(ledger.state.gpu_idle.sum())
         self.gpu_allocated.set((total - free) / total if total else 0.0)
         self.stranded.set(stranded_gpus(ledger.state, cache.workload_specs()))
+
+
+def pending_queue(pod: PodInfo, held: Collection[str]) -> str:
+    """Which of kube-scheduler's queues pending ``pod`` is in (:meth:`Metrics.cycle`)."""
+    if pod.key in held:
+        return "backoff"
+    return "gated" if pod.blocked else "active"
 
 
 def stranded_gpus(state: ClusterState, pods: Sequence[PodSpec]) -> float:

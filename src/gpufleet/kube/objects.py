@@ -17,10 +17,10 @@ PriorityClass (where ``spec.priority`` is absent), its PodGroup (the queue it in
 pod whose PodGroup does not exist waits for it), its node (which must exist; the GPU
 indexes of ``gpufleet.io/gpu-index`` must be the node's) and its ResourceClaims (a pending
 pod whose claim does not exist yet waits for it). A node reads its NodeResourceTopology
-(its NUMA zones), a pool of slices that select nodes by label reads the nodes. When one of
-those objects changes, what reads it is translated again, and its changes are events too;
-watches of different kinds arrive in any order, so a pod seen before its node is
-translated when the node arrives.
+(its NUMA zones), a pool of slices that select nodes by label reads the nodes' labels.
+When one of those objects changes (for such a pool: a node's labels, not its status), what
+reads it is translated again, and its changes are events too; watches of different kinds
+arrive in any order, so a pod seen before its node is translated when the node arrives.
 
 An object that cannot be read is a :class:`Problem` — the object and the error, for the
 live scheduler to report as an event — and is absent from the cache (its earlier
@@ -205,6 +205,7 @@ class ObjectStore:
         key = _key(kind, obj)
         events: list[Event] = []
         problems: list[Problem] = []
+        labels = self.node_labels.get(key) if kind == "Node" else None
         if type_ == "DELETED":
             self.raw[kind].pop(key, None)
             self.reported.pop((kind, key), None)
@@ -222,7 +223,8 @@ class ObjectStore:
                 problems += [_problem(kind, o, message) for o, message in bad]
         else:
             self._translate(kind, key, events, problems)
-        for dependent_kind, dependent in self._dependents(kind, key):
+        relabelled = kind == "Node" and self.node_labels.get(key) != labels
+        for dependent_kind, dependent in self._dependents(kind, key, relabelled=relabelled):
             if dependent_kind == "ResourcePool":
                 self._translate_pool(dependent, events, problems)
             else:
@@ -302,14 +304,19 @@ class ObjectStore:
             problems.append(_problem("Pod", r.obj, str(error)))
             return str(error)
 
-    def _dependents(self, kind: str, key: str) -> list[tuple[str, str]]:
-        """The objects whose translation reads object ``key`` of ``kind``."""
+    def _dependents(self, kind: str, key: str, *, relabelled: bool) -> list[tuple[str, str]]:
+        """The objects whose translation reads object ``key`` of ``kind``; ``relabelled``:
+        a node's labels, as pools read them, changed (it appeared, left, or was relabelled).
+
+        Pools whose slices select nodes by label read only the nodes' labels, so a node
+        event that leaves them as they were (a status heartbeat, every few seconds per
+        node) reads no pool again."""
         if kind == "PriorityClass":
             return [("Pod", pod) for pod in sorted(self.raw["Pod"])]
         if kind == "NodeResourceTopology":
             return [("Node", key)] if key in self.raw["Node"] else []
         out = [("Pod", pod) for pod in sorted(self.readers.get((kind, key), ()))]
-        if kind == "Node":
+        if relabelled:
             out += [
                 ("ResourcePool", pool)
                 for pool, slices in sorted(self.slices_of_pool.items())

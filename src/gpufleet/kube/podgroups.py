@@ -8,11 +8,14 @@ its own (``spec.schedulerName``), in the fields of scheduler-plugins'
   the watch has not shown yet); ``running``, ``succeeded``, ``failed`` — its pods in that
   ``status.phase``, as the pods' objects say (kubelet writes it; the cluster cache does not
   keep it, so it is read from the pods' last objects);
-* ``phase``, from those counts and ``spec.minMember`` (``min``), the first that holds:
-  ``Finished`` (``succeeded ≥ min``), ``Failed`` (a pod failed and ``failed + running +
-  succeeded ≥ min``), ``Running`` (``running + succeeded ≥ min``) — the controller's own
-  rules —, ``Scheduled`` (``scheduled ≥ min``), ``Unknown`` (some pods are bound, fewer
-  than ``min``: the rest cannot be placed, as the API defines it), else ``Pending``;
+* ``phase``, one of the API's ``PodGroupPhase`` values, from those counts and
+  ``spec.minMember`` (``min``), the first that holds: ``Finished`` (``succeeded ≥ min``),
+  ``Failed`` (a pod failed and ``failed + running + succeeded ≥ min``), ``Running``
+  (``running + succeeded ≥ min``) — the controller's own rules —, ``Scheduling``
+  (``scheduled ≥ min`` but ``running + succeeded < min``: placed, not yet running, as the
+  API defines it), ``Unknown`` (some pods are bound, fewer than ``min``: the rest cannot be
+  placed, as the API defines it), else ``Pending`` (none bound: the scheduler cannot find
+  the gang room);
 * ``scheduleStartTime`` — when gpufleet first wrote the group's status (kept from the
   object's status where it has one);
 * a condition of type ``Scheduled``: ``True`` once ``min`` pods are bound, else ``False``,
@@ -73,7 +76,7 @@ def phase(min_member: int, found: Mapping[str, int]) -> str:
     if running + succeeded >= min_member:
         return "Running"
     if found["scheduled"] >= min_member:
-        return "Scheduled"
+        return "Scheduling"
     if found["scheduled"]:
         return "Unknown"
     return "Pending"
