@@ -168,8 +168,7 @@ class LiveScheduler(ResultWriter):
         return result
 
     def _measure(self, result: CycleResult, seconds: float) -> None:
-        self.metrics.cycle(result, seconds, self.cache)
-        self.metrics.pending.labels("backoff").set(len(self.store.held))
+        self.metrics.cycle(result, seconds, self.cache, held=self.store.held)
         for reflector in self.reflectors:
             kind, lists = reflector.kind.kind, reflector.stats.lists
             if lists > 1 and lists > self._lists[kind]:
