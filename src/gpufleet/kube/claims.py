@@ -33,7 +33,7 @@ import httpx
 
 from gpufleet.kube.bind import PodRef, message_of
 from gpufleet.kube.events import rfc3339
-from gpufleet.kube.objects import API
+from gpufleet.kube.kinds import API
 
 if TYPE_CHECKING:
     from gpufleet.model.devices import DeviceResult, OpaqueConfig

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from gpufleet.kube.events import rfc3339
-from gpufleet.kube.objects import API
+from gpufleet.kube.kinds import API
 from gpufleet.model.workload import GroupSpec
 
 if TYPE_CHECKING:

@@ -26,10 +26,11 @@ import numpy as np
 
 from gpufleet.compose import new_cache
 from gpufleet.kube.events import EventRecorder
+from gpufleet.kube.kinds import KINDS, OPTIONAL, PATHS
 from gpufleet.kube.leader import LeaderElector, LeaseConfig
 from gpufleet.kube.logs import PendingLog
 from gpufleet.kube.metrics import Metrics, PodLatency
-from gpufleet.kube.objects import KINDS, OPTIONAL, PATHS, Changes, ObjectStore, Problem
+from gpufleet.kube.objects import Changes, ObjectStore, Problem
 from gpufleet.kube.options import ServeOptions, ServeStats
 from gpufleet.kube.podgroups import PodGroupStatus
 from gpufleet.kube.watch import Kind, Reflector

@@ -21,7 +21,8 @@ What a cycle decided is written back (``bind.py``):
 * victims go through the Eviction API; one a disruption budget refuses stays, and the plan
   that needed it is dropped (its assumed bindings forgotten);
 * a pending pod gets ``PodScheduled=False``, reason ``Unschedulable``, with the message
-  ``gpufleet explain`` would print, written through ``pods/status`` when it changes;
+  ``gpufleet explain`` would print, written through ``pods/status`` when it changes
+  (``tell.py``, with the events of unreadable objects and a dry run's);
 * each PodGroup of gpufleet's gets its status (``podgroups.py``).
 
 Each decision is logged as one line with its facts as fields (``logs.py``).
@@ -31,25 +32,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
-from gpufleet.kube.bind import Outcome, PodRef, Reply, bind, evict
+from gpufleet.kube.bind import Outcome, Reply, bind, evict
 from gpufleet.kube.claims import ClaimWrite, release, reserve
-from gpufleet.kube.events import EventRecorder, Regarding, rfc3339
 from gpufleet.kube.logs import decide
-from gpufleet.kube.objects import API
+from gpufleet.kube.tell import Telling
 from gpufleet.report.reasons import why_text
 
 if TYPE_CHECKING:
-    from gpufleet.kube.logs import PendingLog
-    from gpufleet.kube.metrics import Metrics, PodLatency
-    from gpufleet.kube.objects import Changes, ObjectStore, Problem
-    from gpufleet.kube.options import ServeOptions, ServeStats
-    from gpufleet.kube.podgroups import PodGroupStatus
-    from gpufleet.scheduler.cache import ClusterCache
     from gpufleet.scheduler.outcome import Binding, CycleResult
 
 log = logging.getLogger("gpufleet.serve")
@@ -59,32 +51,9 @@ MAX_BACKOFF_S = 10.0
 """kube-scheduler's podInitialBackoffSeconds and podMaxBackoffSeconds."""
 
 
-class ResultWriter:
+class ResultWriter(Telling):
     """What :class:`~gpufleet.kube.serve.LiveScheduler` does with a cycle's result (module
     docstring); the state it reads is the live scheduler's."""
-
-    http: httpx.AsyncClient
-    options: ServeOptions
-    clock: Callable[[], float]
-    may_act: Callable[[], bool]
-    store: ObjectStore
-    cache: ClusterCache
-    stats: ServeStats
-    metrics: Metrics
-    events: EventRecorder
-    podgroups: PodGroupStatus
-    latency: PodLatency
-    pending_log: PendingLog
-    waiting: dict[str, set[str]]
-    backoff: dict[str, tuple[float, float]]
-    conditions: dict[str, str]
-    shadowed: dict[str, tuple[str, str, str]]
-    """What a dry run last said it would do, per pod (reason, action, note of its event)."""
-    _conflicts: set[str]
-    _unreported: list[Problem]
-
-    def _take(self, changes: Changes) -> None:
-        raise NotImplementedError
 
     async def _write(self, result: CycleResult, now: float) -> None:
         reasons = {p.pod: why_text(p.why) for p in result.pending}
@@ -104,71 +73,6 @@ class ResultWriter:
         )
         await self._report_problems()
         await self._report_conflicts()
-
-    async def _shadow(self, result: CycleResult) -> None:
-        """What a dry run (or a replica that does not lead) would do: logged, and in a dry
-        run told to the pod as a Normal event (``WouldSchedule``, ``WouldEvict``) unless
-        ``dry_run_events`` is off — each once per change of what would be done, since every
-        cycle decides again; then the cycle's assumptions are taken back."""
-        now: dict[str, tuple[str, str, str]] = {}
-        for b in result.bindings:
-            gpus = f" (GPUs {','.join(str(g) for g in b.gpus)})" if b.gpus else ""
-            now[b.pod] = ("WouldSchedule", "Binding", f"would assign {b.pod} to {b.node}{gpus}")
-            if self.shadowed.get(b.pod) != now[b.pod]:
-                note = f"would bind {b.pod} to {b.node}{gpus}"
-                decide(note, action="would-bind", pod=b.pod, node=b.node, reason="fits")
-        for e in result.evictions:
-            why = f"{e.action} for {e.for_}"
-            now[e.pod] = ("WouldEvict", "Preempting", f"would evict {e.pod}: {why}")
-            if self.shadowed.get(e.pod) != now[e.pod]:
-                note = f"would evict {e.pod} ({why})"
-                node = self._node(e.pod)
-                decide(note, action="would-evict", pod=e.pod, node=node, reason=why, for_=e.for_)
-        for b in result.bindings:
-            self.cache.forget(b.pod)
-        for e in result.evictions:
-            self.cache.keep(e.pod)
-        if self.options.dry_run and self.options.dry_run_events and self.may_act():
-            for key, told in sorted(now.items()):
-                if self.shadowed.get(key) != told:
-                    reason, action, note = told
-                    await self.events.record(self._regarding(key), "Normal", reason, action, note)
-        self.shadowed = now
-
-    def _forget_gone(self) -> None:
-        """Drop what is remembered of pods that no longer exist, and event series past
-        their window: nothing kept per pod outlives it."""
-        raw = self.store.raw["Pod"]
-        alive = set(raw) | {str((p.get("metadata") or {}).get("uid")) for p in raw.values()}
-        for key in [k for k in self.conditions if k not in alive]:
-            del self.conditions[key]
-        self.events.prune(self.clock())
-
-    async def _report_conflicts(self) -> None:
-        """Bound pods that contradict their node (the cache fenced it): one event each."""
-        for key, message in self.cache.conflicts.items():
-            if key not in self._conflicts:
-                log.warning("conflict: %s", message)
-                await self.events.record(
-                    self._regarding(key), "Warning", "Conflict", "Accounting", message
-                )
-        self._conflicts = set(self.cache.conflicts)
-
-    async def _report_problems(self) -> None:
-        problems, self._unreported = self._unreported, []
-        for p in problems:
-            regarding = Regarding(p.kind, p.namespace or "", p.name, p.uid, API[p.kind][0])
-            await self.events.record(regarding, "Warning", "FailedToRead", "Reading", p.message)
-            if p.kind == "Pod" and self._pending_of_ours(p.key):
-                # It cannot be scheduled until it is fixed: its own status says why, too.
-                ref = PodRef(p.namespace or "default", p.name, p.uid)
-                if self.conditions.get(p.uid or p.key) != p.message:
-                    await self._condition(ref, p.message)
-
-    def _pending_of_ours(self, key: str) -> bool:
-        raw = self.store.raw["Pod"].get(key) or {}
-        spec = raw.get("spec") or {}
-        return spec.get("schedulerName") in self.store.schedulers and not spec.get("nodeName")
 
     async def _evict(self, result: CycleResult) -> list[str]:
         """Post the cycle's evictions; the victims the API server accepted to evict."""
@@ -364,57 +268,6 @@ class ResultWriter:
         patch = {"status": {"nominatedNodeName": binding.node}}
         await self._patch_status(ref, patch, "application/merge-patch+json")
 
-    async def _patch_status(self, ref: PodRef, patch: dict[str, Any], kind: str) -> bool:
-        """Write ``patch`` to the pod's status; False (logged) when the server did not take
-        it — a later cycle writes again — or when this replica no longer leads."""
-        if not self.may_act():
-            return False
-        try:
-            response = await self.http.patch(
-                f"{ref.path}/status", json=patch, headers={"Content-Type": kind}
-            )
-        except httpx.HTTPError as exc:
-            log.warning("status of %s/%s: %s", ref.namespace, ref.name, exc)
-            return False
-        if response.status_code >= 300:
-            log.warning("status of %s/%s: %s", ref.namespace, ref.name, response.status_code)
-            return False
-        return True
-
-    async def _conditions(self, result: CycleResult, reasons: dict[str, str]) -> None:
-        """``PodScheduled=False`` with gpufleet's reason on each pending pod whose message
-        changed (remembered per pod uid, and only once the server took it)."""
-        for pending in result.pending:
-            message = reasons[pending.pod]
-            ref = self._ref(pending.pod)
-            if self.conditions.get(ref.uid or pending.pod) == message:
-                continue
-            await self.events.record(
-                self._regarding(pending.pod), "Warning", "FailedScheduling", "Scheduling", message
-            )
-            await self._condition(ref, message)
-
-    async def _condition(self, ref: PodRef, message: str) -> None:
-        """Write ``PodScheduled=False``, reason ``Unschedulable``, with ``message`` (and
-        remember it per pod once the server took it). As kube-scheduler's, the condition
-        keeps its ``lastTransitionTime`` while its status stays ``False``."""
-        key = f"{ref.namespace}/{ref.name}"
-        since = rfc3339(self.clock())
-        raw = self.store.raw["Pod"].get(key) or {}
-        for old in (raw.get("status") or {}).get("conditions") or []:
-            if old.get("type") == "PodScheduled" and old.get("status") == "False":
-                since = old.get("lastTransitionTime") or since
-        condition = {
-            "type": "PodScheduled",
-            "status": "False",
-            "reason": "Unschedulable",
-            "message": message,
-            "lastTransitionTime": since,
-        }
-        patch = {"status": {"conditions": [condition]}}
-        if await self._patch_status(ref, patch, "application/strategic-merge-patch+json"):
-            self.conditions[ref.uid or f"{ref.namespace}/{ref.name}"] = message
-
     def _gang_reasons(self, reasons: dict[str, str]) -> dict[str, str]:
         """Why each waiting gang waits: the reason of its first pending pod."""
         gangs: dict[str, str] = {}
@@ -422,16 +275,3 @@ class ResultWriter:
             pod = self.cache.pods.get(key)
             gangs.setdefault(pod.gang if pod is not None else key, reason)
         return gangs
-
-    def _node(self, key: str) -> str | None:
-        pod = self.cache.pods.get(key)
-        return pod.node if pod is not None else None
-
-    def _regarding(self, key: str) -> Regarding:
-        ref = self._ref(key)
-        return Regarding("Pod", ref.namespace, ref.name, ref.uid)
-
-    def _ref(self, key: str) -> PodRef:
-        namespace, name = key.split("/", 1)
-        pod = self.cache.pods.get(key)
-        return PodRef(namespace, name, pod.uid if pod is not None else "")
