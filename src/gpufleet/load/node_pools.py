@@ -18,6 +18,9 @@ from gpufleet.load.reader import RESOURCE_VERSION, UID, Reader
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 MAX_POOL_NODES = 100_000
 """A NodePool larger than this is a typo, not a cluster."""
+MAX_DOMAINS = 8
+"""More nested topology domains than this is a typo; the bound also keeps the CRD's rules
+over the domains cheap for the API server (``crds.py``)."""
 
 
 def read_topology(r: Reader) -> tuple[str, ...]:
@@ -38,7 +41,10 @@ def read_node_pool(r: Reader) -> tuple[tuple[str, ...], list[Reader]]:
     if not template:
         raise r.fail("spec.template", "a Node (metadata.labels, status.allocatable)", None)
     domains: list[tuple[str, int]] = []
-    for i, raw in enumerate(r.sequence("spec.domains")):
+    raw_domains = r.sequence("spec.domains")
+    if len(raw_domains) > MAX_DOMAINS:
+        raise r.fail("spec.domains", f"at most {MAX_DOMAINS} domains", len(raw_domains))
+    for i, raw in enumerate(raw_domains):
         label = raw.get("label") if isinstance(raw, Mapping) else None
         size = raw.get("size") if isinstance(raw, Mapping) else None
         taken = {HOSTNAME_LABEL, *(known for known, _ in domains)}
