@@ -33,6 +33,7 @@ from gpufleet.kube.metrics import Metrics, PodLatency
 from gpufleet.kube.objects import Changes, ObjectStore, Problem
 from gpufleet.kube.options import ServeOptions, ServeStats
 from gpufleet.kube.podgroups import PodGroupStatus
+from gpufleet.kube.queues import QueueStatus
 from gpufleet.kube.watch import Kind, Reflector
 from gpufleet.kube.writes import ResultWriter
 from gpufleet.model.workload import PodInfo
@@ -84,6 +85,7 @@ class LiveScheduler(ResultWriter):
         self.metrics = metrics or Metrics(self.options.config.policy)
         self.events = EventRecorder(http, clock=clock, may_write=may_act)
         self.podgroups = PodGroupStatus(http, clock)
+        self.queues = QueueStatus(http)
         self.latency = PodLatency()
         self.pending_log = PendingLog()
         self._unreported: list[Problem] = []

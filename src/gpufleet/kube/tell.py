@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from gpufleet.kube.objects import Changes, ObjectStore, Problem
     from gpufleet.kube.options import ServeOptions, ServeStats
     from gpufleet.kube.podgroups import PodGroupStatus
+    from gpufleet.kube.queues import QueueStatus
     from gpufleet.scheduler.cache import ClusterCache
     from gpufleet.scheduler.outcome import CycleResult
 
@@ -45,6 +46,7 @@ class Telling:
     metrics: Metrics
     events: EventRecorder
     podgroups: PodGroupStatus
+    queues: QueueStatus
     latency: PodLatency
     pending_log: PendingLog
     waiting: dict[str, set[str]]

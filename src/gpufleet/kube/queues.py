@@ -1,0 +1,128 @@
+"""Queue status: what each of gpufleet's Queues holds, its fair share and what waits in it.
+
+After each cycle the live scheduler writes ``status`` of each ``gpufleet.io`` Queue the
+cluster has, the fields ``kubectl get queues`` shows (the CRD's printer columns,
+``load/crds.py``):
+
+* ``allocated`` — per resource (``gpu`` in GPUs, ``cpu`` in millicores, ``memory`` in MiB,
+  as the ``gpufleet_queue_allocated`` metric) what the running pods of the queue and of the
+  queues below it hold;
+* ``fairShare`` — per resource its fair share in the cycle (``gpufleet_queue_fair_share``;
+  0 where the cycle computed none);
+* ``pendingJobs`` and ``pendingPods`` — the gangs (a pod without a PodGroup is one) and the
+  pods of the queue that wait.
+
+As for PodGroups (``podgroups.py``), a status is written as a merge patch of ``/status`` only
+when it differs from the one last written (or, after a restart, from the object's), and
+remembered once the server took it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection, Mapping
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from gpufleet.kube.kinds import API
+from gpufleet.model.workload import RESOURCES
+
+if TYPE_CHECKING:
+    from gpufleet.kube.objects import ObjectStore
+    from gpufleet.scheduler.cache import ClusterCache
+    from gpufleet.scheduler.outcome import CycleResult
+
+log = logging.getLogger("gpufleet.serve")
+
+JSON = dict[str, Any]
+FIELDS = ("allocated", "fairShare", "pendingJobs", "pendingPods")
+"""The fields of a Queue's status that gpufleet writes."""
+
+
+def amounts(vector: Any) -> JSON:
+    """``{"gpu": 4, "cpu": 16000, "memory": 65536}`` of a resource vector, to a thousandth
+    (a shared GPU's fraction) and whole numbers as such, so that an unchanged amount reads
+    back equal."""
+    out: JSON = {}
+    for i, resource in enumerate(RESOURCES):
+        value = round(float(vector[i]) if vector is not None else 0.0, 3)
+        out[resource] = int(value) if value.is_integer() else value
+    return out
+
+
+def statuses(names: Collection[str], cache: ClusterCache, result: CycleResult) -> dict[str, JSON]:
+    """The status of each Queue of ``names`` (module docstring)."""
+    alloc = cache.ledger().alloc
+    pods: dict[str, int] = {}
+    jobs: dict[str, set[str]] = {}
+    for pod in cache.pending():
+        pods[pod.queue] = pods.get(pod.queue, 0) + 1
+        jobs.setdefault(pod.queue, set()).add(pod.group or pod.key)
+    return {
+        name: {
+            "allocated": amounts(alloc.get(name)),
+            "fairShare": amounts(result.fair_shares.get(name)),
+            "pendingJobs": len(jobs.get(name, ())),
+            "pendingPods": pods.get(name, 0),
+        }
+        for name in names
+    }
+
+
+class QueueStatus:
+    """Writes the status of the cluster's Queues (module docstring), remembering what the
+    server took."""
+
+    def __init__(self, http: httpx.AsyncClient) -> None:
+        self.http = http
+        self.written: dict[str, JSON] = {}
+        """The status last written per Queue name."""
+        self.patches = 0
+
+    async def write(
+        self,
+        store: ObjectStore,
+        cache: ClusterCache,
+        result: CycleResult,
+        may_act: Callable[[], bool],
+    ) -> None:
+        """Write each changed status."""
+        queues = {  # those that can be read: the others are reported as such
+            _name(obj): obj for key, obj in store.raw["Queue"].items() if key in store.made["Queue"]
+        }
+        for name in [n for n in self.written if n not in queues]:
+            del self.written[name]  # deleted
+        for name, status in sorted(statuses(queues, cache, result).items()):
+            if status == self.written.get(name):
+                continue
+            own = queues[name].get("status") or {}
+            if status == {f: own.get(f) for f in FIELDS}:  # a restart: nothing to write
+                self.written[name] = status
+                continue
+            if not may_act():
+                return
+            if await self._patch(name, status):
+                self.written[name] = status
+
+    async def _patch(self, name: str, status: JSON) -> bool:
+        version, plural = API["Queue"]
+        try:
+            response = await self.http.patch(
+                f"/apis/{version}/{plural}/{name}/status",
+                json={"status": status},
+                headers={"Content-Type": "application/merge-patch+json"},
+            )
+        except httpx.HTTPError as exc:
+            log.warning("status of Queue %s: %s", name, exc)
+            return False
+        if response.status_code >= 300:
+            log.warning("status of Queue %s: %s", name, response.status_code)
+            return False
+        self.patches += 1
+        log.debug("Queue %s: %s", name, status)
+        return True
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name", ""))
