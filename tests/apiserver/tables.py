@@ -6,6 +6,9 @@ application/json;as=Table;v=v1;g=meta.k8s.io`` gets a ``meta.k8s.io/v1`` ``Table
 ``PartialObjectMetadata`` by default, the whole object or nothing). The columns are
 kube-apiserver's printers' for pods (``NAME READY STATUS RESTARTS AGE``, and ``IP NODE
 NOMINATED NODE READINESS GATES`` at priority 1, shown by ``-o wide``), nodes and v1 Events;
+gpufleet's own kinds get the ``additionalPrinterColumns`` of their CRDs (the generated files
+under ``deploy/helm/gpufleet/crds/``), as apiserver prints a custom resource: ``NAME``, then
+each column's value at its ``jsonPath`` (none: ``<none>`` in kubectl), a ``date`` as an age;
 other kinds get ``NAME AGE``, as custom resources without printer columns do. In a watch,
 only the first event's Table has the column definitions, as in apiserver.
 """
@@ -14,7 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from tests.apiserver.resources import Resource
 from tests.apiserver.views import to_storage
@@ -146,6 +152,52 @@ PRINTERS: dict[str, tuple[list[JSON], Row]] = {
         _event,
     ),
 }
+
+
+CRDS = Path(__file__).parents[2] / "deploy" / "helm" / "gpufleet" / "crds"
+
+
+def _at(obj: Any, path: str) -> Any:
+    """The value at a simple ``jsonPath`` (``.status.allocated.gpu``); None where absent."""
+    for part in path.strip(".").split("."):
+        obj = obj.get(part) if isinstance(obj, dict) else None
+    return obj
+
+
+def _custom(columns: list[JSON]) -> tuple[list[JSON], Row]:
+    definitions = [NAME] + [
+        {
+            "name": c["name"],
+            "type": "string" if c["type"] == "date" else c["type"],
+            "format": c.get("format", ""),
+            "description": c.get("description", ""),
+            "priority": c.get("priority", 0),
+        }
+        for c in columns
+    ]
+
+    def row(obj: JSON, now: datetime) -> list[Any]:
+        cells = [obj["metadata"]["name"]]
+        for c in columns:
+            value = _at(obj, c["jsonPath"])
+            cells.append(age(value, now) if c["type"] == "date" else value)
+        return cells
+
+    return definitions, row
+
+
+def _crd_printers() -> dict[str, tuple[list[JSON], Row]]:
+    printers = {}
+    for path in sorted(CRDS.glob("*.yaml")):
+        crd = yaml.safe_load(path.read_text(encoding="utf-8"))
+        spec = crd["spec"]
+        columns = spec["versions"][0].get("additionalPrinterColumns")
+        if columns:
+            printers[f"{spec['group']}/{spec['names']['plural']}"] = _custom(columns)
+    return printers
+
+
+PRINTERS.update(_crd_printers())
 
 
 def table(

@@ -153,3 +153,35 @@ def test_get_events(cluster: tuple[Emulator, Path]) -> None:
     lines = run(cluster, "get", "events").splitlines()
     assert lines[0].split() == ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
     assert lines[1].split()[1:4] == ["Normal", "Scheduled", "pod/web"]
+
+
+def test_get_queues_prints_the_crds_columns(cluster: tuple[Emulator, Path]) -> None:
+    emulator, _ = cluster
+    store = emulator.store
+    queue = {
+        "metadata": {"name": "vision"},
+        "spec": {"parentQueue": "research", "resources": {"gpu": {"quota": 8, "limit": 16}}},
+        "status": {
+            "allocated": {"gpu": 6, "cpu": 48000, "memory": 393216},
+            "fairShare": {"gpu": 7.5, "cpu": 0, "memory": 0},
+            "pendingJobs": 2,
+            "pendingPods": 5,
+        },
+    }
+    store.create(store.resource("gpufleet.io", "v1alpha1", "queues"), "", queue, keep_status=True)
+    lines = run(cluster, "get", "queues", "vision").splitlines()
+    assert lines[0].split() == [
+        "NAME",
+        "GPU",
+        "QUOTA",
+        "GPU",
+        "LIMIT",
+        "GPUS",
+        "FAIR",
+        "SHARE",
+        "PENDING",
+        "AGE",
+    ]
+    assert lines[1].split()[:6] == ["vision", "8", "16", "6", "7.5", "2"]
+    wide = run(cluster, "get", "queues", "vision", "-o", "wide").splitlines()
+    assert wide[1].split()[6:8] == ["research", "5"]
