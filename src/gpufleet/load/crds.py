@@ -380,7 +380,7 @@ HEADER = (
 
 
 class _Dumper(yaml.SafeDumper):
-    """Writes a schema used twice twice, not as a YAML alias: the files are read by people."""
+    """Writes a schema used twice in full, not as a YAML alias: the files are read by people."""
 
     def ignore_aliases(self, data: Any) -> bool:  # noqa: ARG002 (every value alike)
         return True
