@@ -33,12 +33,33 @@ from gpufleet.kube.leader import LeaseConfig
 from gpufleet.kube.logs import LineFormatter
 from gpufleet.kube.options import ServeOptions
 from gpufleet.kube.serve import Replica
+from gpufleet.load.config import read_configuration
+from gpufleet.plugins.registry import POLICIES
 
 if TYPE_CHECKING:
     from lightkube.config.kubeconfig import KubeConfig
 
 
+def _read_config(ctx: typer.Context, path: Path | None) -> Path | None:
+    """``--config``: the file's settings become the defaults of the other options, so a
+    flag given on the command line wins. Eager: read before any other option is, and before
+    anything connects; a bad file is an ``InputError`` (one line, exit code 2)."""
+    if path is not None:
+        ctx.default_map = {**(ctx.default_map or {}), **read_configuration(path, POLICIES)}
+    return path
+
+
 def serve(
+    config_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="SchedulerConfiguration file (apiVersion gpufleet.io/v1alpha1); flags given "
+            "on the command line override it.",
+            callback=_read_config,
+            is_eager=True,
+        ),
+    ] = None,
     kubeconfig: Annotated[
         Path | None,
         typer.Option(help="kubeconfig file (default: KUBECONFIG, ~/.kube/config, in-cluster)."),
@@ -103,6 +124,7 @@ def serve(
     leader_elect_retry_period: Annotated[float, typer.Option(min=0.1)] = 2.0,
 ) -> None:
     """Run gpufleet as a secondary scheduler on a live cluster (binds, evicts, explains)."""
+    del config_file  # its settings are the other options' defaults (_read_config)
     if log_format not in {"text", "json"}:
         raise typer.BadParameter(f"--log-format must be text or json, got {log_format!r}")
     if leader_elect not in {"true", "false"}:

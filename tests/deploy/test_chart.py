@@ -1,0 +1,237 @@
+"""The Helm chart (``deploy/helm/gpufleet``): it lints, and what it renders is what a
+secondary scheduler needs — two replicas electing a leader on a Lease in the release's
+namespace, probes, a restricted security context, the configuration file it reads, and RBAC
+that grants exactly what the code does, no more; every core object is valid against
+Kubernetes' own schemas (kubernetes-validate, strict: no unknown field)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes_validate import utils as kubernetes_validate
+
+from gpufleet.kube.kinds import API
+from gpufleet.load.config import read_configuration
+from gpufleet.plugins.registry import POLICIES
+from tests.deploy.conftest import CHART, NAMESPACE, Render
+
+Rule = tuple[str, str, str, str]
+"""(apiGroup, resource, verb, resourceName or "") — one permission."""
+
+SCHEDULER_RULES: set[Rule] = {
+    # kube/watch.py lists and watches every kind of kube/kinds.py's API, all namespaces.
+    *(
+        (v.rpartition("/")[0], plural, verb, "")
+        for v, plural in API.values()
+        for verb in ("list", "watch")
+    ),
+    # kube/bind.py: a pod read back to settle a bind whose reply was lost.
+    ("", "pods", "get", ""),
+    # kube/bind.py: bind (POST pods/NAME/binding) and evict (POST pods/NAME/eviction).
+    ("", "pods/binding", "create", ""),
+    ("", "pods/eviction", "create", ""),
+    # kube/tell.py: PodScheduled conditions and nominatedNodeName (PATCH pods/NAME/status).
+    ("", "pods/status", "patch", ""),
+    # kube/claims.py: GET a ResourceClaim, PUT its status (allocation, reservedFor).
+    ("resource.k8s.io", "resourceclaims", "get", ""),
+    ("resource.k8s.io", "resourceclaims/status", "update", ""),
+    # kube/podgroups.py: PodGroup status (merge PATCH of podgroups/NAME/status).
+    ("scheduling.x-k8s.io", "podgroups/status", "patch", ""),
+    # kube/events.py: POST an event, PATCH its series when it repeats.
+    ("events.k8s.io", "events", "create", ""),
+    ("events.k8s.io", "events", "patch", ""),
+}
+"""The ClusterRole: everything gpufleet serve does to the API outside its Lease."""
+
+LEASE_RULES: set[Rule] = {
+    # kube/leader.py: POST the Lease when there is none (a create cannot name its object).
+    ("coordination.k8s.io", "leases", "create", ""),
+    # kube/leader.py: GET the Lease, PUT it to take, renew or release it.
+    ("coordination.k8s.io", "leases", "get", "gpufleet"),
+    ("coordination.k8s.io", "leases", "update", "gpufleet"),
+}
+"""The Role in the release's namespace: the scheduler's Lease, and nothing else there."""
+
+CORE_KINDS = {
+    "ServiceAccount",
+    "ConfigMap",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "Role",
+    "RoleBinding",
+    "Service",
+    "Deployment",
+}
+NON_DEFAULT = (
+    "replicaCount=3",
+    "image.repository=registry.example.com/gpufleet",
+    "image.tag=1.2.3",
+    "serviceMonitor.enabled=true",
+    "resources.requests.cpu=2",
+    "resources.requests.memory=4Gi",
+    "resources.limits.memory=8Gi",
+    "leaderElection.resourceName=gpufleet-east",
+    "config.policy=fgd",
+    "metrics.port=9090",
+)
+
+
+def one(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    (found,) = [o for o in objects if o["kind"] == kind]
+    return found
+
+
+def rules(role: dict[str, Any]) -> set[Rule]:
+    return {
+        (group, resource, verb, name)
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+        for name in rule.get("resourceNames") or [""]
+    }
+
+
+def container(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any]
+    (found,) = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
+    return found
+
+
+@pytest.mark.parametrize("values", [(), NON_DEFAULT], ids=["default", "non-default"])
+def test_the_chart_lints(helm: Callable[..., str], values: tuple[str, ...]) -> None:
+    sets = [arg for value in values for arg in ("--set", value)]
+    helm("lint", "--strict", str(CHART), "--namespace", NAMESPACE, *sets)
+
+
+def test_by_default_two_replicas_elect_a_leader_on_a_lease_in_the_release_namespace(
+    render: Render,
+) -> None:
+    objects = render()
+    assert {o["kind"] for o in objects} == CORE_KINDS  # no ServiceMonitor unless asked
+    deployment = one(objects, "Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    args = container(objects)["args"]
+    assert args[0] == "serve"
+    assert "--leader-elect=true" in args
+    assert f"--leader-elect-resource-namespace={NAMESPACE}" in args
+    assert "--leader-elect-resource-name=gpufleet" in args
+
+
+def test_probes_ports_and_resources(render: Render) -> None:
+    objects = render()
+    c = container(objects)
+    assert c["ports"] == [{"name": "http-metrics", "containerPort": 10251, "protocol": "TCP"}]
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http-metrics"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http-metrics"}
+    assert "--port=10251" in c["args"]
+    assert set(c["resources"]["requests"]) == {"cpu", "memory"}
+    service = one(objects, "Service")
+    assert service["spec"]["ports"][0]["targetPort"] == "http-metrics"
+    pod_labels = one(objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+
+
+def test_the_image_is_the_charts_app_version_by_default(render: Render) -> None:
+    app_version = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+    assert container(render())["image"] == f"ghcr.io/gpufleet/gpufleet:{app_version}"
+
+
+def test_the_pod_runs_restricted(render: Render) -> None:
+    objects = render()
+    pod = one(objects, "Deployment")["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] == 65532
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert container(objects)["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    assert pod["serviceAccountName"] == one(objects, "ServiceAccount")["metadata"]["name"]
+
+
+def test_rbac_grants_exactly_what_the_scheduler_does(render: Render) -> None:
+    objects = render()
+    assert rules(one(objects, "ClusterRole")) == SCHEDULER_RULES
+    role = one(objects, "Role")
+    assert role["metadata"]["namespace"] == NAMESPACE
+    assert rules(role) == LEASE_RULES
+    account = one(objects, "ServiceAccount")["metadata"]
+    for binding, target in (("ClusterRoleBinding", "ClusterRole"), ("RoleBinding", "Role")):
+        bound = one(objects, binding)
+        assert bound["roleRef"]["kind"] == target
+        assert bound["roleRef"]["name"] == one(objects, target)["metadata"]["name"]
+        assert bound["subjects"] == [
+            {"kind": "ServiceAccount", "name": account["name"], "namespace": NAMESPACE}
+        ]
+
+
+def test_the_mounted_configuration_is_one_serve_reads(render: Render, tmp_path: Path) -> None:
+    objects = render()
+    config = one(objects, "ConfigMap")
+    c = container(objects)
+    (mount,) = [m for m in c["volumeMounts"] if m["name"] == "config"]
+    (volume,) = [
+        v
+        for v in one(objects, "Deployment")["spec"]["template"]["spec"]["volumes"]
+        if v["name"] == "config"
+    ]
+    assert volume["configMap"]["name"] == config["metadata"]["name"]
+    assert f"--config={mount['mountPath']}/config.yaml" in c["args"]
+    path = tmp_path / "config.yaml"
+    path.write_text(config["data"]["config.yaml"])
+    assert read_configuration(path, POLICIES) == {
+        "scheduler_name": "gpufleet",
+        "policy": "gpufleet",
+        "period": 1.0,
+        "starvation_after": 1800.0,
+        "stale_grace": 60.0,
+        "non_preemptible_priority": 100,
+        "leader_elect_lease_duration": 15.0,
+        "leader_elect_renew_deadline": 10.0,
+        "leader_elect_retry_period": 2.0,
+    }
+
+
+def test_non_default_values_reach_the_objects(render: Render, tmp_path: Path) -> None:
+    objects = render(*NON_DEFAULT)
+    assert {o["kind"] for o in objects} == CORE_KINDS | {"ServiceMonitor"}
+    assert one(objects, "Deployment")["spec"]["replicas"] == 3
+    c = container(objects)
+    assert c["image"] == "registry.example.com/gpufleet:1.2.3"
+    assert c["resources"] == {"requests": {"cpu": 2, "memory": "4Gi"}, "limits": {"memory": "8Gi"}}
+    assert "--leader-elect-resource-name=gpufleet-east" in c["args"]
+    assert "--port=9090" in c["args"]
+    assert c["ports"][0]["containerPort"] == 9090
+    assert ("coordination.k8s.io", "leases", "update", "gpufleet-east") in rules(
+        one(objects, "Role")
+    )
+    path = tmp_path / "config.yaml"
+    path.write_text(one(objects, "ConfigMap")["data"]["config.yaml"])
+    assert read_configuration(path, POLICIES)["policy"] == "fgd"
+    monitor = one(objects, "ServiceMonitor")
+    service = one(objects, "Service")
+    assert (
+        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    )
+    assert monitor["spec"]["endpoints"][0]["port"] == service["spec"]["ports"][0]["name"]
+    assert service["spec"]["ports"][0]["port"] == 9090
+
+
+@pytest.mark.parametrize("kubernetes", ["1.27.0", kubernetes_validate.latest_version()])
+@pytest.mark.parametrize("values", [(), NON_DEFAULT], ids=["default", "non-default"])
+def test_every_core_object_is_valid_kubernetes(
+    render: Render, values: tuple[str, ...], kubernetes: str
+) -> None:
+    """Against the schemas of the oldest Kubernetes the chart allows (Chart.yaml's
+    kubeVersion) and the newest kubernetes-validate bundles. The ServiceMonitor is the
+    Prometheus Operator's CRD, whose schema it does not bundle; it is checked above."""
+    for obj in render(*values):
+        if obj["kind"] == "ServiceMonitor":
+            continue
+        kubernetes_validate.validate(obj, kubernetes, strict=True)

@@ -1,0 +1,75 @@
+"""``gpufleet serve --config`` as a process: the file's settings are used, a flag given on
+the command line wins over the file, and a bad file is one line naming the file and the
+field, exit code 2, before anything connects."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.apiserver.server import Emulator
+from tests.kube.test_serve import add_node, add_pod, bound
+
+CONFIG = """\
+apiVersion: gpufleet.io/v1alpha1
+kind: SchedulerConfiguration
+schedulerName: not-this-one
+period: 200ms
+leaderElection:
+  leaderElect: true
+  resourceName: from-the-file
+  resourceNamespace: default
+"""
+
+
+def test_the_file_sets_what_no_flag_does_and_a_flag_wins(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    add_node(emulator, "n0")
+    add_pod(emulator, "a", 1)  # schedulerName: gpufleet, the flag's, not the file's
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG)
+    kubeconfig = emulator.kubeconfig(tmp_path / "kubeconfig")
+    command = [sys.executable, "-m", "gpufleet", "serve", "--config", str(config)]
+    command += ["--kubeconfig", str(kubeconfig), "--scheduler-name", "gpufleet"]
+    command += ["--address", "127.0.0.1", "--port", "0"]
+    env = {**os.environ, "KUBECONFIG": "/nonexistent"}
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
+    leases = emulator.store.resource("coordination.k8s.io", "v1", "leases")
+    try:
+        deadline = time.monotonic() + 20
+        while "a" not in bound(emulator):
+            assert time.monotonic() < deadline, "never bound"
+            assert process.poll() is None, process.stderr.read() if process.stderr else ""
+            time.sleep(0.1)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=15)
+    assert process.returncode == 0, stderr
+    names = {
+        (lease["metadata"]["namespace"], lease["metadata"]["name"])
+        for lease in emulator.store.list(leases)[0]
+    }
+    assert names == {("default", "from-the-file")}
+
+
+def test_a_bad_config_is_one_line_naming_the_field_and_exit_2(tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG.replace("resourceName:", "resourceNmae:"))
+    # The kubeconfig does not exist either: the file is read before anything connects.
+    command = [sys.executable, "-m", "gpufleet", "serve", "--kubeconfig", "/nonexistent"]
+    result = subprocess.run(
+        [*command, "--config", str(config)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith(
+        f"gpufleet: error: {config}: field 'leaderElection.resourceNmae': unknown field"
+    )
+    assert result.stderr.count("\n") == 1
