@@ -41,6 +41,8 @@ SCHEDULER_RULES: set[Rule] = {
     ("resource.k8s.io", "resourceclaims/status", "update", ""),
     # kube/podgroups.py: PodGroup status (merge PATCH of podgroups/NAME/status).
     ("scheduling.x-k8s.io", "podgroups/status", "patch", ""),
+    # kube/queues.py: Queue status (merge PATCH of queues/NAME/status).
+    ("gpufleet.io", "queues/status", "patch", ""),
     # kube/events.py: POST an event, PATCH its series when it repeats.
     ("events.k8s.io", "events", "create", ""),
     ("events.k8s.io", "events", "patch", ""),
