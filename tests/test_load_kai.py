@@ -36,7 +36,10 @@ def kai_queue(name: str = "team-a", **spec: Any) -> dict[str, Any]:
 
 
 def kai_pod(
-    name: str = "p", *, labels: dict[str, str] | None = None, **annotations: str
+    name: str = "p",
+    *,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -45,7 +48,7 @@ def kai_pod(
             "name": name,
             "namespace": "ml",
             "labels": labels or {},
-            "annotations": annotations,
+            "annotations": annotations or {},
         },
         "spec": {
             "schedulerName": "kai-scheduler",
@@ -54,15 +57,11 @@ def kai_pod(
     }
 
 
-def read(*objects: dict[str, Any], vocabularies: frozenset[str] | None = None) -> Snapshot:
+def read(*objects: dict[str, Any]) -> Snapshot:
+    """The snapshot of ``objects`` and a node, every vocabulary read (the default)."""
     warned: list[str] = []
-    kwargs = {} if vocabularies is None else {"vocabularies": vocabularies}
     snap = parse_snapshot(
-        [NODE, *objects],
-        "s.yaml",
-        warn=warned.append,
-        schedulers=("gpufleet", "kai-scheduler"),
-        **kwargs,
+        [NODE, *objects], "s.yaml", warn=warned.append, schedulers=("gpufleet", "kai-scheduler")
     )
     assert warned == []
     return snap
@@ -117,8 +116,8 @@ def test_pod_group_queue_gang_and_share() -> None:
     snap = read(
         kai_queue(resources={"gpu": {"limit": -1}}),
         group,
-        kai_pod("a", **{"pod-group-name": "job", "gpu-fraction": "0.5"}),
-        kai_pod("b", labels={"runai/queue": "team-a"}, **{"gpu-memory": "2000"}),
+        kai_pod("a", annotations={"pod-group-name": "job", "gpu-fraction": "0.5"}),
+        kai_pod("b", labels={"runai/queue": "team-a"}, annotations={"gpu-memory": "2000"}),
         kai_pod("c", labels={"kai.scheduler/queue": "team-a", "priorityClassName": "build"}),
     )
     (gang,) = snap.groups
@@ -142,7 +141,10 @@ def test_a_snapshots_own_priority_class_wins_over_kais() -> None:
 
 def test_with_kai_off_its_pod_names_are_not_read() -> None:
     snap = parse_snapshot(
-        [NODE, kai_pod(labels={"kai.scheduler/queue": "team-a"}, **{"gpu-fraction": "0.5"})],
+        [
+            NODE,
+            kai_pod(labels={"kai.scheduler/queue": "team-a"}, annotations={"gpu-fraction": "0.5"}),
+        ],
         "s.yaml",
         warn=lambda _: None,
         schedulers=("kai-scheduler",),
@@ -199,12 +201,12 @@ def test_a_kai_gang_and_a_coscheduling_gang_of_one_name_collide() -> None:
             "expected a string, got ['org']",
         ),
         (
-            kai_pod(**{"gpu-memory": "2Gi"}),
+            kai_pod(annotations={"gpu-memory": "2Gi"}),
             "metadata.annotations.gpu-memory",
             "expected MiB of GPU memory of one GPU, such as '2000', got '2Gi'",
         ),
         (
-            kai_pod(**{"gpu-fraction": "1.5"}),
+            kai_pod(annotations={"gpu-fraction": "1.5"}),
             "metadata.annotations.gpu-fraction",
             "expected a fraction of one GPU in (0, 1], such as '0.5', got '1.5'",
         ),
