@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from gpufleet.load.errors import InputError
+from gpufleet.load.foreign import ALL, NONE
 from gpufleet.load.snapshot import load_snapshot
 from tests.test_cli import gpufleet
 
@@ -43,9 +44,9 @@ def write(tmp_path: Path, *docs: str) -> Path:
     return path
 
 
-def load(path: Path) -> tuple[object, list[str]]:
+def load(path: Path, vocabularies: frozenset[str] = ALL) -> tuple[object, list[str]]:
     warned: list[str] = []
-    return load_snapshot(path, warn=warned.append), warned
+    return load_snapshot(path, warn=warned.append, vocabularies=vocabularies), warned
 
 
 @pytest.mark.parametrize(
@@ -73,13 +74,26 @@ def test_the_cli_says_it_in_one_line_and_exits_2(tmp_path: Path) -> None:
 
 def test_other_projects_queues_are_skipped_with_one_warning_per_group(tmp_path: Path) -> None:
     second = VOLCANO_QUEUE.replace("research", "prod")
-    snap, warned = load(write(tmp_path, NODE, VOLCANO_QUEUE, second, KAI_QUEUE))
+    snap, warned = load(write(tmp_path, NODE, VOLCANO_QUEUE, second, KAI_QUEUE), NONE)
     assert snap.queues == ()  # type: ignore[attr-defined]
     assert len(warned) == 2
     volcano, kai = sorted(warned, key=lambda w: "volcano" not in w)
     assert "skipped 2 Queue objects of API group scheduling.volcano.sh" in volcano
     assert "skipped 1 Queue object of API group scheduling.run.ai" in kai
-    assert "gpufleet.io/v1alpha1" in kai
+    assert "the kai vocabulary is not read" in kai
+
+
+def test_a_queue_of_a_vocabulary_read_is_a_queue(tmp_path: Path) -> None:
+    snap, warned = load(write(tmp_path, NODE, KAI_QUEUE))
+    assert [q.name for q in snap.queues] == ["team-a"]  # type: ignore[attr-defined]
+    assert warned == []
+
+
+def test_another_version_of_another_schedulers_kind_is_skipped(tmp_path: Path) -> None:
+    older = KAI_QUEUE.replace("scheduling.run.ai/v2", "scheduling.run.ai/v1")
+    snap, warned = load(write(tmp_path, NODE, older))
+    assert snap.queues == ()  # type: ignore[attr-defined]
+    assert ["scheduling.run.ai/v1): gpufleet reads Queue of" in w for w in warned] == [True]
 
 
 def test_volcano_podgroup_is_not_read_as_a_gang(tmp_path: Path) -> None:

@@ -9,7 +9,9 @@ document of ``kind: Expectation`` that gpufleet's loader skips:
 * ``evictions``: every evicted pod and the action;
 * ``pending``: every pending pod and a piece of text its reason must contain;
 * ``warnings``: a piece of text of each warning the loader must give (none may be given that
-  is not named, but the one that says the Expectation itself was skipped).
+  is not named, but the one that says the Expectation itself was skipped);
+* ``schedulers``: the ``spec.schedulerName`` values whose pods are scheduled (default:
+  gpufleet's own), as ``--scheduler-name`` gives them.
 
 Nothing else may happen: a pod bound, evicted or pending that the expectation does not name
 fails the scenario.
@@ -54,7 +56,8 @@ def test_scenario(path: Path) -> None:
     expect = expectation(path)
     config = CycleConfig(**expect.get("config", {}))
     warned: list[str] = []
-    snapshot = load_snapshot(path, warn=warned.append)
+    schedulers = expect.get("schedulers") or ["gpufleet"]
+    snapshot = load_snapshot(path, warn=warned.append, schedulers=schedulers)
     result = schedule_snapshot(snapshot, when(expect["now"]), config)
 
     warned = [w for w in warned if not w.endswith("does not read: 1 Expectation")]

@@ -17,6 +17,7 @@ import typer
 from gpufleet.cli.output import make_console, warn
 from gpufleet.compose import schedule_snapshot
 from gpufleet.load.errors import InputError
+from gpufleet.load.foreign import ALL, check_vocabularies
 from gpufleet.load.snapshot import load_snapshot
 from gpufleet.load.vocabulary import SCHEDULER_NAME
 from gpufleet.model.workload import Snapshot
@@ -99,6 +100,28 @@ SchedulerNameOption = Annotated[
     ),
 ]
 
+VocabularyOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="Read other schedulers' queues, gangs and pod names in this vocabulary "
+        f"({', '.join(sorted(ALL))}); repeat for several, or name `gpufleet` alone for none "
+        "but gpufleet's own (docs/migration.md).",
+        show_default="all",
+    ),
+]
+
+
+def _vocabularies(names: list[str] | None) -> frozenset[str]:
+    """The vocabularies ``--vocabulary`` names (all when it is not given)."""
+    if names is None:
+        return ALL
+    chosen = frozenset(names) - {SCHEDULER_NAME}
+    try:
+        check_vocabularies(chosen)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="'--vocabulary'") from None
+    return chosen
+
 
 def _seconds(value: float, option: str) -> float:
     """A duration option: zero or more seconds (infinite: never)."""
@@ -145,6 +168,7 @@ def schedule(
     stale_grace: GraceOption = 60.0,
     non_preemptible_priority: NonPreemptibleOption = 100,
     scheduler_name: SchedulerNameOption = None,
+    vocabulary: VocabularyOption = None,
 ) -> None:
     """Run one scheduling cycle over a cluster snapshot: bindings, evictions, pending pods.
 
@@ -154,7 +178,7 @@ def schedule(
         raise typer.BadParameter(f"-o must be json or table, got {output!r}")
     config = _config(policy, starvation_after, stale_grace, non_preemptible_priority)
     when = _now(now)
-    snapshot = _load(filename, scheduler_name)
+    snapshot = _load(filename, scheduler_name, _vocabularies(vocabulary))
     _check_now(when, snapshot, filename, given=now is not None)
     result = _run(snapshot, when, config, filename)
     if output == "json":
@@ -183,6 +207,7 @@ def explain(
     stale_grace: GraceOption = 60.0,
     non_preemptible_priority: NonPreemptibleOption = 100,
     scheduler_name: SchedulerNameOption = None,
+    vocabulary: VocabularyOption = None,
 ) -> None:
     """Tell one pod's story in a cycle: its queue and fair share, each node and why not,
     what preemption, reclaim and consolidation found."""
@@ -194,7 +219,7 @@ def explain(
         policy, starvation_after, stale_grace, non_preemptible_priority, frozenset({pod})
     )
     when = _now(now)
-    snapshot = _load(filename, scheduler_name)
+    snapshot = _load(filename, scheduler_name, _vocabularies(vocabulary))
     info = next((p for p in snapshot.pods if p.key == pod), None)
     if info is None:
         raise InputError(str(filename), f"no pod {pod} in the snapshot")
@@ -207,9 +232,17 @@ def explain(
     typer.echo("\n".join(explain_lines(result, pod, record, info)))
 
 
-def _load(filename: Path, scheduler_names: list[str] | None) -> Snapshot:
-    """The snapshot, its pods of gpufleet and of ``--scheduler-name`` to be scheduled."""
-    return load_snapshot(filename, warn=warn, schedulers=(SCHEDULER_NAME, *(scheduler_names or ())))
+def _load(
+    filename: Path, scheduler_names: list[str] | None, vocabularies: frozenset[str]
+) -> Snapshot:
+    """The snapshot, its pods of gpufleet and of ``--scheduler-name`` to be scheduled, read
+    in gpufleet's vocabulary and ``vocabularies``."""
+    return load_snapshot(
+        filename,
+        warn=warn,
+        schedulers=(SCHEDULER_NAME, *(scheduler_names or ())),
+        vocabularies=vocabularies,
+    )
 
 
 def _run(snapshot: Snapshot, now: float, config: CycleConfig, source: Path) -> CycleResult:

@@ -8,8 +8,11 @@ object is read only when its ``apiVersion`` is one gpufleet supports for its kin
 
 * another version of a supported group (``resource.k8s.io/v1beta1``) is an error: the
   fields differ between versions, and guessing would misread them;
-* another group (``scheduling.volcano.sh/v1beta1 Queue``) is skipped, with one warning per
-  kind and group;
+* another scheduler's kind that gpufleet translates (KAI's ``scheduling.run.ai/v2 Queue``,
+  :mod:`gpufleet.load.foreign`) is read, under the key ``Kind apiVersion``, when its
+  vocabulary is one of those asked for;
+* another group (``scheduling.volcano.sh/v1beta1 Queue``, or a vocabulary that is off) is
+  skipped, with one warning per kind and group;
 * kinds gpufleet does not read (Services, Deployments — a ``kubectl get all -o yaml`` dump)
   and documents without a ``kind`` are skipped, counted in one summary warning.
 
@@ -22,6 +25,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 
 from gpufleet.load.errors import InputError
+from gpufleet.load.foreign import FOREIGN, NONE
 from gpufleet.load.reader import Obj
 
 GPUFLEET = "gpufleet.io/v1alpha1"
@@ -52,8 +56,11 @@ def _group(api_version: str) -> str:
     return api_version.rpartition("/")[0]
 
 
-def sort_objects(objects: Iterable[Obj], source: str, warn: Warn) -> dict[str, list[Obj]]:
-    """The objects gpufleet reads, by kind; the others skipped with a warning (see above)."""
+def sort_objects(
+    objects: Iterable[Obj], source: str, warn: Warn, vocabularies: frozenset[str] = NONE
+) -> dict[str, list[Obj]]:
+    """The objects gpufleet reads, by kind (another scheduler's by ``Kind apiVersion``); the
+    others skipped with a warning (see above)."""
     by_kind: dict[str, list[Obj]] = {}
     foreign: Counter[tuple[str, str]] = Counter()
     unread: Counter[str] = Counter()
@@ -62,11 +69,18 @@ def sort_objects(objects: Iterable[Obj], source: str, warn: Warn) -> dict[str, l
         if not isinstance(kind, str) or not kind:
             unread["(no kind)"] += 1
             continue
+        api_version = obj.get("apiVersion")
+        foreign_kind = FOREIGN.get((kind, api_version)) if isinstance(api_version, str) else None
+        if foreign_kind is not None and foreign_kind.vocabulary in vocabularies:
+            by_kind.setdefault(foreign_kind.key, []).append(obj)
+            continue
         versions = SUPPORTED.get(kind)
         if versions is None:
-            unread[kind] += 1
+            if foreign_kind is not None:
+                foreign[kind, str(api_version)] += 1
+            else:
+                unread[kind] += 1
             continue
-        api_version = obj.get("apiVersion")
         if api_version in versions:
             by_kind.setdefault(kind, []).append(obj)
             continue
@@ -86,10 +100,15 @@ def sort_objects(objects: Iterable[Obj], source: str, warn: Warn) -> dict[str, l
             )
         foreign[kind, api_version] += 1
     for (kind, api_version), count in sorted(foreign.items()):
+        off = FOREIGN.get((kind, api_version))
+        why = (
+            f"the {off.vocabulary} vocabulary is not read"
+            if off is not None
+            else f"gpufleet reads {kind} of {' or '.join(SUPPORTED.get(kind, ()))} only"
+        )
         warn(
             f"{source}: skipped {count} {kind} object{'s' * (count != 1)} of API group "
-            f"{_group(api_version) or 'core'} ({api_version}): gpufleet reads {kind} of "
-            f"{' or '.join(SUPPORTED[kind])} only"
+            f"{_group(api_version) or 'core'} ({api_version}): {why}"
         )
     if unread:
         counts = ", ".join(f"{n} {kind}" for kind, n in sorted(unread.items()))

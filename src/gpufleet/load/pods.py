@@ -8,6 +8,7 @@ import re
 from collections.abc import Collection, Mapping
 from decimal import Decimal
 
+from gpufleet.load.foreign import PodNames
 from gpufleet.load.reader import Reader
 from gpufleet.load.vocabulary import (
     DEFAULT_SCHEDULER,
@@ -76,6 +77,9 @@ def _requests(r: Reader) -> tuple[dict[str, Decimal], dict[str, str]]:
     return total, fields
 
 
+GPUFLEET_ONLY = PodNames()
+"""gpufleet's own names only (what the live scheduler reads)."""
+
 POD_RESOURCES = frozenset({"cpu", "memory", GPU_RESOURCE})
 """Requests the pod model reads as such (MIG slices aside); the others are extended."""
 
@@ -94,20 +98,29 @@ MAX_GPU_MEMORY_MIB = 10**9
 digits of MiB): a typo."""
 
 
+def _first(found: Mapping[str, str], keys: tuple[str, ...]) -> str | None:
+    """The first of ``keys`` that ``found`` holds (a label or annotation, by precedence)."""
+    return next((k for k in keys if k in found), None)
+
+
 def _gpu_request(
-    r: Reader, requests: dict[str, Decimal], fields: dict[str, str]
+    r: Reader, requests: dict[str, Decimal], fields: dict[str, str], names: PodNames
 ) -> tuple[int, int, int]:
     """(num_gpu, gpu_milli, gpu_memory_mib) of a pod: a share sized by GPU memory keeps its
-    MiB, its milli-GPU 0 (they depend on the node it is judged against)."""
+    MiB, its milli-GPU 0 (they depend on the node it is judged against). Another
+    vocabulary's share (KAI's ``gpu-fraction``, ``gpu-memory`` in MiB) counts where
+    gpufleet's own annotations are absent."""
     whole = requests.get(GPU_RESOURCE, Decimal(0))
     if whole != int(whole):
         raise r.fail(fields[GPU_RESOURCE], "a whole number of GPUs", whole)
     annotations = r.strings("metadata.annotations")
-    fraction_field = f"metadata.annotations.{FRACTION_ANNOTATION}"
-    memory_field = f"metadata.annotations.{GPU_MEMORY_ANNOTATION}"
+    fraction_key = _first(annotations, (FRACTION_ANNOTATION, *names.fraction_annotations))
+    memory_key = _first(annotations, (GPU_MEMORY_ANNOTATION, *names.memory_mib_annotations))
+    fraction_field = f"metadata.annotations.{fraction_key}"
+    memory_field = f"metadata.annotations.{memory_key}"
     milli = None
-    if FRACTION_ANNOTATION in annotations:
-        raw = annotations[FRACTION_ANNOTATION]
+    if fraction_key is not None:
+        raw = annotations[fraction_key]
         try:
             fraction = float(raw)
         except ValueError:
@@ -115,9 +128,14 @@ def _gpu_request(
         if not 0 < fraction <= 1:
             raise r.fail(fraction_field, "a fraction of one GPU in (0, 1], such as '0.5'", raw)
         milli = max(1, round(fraction * MILLI))
-    elif GPU_MEMORY_ANNOTATION in annotations:
-        raw = annotations[GPU_MEMORY_ANNOTATION]
-        asked = mib(r.quantity(memory_field, raw), round_up=True)
+    elif memory_key is not None:
+        raw = annotations[memory_key]
+        if memory_key == GPU_MEMORY_ANNOTATION:
+            asked = mib(r.quantity(memory_field, raw), round_up=True)
+        elif INTEGER.fullmatch(raw.strip()):
+            asked = int(raw)
+        else:
+            raise r.fail(memory_field, "MiB of GPU memory of one GPU, such as '2000'", raw)
         if not 0 < asked < MAX_GPU_MEMORY_MIB:  # as the node label: at most 9 digits of MiB
             raise r.fail(memory_field, "GPU memory of one GPU, such as '20Gi'", raw)
         if whole > 1:
@@ -254,12 +272,16 @@ def read_pod(
     node_gpus: dict[str, int],
     *,
     schedulers: Collection[str] = (SCHEDULER_NAME,),
+    names: PodNames = GPUFLEET_ONLY,
 ) -> PodInfo | None:
+    """A pod, or None for one that has finished. Its queue, gang, share of a GPU and
+    priority class are read in gpufleet's names first, then in ``names`` (the other
+    vocabularies read: :mod:`gpufleet.load.foreign`)."""
     phase = r.string("status.phase", "Pending")
     if phase in {"Succeeded", "Failed"}:
         return None
     requests, fields = _requests(r)
-    num_gpu, gpu_milli, gpu_memory = _gpu_request(r, requests, fields)
+    num_gpu, gpu_milli, gpu_memory = _gpu_request(r, requests, fields, names)
     mig_slices = _mig_request(r, requests, fields)
     mig, mig_count = mig_slices if mig_slices is not None else (None, 1)
     if mig is not None and num_gpu:
@@ -282,9 +304,22 @@ def read_pod(
     annotations = r.strings("metadata.annotations")
     scheduler = r.string("spec.schedulerName", DEFAULT_SCHEDULER)
     managed = scheduler in schedulers
-    group = f"{r.namespace}/{labels[POD_GROUP_LABEL]}" if POD_GROUP_LABEL in labels else ""
-    queue = labels.get(QUEUE_LABEL) or group_queues.get(group) or DEFAULT_QUEUE
-    priority, can_preempt = _priority(r, classes)
+    group_field = ""
+    if POD_GROUP_LABEL in labels:
+        group_field = f"label {POD_GROUP_LABEL}"
+        group = f"{r.namespace}/{labels[POD_GROUP_LABEL]}"
+    elif (group_key := _first(annotations, names.group_annotations)) is not None:
+        group_field = f"annotation {group_key}"
+        group = f"{r.namespace}/{annotations[group_key]}"
+    else:
+        group = ""
+    queue_key = _first(labels, (QUEUE_LABEL, *names.queue_labels))
+    queue_note = _first(annotations, names.queue_annotations)
+    own_queue = (labels[queue_key] if queue_key else None) or (
+        annotations[queue_note] if queue_note else None
+    )
+    queue = own_queue or group_queues.get(group) or DEFAULT_QUEUE
+    priority, can_preempt = _priority(r, classes, _first(labels, names.priority_labels))
     node = r.string("spec.nodeName")
     if node is not None and node not in node_gpus:
         raise r.fail("spec.nodeName", "a Node of the snapshot", node)
@@ -303,12 +338,12 @@ def read_pod(
                 raw,
             )
     created = r.time("metadata.creationTimestamp") or 0.0
-    blocked = "" if node is not None else _blocked(r, group, group_queues)
+    blocked = "" if node is not None else _blocked(r, group, group_queues, group_field)
     uid, version = r.identity()
     return PodInfo(
         r.key,
         spec,
-        queue if managed or QUEUE_LABEL in labels or group else "",
+        queue if managed or own_queue or group else "",
         group,
         priority,
         can_preempt,
@@ -324,7 +359,7 @@ def read_pod(
     )
 
 
-def _blocked(r: Reader, group: str, groups: Mapping[str, str]) -> str:
+def _blocked(r: Reader, group: str, groups: Mapping[str, str], group_field: str) -> str:
     """Why a pending pod may not be scheduled at all (empty: it may), as kube-scheduler and
     the coscheduling plugin decide it: scheduling gates hold it back (reason
     ``SchedulingGated``), a pod being deleted is never placed, and a pod of a PodGroup that
@@ -338,8 +373,7 @@ def _blocked(r: Reader, group: str, groups: Mapping[str, str]) -> str:
         return "the pod is being deleted (metadata.deletionTimestamp is set): it is not scheduled"
     if group and group not in groups:
         return (
-            f"PodGroup {group} (label {POD_GROUP_LABEL}) does not exist: "
-            "the pod waits for it to be created"
+            f"PodGroup {group} ({group_field}) does not exist: the pod waits for it to be created"
         )
     return ""
 
@@ -365,12 +399,21 @@ def _pod_claims(r: Reader) -> tuple[str, ...]:
     return tuple(keys)
 
 
-def _priority(r: Reader, classes: dict[str, tuple[int, bool, bool]]) -> tuple[int, bool]:
-    name = r.string("spec.priorityClassName")
+def _priority(
+    r: Reader, classes: dict[str, tuple[int, bool, bool]], label: str | None = None
+) -> tuple[int, bool]:
+    """The pod's priority and whether it may preempt; ``label`` is another vocabulary's
+    label that names a priority class (KAI's ``priorityClassName``), read where the spec
+    names none."""
+    field = "spec.priorityClassName"
+    name = r.string(field)
+    if name is None and label is not None:
+        field = f"metadata.labels.{label}"
+        name = r.strings("metadata.labels")[label]
     can_preempt = r.string("spec.preemptionPolicy", "PreemptLowerPriority") != "Never"
     if name is not None:
         if name not in classes:
-            raise r.fail("spec.priorityClassName", "a PriorityClass of the snapshot", name)
+            raise r.fail(field, "a PriorityClass of the snapshot", name)
         value, class_preempts, _ = classes[name]
         return r.integer("spec.priority", value), can_preempt and class_preempts
     defaults = [c for c in classes.values() if c[2]]

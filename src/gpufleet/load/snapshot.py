@@ -39,8 +39,9 @@ its reader, in the order their references need: :mod:`~gpufleet.load.node_pools`
 :mod:`gpufleet.load.checks`, and the YAML itself is read by :mod:`gpufleet.load.documents`.
 """
 
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 from gpufleet.load.checks import (
     check_fields,
@@ -53,6 +54,15 @@ from gpufleet.load.checks import (
 from gpufleet.load.devices import device_class, pools
 from gpufleet.load.documents import documents, objects_of
 from gpufleet.load.errors import InputError, warn_default
+from gpufleet.load.foreign import (
+    ALL,
+    KAI,
+    KAI_POD_GROUP,
+    KAI_PRIORITY_CLASSES,
+    KAI_QUEUE,
+    pod_names,
+)
+from gpufleet.load.kai import read_kai_group, read_kai_queue
 from gpufleet.load.kinds import Warn, sort_objects
 from gpufleet.load.node_pools import pool_levels, read_node_pool, read_topology
 from gpufleet.load.nodes import read_node, read_numa, with_numa
@@ -61,7 +71,7 @@ from gpufleet.load.queues import read_group, read_priority_class, read_queue
 from gpufleet.load.reader import Obj, Reader, each
 from gpufleet.load.vocabulary import SCHEDULER_NAME
 from gpufleet.model.devices import Pool
-from gpufleet.model.workload import Snapshot
+from gpufleet.model.workload import GroupSpec, QueueSpec, Snapshot
 
 MAX_PODS = 1_000_000
 """Pods in one snapshot: Kubernetes' own scalability limit is 150,000 per cluster."""
@@ -73,16 +83,20 @@ def load_snapshot(
     warn: Warn = warn_default,
     need_nodes: bool = True,
     schedulers: Collection[str] = (SCHEDULER_NAME,),
+    vocabularies: frozenset[str] = ALL,
 ) -> Snapshot:
     """The snapshot in the YAML file ``path``; what is skipped or doubtful goes to ``warn``.
     Without ``need_nodes`` the file may hold other objects only (a file of Queues). The
-    pods gpufleet schedules are those whose ``spec.schedulerName`` is in ``schedulers``."""
+    pods gpufleet schedules are those whose ``spec.schedulerName`` is in ``schedulers``;
+    other schedulers' queues and gangs are read in ``vocabularies``
+    (:mod:`gpufleet.load.foreign`)."""
     return parse_snapshot(
         (obj for doc in documents(path) for obj in objects_of(doc, str(path))),
         str(path),
         warn=warn,
         need_nodes=need_nodes,
         schedulers=schedulers,
+        vocabularies=vocabularies,
     )
 
 
@@ -93,6 +107,7 @@ def parse_snapshot(
     warn: Warn = warn_default,
     need_nodes: bool = True,
     schedulers: Collection[str] = (SCHEDULER_NAME,),
+    vocabularies: frozenset[str] = ALL,
 ) -> Snapshot:
     """A snapshot from Kubernetes objects as dictionaries (``source`` names them in errors).
 
@@ -102,7 +117,12 @@ def parse_snapshot(
     """
     try:
         return _parse(
-            objects, source, warn, need_nodes=need_nodes, schedulers=frozenset(schedulers)
+            objects,
+            source,
+            warn,
+            need_nodes=need_nodes,
+            schedulers=frozenset(schedulers),
+            vocabularies=vocabularies,
         )
     except (TypeError, ValueError, AttributeError, KeyError, ArithmeticError) as exc:
         if isinstance(exc, InputError):
@@ -117,10 +137,11 @@ def _parse(
     *,
     need_nodes: bool,
     schedulers: frozenset[str],
+    vocabularies: frozenset[str],
 ) -> Snapshot:
     by_kind: dict[str, list[Reader]] = {
         kind: [Reader(source, obj) for obj in objs]
-        for kind, objs in sort_objects(objects, source, warn).items()
+        for kind, objs in sort_objects(objects, source, warn, vocabularies).items()
     }
     check_fields(by_kind, warn)
     pools = each(by_kind.get("NodePool", []), read_node_pool)
@@ -144,11 +165,31 @@ def _parse(
     classes = dict(
         zip((r.name for r in class_readers), each(class_readers, read_priority_class), strict=True)
     )
-    queues = queue_tree(each(by_kind.get("Queue", []), read_queue), source)
-    groups = unique(
-        each(by_kind.get("PodGroup", []), read_group), lambda g: g.key, "PodGroup", source
+    if KAI in vocabularies:  # KAI installs these; a snapshot's own classes win
+        classes = {n: (v, True, False) for n, v in KAI_PRIORITY_CLASSES.items()} | classes
+    queues = queue_tree(
+        _one_each(
+            [
+                *_origins(by_kind, "Queue", read_queue),
+                *_origins(by_kind, KAI_QUEUE.key, read_kai_queue),
+            ],
+            lambda q: q[0].name,
+            "Queue",
+            source,
+        ),
+        source,
+    )
+    groups = _one_each(
+        [
+            *_origins(by_kind, "PodGroup", read_group),
+            *_origins(by_kind, KAI_POD_GROUP.key, read_kai_group),
+        ],
+        lambda g: g.key,
+        "PodGroup",
+        source,
     )
     group_queues = {g.key: g.queue for g in groups}
+    names = pod_names(vocabularies)
     node_gpus = {n.name: n.gpus for n in nodes}
     if len(by_kind.get("Pod", [])) > MAX_PODS:
         raise InputError(
@@ -156,7 +197,7 @@ def _parse(
         )
     read_pods = each(
         by_kind.get("Pod", []),
-        lambda r: read_pod(r, classes, group_queues, node_gpus, schedulers=schedulers),
+        lambda r: read_pod(r, classes, group_queues, node_gpus, schedulers=schedulers, names=names),
     )
     pods = [pod for pod in read_pods if pod is not None]
     other_schedulers(by_kind.get("Pod", []), read_pods, source, warn)
@@ -187,6 +228,41 @@ def _parse(
             "as `kubectl get nodes -o yaml` prints them",
         )
     return snapshot
+
+
+T = TypeVar("T", QueueSpec, GroupSpec, tuple[QueueSpec, tuple[bool, ...]])
+
+
+def _origins(
+    by_kind: Mapping[str, list[Reader]], key: str, read: Callable[[Reader], T]
+) -> list[tuple[T, Reader]]:
+    """Each object of ``key`` read, with its reader (to name it if it collides)."""
+    readers = by_kind.get(key, [])
+    return list(zip(each(readers, read), readers, strict=True))
+
+
+def _one_each(
+    items: list[tuple[T, Reader]], name: Callable[[T], str], kind: str, source: str
+) -> list[T]:
+    """The items, each name once: two objects (of one vocabulary or two) that define the same
+    queue or gang are an error naming both."""
+    seen: dict[str, Reader] = {}
+    for item, r in items:
+        key = name(item)
+        first = seen.setdefault(key, r)
+        if first is not r:
+            raise InputError(
+                f"{source}: {kind} {key}",
+                f"defined twice: by {_described(first)} and by {_described(r)}; "
+                "keep one, or leave one vocabulary out",
+            )
+    return [item for item, _ in items]
+
+
+def _described(r: Reader) -> str:
+    """``Queue scheduling.run.ai/v2 team-a``: the object a reader read."""
+    name = r.key if "namespace" in r.meta else r.name
+    return f"{r.obj.get('kind')} {r.obj.get('apiVersion')} {name}"
 
 
 def _each_pools(

@@ -1,0 +1,104 @@
+"""Other schedulers' vocabularies: which gpufleet reads, and the names each one uses.
+
+Teams moving to gpufleet already have queues and gangs written for another scheduler. A
+what-if reads them as they are, translated into gpufleet's model (the tables are in
+docs/migration.md):
+
+* ``kai`` — NVIDIA KAI Scheduler: ``scheduling.run.ai/v2`` Queue,
+  ``scheduling.run.ai/v2alpha2`` PodGroup, the pod label ``kai.scheduler/queue`` (and the
+  older ``runai/queue``), the annotations ``pod-group-name``, ``gpu-fraction`` and
+  ``gpu-memory`` (MiB), the pod label ``priorityClassName`` and KAI's predefined priority
+  classes (``train`` 50, ``build-preemptible`` 75, ``build`` 100, ``inference`` 125) where the
+  snapshot has no PriorityClass of that name.
+
+Which vocabularies are read is a setting (:data:`ALL` by default in a what-if; the live
+scheduler reads gpufleet's own only, and may pass a set later). gpufleet's own objects and
+scheduler-plugins' ``PodGroup`` are always read. An object of a vocabulary that is off is
+skipped with a warning, as any other API group gpufleet does not read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+KAI = "kai"
+
+ALL: frozenset[str] = frozenset({KAI})
+"""Every vocabulary gpufleet can read: the default of a what-if."""
+NONE: frozenset[str] = frozenset()
+"""gpufleet's own vocabulary only (and scheduler-plugins' PodGroup)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ForeignKind:
+    """One kind of another scheduler: its vocabulary and the key its objects are sorted under
+    (``Queue scheduling.run.ai/v2``), which names the reader."""
+
+    vocabulary: str
+    kind: str
+    api_version: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind} {self.api_version}"
+
+
+KAI_QUEUE = ForeignKind(KAI, "Queue", "scheduling.run.ai/v2")
+KAI_POD_GROUP = ForeignKind(KAI, "PodGroup", "scheduling.run.ai/v2alpha2")
+
+FOREIGN: Mapping[tuple[str, str], ForeignKind] = {
+    (k.kind, k.api_version): k for k in (KAI_QUEUE, KAI_POD_GROUP)
+}
+"""Per (kind, apiVersion), the other schedulers' kinds gpufleet can read."""
+
+KAI_QUEUE_LABELS = ("kai.scheduler/queue", "runai/queue")
+"""A pod's queue in KAI: the label, then the one older releases used."""
+KAI_GROUP_ANNOTATION = "pod-group-name"
+KAI_FRACTION_ANNOTATION = "gpu-fraction"
+KAI_GPU_MEMORY_ANNOTATION = "gpu-memory"
+"""A share of one GPU in KAI: a fraction (``"0.5"``) or MiB of GPU memory (``"2000"``)."""
+KAI_PRIORITY_LABEL = "priorityClassName"
+"""KAI reads a pod's priority class from this label too, where ``spec`` names none."""
+KAI_PRIORITY_CLASSES: Mapping[str, int] = {
+    "train": 50,
+    "build-preemptible": 75,
+    "build": 100,
+    "inference": 125,
+}
+"""The PriorityClasses KAI installs (its docs, "Workload Priority"); at 100 and above work is
+non-preemptible in KAI, as in gpufleet by default."""
+
+
+@dataclass(frozen=True, slots=True)
+class PodNames:
+    """Where a pod's queue, gang and GPU share are written, in the vocabularies read: each
+    list in the order looked at (gpufleet's own names first)."""
+
+    queue_labels: tuple[str, ...] = ()
+    queue_annotations: tuple[str, ...] = ()
+    group_annotations: tuple[str, ...] = ()
+    fraction_annotations: tuple[str, ...] = ()
+    memory_mib_annotations: tuple[str, ...] = ()
+    priority_labels: tuple[str, ...] = ()
+
+
+def pod_names(vocabularies: frozenset[str]) -> PodNames:
+    """The pod labels and annotations of ``vocabularies`` (beyond gpufleet's own)."""
+    kai = KAI in vocabularies
+    return PodNames(
+        queue_labels=KAI_QUEUE_LABELS if kai else (),
+        group_annotations=(KAI_GROUP_ANNOTATION,) if kai else (),
+        fraction_annotations=(KAI_FRACTION_ANNOTATION,) if kai else (),
+        memory_mib_annotations=(KAI_GPU_MEMORY_ANNOTATION,) if kai else (),
+        priority_labels=(KAI_PRIORITY_LABEL,) if kai else (),
+    )
+
+
+def check_vocabularies(names: frozenset[str]) -> None:
+    """Refuse a vocabulary gpufleet does not know (a setting's typo)."""
+    unknown = sorted(names - ALL)
+    if unknown:
+        raise ValueError(
+            f"unknown vocabulary {', '.join(unknown)}; known: {', '.join(sorted(ALL))}"
+        )

@@ -1,0 +1,58 @@
+"""``gpufleet schedule`` on a KAI cluster's snapshot: its pods taken over with
+``--scheduler-name``, its queues and gangs read unless ``--vocabulary`` leaves them out."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from tests.test_cli import gpufleet
+
+KAI_SCENARIO = Path(__file__).parent / "scenarios" / "kai-gang-and-gpu-sharing.yaml"
+NOW = "2026-01-01T01:00:00Z"
+
+
+def test_kai_pods_are_scheduled_under_kais_queues_and_gangs(tmp_path: Path) -> None:
+    shutil.copy(KAI_SCENARIO, tmp_path / "kai.yaml")
+    args = ["schedule", "-f", "kai.yaml", "--now", NOW, "-o", "json"]
+    result = gpufleet(*args, "--scheduler-name", "kai-scheduler", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert {b["pod"]: b["gpus"] for b in out["bindings"]} == {
+        "ml/gpu-sharing": [0],
+        "ml/gpu-memory": [0],
+    }
+    assert sorted(p["pod"] for p in out["pending"]) == ["ml/job-0", "ml/job-1", "ml/job-2"]
+
+
+def test_without_the_kai_vocabulary_its_objects_are_skipped_and_said(tmp_path: Path) -> None:
+    shutil.copy(KAI_SCENARIO, tmp_path / "kai.yaml")
+    result = gpufleet(
+        *("schedule", "-f", "kai.yaml", "--now", NOW, "-o", "json"),
+        *("--scheduler-name", "kai-scheduler", "--vocabulary", "gpufleet"),
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "the kai vocabulary is not read" in result.stderr
+    # Without KAI's names the sharing pods ask for no GPU and the gang's pods are gangs of one.
+    bound = {b["pod"] for b in json.loads(result.stdout)["bindings"]}
+    assert {"ml/gpu-sharing", "ml/gpu-memory", "ml/job-0", "ml/job-1"} <= bound
+
+
+def test_an_unknown_vocabulary_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    shutil.copy(KAI_SCENARIO, tmp_path / "kai.yaml")
+    result = gpufleet("schedule", "-f", "kai.yaml", "--vocabulary", "slurm", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "unknown vocabulary slurm; known: kai" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_two_vocabularies_naming_one_queue_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    own = "apiVersion: gpufleet.io/v1alpha1\nkind: Queue\nmetadata: {name: default-queue}\n"
+    (tmp_path / "kai.yaml").write_text(KAI_SCENARIO.read_text() + "\n---\n" + own)
+    result = gpufleet("schedule", "-f", "kai.yaml", "--now", NOW, cwd=tmp_path)
+    assert result.returncode == 2
+    (line,) = [w for w in result.stderr.strip().splitlines() if not w.startswith("Warning:")]
+    assert "Queue scheduling.run.ai/v2 default-queue" in line
+    assert "Queue gpufleet.io/v1alpha1 default-queue" in line
