@@ -668,3 +668,19 @@ def test_a_live_cache_fences_the_node_and_goes_on(rebuilt: bool) -> None:
     assert cache.conflicts == {}
     result = Session(cache, CycleConfig(policy="best-fit"), 100.0, assume=False).run()
     assert [(b.pod, b.node) for b in result.bindings] == [("ns/new", "n0")]
+
+
+def test_a_refused_eviction_takes_back_the_bindings_pipelined_onto_its_node() -> None:
+    """Found by the state machine: a preemptor's plan evicts a 4-GPU pod, and a later pod of
+    the same cycle is placed on the capacity the eviction frees. The eviction is refused:
+    the victim counts again, so the later pod's binding must be taken back with the plan
+    (it held GPUs the victim still has; keeping the victim crashed the cache)."""
+    machine = CacheMachine()
+    machine.cycle(confirm=0.0, fail=0.0, refuse=False)
+    machine.pod_created(gang=False, gpus=4, priority=0, queue="team-a")
+    machine.podgroup_changed(min_member=1, queue="team-a")
+    machine.cycle(confirm=1.0, fail=0.0, refuse=False)
+    machine.pod_created(gang=False, gpus=1, priority=0, queue="team-a")
+    machine.pod_created(gang=False, gpus=1, priority=10, queue="team-a")
+    machine.cycle(confirm=0.0, fail=0.0, refuse=True)
+    machine.equals_a_cache_built_from_scratch()

@@ -43,15 +43,27 @@ class Assumptions:
         return key in self.deadline
 
     def record(
-        self, result: CycleResult, now: float, ledger: Ledger, gang_of: Callable[[str], str]
+        self,
+        result: CycleResult,
+        now: float,
+        ledger: Ledger,
+        gang_of: Callable[[str], str],
+        node_of: Callable[[str], str | None],
     ) -> None:
         """``result``'s bindings (already held on ``ledger``) are assumed from ``now``; each
-        eviction remembers the bindings of its plan (its job's pods, and moved pods)."""
+        eviction remembers the bindings that count on it: its plan (its job's pods, and
+        moved pods) and any binding pipelined onto its node — a later job of the cycle may
+        have been placed on the capacity it frees."""
         moved = {e.pod for e in result.evictions if e.action == "consolidate"}
         for eviction in result.evictions:
             self.settle(eviction.pod)
+            node = node_of(eviction.pod)
             self.plans[eviction.pod] = tuple(
-                b.pod for b in result.bindings if b.pod in moved or gang_of(b.pod) == eviction.for_
+                b.pod
+                for b in result.bindings
+                if b.pod in moved
+                or gang_of(b.pod) == eviction.for_
+                or (b.pipelined and b.node == node)
             )
         names, book = ledger.state.names, ledger.book
         for binding in result.bindings:
@@ -126,7 +138,11 @@ class AssumedBindings:
             pod = pods.get(key)
             return key if pod is None else pod.gang
 
-        self._assumed.record(result, now, ledger, gang_of)
+        def node_of(key: str) -> str | None:
+            pod = pods.get(key)
+            return None if pod is None else pod.node
+
+        self._assumed.record(result, now, ledger, gang_of, node_of)
         for eviction in result.evictions:
             self.evicted.add(eviction.pod)
             self._touch(eviction.pod)
