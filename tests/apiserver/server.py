@@ -117,13 +117,14 @@ class Emulator:
         self._thread.join(10)
         self._loop = self._thread = self._runner = None
 
-    def kubeconfig(self, path: Path) -> Path:
-        """Write a kubeconfig for this server (plain HTTP, a bearer token) and return it."""
+    def kubeconfig(self, path: Path, token: str = "") -> Path:
+        """Write a kubeconfig for this server (plain HTTP, a bearer token: ``token``, else the
+        emulator's own) and return it."""
         config = {
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [{"name": "emulator", "cluster": {"server": self.url}}],
-            "users": [{"name": "emulator", "user": {"token": self.token}}],
+            "users": [{"name": "emulator", "user": {"token": token or self.token}}],
             "contexts": [
                 {
                     "name": "emulator",

@@ -20,8 +20,9 @@ import pytest
 from gpufleet.kube.leader import LeaseConfig
 from gpufleet.kube.options import ServeOptions
 from gpufleet.kube.serve import LiveScheduler, Replica
-from tests.apiserver.rbac import Authorizer, Identity, expand, unused
+from tests.apiserver.rbac import expand, unused
 from tests.apiserver.server import Emulator
+from tests.deploy.chart import authorizer
 from tests.deploy.conftest import NAMESPACE, Render
 from tests.kube.test_dra_live import add_claim, add_claim_pod, claims, cluster, reserved_for
 from tests.kube.test_serve import add_group, add_node, add_pod, bound, events, pods
@@ -34,16 +35,10 @@ INTENTIONALLY_UNUSED: set[tuple[str, str, str, str]] = set()
 """Permissions the chart grants that no path of the scheduler exercises here: none."""
 
 
-def account(objects: list[JSON]) -> Identity:
-    [sa] = [o for o in objects if o["kind"] == "ServiceAccount"]
-    return Identity.service_account(sa["metadata"]["namespace"], sa["metadata"]["name"])
-
-
 @contextmanager
 def secured(objects: list[JSON]) -> Iterator[Emulator]:
     """An emulator that grants the ServiceAccount's token what ``objects`` bind to it."""
-    rbac = Authorizer(objects, {TOKEN: account(objects)})
-    server = Emulator(seed=7, bookmark_interval=0.2, rbac=rbac).start()
+    server = Emulator(seed=7, bookmark_interval=0.2, rbac=authorizer(objects, TOKEN)).start()
     namespaces = server.store.resource("", "v1", "namespaces")
     server.store.create(namespaces, "", {"metadata": {"name": NAMESPACE}})
     try:
