@@ -8,11 +8,15 @@ kubeconfig — elect a leader on a Lease; the leader is killed with SIGKILL (no 
 Lease released) ``--restarts`` times and a new replica started, so that leadership moves and
 every new leader lists the cluster afresh. Faults: every 1,000 writes all watches are dropped
 and the next ones answered 410; 2% of binds are answered 500 and 1% are applied with their
-reply dropped. It stops by itself once every pod has run, and prints: pods bound, pods that
+reply dropped. The replicas run as the Helm chart's ServiceAccount, with only what its
+rendered ClusterRole and Role grant (the emulator enforces RBAC; without helm, from the dev
+extra's kubectl wheel, the soak runs unrestricted and says so). It stops by itself once
+every pod has run, and prints: pods bound, pods that
 fit but stayed unbound at the end (must be 0), GPUs ever double-booked (from the emulator's
 own write log, in the order it applied the writes; must be 0), binds per second end to end,
 scheduling latency from a pod's creation to its bind (p50, p99), restarts survived, peak
-memory of the scheduler processes and of the emulator.
+memory of the scheduler processes and of the emulator, and the requests RBAC refused (must
+be 0).
 
 **Throughput** (``--nodes`` 5,000 nodes, ``--pending`` 10,000 pods, no faults): the rate at
 which one scheduler process binds a backlog, from the moment it is ready (its first list is
@@ -48,13 +52,17 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from tests.apiserver import kubectl
+from tests.apiserver.rbac import Authorizer
 from tests.apiserver.server import Emulator
+from tests.deploy import chart
 
 from bench.docs import publish_table
 
 SECTION = "live"
 GPUS = 8
 SCHEDULER_PAPER = "680-810"
+TOKEN = "gpufleet-service-account"
 
 
 @dataclass
@@ -67,6 +75,9 @@ class Soak:
     restarts: int = 0
     unread: int = 0
     faults: dict[str, int] = field(default_factory=dict)
+    rbac: str = ""
+    """How RBAC was enforced, in words."""
+    denials: int = 0
 
 
 def _node(name: str) -> dict[str, Any]:
@@ -221,11 +232,24 @@ def _free_port() -> int:
         return port
 
 
+def _chart_rbac(workdir: Path) -> tuple[Authorizer | None, str]:
+    """RBAC as the chart renders it for the ServiceAccount's token, and how it is enforced in
+    words; None (unrestricted) where helm cannot be had."""
+    why = kubectl.unavailable()
+    if why:
+        return None, f"not enforced: helm is not available ({why})"
+    rbac = chart.authorizer(chart.render(chart.helm(workdir / "helm")), TOKEN)
+    return rbac, f"enforced from the chart ({len(rbac.rules)} rules)"
+
+
 async def _soak(args: argparse.Namespace, workdir: Path) -> Soak:  # noqa: PLR0915 (one scenario, read top to bottom)
     rng = random.Random(args.seed)
-    emulator = Emulator(seed=args.seed, bookmark_interval=1.0, window=5000).start()
-    out = Soak()
+    rbac, enforced = _chart_rbac(workdir)
+    emulator = Emulator(seed=args.seed, bookmark_interval=1.0, window=5000, rbac=rbac).start()
+    out = Soak(rbac=enforced)
     store = emulator.store
+    namespaces = store.resource("", "v1", "namespaces")
+    store.create(namespaces, "", {"metadata": {"name": chart.NAMESPACE}})
     pods_r = store.resource("", "v1", "pods")
     groups_r = store.resource("scheduling.x-k8s.io", "v1alpha1", "podgroups")
     for i in range(args.soak_nodes):
@@ -233,8 +257,9 @@ async def _soak(args: argparse.Namespace, workdir: Path) -> Soak:  # noqa: PLR09
     jobs = _workload(args.soak_pods, rng)
     created: dict[str, float] = {}
     done: set[str] = set()
-    kubeconfig = emulator.kubeconfig(workdir / "kubeconfig")
-    lease = ["--leader-elect-lease-duration", "3", "--leader-elect-renew-deadline", "2"]
+    kubeconfig = emulator.kubeconfig(workdir / "kubeconfig", TOKEN if rbac else "")
+    lease = ["--leader-elect-resource-namespace", chart.NAMESPACE]  # the chart's Role is there
+    lease += ["--leader-elect-lease-duration", "3", "--leader-elect-renew-deadline", "2"]
     lease += ["--leader-elect-retry-period", "0.5", "--period", "0.5"]
     bindings = Bindings(emulator)
     replicas: list[Serve] = []
@@ -321,6 +346,7 @@ async def _soak(args: argparse.Namespace, workdir: Path) -> Soak:  # noqa: PLR09
         listed, _ = store.list(pods_r, "default")
         out.unbound_fit = sum(1 for p in listed if not p["spec"].get("nodeName"))
         out.faults = dict(emulator.faults.taken)
+        out.denials = len(rbac.denied) if rbac is not None else 0
         emulator.stop()
     out.double_booked = len(bindings.double_booked)
     out.unread = bindings.unread
@@ -445,8 +471,11 @@ def main(argv: list[str] | None = None) -> int:
         f"bind replies dropped after the bind was applied. Peak memory "
         f"{emulator_mib:,.0f} MiB for the emulator and this driver, {scheduler_mib:,.0f} MiB "
         f"for the largest scheduler process.",
+        "",
+        f"RBAC: {soak.rbac}, {soak.denials} denials.",
     ]
-    return publish_table("bench.live", SECTION, lines, write_docs=not args.no_docs)
+    published = publish_table("bench.live", SECTION, lines, write_docs=not args.no_docs)
+    return published or (1 if soak.denials else 0)
 
 
 if __name__ == "__main__":

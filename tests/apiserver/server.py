@@ -4,10 +4,13 @@ Requests pass, in order: a freeze (``faults.py``), authentication when ``require
 bearer token, as apiserver's token authenticator: anything else is a 401 ``Unauthorized``
 Status; ``/version`` and the health endpoints are public, as for
 ``system:public-info-viewer``; off by default because kubectl sends no token over plain
-HTTP, so the kubeconfig's token is only for clients that do), the injected
-failures and delays, then the routes: discovery (``discovery.py``), the resource paths
-(``handlers.py``, ``watch.py``) and ``/_emulator/`` — a path no apiserver has — for the fault
-controls (``POST /_emulator/faults`` with a fault's JSON) and the write log
+HTTP, so the kubeconfig's token is only for clients that do), authorization when ``rbac``
+is given (``rbac.py``: a request must then carry the emulator's own token, which stays
+unrestricted so that tests can seed and read, or a token of the authorizer's, whose
+identity gets only what its roles grant), the injected failures and delays, then the
+routes: discovery (``discovery.py``), the resource paths (``handlers.py``, ``watch.py``)
+and ``/_emulator/`` — a path no apiserver has — for the fault controls
+(``POST /_emulator/faults`` with a fault's JSON) and the write log
 (``GET /_emulator/writes``). Failures become ``Status`` bodies (``errors.py``).
 """
 
@@ -28,6 +31,7 @@ from aiohttp import web
 
 from tests.apiserver import discovery, errors, handlers, tables
 from tests.apiserver.faults import Faults
+from tests.apiserver.rbac import Attributes, Authorizer, verb
 from tests.apiserver.selectors import field_selector, label_selector
 from tests.apiserver.store import Store
 from tests.apiserver.watch import Watch, WatchRequest, serve
@@ -52,6 +56,7 @@ class Emulator:
         watch_timeout: float = 1800.0,
         token: str = "emulator-token",
         require_token: bool = False,
+        rbac: Authorizer | None = None,
     ) -> None:
         self.store = Store(rng=Random(seed), clock=clock, window=window)
         self.faults = Faults()
@@ -60,6 +65,7 @@ class Emulator:
         self.watch_timeout = watch_timeout
         self.token = token
         self.require_token = require_token
+        self.rbac = rbac
         self.url = ""
         self._watches: set[Watch] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -111,13 +117,14 @@ class Emulator:
         self._thread.join(10)
         self._loop = self._thread = self._runner = None
 
-    def kubeconfig(self, path: Path) -> Path:
-        """Write a kubeconfig for this server (plain HTTP, a bearer token) and return it."""
+    def kubeconfig(self, path: Path, token: str = "") -> Path:
+        """Write a kubeconfig for this server (plain HTTP, a bearer token: ``token``, else the
+        emulator's own) and return it."""
         config = {
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [{"name": "emulator", "cluster": {"server": self.url}}],
-            "users": [{"name": "emulator", "user": {"token": self.token}}],
+            "users": [{"name": "emulator", "user": {"token": token or self.token}}],
             "contexts": [
                 {
                     "name": "emulator",
@@ -156,6 +163,8 @@ class Emulator:
                 and (request.headers.get("Authorization") != f"Bearer {self.token}")
             ):
                 raise UNAUTHORIZED
+            if self.rbac is not None and not request.path.startswith("/_emulator/"):
+                self._authorize(self.rbac, request)
             if not request.path.startswith("/_emulator/"):
                 method, path = request.method, request.path
                 rule = self.faults.take("fail", method, path) or self.faults.take(
@@ -176,6 +185,35 @@ class Emulator:
                 request.transport.abort()
             raise asyncio.CancelledError
         return response
+
+    def _authorize(self, rbac: Authorizer, request: web.Request) -> None:
+        token = request.headers.get("Authorization", "").removeprefix("Bearer ")
+        if token == self.token:
+            return
+        identity = rbac.identity(token)
+        if identity is None:
+            raise UNAUTHORIZED
+        path = request.path.rstrip("/") or "/"
+        target = handlers.parse(path)
+        if target is None:
+            rbac.authorize(identity, Attributes(request.method.lower(), path=path))
+            return
+        plural = target.resource.plural
+        rbac.authorize(
+            identity,
+            Attributes(
+                verb(
+                    request.method,
+                    named=bool(target.name),
+                    watch=request.query.get("watch") in {"1", "true"},
+                ),
+                target.resource.group,
+                f"{plural}/{target.sub}" if target.sub else plural,
+                target.namespace,
+                target.name,
+                path,
+            ),
+        )
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         path = request.path.rstrip("/") or "/"

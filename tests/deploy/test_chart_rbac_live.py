@@ -1,0 +1,203 @@
+"""The chart's RBAC, enforced: the live scheduler runs against the emulator as the chart's
+ServiceAccount, with only what the rendered ClusterRole and Role grant (``tests/apiserver/
+rbac.py``), through every path that writes — binds with GPU indexes, a bind whose reply is
+lost and is read back, a bind retried, an event that becomes a series, a DRA claim's
+allocation, a preemption, a PodGroup's and a Queue's status, events, the Lease — and no
+request is refused; every permission the chart grants is used. Without one rule, the
+scheduler is refused, says so and goes on."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+import pytest
+
+from gpufleet.kube.leader import LeaseConfig
+from gpufleet.kube.options import ServeOptions
+from gpufleet.kube.serve import LiveScheduler, Replica
+from tests.apiserver.rbac import expand, unused
+from tests.apiserver.server import Emulator
+from tests.deploy.chart import authorizer
+from tests.deploy.conftest import NAMESPACE, Render
+from tests.kube.test_dra_live import add_claim, add_claim_pod, claims, cluster, reserved_for
+from tests.kube.test_serve import add_group, add_node, add_pod, bound, events, pods
+from tests.kube.test_serve_queues import add_pod as add_queued_pod
+from tests.kube.test_serve_queues import add_queue, status
+
+JSON = dict[str, Any]
+TOKEN = "service-account-token"
+INTENTIONALLY_UNUSED: set[tuple[str, str, str, str]] = set()
+"""Permissions the chart grants that no path of the scheduler exercises here: none."""
+
+
+@contextmanager
+def secured(objects: list[JSON]) -> Iterator[Emulator]:
+    """An emulator that grants the ServiceAccount's token what ``objects`` bind to it."""
+    server = Emulator(seed=7, bookmark_interval=0.2, rbac=authorizer(objects, TOKEN)).start()
+    namespaces = server.store.resource("", "v1", "namespaces")
+    server.store.create(namespaces, "", {"metadata": {"name": NAMESPACE}})
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def chart(render: Render) -> list[JSON]:
+    return render()
+
+
+@pytest.fixture
+def emulator(chart: list[JSON]) -> Iterator[Emulator]:
+    with secured(chart) as server:
+        yield server
+
+
+def serve_as_the_chart(
+    emulator: Emulator, done: Callable[[LiveScheduler], bool], timeout: float = 30.0
+) -> LiveScheduler:
+    """Run one replica, electing itself on the chart's Lease, with the ServiceAccount's token,
+    until ``done`` holds of the scheduler it runs while it leads."""
+    options = ServeOptions(period_s=0.2, batch_s=0.01)
+    lease = LeaseConfig(NAMESPACE, "gpufleet", "replica-0", 2.0, 1.5, 0.1)
+
+    async def main() -> LiveScheduler:
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        async with httpx.AsyncClient(base_url=emulator.url, timeout=5, headers=headers) as http:
+            replica = Replica(http, options, lease)
+            stop = asyncio.Event()
+            task = asyncio.create_task(replica.run(stop))
+            deadline = time.monotonic() + timeout
+            try:
+                while (live := replica.live) is None or not done(live):
+                    assert time.monotonic() < deadline, "timed out"
+                    assert not task.done(), task.exception()
+                    await asyncio.sleep(0.05)
+            finally:
+                stop.set()
+                await asyncio.wait_for(task, 10)
+            return live
+
+    return asyncio.run(main())
+
+
+def add_preemption(emulator: Emulator) -> None:
+    """A node of 2 GPUs held by a low-priority pod, and a high-priority pod that needs them."""
+    add_node(emulator, "victims", gpus=2)
+    store = emulator.store
+    classes = store.resource("scheduling.k8s.io", "v1", "priorityclasses")
+    for name, value in (("low", -10), ("high", 50)):
+        store.create(classes, "", {"metadata": {"name": name}, "value": value})
+    container = {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "2"}}}
+    store.create(
+        store.resource("", "v1", "pods"),
+        "default",
+        {
+            "metadata": {"name": "low", "annotations": {"gpufleet.io/gpu-index": "0,1"}},
+            "spec": {
+                "schedulerName": "gpufleet",
+                "nodeName": "victims",
+                "priorityClassName": "low",
+                "containers": [container],
+            },
+            "status": {"phase": "Running", "startTime": "2026-01-01T00:00:00Z"},
+        },
+        keep_status=True,
+    )
+
+
+def add_preemptor(emulator: Emulator) -> None:
+    container = {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "2"}}}
+    emulator.store.create(
+        emulator.store.resource("", "v1", "pods"),
+        "default",
+        {
+            "metadata": {"name": "high"},
+            "spec": {
+                "schedulerName": "gpufleet",
+                "priorityClassName": "high",
+                "containers": [container],
+            },
+        },
+    )
+
+
+def test_the_scheduler_needs_every_permission_of_the_chart_and_no_other(
+    emulator: Emulator, chart: list[JSON]
+) -> None:
+    cluster(emulator)  # n0: 2 DRA devices, no GPUs
+    add_claim(emulator, "c0")
+    add_claim_pod(emulator, "claims", "c0")
+    add_node(emulator, "gpus", gpus=4)
+    add_pod(emulator, "lost-reply", 1)
+    add_pod(emulator, "retried", 1)
+    add_group(emulator, "gang", 2)
+    for i in range(2):
+        add_pod(emulator, f"gang-{i}", 1, group="gang")
+    add_queue(emulator, "team-a", 4)
+    add_queued_pod(emulator, "waits", 16, "team-a")  # fits nowhere: told why
+    add_preemption(emulator)
+    emulator.faults.drop_reply(1, path="/pods/lost-reply/binding$")
+    emulator.faults.fail(2, code=500, path="/pods/retried/binding$")
+    # Its condition not taken, the pod is told again: the event's series is patched.
+    emulator.faults.fail(1, code=500, method="PATCH", path="/pods/waits/status$")
+    expected = {"claims", "lost-reply", "retried", "gang-0", "gang-1"}
+
+    def settled(live: LiveScheduler) -> bool:
+        if expected <= set(bound(emulator)) and "high" not in pods(emulator):
+            add_preemptor(emulator)
+        return (
+            bound(emulator).get("high") == "victims"
+            and status(emulator, "team-a").get("pendingPods") == 1
+            and live.stats.evicted == 1
+        )
+
+    live = serve_as_the_chart(emulator, settled)
+    assert emulator.rbac is not None
+    assert emulator.rbac.denied == []
+    assert live.stats.bind_failures == 2
+    assert all(
+        (pods(emulator)[p]["metadata"].get("annotations") or {}).get("gpufleet.io/gpu-index")
+        for p in expected - {"claims"} | {"high"}
+    )
+    assert reserved_for(claims(emulator)["c0"]) == {"claims"}
+    assert any(e.get("series") for e in events(emulator))
+    granted = {
+        permission
+        for o in chart
+        if o["kind"] in {"ClusterRole", "Role"}
+        for permission in expand(o)
+    }
+    assert unused(granted, emulator.rbac.used) == INTENTIONALLY_UNUSED
+
+
+def test_without_the_binding_permission_the_pod_stays_pending_and_is_reported(
+    chart: list[JSON], caplog: pytest.LogCaptureFixture
+) -> None:
+    crippled = [
+        {**o, "rules": [without(rule, "pods/binding") for rule in o["rules"]]}
+        if o["kind"] == "ClusterRole"
+        else o
+        for o in chart
+    ]
+    with secured(crippled) as emulator:
+        add_node(emulator, "n0")
+        add_pod(emulator, "p", 1)
+        live = serve_as_the_chart(emulator, lambda live: live.stats.bind_failures >= 1)
+        assert bound(emulator) == {}
+        assert emulator.rbac is not None
+        [(_, refused)] = emulator.rbac.denied
+        assert (refused.verb, refused.resource, refused.name) == ("create", "pods/binding", "p")
+        assert live.stats.cycle_errors == 0
+        assert any('403: pods "p" is forbidden' in r.getMessage() for r in caplog.records), (
+            caplog.text
+        )
+
+
+def without(rule: JSON, resource: str) -> JSON:
+    return {**rule, "resources": [r for r in rule["resources"] if r != resource]}
