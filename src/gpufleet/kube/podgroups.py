@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from gpufleet.kube.events import rfc3339
-from gpufleet.kube.kinds import API
+from gpufleet.kube.status import JSON, StatusWriter
 from gpufleet.model.workload import GroupSpec
 
 if TYPE_CHECKING:
@@ -47,7 +47,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gpufleet.serve")
 
-JSON = dict[str, Any]
 Raw = Mapping[str, Any]
 
 
@@ -95,15 +94,12 @@ def condition(min_member: int, found: Mapping[str, int], why: str) -> JSON:
     return {"type": "Scheduled", "status": "False", "reason": "Unschedulable", "message": message}
 
 
-class PodGroupStatus:
-    """Writes the status of gpufleet's PodGroups (module docstring), remembering what the
-    server took."""
+class PodGroupStatus(StatusWriter):
+    """Writes the status of gpufleet's PodGroups (module docstring)."""
 
     def __init__(self, http: httpx.AsyncClient, clock: Callable[[], float]) -> None:
-        self.http, self.clock = http, clock
-        self.written: dict[str, JSON] = {}
-        """The status last written per PodGroup key (``namespace/name``)."""
-        self.patches = 0
+        super().__init__(http, "PodGroup")
+        self.clock = clock
 
     async def write(
         self,
@@ -114,8 +110,7 @@ class PodGroupStatus:
     ) -> None:
         """Write each changed status; ``reasons`` why each waiting gang waits (by gang)."""
         groups = store.raw["PodGroup"]
-        for key in [k for k in self.written if k not in groups]:
-            del self.written[key]  # deleted
+        self.keep_only(groups)
         for key in sorted(groups):
             spec = store.made["PodGroup"].get(key)
             pods = [store.raw["Pod"][p] for p in sorted(store.readers.get(("PodGroup", key), ()))]
@@ -123,19 +118,16 @@ class PodGroupStatus:
                 continue  # it cannot be read (reported as such)
             if not any(_scheduler(p) in store.schedulers for p in pods):
                 continue  # not a gang of gpufleet's
-            min_member = spec.min_member
             found = counts(pods, cache.assumed)
-            before = self.written.get(key) or (groups[key].get("status") or {})
-            status = self._status(min_member, found, reasons.get(key, ""), before)
-            if status == self.written.get(key):
-                continue
-            if status == before:  # the object says so already (a restart): nothing to write
-                self.written[key] = status
-                continue
-            if not may_act():
+            own = groups[key].get("status") or {}
+            before = self.written.get(key) or own
+            status = self._status(spec.min_member, found, reasons.get(key, ""), before)
+            if not await self.put(key, status, own, may_act):
                 return
-            if await self._patch(key, status):
-                self.written[key] = status
+            if self.written.get(key) is status:
+                log.info(
+                    "PodGroup %s is %s (%d scheduled)", key, status["phase"], found["scheduled"]
+                )
 
     def _status(self, min_member: int, found: Mapping[str, int], why: str, before: JSON) -> JSON:
         now = rfc3339(self.clock())
@@ -154,25 +146,6 @@ class PodGroupStatus:
             "scheduleStartTime": before.get("scheduleStartTime") or now,
             "conditions": [wanted],
         }
-
-    async def _patch(self, key: str, status: JSON) -> bool:
-        namespace, name = key.split("/", 1)
-        version, plural = API["PodGroup"]
-        try:
-            response = await self.http.patch(
-                f"/apis/{version}/namespaces/{namespace}/{plural}/{name}/status",
-                json={"status": status},
-                headers={"Content-Type": "application/merge-patch+json"},
-            )
-        except httpx.HTTPError as exc:
-            log.warning("status of PodGroup %s: %s", key, exc)
-            return False
-        if response.status_code >= 300:
-            log.warning("status of PodGroup %s: %s", key, response.status_code)
-            return False
-        self.patches += 1
-        log.info("PodGroup %s is %s (%d scheduled)", key, status["phase"], status["scheduled"])
-        return True
 
 
 def _scheduler(pod: Raw) -> str:

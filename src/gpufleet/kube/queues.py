@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from gpufleet.kube.kinds import API
+from gpufleet.kube.status import JSON, StatusWriter
 from gpufleet.model.workload import RESOURCES
 
 if TYPE_CHECKING:
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gpufleet.serve")
 
-JSON = dict[str, Any]
 FIELDS = ("allocated", "fairShare", "pendingJobs", "pendingPods")
 """The fields of a Queue's status that gpufleet writes."""
 
@@ -70,15 +69,11 @@ def statuses(names: Collection[str], cache: ClusterCache, result: CycleResult) -
     }
 
 
-class QueueStatus:
-    """Writes the status of the cluster's Queues (module docstring), remembering what the
-    server took."""
+class QueueStatus(StatusWriter):
+    """Writes the status of the cluster's Queues (module docstring)."""
 
     def __init__(self, http: httpx.AsyncClient) -> None:
-        self.http = http
-        self.written: dict[str, JSON] = {}
-        """The status last written per Queue name."""
-        self.patches = 0
+        super().__init__(http, "Queue")
 
     async def write(
         self,
@@ -91,37 +86,11 @@ class QueueStatus:
         queues = {  # those that can be read: the others are reported as such
             _name(obj): obj for key, obj in store.raw["Queue"].items() if key in store.made["Queue"]
         }
-        for name in [n for n in self.written if n not in queues]:
-            del self.written[name]  # deleted
+        self.keep_only(queues)
         for name, status in sorted(statuses(queues, cache, result).items()):
-            if status == self.written.get(name):
-                continue
             own = queues[name].get("status") or {}
-            if status == {f: own.get(f) for f in FIELDS}:  # a restart: nothing to write
-                self.written[name] = status
-                continue
-            if not may_act():
+            if not await self.put(name, status, {f: own.get(f) for f in FIELDS}, may_act):
                 return
-            if await self._patch(name, status):
-                self.written[name] = status
-
-    async def _patch(self, name: str, status: JSON) -> bool:
-        version, plural = API["Queue"]
-        try:
-            response = await self.http.patch(
-                f"/apis/{version}/{plural}/{name}/status",
-                json={"status": status},
-                headers={"Content-Type": "application/merge-patch+json"},
-            )
-        except httpx.HTTPError as exc:
-            log.warning("status of Queue %s: %s", name, exc)
-            return False
-        if response.status_code >= 300:
-            log.warning("status of Queue %s: %s", name, response.status_code)
-            return False
-        self.patches += 1
-        log.debug("Queue %s: %s", name, status)
-        return True
 
 
 def _name(obj: Mapping[str, Any]) -> str:
