@@ -1,4 +1,4 @@
-"""``gpufleet schedule`` on a KAI cluster's snapshot: its pods taken over with
+"""``gpufleet schedule`` on a KAI or Volcano cluster's snapshot: its pods taken over with
 ``--scheduler-name``, its queues and gangs read unless ``--vocabulary`` leaves them out."""
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ def test_an_unknown_vocabulary_is_one_line_and_exit_2(tmp_path: Path) -> None:
     result = gpufleet("schedule", "-f", "kai.yaml", "--vocabulary", "slurm", cwd=tmp_path)
     assert result.returncode == 2
     assert "unknown vocabulary slurm; known: kai" in result.stderr
+    assert "volcano" in result.stderr
     assert "Traceback" not in result.stderr
 
 
@@ -56,3 +57,30 @@ def test_two_vocabularies_naming_one_queue_is_one_line_and_exit_2(tmp_path: Path
     (line,) = [w for w in result.stderr.strip().splitlines() if not w.startswith("Warning:")]
     assert "Queue scheduling.run.ai/v2 default-queue" in line
     assert "Queue gpufleet.io/v1alpha1 default-queue" in line
+
+
+VOLCANO_SCENARIO = Path(__file__).parent / "scenarios" / "volcano-gang-and-queue-capability.yaml"
+
+
+def test_volcano_pods_are_held_by_its_queue_capability(tmp_path: Path) -> None:
+    shutil.copy(VOLCANO_SCENARIO, tmp_path / "volcano.yaml")
+    args = ["schedule", "-f", "volcano.yaml", "--now", NOW, "-o", "json"]
+    result = gpufleet(*args, "--scheduler-name", "volcano", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert sorted(b["pod"] for b in out["bindings"]) == ["ml/train-0", "ml/train-1"]
+    assert len(out["pending"]) == 3
+
+
+def test_without_the_volcano_vocabulary_its_objects_are_skipped_and_said(tmp_path: Path) -> None:
+    shutil.copy(VOLCANO_SCENARIO, tmp_path / "volcano.yaml")
+    result = gpufleet(
+        *("schedule", "-f", "volcano.yaml", "--now", NOW, "-o", "json"),
+        *("--scheduler-name", "volcano", "--vocabulary", "kai"),
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "the volcano vocabulary is not read" in result.stderr
+    # Without Volcano's queue there is no capability: the job's pods are bound.
+    bound = {b["pod"] for b in json.loads(result.stdout)["bindings"]}
+    assert {f"ml/test-job-default-nginx-{i}" for i in range(3)} <= bound

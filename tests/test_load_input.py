@@ -79,6 +79,7 @@ def test_other_projects_queues_are_skipped_with_one_warning_per_group(tmp_path: 
     assert len(warned) == 2
     volcano, kai = sorted(warned, key=lambda w: "volcano" not in w)
     assert "skipped 2 Queue objects of API group scheduling.volcano.sh" in volcano
+    assert "the volcano vocabulary is not read" in volcano
     assert "skipped 1 Queue object of API group scheduling.run.ai" in kai
     assert "the kai vocabulary is not read" in kai
 
@@ -96,15 +97,15 @@ def test_another_version_of_another_schedulers_kind_is_skipped(tmp_path: Path) -
     assert ["scheduling.run.ai/v1): gpufleet reads Queue of" in w for w in warned] == [True]
 
 
-def test_volcano_podgroup_is_not_read_as_a_gang(tmp_path: Path) -> None:
+def test_volcano_podgroup_is_not_a_gang_with_volcano_off(tmp_path: Path) -> None:
     group = """apiVersion: scheduling.volcano.sh/v1beta1
 kind: PodGroup
 metadata: {name: g, namespace: ml}
 spec: {minMember: 4}
 """
-    snap, warned = load(write(tmp_path, NODE, group))
+    snap, warned = load(write(tmp_path, NODE, group), NONE)
     assert snap.groups == ()  # type: ignore[attr-defined]
-    assert ["scheduling.volcano.sh" in w for w in warned] == [True]
+    assert ["the volcano vocabulary is not read" in w for w in warned] == [True]
 
 
 def test_another_version_of_a_supported_group_is_an_error(tmp_path: Path) -> None:
@@ -188,7 +189,10 @@ metadata: {name: b, namespace: ml}
 
 def test_the_cli_prints_warnings_on_stderr(tmp_path: Path) -> None:
     write(tmp_path, NODE, VOLCANO_QUEUE)
-    result = gpufleet("schedule", "-f", "snapshot.yaml", "-o", "json", cwd=tmp_path)
+    result = gpufleet(
+        *("schedule", "-f", "snapshot.yaml", "-o", "json", "--vocabulary", "gpufleet"),
+        cwd=tmp_path,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stderr.startswith("Warning: snapshot.yaml: skipped 1 Queue object")
 

@@ -9,7 +9,11 @@ docs/migration.md):
   older ``runai/queue``), the annotations ``pod-group-name``, ``gpu-fraction`` and
   ``gpu-memory`` (MiB), the pod label ``priorityClassName`` and KAI's predefined priority
   classes (``train`` 50, ``build-preemptible`` 75, ``build`` 100, ``inference`` 125) where the
-  snapshot has no PriorityClass of that name.
+  snapshot has no PriorityClass of that name;
+* ``volcano`` — Volcano: ``scheduling.volcano.sh/v1beta1`` Queue and PodGroup, the pod
+  annotations ``scheduling.k8s.io/group-name`` (and ``scheduling.volcano.sh/group-name``)
+  and ``scheduling.volcano.sh/queue-name`` (and the ``volcano.sh/queue-name`` Volcano's jobs
+  write).
 
 Which vocabularies are read is a setting (:data:`ALL` by default in a what-if; the live
 scheduler reads gpufleet's own only, and may pass a set later). gpufleet's own objects and
@@ -23,8 +27,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 KAI = "kai"
+VOLCANO = "volcano"
 
-ALL: frozenset[str] = frozenset({KAI})
+ALL: frozenset[str] = frozenset({KAI, VOLCANO})
 """Every vocabulary gpufleet can read: the default of a what-if."""
 NONE: frozenset[str] = frozenset()
 """gpufleet's own vocabulary only (and scheduler-plugins' PodGroup)."""
@@ -46,9 +51,11 @@ class ForeignKind:
 
 KAI_QUEUE = ForeignKind(KAI, "Queue", "scheduling.run.ai/v2")
 KAI_POD_GROUP = ForeignKind(KAI, "PodGroup", "scheduling.run.ai/v2alpha2")
+VOLCANO_QUEUE = ForeignKind(VOLCANO, "Queue", "scheduling.volcano.sh/v1beta1")
+VOLCANO_POD_GROUP = ForeignKind(VOLCANO, "PodGroup", "scheduling.volcano.sh/v1beta1")
 
 FOREIGN: Mapping[tuple[str, str], ForeignKind] = {
-    (k.kind, k.api_version): k for k in (KAI_QUEUE, KAI_POD_GROUP)
+    (k.kind, k.api_version): k for k in (KAI_QUEUE, KAI_POD_GROUP, VOLCANO_QUEUE, VOLCANO_POD_GROUP)
 }
 """Per (kind, apiVersion), the other schedulers' kinds gpufleet can read."""
 
@@ -69,6 +76,12 @@ KAI_PRIORITY_CLASSES: Mapping[str, int] = {
 """The PriorityClasses KAI installs (its docs, "Workload Priority"); at 100 and above work is
 non-preemptible in KAI, as in gpufleet by default."""
 
+VOLCANO_GROUP_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
+"""A pod's PodGroup in Volcano: the annotation its job controller writes, then Volcano's own."""
+VOLCANO_QUEUE_ANNOTATIONS = ("scheduling.volcano.sh/queue-name", "volcano.sh/queue-name")
+"""A pod's queue in Volcano: the annotation of a pod without a job (a Deployment's), then
+the one Volcano's jobs write on their pods."""
+
 
 @dataclass(frozen=True, slots=True)
 class PodNames:
@@ -86,9 +99,12 @@ class PodNames:
 def pod_names(vocabularies: frozenset[str]) -> PodNames:
     """The pod labels and annotations of ``vocabularies`` (beyond gpufleet's own)."""
     kai = KAI in vocabularies
+    volcano = VOLCANO in vocabularies
     return PodNames(
         queue_labels=KAI_QUEUE_LABELS if kai else (),
-        group_annotations=(KAI_GROUP_ANNOTATION,) if kai else (),
+        queue_annotations=VOLCANO_QUEUE_ANNOTATIONS if volcano else (),
+        group_annotations=((KAI_GROUP_ANNOTATION,) if kai else ())
+        + (VOLCANO_GROUP_ANNOTATIONS if volcano else ()),
         fraction_annotations=(KAI_FRACTION_ANNOTATION,) if kai else (),
         memory_mib_annotations=(KAI_GPU_MEMORY_ANNOTATION,) if kai else (),
         priority_labels=(KAI_PRIORITY_LABEL,) if kai else (),

@@ -9,10 +9,11 @@ object is read only when its ``apiVersion`` is one gpufleet supports for its kin
 * another version of a supported group (``resource.k8s.io/v1beta1``) is an error: the
   fields differ between versions, and guessing would misread them;
 * another scheduler's kind that gpufleet translates (KAI's ``scheduling.run.ai/v2 Queue``,
-  :mod:`gpufleet.load.foreign`) is read, under the key ``Kind apiVersion``, when its
-  vocabulary is one of those asked for;
-* another group (``scheduling.volcano.sh/v1beta1 Queue``, or a vocabulary that is off) is
-  skipped, with one warning per kind and group;
+  Volcano's ``scheduling.volcano.sh/v1beta1 Queue``, :mod:`gpufleet.load.foreign`) is read,
+  under the key ``Kind apiVersion``, when its vocabulary is one of those asked for;
+* another group (``example.com/v1 Queue``), another version of a translated kind
+  (``scheduling.run.ai/v1 Queue``) or a vocabulary that is off is skipped,
+  with one warning per kind and group;
 * kinds gpufleet does not read (Services, Deployments — a ``kubectl get all -o yaml`` dump)
   and documents without a ``kind`` are skipped, counted in one summary warning.
 

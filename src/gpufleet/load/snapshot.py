@@ -60,6 +60,8 @@ from gpufleet.load.foreign import (
     KAI_POD_GROUP,
     KAI_PRIORITY_CLASSES,
     KAI_QUEUE,
+    VOLCANO_POD_GROUP,
+    VOLCANO_QUEUE,
     pod_names,
 )
 from gpufleet.load.kai import read_kai_group, read_kai_queue
@@ -70,6 +72,7 @@ from gpufleet.load.pods import read_pod
 from gpufleet.load.queues import read_group, read_priority_class, read_queue
 from gpufleet.load.reader import Obj, Reader, each
 from gpufleet.load.vocabulary import SCHEDULER_NAME
+from gpufleet.load.volcano import read_volcano_group, read_volcano_queue
 from gpufleet.model.devices import Pool
 from gpufleet.model.workload import GroupSpec, QueueSpec, Snapshot
 
@@ -172,6 +175,7 @@ def _parse(
             [
                 *_origins(by_kind, "Queue", read_queue),
                 *_origins(by_kind, KAI_QUEUE.key, read_kai_queue),
+                *_origins(by_kind, VOLCANO_QUEUE.key, read_volcano_queue),
             ],
             lambda q: q[0].name,
             "Queue",
@@ -183,6 +187,7 @@ def _parse(
         [
             *_origins(by_kind, "PodGroup", read_group),
             *_origins(by_kind, KAI_POD_GROUP.key, read_kai_group),
+            *_origins(by_kind, VOLCANO_POD_GROUP.key, read_volcano_group),
         ],
         lambda g: g.key,
         "PodGroup",

@@ -1,0 +1,116 @@
+"""Read Volcano's Queue and PodGroup into gpufleet's queues and gangs.
+
+Volcano's ``scheduling.volcano.sh/v1beta1`` Queue writes its resources as a Kubernetes
+resource list (``nvidia.com/gpu: 4``, ``cpu: "8"``, ``memory: 64Gi``); gpufleet reads those
+three and no other resource:
+
+* ``spec.capability`` is the queue's limit; a resource it does not name has none;
+* ``spec.deserved`` (the capacity plugin's "resources the queue may lend and reclaim back")
+  is the queue's quota, as gpufleet's quota is; where a resource has no ``deserved``,
+  ``spec.guarantee.resource`` (what Volcano reserves for the queue) is — gpufleet lends a
+  queue's idle quota and reclaims it, it does not hold it empty;
+* Volcano's own webhook keeps ``guarantee <= deserved <= capability``, and so does gpufleet;
+* ``spec.weight`` (1 to 65535, default 1) is the queue's weight for every resource;
+* ``spec.priority`` (default 0) is the queue's priority;
+* ``spec.parent`` is the parent queue; ``root``, the queue Volcano makes for the whole
+  cluster, is none.
+
+``spec.reclaimable``, the older hierarchy (the annotations ``volcano.sh/hierarchy`` and
+``volcano.sh/hierarchy-weights``, whose levels are not Queues) and ``status`` are not read.
+
+Volcano's PodGroup: ``spec.minMember`` (0 or absent: 1) and ``spec.queue`` (default
+``default``); ``spec.minTaskMember``, ``spec.minResources`` and ``spec.priorityClassName``
+are not read (docs/migration.md says what does not map).
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+
+from gpufleet.load.reader import Reader
+from gpufleet.load.vocabulary import GPU_RESOURCE, cpu_milli, mib
+from gpufleet.model.workload import DEFAULT_QUEUE, GroupSpec, QueueSpec, vector
+
+RESOURCES = (GPU_RESOURCE, "cpu", "memory")
+"""The resources of a Volcano resource list gpufleet reads, in gpufleet's order."""
+ROOT = "root"
+"""The queue Volcano makes for the whole cluster: a queue under it is a top-level queue."""
+MAX_WEIGHT = 65535
+
+
+def _amount(r: Reader, field: str, resource: str, raw: object) -> float:
+    """A quantity in gpufleet's units: GPUs, millicores, MiB (rounded down)."""
+    q: Decimal = r.quantity(field, raw)
+    if resource == "cpu":
+        return float(cpu_milli(q))
+    if resource == "memory":
+        return float(mib(q, round_up=False))
+    return float(q)
+
+
+def _resources(r: Reader, path: str) -> dict[str, float]:
+    """The resources gpufleet reads of the resource list at ``path`` (absent: none)."""
+    listed = r.mapping(path)
+    return {
+        res: _amount(r, f"{path}.{res}", res, listed[res]) for res in RESOURCES if res in listed
+    }
+
+
+def read_volcano_queue(r: Reader) -> tuple[QueueSpec, tuple[bool, ...]]:
+    """A Volcano Queue as gpufleet's queue (see the module's docstring for the mapping)."""
+    capability = _resources(r, "spec.capability")
+    deserved = _resources(r, "spec.deserved")
+    r.mapping("spec.guarantee")
+    guarantee = _resources(r, "spec.guarantee.resource")
+    quotas, limits, given = [], [], []
+    for res in RESOURCES:
+        limit = capability.get(res, math.inf)
+        if res in deserved and deserved[res] < guarantee.get(res, 0.0):
+            raise r.fail(
+                f"spec.deserved.{res}",
+                f"at least spec.guarantee.resource.{res} ({guarantee[res]:g})",
+                deserved[res],
+            )
+        field, quota = (
+            ("spec.deserved", deserved[res])
+            if res in deserved
+            else ("spec.guarantee.resource", guarantee.get(res, 0.0))
+        )
+        if quota > limit:
+            raise r.fail(f"{field}.{res}", f"at most spec.capability.{res} ({limit:g})", quota)
+        quotas.append(quota)
+        limits.append(limit)
+        given.append(res in deserved or res in guarantee)
+    weight = r.integer("spec.weight", 1, minimum=1)
+    if weight > MAX_WEIGHT:
+        raise r.fail("spec.weight", f"an integer from 1 to {MAX_WEIGHT}", weight)
+    parent = r.string("spec.parent")
+    uid, version = r.identity()
+    flags = tuple(given)
+    spec = QueueSpec(
+        r.name,
+        None if parent in (None, "", ROOT) else parent,
+        r.integer("spec.priority", 0, minimum=0),
+        vector(*quotas),
+        vector(*limits),
+        vector(*([float(weight)] * len(RESOURCES))),
+        quota_set=flags,
+        uid=uid,
+        resource_version=version,
+    )
+    return spec, flags
+
+
+def read_volcano_group(r: Reader) -> GroupSpec:
+    """A Volcano PodGroup as a gang: ``minMember`` pods together, in ``spec.queue``."""
+    queue = r.string("spec.queue")
+    uid, version = r.identity()
+    return GroupSpec(
+        r.key,
+        max(1, r.integer("spec.minMember", 1, minimum=0)),  # 0: a group without a gang
+        queue or DEFAULT_QUEUE,
+        r.time("metadata.creationTimestamp") or 0.0,
+        uid=uid,
+        resource_version=version,
+    )
