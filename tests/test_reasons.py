@@ -44,6 +44,20 @@ CASES = [
         id="gang-incomplete",
     ),
     pytest.param(
+        why(
+            WhyCode.QUEUE_LIMIT,
+            queue="test",
+            resource=1,
+            limit=(float("inf"), 2000.0, float("inf")),
+            in_use=(0.0, 0.0, 0.0),
+            needs=(0.0, 3000.0, 0.0),
+            over=(False, True, False),
+        ),
+        "queue test is at its limit of 2000 milli-CPU (0 milli-CPU in use, job needs 3000 "
+        "milli-CPU)",
+        id="queue-limit-nothing-in-use",
+    ),
+    pytest.param(
         LIMIT,
         "queue team-a is at its limit of 4 GPUs (3 GPUs in use, job needs 2 GPUs)",
         id="queue-limit",

@@ -33,11 +33,12 @@ def gpus_text(value: float) -> str:
 
 def amount_text(values: Sequence[float], over: Sequence[bool] | None = None) -> str:
     """A resource vector in words (``2 GPUs, 4000 milli-CPU``): the resources of ``over``
-    only, GPUs always."""
+    only, each even at 0 (the reader asked for them); without ``over``, GPUs always and the
+    others when not 0."""
     parts = [
         gpus_text(values[i]) if i == 0 else f"{values[i]:g} {UNITS[i]}"
         for i in range(len(RESOURCES))
-        if (over is None or over[i]) and (values[i] > EPS or i == 0)
+        if (over is None or over[i]) and (values[i] > EPS or i == 0 or over is not None)
     ]
     return ", ".join(parts)
 
