@@ -130,6 +130,18 @@ def test_a_field_left_out_is_left_to_the_flag_and_its_default(tmp_path: Path) ->
             "leaderElection.leaseDuration (10s), got '10s'",
             id="renew-not-before-expiry",
         ),
+        pytest.param(
+            HEAD + "leaderElection:\n  renewDeadline: 20s\n",
+            "field 'leaderElection.renewDeadline': expected a duration shorter than "
+            "leaderElection.leaseDuration (15s), got '20s'",
+            id="renew-alone-not-before-the-default-expiry",
+        ),
+        pytest.param(
+            HEAD + "leaderElection:\n  leaseDuration: 5s\n",
+            "field 'leaderElection.leaseDuration': expected a duration longer than "
+            "leaderElection.renewDeadline (10s), got '5s'",
+            id="lease-alone-not-after-the-default-deadline",
+        ),
         pytest.param("", "expected one YAML document, a SchedulerConfiguration, got 0", id="empty"),
         pytest.param(HEAD + "---\n" + HEAD, "expected one YAML document", id="two-documents"),
         pytest.param("- a\n", "expected a SchedulerConfiguration (a mapping)", id="a-list"),

@@ -221,3 +221,13 @@ def test_bad_input_names_object_field_and_expectation(
     assert expected in str(caught.value)
     assert f"{obj['kind']} " in caught.value.source
     assert "\n" not in str(caught.value)
+
+
+def test_the_root_queue_of_a_hierarchical_volcano_is_the_cluster_not_a_queue() -> None:
+    """``kubectl get queues.scheduling.volcano.sh`` on a hierarchical Volcano lists ``root``:
+    it stands for the whole cluster, so it is no sibling of its children in gpufleet."""
+    root = volcano_queue("root", weight=1, deserved={"nvidia.com/gpu": 8})
+    child = volcano_queue("team-a", weight=1, parent="root")
+    queues = {q.name for q in read(root, child).queues}
+    assert "root" not in queues
+    assert "team-a" in queues

@@ -33,7 +33,7 @@ from gpufleet.kube.leader import LeaseConfig
 from gpufleet.kube.logs import LineFormatter
 from gpufleet.kube.options import ServeOptions
 from gpufleet.kube.serve import Replica
-from gpufleet.load.config import read_configuration
+from gpufleet.load.config import LEASE_DURATION_S, RENEW_DEADLINE_S, read_configuration
 from gpufleet.plugins.registry import POLICIES
 
 if TYPE_CHECKING:
@@ -119,8 +119,8 @@ def serve(
             help="Namespace of the Lease (default: the pod's in a cluster, else kube-system)."
         ),
     ] = None,
-    leader_elect_lease_duration: Annotated[float, typer.Option(min=1.0)] = 15.0,
-    leader_elect_renew_deadline: Annotated[float, typer.Option(min=0.5)] = 10.0,
+    leader_elect_lease_duration: Annotated[float, typer.Option(min=1.0)] = LEASE_DURATION_S,
+    leader_elect_renew_deadline: Annotated[float, typer.Option(min=0.5)] = RENEW_DEADLINE_S,
     leader_elect_retry_period: Annotated[float, typer.Option(min=0.1)] = 2.0,
 ) -> None:
     """Run gpufleet as a secondary scheduler on a live cluster (binds, evicts, explains)."""

@@ -39,6 +39,10 @@ from gpufleet.load.schema import ANY, Schema, unknown_fields
 
 API_VERSION = "gpufleet.io/v1alpha1"
 KIND = "SchedulerConfiguration"
+LEASE_DURATION_S = 15.0
+RENEW_DEADLINE_S = 10.0
+"""kube-scheduler's leader-election defaults, ``serve``'s too: a file that sets one of the
+two is checked against the other's default."""
 
 _DURATIONS = {
     # field: (serve's option, the least it may be, in seconds)
@@ -84,13 +88,16 @@ def read_configuration(path: Path, policies: Collection[str]) -> dict[str, Any]:
     ``policy`` may take."""
     r = _open(path)
     settings = {**_strings(r, policies), **_numbers(r)}
-    lease, renew = (settings.get(f"leader_elect_{f}") for f in ("lease_duration", "renew_deadline"))
-    if lease is not None and renew is not None and not renew < lease:
-        raise r.fail(
-            "leaderElection.renewDeadline",
-            f"a duration shorter than leaderElection.leaseDuration ({lease:g}s)",
-            r.get("leaderElection.renewDeadline"),
+    lease = settings.get("leader_elect_lease_duration", LEASE_DURATION_S)
+    renew = settings.get("leader_elect_renew_deadline", RENEW_DEADLINE_S)
+    if not renew < lease:
+        field = "renewDeadline" if "leader_elect_renew_deadline" in settings else "leaseDuration"
+        expected = (
+            f"a duration shorter than leaderElection.leaseDuration ({lease:g}s)"
+            if field == "renewDeadline"
+            else f"a duration longer than leaderElection.renewDeadline ({renew:g}s)"
         )
+        raise r.fail(f"leaderElection.{field}", expected, r.get(f"leaderElection.{field}"))
     elect = r.get("leaderElection.leaderElect")
     if elect is not None:
         if not isinstance(elect, bool):

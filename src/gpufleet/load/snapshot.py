@@ -72,6 +72,7 @@ from gpufleet.load.pods import read_pod
 from gpufleet.load.queues import read_group, read_priority_class, read_queue
 from gpufleet.load.reader import Obj, Reader, each
 from gpufleet.load.vocabulary import SCHEDULER_NAME
+from gpufleet.load.volcano import ROOT as VOLCANO_ROOT
 from gpufleet.load.volcano import read_volcano_group, read_volcano_queue
 from gpufleet.model.devices import Pool
 from gpufleet.model.workload import GroupSpec, QueueSpec, Snapshot
@@ -175,7 +176,11 @@ def _parse(
             [
                 *_origins(by_kind, "Queue", read_queue),
                 *_origins(by_kind, KAI_QUEUE.key, read_kai_queue),
-                *_origins(by_kind, VOLCANO_QUEUE.key, read_volcano_queue),
+                *_origins(
+                    {"": [r for r in by_kind.get(VOLCANO_QUEUE.key, []) if r.name != VOLCANO_ROOT]},
+                    "",
+                    read_volcano_queue,
+                ),
             ],
             lambda q: q[0].name,
             "Queue",

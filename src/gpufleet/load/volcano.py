@@ -13,7 +13,9 @@ three and no other resource:
 * ``spec.weight`` (1 to 65535, default 1) is the queue's weight for every resource;
 * ``spec.priority`` (default 0) is the queue's priority;
 * ``spec.parent`` is the parent queue; ``root``, the queue Volcano makes for the whole
-  cluster, is none.
+  cluster, is none — and the ``root`` Queue object itself, which a dump of a hierarchical
+  Volcano lists, is not a queue of gpufleet's (it stands for the cluster), so it is not
+  read.
 
 ``spec.reclaimable``, the older hierarchy (the annotations ``volcano.sh/hierarchy`` and
 ``volcano.sh/hierarchy-weights``, whose levels are not Queues) and ``status`` are not read.
