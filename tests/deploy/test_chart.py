@@ -237,3 +237,21 @@ def test_every_core_object_is_valid_kubernetes(
         if obj["kind"] == "ServiceMonitor":
             continue
         kubernetes_validate.validate(obj, kubernetes, strict=True)
+
+
+def test_an_empty_config_renders_a_file_serve_reads(render: Render, tmp_path: Path) -> None:
+    """``--set config=null`` (every setting left to serve's defaults) still renders, and
+    the file it mounts is a valid, empty SchedulerConfiguration."""
+    config = one(render("config=null"), "ConfigMap")
+    path = tmp_path / "config.yaml"
+    path.write_text(config["data"]["config.yaml"])
+    assert read_configuration(path, POLICIES) == {}
+
+
+def test_a_shadow_elects_on_a_lease_of_its_own(render: Render) -> None:
+    """With --dry-run the chart's Lease is <name>-dry-run, in the flag and in the Role, so a
+    shadow installed beside gpufleet never stops the scheduler it shadows."""
+    objects = render("extraArgs={--dry-run}")
+    assert "--leader-elect-resource-name=gpufleet-dry-run" in container(objects)["args"]
+    names = {n for rule in one(objects, "Role")["rules"] for n in rule.get("resourceNames", [])}
+    assert names == {"gpufleet-dry-run"}

@@ -122,7 +122,8 @@ class PodGroupStatus(StatusWriter):
             own = groups[key].get("status") or {}
             before = self.written.get(key) or own
             status = self._status(spec.min_member, found, reasons.get(key, ""), before)
-            if not await self.put(key, status, own, may_act):
+            mine = {f: own.get(f) for f in status}  # what others write of it is theirs
+            if not await self.put(key, status, mine, may_act):
                 return
             if self.written.get(key) is status:
                 log.info(

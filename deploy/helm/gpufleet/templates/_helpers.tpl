@@ -53,5 +53,17 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "gpufleet.config" -}}
 apiVersion: gpufleet.io/v1alpha1
 kind: SchedulerConfiguration
-{{ toYaml .Values.config }}
+{{- with .Values.config }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* The Lease: leaderElection.resourceName, with "-dry-run" for a shadow (extraArgs has
+--dry-run), so that a shadow installed beside gpufleet never takes the scheduler's Lease. */}}
+{{- define "gpufleet.leaseName" -}}
+{{- if has "--dry-run" .Values.extraArgs -}}
+{{- printf "%s-dry-run" .Values.leaderElection.resourceName -}}
+{{- else -}}
+{{- .Values.leaderElection.resourceName -}}
+{{- end -}}
 {{- end }}
