@@ -255,3 +255,8 @@ def test_a_shadow_elects_on_a_lease_of_its_own(render: Render) -> None:
     assert "--leader-elect-resource-name=gpufleet-dry-run" in container(objects)["args"]
     names = {n for rule in one(objects, "Role")["rules"] for n in rule.get("resourceNames", [])}
     assert names == {"gpufleet-dry-run"}
+
+
+def test_an_ipv6_cluster_can_have_the_endpoints_listen_on_ipv6(render: Render) -> None:
+    assert "--address=0.0.0.0" in container(render())["args"]
+    assert "--address=::" in container(render("metrics.address=::"))["args"]
