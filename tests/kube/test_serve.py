@@ -14,8 +14,9 @@ from typing import Any
 
 import httpx
 
+from gpufleet.kube import endpoints
 from gpufleet.kube.options import ServeOptions
-from gpufleet.kube.serve import LiveScheduler
+from gpufleet.kube.serve import STALL_S, LiveScheduler
 from tests.apiserver.server import Emulator
 
 JSON = dict[str, Any]
@@ -396,3 +397,28 @@ def test_an_unreadable_pod_is_told_once_not_at_every_cycle(emulator: Emulator) -
     [told] = [e for e in events(emulator) if e["reason"] == "FailedToRead"]
     assert "series" not in told
     assert live.stats.problems == 1
+
+
+def test_a_stalled_loop_fails_the_liveness_probe(emulator: Emulator) -> None:
+    """A leader whose loop stops coming round (a hung cycle or write) still renews its
+    Lease; /healthz fails so that the kubelet restarts it."""
+    add_node(emulator, "n0")
+    live = serve(emulator, lambda live: live.stats.cycles >= 1)
+    assert live.stalled() is None
+
+    async def probe() -> tuple[int, str]:
+        runner = await endpoints.start(live, "127.0.0.1", 0)
+        host, port = runner.addresses[0][:2]
+        try:
+            async with httpx.AsyncClient() as http:
+                response = await http.get(f"http://{host}:{port}/healthz")
+                return response.status_code, response.text
+        finally:
+            await runner.cleanup()
+
+    assert asyncio.run(probe()) == (200, "ok")
+    assert live.beat is not None
+    live.beat -= STALL_S + 5
+    code, text = asyncio.run(probe())
+    assert code == 500
+    assert text.startswith("unhealthy: no cycle for")

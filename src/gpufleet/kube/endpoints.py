@@ -1,6 +1,11 @@
-"""The live scheduler's own HTTP endpoints, as kube-scheduler serves them: ``/healthz``
-(the process answers), ``/readyz`` (every watched kind has been listed: the cache holds the
-cluster) and ``/metrics`` (Prometheus' text format, ``metrics.py``)."""
+"""The live scheduler's own HTTP endpoints, as kube-scheduler serves them:
+
+* ``/healthz`` — the process answers, and a leader's scheduling loop has not stalled (a
+  cycle or a write that never returns would keep renewing the Lease while nothing is
+  scheduled; only a restart ends that, so the liveness probe fails);
+* ``/readyz`` — every watched kind has been listed: the cache holds the cluster;
+* ``/metrics`` — Prometheus' text format (``metrics.py``).
+"""
 
 from __future__ import annotations
 
@@ -20,10 +25,15 @@ class Served(Protocol):
     def ready(self) -> bool: ...
     @property
     def metrics(self) -> Metrics: ...
+    def stalled(self) -> float | None:
+        """Seconds the scheduling loop has not come round, when that is too long."""
 
 
 def app(live: Served) -> web.Application:
     async def healthz(_request: web.Request) -> web.Response:
+        stalled = live.stalled()
+        if stalled is not None:
+            return web.Response(status=500, text=f"unhealthy: no cycle for {stalled:.0f}s")
         return web.Response(text="ok")
 
     async def readyz(_request: web.Request) -> web.Response:

@@ -46,6 +46,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("gpufleet.serve")
 
 
+STALL_S = 120.0
+STALL_PERIODS = 30
+"""The loop is stalled (``/healthz`` fails) when no cycle started for this long: far beyond
+any cycle's run and writes, so that only a hang trips it."""
+
+
 class LiveScheduler(ResultWriter):
     """Keeps the cache up to date from watches and schedules on it (module docstring)."""
 
@@ -81,6 +87,8 @@ class LiveScheduler(ResultWriter):
         self.conditions: dict[str, str] = {}
         """The PodScheduled=False message last written per pod."""
         self.shadowed: dict[str, tuple[str, str, str]] = {}
+        self.beat: float | None = None
+        """When the loop last started a cycle (monotonic; None: not yet listed)."""
         self.stats = ServeStats()
         self.metrics = metrics or Metrics(self.options.config.policy)
         self.events = EventRecorder(http, clock=clock, may_write=may_act)
@@ -95,6 +103,14 @@ class LiveScheduler(ResultWriter):
     def ready(self) -> bool:
         """Every kind has been listed once (``/readyz``)."""
         return all(r.synced.is_set() for r in self.reflectors)
+
+    def stalled(self) -> float | None:
+        """Seconds since the loop last started a cycle, once more than :data:`STALL_S` or
+        :data:`STALL_PERIODS` periods (None: it comes round, or has not started)."""
+        if self.beat is None:
+            return None
+        since = time.monotonic() - self.beat
+        return since if since > max(STALL_S, STALL_PERIODS * self.options.period_s) else None
 
     def _sink(self, kind: str) -> Callable[[str, Any], None]:
         def sink(type_: str, obj: Any) -> None:
@@ -124,6 +140,7 @@ class LiveScheduler(ResultWriter):
             while not stop.is_set() and not self.ready:
                 await _wait(stop, 0.05)
             while not stop.is_set():
+                self.beat = time.monotonic()
                 try:
                     await self.cycle_once()
                 except Exception:
@@ -209,6 +226,11 @@ class Replica:
         """A standby is ready; a leader once its cache holds the cluster."""
         live = self.live
         return live.ready if live is not None else self.elector is not None
+
+    def stalled(self) -> float | None:
+        """A leader whose loop stalled (``/healthz``); a standby never is."""
+        live = self.live
+        return live.stalled() if live is not None else None
 
     async def run(self, stop: asyncio.Event) -> None:
         if self.elector is None:
