@@ -231,3 +231,12 @@ def test_the_root_queue_of_a_hierarchical_volcano_is_the_cluster_not_a_queue() -
     queues = {q.name for q in read(root, child).queues}
     assert "root" not in queues
     assert "team-a" in queues
+
+
+def test_a_parent_cycle_names_volcanos_own_field() -> None:
+    a = volcano_queue("a", weight=1, parent="b")
+    b = volcano_queue("b", weight=1, parent="a")
+    with pytest.raises(InputError) as caught:
+        read(a, b)
+    assert "field 'spec.parent':" in str(caught.value)
+    assert "cycle" in str(caught.value)

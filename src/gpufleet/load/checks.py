@@ -97,10 +97,16 @@ def unique(items: list[T], key: Any, kind: str, source: str) -> list[T]:
 
 
 def queue_tree(
-    specs: list[tuple[QueueSpec, tuple[bool, ...]]], source: str
+    specs: list[tuple[QueueSpec, tuple[bool, ...]]],
+    source: str,
+    parent_fields: Mapping[str, str] | None = None,
 ) -> tuple[QueueSpec, ...]:
+    """The queues, each once, every parent among them and no cycle. ``parent_fields``: per
+    queue whose vocabulary names its parent otherwise (Volcano's ``spec.parent``), that
+    field, for the error to name."""
     queues = {spec.name: spec for spec, _ in unique(specs, lambda s: s[0].name, "Queue", source)}
     for spec in queues.values():
+        field = (parent_fields or {}).get(spec.name, "spec.parentQueue")
         seen = {spec.name}
         parent = spec.parent
         while parent is not None:
@@ -108,13 +114,13 @@ def queue_tree(
                 raise InputError(
                     f"{source}: Queue {spec.name}",
                     f"names parent queue {parent!r}, which is not in the snapshot",
-                    field="spec.parentQueue",
+                    field=field,
                 )
             if parent in seen:
                 raise InputError(
                     f"{source}: Queue {spec.name}",
                     "parent queues form a cycle",
-                    field="spec.parentQueue",
+                    field=field,
                 )
             seen.add(parent)
             parent = queues[parent].parent

@@ -171,22 +171,20 @@ def _parse(
     )
     if KAI in vocabularies:  # KAI installs these; a snapshot's own classes win
         classes = {n: (v, True, False) for n, v in KAI_PRIORITY_CLASSES.items()} | classes
+    volcano = [r for r in by_kind.get(VOLCANO_QUEUE.key, []) if r.name != VOLCANO_ROOT]
     queues = queue_tree(
         _one_each(
             [
                 *_origins(by_kind, "Queue", read_queue),
                 *_origins(by_kind, KAI_QUEUE.key, read_kai_queue),
-                *_origins(
-                    {"": [r for r in by_kind.get(VOLCANO_QUEUE.key, []) if r.name != VOLCANO_ROOT]},
-                    "",
-                    read_volcano_queue,
-                ),
+                *_origins({"": volcano}, "", read_volcano_queue),
             ],
             lambda q: q[0].name,
             "Queue",
             source,
         ),
         source,
+        {r.name: "spec.parent" for r in volcano},
     )
     groups = _one_each(
         [
