@@ -13,7 +13,10 @@ docs/migration.md):
 * ``volcano`` — Volcano: ``scheduling.volcano.sh/v1beta1`` Queue and PodGroup, the pod
   annotations ``scheduling.k8s.io/group-name`` (and ``scheduling.volcano.sh/group-name``)
   and ``scheduling.volcano.sh/queue-name`` (and the ``volcano.sh/queue-name`` Volcano's jobs
-  write).
+  write);
+* ``capacityscheduling`` — scheduler-plugins' capacity scheduling plugin:
+  ``scheduling.x-k8s.io/v1alpha1`` ElasticQuota, the queue of the pods of its namespace
+  (:mod:`gpufleet.load.elasticquota`).
 
 Which vocabularies are read is a setting (:data:`ALL` by default in a what-if; the live
 scheduler reads gpufleet's own only, and may pass a set later). gpufleet's own objects and
@@ -28,8 +31,9 @@ from dataclasses import dataclass
 
 KAI = "kai"
 VOLCANO = "volcano"
+CAPACITY = "capacityscheduling"
 
-ALL: frozenset[str] = frozenset({KAI, VOLCANO})
+ALL: frozenset[str] = frozenset({KAI, VOLCANO, CAPACITY})
 """Every vocabulary gpufleet can read: the default of a what-if."""
 NONE: frozenset[str] = frozenset()
 """gpufleet's own vocabulary only (and scheduler-plugins' PodGroup)."""
@@ -53,9 +57,11 @@ KAI_QUEUE = ForeignKind(KAI, "Queue", "scheduling.run.ai/v2")
 KAI_POD_GROUP = ForeignKind(KAI, "PodGroup", "scheduling.run.ai/v2alpha2")
 VOLCANO_QUEUE = ForeignKind(VOLCANO, "Queue", "scheduling.volcano.sh/v1beta1")
 VOLCANO_POD_GROUP = ForeignKind(VOLCANO, "PodGroup", "scheduling.volcano.sh/v1beta1")
+ELASTIC_QUOTA = ForeignKind(CAPACITY, "ElasticQuota", "scheduling.x-k8s.io/v1alpha1")
 
 FOREIGN: Mapping[tuple[str, str], ForeignKind] = {
-    (k.kind, k.api_version): k for k in (KAI_QUEUE, KAI_POD_GROUP, VOLCANO_QUEUE, VOLCANO_POD_GROUP)
+    (k.kind, k.api_version): k
+    for k in (KAI_QUEUE, KAI_POD_GROUP, VOLCANO_QUEUE, VOLCANO_POD_GROUP, ELASTIC_QUOTA)
 }
 """Per (kind, apiVersion), the other schedulers' kinds gpufleet can read."""
 

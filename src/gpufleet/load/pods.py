@@ -273,10 +273,12 @@ def read_pod(
     *,
     schedulers: Collection[str] = (SCHEDULER_NAME,),
     names: PodNames = GPUFLEET_ONLY,
+    namespace_queues: Mapping[str, str] | None = None,
 ) -> PodInfo | None:
     """A pod, or None for one that has finished. Its queue, gang, share of a GPU and
     priority class are read in gpufleet's names first, then in ``names`` (the other
-    vocabularies read: :mod:`gpufleet.load.foreign`)."""
+    vocabularies read: :mod:`gpufleet.load.foreign`). ``namespace_queues``: per namespace,
+    the queue its pods belong to where they name none themselves (an ElasticQuota's)."""
     phase = r.string("status.phase", "Pending")
     if phase in {"Succeeded", "Failed"}:
         return None
@@ -318,7 +320,8 @@ def read_pod(
     own_queue = (labels[queue_key] if queue_key else None) or (
         annotations[queue_note] if queue_note else None
     )
-    queue = own_queue or group_queues.get(group) or DEFAULT_QUEUE
+    namespace_queue = (namespace_queues or {}).get(r.namespace)
+    queue = own_queue or namespace_queue or group_queues.get(group) or DEFAULT_QUEUE
     priority, can_preempt = _priority(r, classes, _first(labels, names.priority_labels))
     node = r.string("spec.nodeName")
     if node is not None and node not in node_gpus:
@@ -343,7 +346,7 @@ def read_pod(
     return PodInfo(
         r.key,
         spec,
-        queue if managed or own_queue or group else "",
+        queue if managed or own_queue or group or namespace_queue else "",
         group,
         priority,
         can_preempt,

@@ -19,7 +19,8 @@ Choices worth knowing:
   share is sized only where the pod is judged against a node, by that node's GPU memory
   (label ``nvidia.com/gpu.memory``, MiB; see :meth:`PodSpec.sized_for`).
 * Succeeded and Failed pods hold nothing and are skipped. Pods bound by any scheduler take
-  capacity; pods of other schedulers count towards a queue only if they carry its label.
+  capacity; pods of other schedulers count towards a queue only if they carry its label
+  (or live in the namespace of an ElasticQuota, the queue of that namespace).
 * ``spec.unschedulable`` on a Node acts as the taint ``node.kubernetes.io/unschedulable``.
 * A ``NodePool`` (``gpufleet.io``) is the compact form of many identical nodes, for a
   cluster that is only a description (a replay's): ``spec.count`` nodes made from
@@ -53,9 +54,11 @@ from gpufleet.load.checks import (
 )
 from gpufleet.load.devices import device_class, pools
 from gpufleet.load.documents import documents, objects_of
+from gpufleet.load.elasticquota import read_elastic_quota
 from gpufleet.load.errors import InputError, warn_default
 from gpufleet.load.foreign import (
     ALL,
+    ELASTIC_QUOTA,
     KAI,
     KAI_POD_GROUP,
     KAI_PRIORITY_CLASSES,
@@ -178,6 +181,7 @@ def _parse(
                 *_origins(by_kind, "Queue", read_queue),
                 *_origins(by_kind, KAI_QUEUE.key, read_kai_queue),
                 *_origins({"": volcano}, "", read_volcano_queue),
+                *_origins(by_kind, ELASTIC_QUOTA.key, read_elastic_quota),
             ],
             lambda q: q[0].name,
             "Queue",
@@ -197,6 +201,7 @@ def _parse(
         source,
     )
     group_queues = {g.key: g.queue for g in groups}
+    namespace_queues = {r.namespace: r.namespace for r in by_kind.get(ELASTIC_QUOTA.key, [])}
     names = pod_names(vocabularies)
     node_gpus = {n.name: n.gpus for n in nodes}
     if len(by_kind.get("Pod", [])) > MAX_PODS:
@@ -205,7 +210,15 @@ def _parse(
         )
     read_pods = each(
         by_kind.get("Pod", []),
-        lambda r: read_pod(r, classes, group_queues, node_gpus, schedulers=schedulers, names=names),
+        lambda r: read_pod(
+            r,
+            classes,
+            group_queues,
+            node_gpus,
+            schedulers=schedulers,
+            names=names,
+            namespace_queues=namespace_queues,
+        ),
     )
     pods = [pod for pod in read_pods if pod is not None]
     other_schedulers(by_kind.get("Pod", []), read_pods, source, warn)
