@@ -44,8 +44,8 @@ def test_an_unknown_vocabulary_is_one_line_and_exit_2(tmp_path: Path) -> None:
     shutil.copy(KAI_SCENARIO, tmp_path / "kai.yaml")
     result = gpufleet("schedule", "-f", "kai.yaml", "--vocabulary", "slurm", cwd=tmp_path)
     assert result.returncode == 2
-    assert "unknown vocabulary slurm; known: kai" in result.stderr
-    assert "volcano" in result.stderr
+    assert "unknown vocabulary slurm; known:" in result.stderr
+    assert "capacityscheduling, kai, volcano" in result.stderr
     assert "Traceback" not in result.stderr
 
 
