@@ -24,48 +24,26 @@ parent. ``status.used`` is not read: gpufleet counts the pods themselves.
 from __future__ import annotations
 
 import math
-from decimal import Decimal
 
 from gpufleet.load.reader import Reader
-from gpufleet.load.vocabulary import GPU_RESOURCE, cpu_milli, mib
+from gpufleet.load.vocabulary import LIST_RESOURCES, resource_list
 from gpufleet.model.workload import QueueSpec, vector
-
-RESOURCES = (GPU_RESOURCE, "cpu", "memory")
-"""The resources of an ElasticQuota gpufleet reads, in gpufleet's order."""
-
-
-def _amount(r: Reader, field: str, resource: str, raw: object) -> float:
-    """A quantity in gpufleet's units: GPUs, millicores, MiB (rounded down)."""
-    q: Decimal = r.quantity(field, raw)
-    if resource == "cpu":
-        return float(cpu_milli(q))
-    if resource == "memory":
-        return float(mib(q, round_up=False))
-    return float(q)
-
-
-def _resources(r: Reader, path: str) -> dict[str, float]:
-    """The resources gpufleet reads of the resource list at ``path`` (absent: none)."""
-    listed = r.mapping(path)
-    return {
-        res: _amount(r, f"{path}.{res}", res, listed[res]) for res in RESOURCES if res in listed
-    }
 
 
 def read_elastic_quota(r: Reader) -> tuple[QueueSpec, tuple[bool, ...]]:
     """An ElasticQuota as the queue of its namespace (see the module's docstring)."""
-    low = _resources(r, "spec.min")
-    high = _resources(r, "spec.max")
-    for res in RESOURCES:
+    low = resource_list(r, "spec.min")
+    high = resource_list(r, "spec.max")
+    for res in LIST_RESOURCES:
         if res in high and high[res] < low.get(res, 0.0):
             raise r.fail(f"spec.max.{res}", f"at least spec.min.{res} ({low[res]:g})", high[res])
-    flags = tuple(res in low for res in RESOURCES)
+    flags = tuple(res in low for res in LIST_RESOURCES)
     uid, version = r.identity()
     spec = QueueSpec(
         r.namespace,
         None,
-        quota=vector(*(low.get(res, 0.0) for res in RESOURCES)),
-        limit=vector(*(high.get(res, math.inf) for res in RESOURCES)),
+        quota=vector(*(low.get(res, 0.0) for res in LIST_RESOURCES)),
+        limit=vector(*(high.get(res, math.inf) for res in LIST_RESOURCES)),
         quota_set=flags,
         uid=uid,
         resource_version=version,

@@ -46,6 +46,28 @@ def mib(q: Decimal, *, round_up: bool) -> int:
     return math.ceil(value) if round_up else math.floor(value)
 
 
+LIST_RESOURCES = (GPU_RESOURCE, "cpu", "memory")
+"""The resources gpufleet reads of a resource list (``nvidia.com/gpu: 4, cpu: 8``) other
+schedulers give their queues, in gpufleet's order."""
+
+
+def resource_list(r: Reader, path: str) -> dict[str, float]:
+    """The :data:`LIST_RESOURCES` of the resource list at ``path`` (absent: none), in
+    gpufleet's units: GPUs, millicores, MiB (rounded down)."""
+    listed = r.mapping(path)
+    amounts: dict[str, float] = {}
+    for res in LIST_RESOURCES:
+        if res in listed:
+            q = r.quantity(f"{path}.{res}", listed[res])
+            if res == "cpu":
+                amounts[res] = float(cpu_milli(q))
+            elif res == "memory":
+                amounts[res] = float(mib(q, round_up=False))
+            else:
+                amounts[res] = float(q)
+    return amounts
+
+
 def mig_profile(r: Reader, field: str, resource: str) -> str | None:
     """``3g.40gb`` for ``nvidia.com/mig-3g.40gb``; None for other resources."""
     if not resource.startswith(MIG_PREFIX):

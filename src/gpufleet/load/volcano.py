@@ -28,45 +28,24 @@ are not read (docs/migration.md says what does not map).
 from __future__ import annotations
 
 import math
-from decimal import Decimal
 
 from gpufleet.load.reader import Reader
-from gpufleet.load.vocabulary import GPU_RESOURCE, cpu_milli, mib
+from gpufleet.load.vocabulary import LIST_RESOURCES, resource_list
 from gpufleet.model.workload import DEFAULT_QUEUE, GroupSpec, QueueSpec, vector
 
-RESOURCES = (GPU_RESOURCE, "cpu", "memory")
-"""The resources of a Volcano resource list gpufleet reads, in gpufleet's order."""
 ROOT = "root"
 """The queue Volcano makes for the whole cluster: a queue under it is a top-level queue."""
 MAX_WEIGHT = 65535
 
 
-def _amount(r: Reader, field: str, resource: str, raw: object) -> float:
-    """A quantity in gpufleet's units: GPUs, millicores, MiB (rounded down)."""
-    q: Decimal = r.quantity(field, raw)
-    if resource == "cpu":
-        return float(cpu_milli(q))
-    if resource == "memory":
-        return float(mib(q, round_up=False))
-    return float(q)
-
-
-def _resources(r: Reader, path: str) -> dict[str, float]:
-    """The resources gpufleet reads of the resource list at ``path`` (absent: none)."""
-    listed = r.mapping(path)
-    return {
-        res: _amount(r, f"{path}.{res}", res, listed[res]) for res in RESOURCES if res in listed
-    }
-
-
 def read_volcano_queue(r: Reader) -> tuple[QueueSpec, tuple[bool, ...]]:
     """A Volcano Queue as gpufleet's queue (see the module's docstring for the mapping)."""
-    capability = _resources(r, "spec.capability")
-    deserved = _resources(r, "spec.deserved")
+    capability = resource_list(r, "spec.capability")
+    deserved = resource_list(r, "spec.deserved")
     r.mapping("spec.guarantee")
-    guarantee = _resources(r, "spec.guarantee.resource")
+    guarantee = resource_list(r, "spec.guarantee.resource")
     quotas, limits, given = [], [], []
-    for res in RESOURCES:
+    for res in LIST_RESOURCES:
         limit = capability.get(res, math.inf)
         if res in deserved and deserved[res] < guarantee.get(res, 0.0):
             raise r.fail(
@@ -96,7 +75,7 @@ def read_volcano_queue(r: Reader) -> tuple[QueueSpec, tuple[bool, ...]]:
         r.integer("spec.priority", 0, minimum=0),
         vector(*quotas),
         vector(*limits),
-        vector(*([float(weight)] * len(RESOURCES))),
+        vector(*([float(weight)] * len(LIST_RESOURCES))),
         quota_set=flags,
         uid=uid,
         resource_version=version,
