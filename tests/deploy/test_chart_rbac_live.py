@@ -8,13 +8,10 @@ scheduler is refused, says so and goes on."""
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import httpx
 import pytest
 
 from gpufleet.kube.leader import LeaseConfig
@@ -25,7 +22,7 @@ from tests.apiserver.server import Emulator
 from tests.deploy.chart import authorizer
 from tests.deploy.conftest import NAMESPACE, Render
 from tests.kube.test_dra_live import add_claim, add_claim_pod, claims, cluster, reserved_for
-from tests.kube.test_serve import add_group, add_node, add_pod, bound, events, pods
+from tests.kube.test_serve import add_group, add_node, add_pod, bound, events, pods, run_until
 from tests.kube.test_serve_queues import add_pod as add_queued_pod
 from tests.kube.test_serve_queues import add_queue, status
 
@@ -66,24 +63,15 @@ def serve_as_the_chart(
     options = ServeOptions(period_s=0.2, batch_s=0.01)
     lease = LeaseConfig(NAMESPACE, "gpufleet", "replica-0", 2.0, 1.5, 0.1)
 
-    async def main() -> LiveScheduler:
-        headers = {"Authorization": f"Bearer {TOKEN}"}
-        async with httpx.AsyncClient(base_url=emulator.url, timeout=5, headers=headers) as http:
-            replica = Replica(http, options, lease)
-            stop = asyncio.Event()
-            task = asyncio.create_task(replica.run(stop))
-            deadline = time.monotonic() + timeout
-            try:
-                while (live := replica.live) is None or not done(live):
-                    assert time.monotonic() < deadline, "timed out"
-                    assert not task.done(), task.exception()
-                    await asyncio.sleep(0.05)
-            finally:
-                stop.set()
-                await asyncio.wait_for(task, 10)
-            return live
-
-    return asyncio.run(main())
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    return run_until(
+        emulator,
+        lambda http: Replica(http, options, lease),
+        lambda replica: replica.live,
+        done,
+        timeout=timeout,
+        headers=headers,
+    )
 
 
 def add_preemption(emulator: Emulator) -> None:

@@ -10,7 +10,7 @@ import asyncio
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import httpx
 
@@ -20,6 +20,13 @@ from gpufleet.kube.serve import STALL_S, LiveScheduler
 from tests.apiserver.server import Emulator
 
 JSON = dict[str, Any]
+
+
+class Runs(Protocol):
+    async def run(self, stop: asyncio.Event) -> None: ...
+
+
+R = TypeVar("R", bound=Runs)
 
 
 def add_node(emulator: Emulator, name: str, gpus: int = 4) -> None:
@@ -80,16 +87,34 @@ def serve(
     timeout: float = 10.0,
 ) -> LiveScheduler:
     """Run the live scheduler against ``emulator`` until ``done`` holds."""
+    chosen = options or ServeOptions(period_s=0.2, batch_s=0.01)
+    return run_until(
+        emulator, lambda http: LiveScheduler(http, chosen), lambda s: s, done, timeout=timeout
+    )
+
+
+def run_until(
+    emulator: Emulator,
+    make: Callable[[httpx.AsyncClient], R],
+    scheduler: Callable[[R], LiveScheduler | None],
+    done: Callable[[LiveScheduler], bool],
+    *,
+    timeout: float,
+    headers: dict[str, str] | None = None,
+) -> LiveScheduler:
+    """Run what ``make`` builds on a client of ``emulator`` until ``done`` holds of the
+    scheduler it runs (``scheduler``: None while there is none, a replica standing by)."""
 
     async def main() -> LiveScheduler:
-        async with httpx.AsyncClient(base_url=emulator.url, timeout=5) as http:
-            live = LiveScheduler(http, options or ServeOptions(period_s=0.2, batch_s=0.01))
+        async with httpx.AsyncClient(base_url=emulator.url, timeout=5, headers=headers) as http:
+            runner = make(http)
             stop = asyncio.Event()
-            task = asyncio.create_task(live.run(stop))
+            task = asyncio.create_task(runner.run(stop))
             deadline = time.monotonic() + timeout
             try:
-                while not done(live):
-                    assert time.monotonic() < deadline, f"timed out: {live.stats}"
+                while (live := scheduler(runner)) is None or not done(live):
+                    stats = live.stats if live is not None else None
+                    assert time.monotonic() < deadline, f"timed out: {stats}"
                     assert not task.done(), task.exception()
                     await asyncio.sleep(0.05)
             finally:
