@@ -22,6 +22,7 @@ period: 500ms
 starvationAfter: 1h30m
 staleGrace: 90
 nonPreemptiblePriority: 1000
+vocabularies: [kai, gpufleet, volcano]
 leaderElection:
   leaderElect: false
   resourceName: east
@@ -36,7 +37,7 @@ leaderElection:
 def read(tmp_path: Path, text: str) -> dict[str, object]:
     path = tmp_path / "config.yaml"
     path.write_text(text)
-    return read_configuration(path, POLICIES)
+    return read_configuration(path, POLICIES, ("kai", "volcano", "capacityscheduling"))
 
 
 def test_every_field_becomes_the_option_it_stands_for(tmp_path: Path) -> None:
@@ -47,6 +48,7 @@ def test_every_field_becomes_the_option_it_stands_for(tmp_path: Path) -> None:
         "starvation_after": 5400.0,
         "stale_grace": 90.0,
         "non_preemptible_priority": 1000,
+        "vocabulary": ["kai", "gpufleet", "volcano"],
         "leader_elect": "false",
         "leader_elect_resource_name": "east",
         "leader_elect_resource_namespace": "gpufleet-system",
@@ -141,6 +143,18 @@ def test_a_field_left_out_is_left_to_the_flag_and_its_default(tmp_path: Path) ->
             "field 'leaderElection.leaseDuration': expected a duration longer than "
             "leaderElection.renewDeadline (10s), got '5s'",
             id="lease-alone-not-after-the-default-deadline",
+        ),
+        pytest.param(
+            HEAD + "vocabularies: kai\n",
+            "field 'vocabularies': expected a list of vocabularies (capacityscheduling, "
+            "gpufleet, kai, volcano), got 'kai'",
+            id="vocabularies-not-a-list",
+        ),
+        pytest.param(
+            HEAD + "vocabularies: [kai, kueue]\n",
+            "field 'vocabularies[1]': expected one of capacityscheduling, gpufleet, kai, "
+            "volcano, got 'kueue'",
+            id="vocabulary-not-read-live",
         ),
         pytest.param("", "expected one YAML document, a SchedulerConfiguration, got 0", id="empty"),
         pytest.param(HEAD + "---\n" + HEAD, "expected one YAML document", id="two-documents"),

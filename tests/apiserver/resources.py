@@ -90,6 +90,16 @@ RESOURCES: tuple[Resource, ...] = (
              ("pg",), custom=True),
     Resource("topology.node.k8s.io", "v1alpha2", "noderesourcetopologies",
              "NodeResourceTopology", False, (), ("nrt",), custom=True),
+    # Other schedulers' kinds, which gpufleet serve reads in their vocabularies.
+    Resource("scheduling.run.ai", "v2", "queues", "Queue", False, ("status",), custom=True),
+    Resource("scheduling.run.ai", "v2alpha2", "podgroups", "PodGroup", True, ("status",),
+             custom=True),
+    Resource("scheduling.volcano.sh", "v1beta1", "queues", "Queue", False, ("status",),
+             ("q", "queue-v1beta1"), custom=True),
+    Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup", True, ("status",),
+             ("pg", "podgroup-v1beta1"), custom=True),
+    Resource("scheduling.x-k8s.io", "v1alpha1", "elasticquotas", "ElasticQuota", True,
+             ("status",), ("eq", "eqs"), custom=True),
 )  # fmt: skip
 
 

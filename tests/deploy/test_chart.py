@@ -14,7 +14,7 @@ import pytest
 import yaml
 from kubernetes_validate import utils as kubernetes_validate
 
-from gpufleet.kube.kinds import API
+from gpufleet.kube.kinds import API, KINDS, LIVE_VOCABULARIES, kinds
 from gpufleet.load.config import read_configuration
 from gpufleet.plugins.registry import POLICIES
 from tests.deploy.conftest import CHART, NAMESPACE, Render
@@ -26,7 +26,7 @@ SCHEDULER_RULES: set[Rule] = {
     # kube/watch.py lists and watches every kind of kube/kinds.py's API, all namespaces.
     *(
         (v.rpartition("/")[0], plural, verb, "")
-        for v, plural in API.values()
+        for v, plural in (API[kind] for kind in KINDS)
         for verb in ("list", "watch")
     ),
     # kube/bind.py: a pod read back to settle a bind whose reply was lost.
@@ -173,6 +173,22 @@ def test_rbac_grants_exactly_what_the_scheduler_does(render: Render) -> None:
         ]
 
 
+def test_each_vocabulary_adds_list_and_watch_of_its_kinds_and_nothing_else(
+    render: Render,
+) -> None:
+    for chosen in (["kai"], ["volcano", "capacityscheduling"], sorted(LIVE_VOCABULARIES)):
+        objects = render("config.vocabularies={" + ",".join(chosen) + "}")
+        added = {
+            (v.rpartition("/")[0], plural, verb, "")
+            for kind in kinds(frozenset(chosen))
+            if kind not in KINDS
+            for v, plural in [API[kind]]
+            for verb in ("list", "watch")
+        }
+        assert added
+        assert rules(one(objects, "ClusterRole")) == SCHEDULER_RULES | added
+
+
 def test_the_mounted_configuration_is_one_serve_reads(render: Render, tmp_path: Path) -> None:
     objects = render()
     config = one(objects, "ConfigMap")
@@ -187,13 +203,14 @@ def test_the_mounted_configuration_is_one_serve_reads(render: Render, tmp_path: 
     assert f"--config={mount['mountPath']}/config.yaml" in c["args"]
     path = tmp_path / "config.yaml"
     path.write_text(config["data"]["config.yaml"])
-    assert read_configuration(path, POLICIES) == {
+    assert read_configuration(path, POLICIES, LIVE_VOCABULARIES) == {
         "scheduler_name": "gpufleet",
         "policy": "gpufleet",
         "period": 1.0,
         "starvation_after": 1800.0,
         "stale_grace": 60.0,
         "non_preemptible_priority": 100,
+        "vocabulary": [],
         "leader_elect_lease_duration": 15.0,
         "leader_elect_renew_deadline": 10.0,
         "leader_elect_retry_period": 2.0,

@@ -10,13 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from gpufleet.kube.kinds import LIVE_VOCABULARIES
 from gpufleet.kube.leader import LeaseConfig
 from gpufleet.kube.options import ServeOptions
 from gpufleet.kube.serve import LiveScheduler, Replica
+from gpufleet.load.config import read_configuration
+from gpufleet.plugins.registry import POLICIES
 from tests.apiserver.rbac import expand, unused
 from tests.apiserver.server import Emulator
 from tests.deploy.chart import authorizer
@@ -189,3 +193,120 @@ def test_without_the_binding_permission_the_pod_stays_pending_and_is_reported(
 
 def without(rule: JSON, resource: str) -> JSON:
     return {**rule, "resources": [r for r in rule["resources"] if r != resource]}
+
+
+VOCABULARIES = ("kai", "volcano", "capacityscheduling")
+
+
+def chart_settings(chart: list[JSON], tmp_path: Path) -> dict[str, Any]:
+    """What ``gpufleet serve --config`` reads of the chart's ConfigMap."""
+    [config_map] = [o for o in chart if o["kind"] == "ConfigMap"]
+    path = tmp_path / "config.yaml"
+    path.write_text(config_map["data"]["config.yaml"])
+    return read_configuration(path, POLICIES, LIVE_VOCABULARIES)
+
+
+def add_foreign(emulator: Emulator, group: str, version: str, plural: str, obj: JSON) -> None:
+    namespace = obj["metadata"].get("namespace", "")
+    emulator.store.create(emulator.store.resource(group, version, plural), namespace, obj)
+
+
+def add_named_pod(
+    emulator: Emulator,
+    name: str,
+    *,
+    namespace: str = "default",
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> None:
+    limits = {"nvidia.com/gpu": "1"}
+    emulator.store.create(
+        emulator.store.resource("", "v1", "pods"),
+        namespace,
+        {
+            "metadata": {"name": name, "labels": labels or {}, "annotations": annotations or {}},
+            "spec": {
+                "schedulerName": "gpufleet",
+                "containers": [{"name": "c", "image": "x", "resources": {"limits": limits}}],
+            },
+        },
+    )
+
+
+def namespaced_pods(emulator: Emulator, namespace: str) -> list[JSON]:
+    listed, _ = emulator.store.list(emulator.store.resource("", "v1", "pods"), namespace)
+    return listed
+
+
+def test_the_chart_s_vocabularies_are_read_live_with_only_the_permissions_they_add(
+    render: Render, tmp_path: Path
+) -> None:
+    chart = render("config.vocabularies={" + ",".join(VOCABULARIES) + "}")
+    settings = chart_settings(chart, tmp_path)
+    assert settings["vocabulary"] == list(VOCABULARIES)
+    with secured(chart) as emulator:
+        namespaces = emulator.store.resource("", "v1", "namespaces")
+        emulator.store.create(namespaces, "", {"metadata": {"name": "team-eq"}})
+        add_node(emulator, "n0", gpus=8)
+        # KAI: a queue of at most 2 GPUs, three pods of one GPU in it.
+        gpu = {"quota": 2, "limit": 2, "overQuotaWeight": 1}
+        unlimited = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
+        add_foreign(emulator, "scheduling.run.ai", "v2", "queues", {
+            "metadata": {"name": "kai-team"},
+            "spec": {"resources": {"gpu": gpu, "cpu": unlimited, "memory": unlimited}},
+        })  # fmt: skip
+        for i in range(3):
+            add_named_pod(emulator, f"kai-{i}", labels={"kai.scheduler/queue": "kai-team"})
+        # Volcano: a gang of two that its PodGroup holds together.
+        add_foreign(emulator, "scheduling.volcano.sh", "v1beta1", "podgroups", {
+            "metadata": {"name": "vc-job", "namespace": "default"},
+            "spec": {"minMember": 2},
+        })  # fmt: skip
+        for i in range(2):
+            add_named_pod(
+                emulator, f"vc-{i}", annotations={"scheduling.k8s.io/group-name": "vc-job"}
+            )
+        # scheduler-plugins: the ElasticQuota of namespace team-eq, at most 1 GPU.
+        add_foreign(emulator, "scheduling.x-k8s.io", "v1alpha1", "elasticquotas", {
+            "metadata": {"name": "quota", "namespace": "team-eq"},
+            "spec": {"max": {"nvidia.com/gpu": 1}},
+        })  # fmt: skip
+        for i in range(2):
+            add_named_pod(emulator, f"eq-{i}", namespace="team-eq")
+        options = ServeOptions(
+            period_s=0.2, batch_s=0.01, vocabularies=frozenset(settings["vocabulary"])
+        )
+        lease = LeaseConfig(NAMESPACE, "gpufleet", "replica-0", 2.0, 1.5, 0.1)
+
+        def placed() -> dict[str, int]:
+            listed = [p for ns in ("default", "team-eq") for p in namespaced_pods(emulator, ns)]
+            counts: dict[str, int] = {}
+            for pod in listed:
+                if pod["spec"].get("nodeName"):
+                    prefix = pod["metadata"]["name"].split("-")[0]
+                    counts[prefix] = counts.get(prefix, 0) + 1
+            return counts
+
+        expected = {"kai": 2, "vc": 2, "eq": 1}  # a KAI queue's and an ElasticQuota's limits
+        run_until(
+            emulator,
+            lambda http: Replica(http, options, lease),
+            lambda replica: replica.live,
+            lambda live: placed() == expected and live.stats.cycles >= 5,
+            timeout=30.0,
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        )
+        assert placed() == expected
+        assert emulator.rbac is not None
+        assert emulator.rbac.denied == []
+        granted = {p for o in chart if o["kind"] == "ClusterRole" for p in expand(o)}
+        foreign = {p for p in granted if p[0] in {"scheduling.run.ai", "scheduling.volcano.sh"}}
+        foreign |= {p for p in granted if p[1] == "elasticquotas"}
+        assert len(foreign) == 10
+        assert unused(foreign, emulator.rbac.used) == set()
+
+
+def test_the_default_chart_grants_no_other_scheduler_s_objects(chart: list[JSON]) -> None:
+    granted = {p for o in chart if o["kind"] == "ClusterRole" for p in expand(o)}
+    assert {p for p in granted if p[0] in {"scheduling.run.ai", "scheduling.volcano.sh"}} == set()
+    assert {p for p in granted if p[1] == "elasticquotas"} == set()

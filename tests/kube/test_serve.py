@@ -44,9 +44,10 @@ def add_pod(
     *,
     group: str | None = None,
     scheduler: str = "gpufleet",
+    labels: dict[str, str] | None = None,
 ) -> None:
     pods = emulator.store.resource("", "v1", "pods")
-    labels = {"scheduling.x-k8s.io/pod-group": group} if group else {}
+    labels = {**(labels or {}), **({"scheduling.x-k8s.io/pod-group": group} if group else {})}
     limits = {"nvidia.com/gpu": str(gpus)}
     spec = {
         "schedulerName": scheduler,

@@ -92,6 +92,11 @@ def test_a_missing_kubeconfig_is_one_line_and_exit_2(tmp_path: Path) -> None:
             ("--leader-elect-renew-deadline", "20"),
             "--leader-elect-renew-deadline must be shorter than --leader-elect-lease-duration",
         ),
+        (
+            ("--vocabulary", "kai", "--vocabulary", "lsf"),
+            "Invalid value for '--vocabulary': lsf is not read by the live scheduler; it "
+            "reads capacityscheduling, kai, volcano",
+        ),
     ],
 )
 def test_bad_serve_options_exit_2_with_the_option_named(

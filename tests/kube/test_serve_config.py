@@ -19,6 +19,7 @@ apiVersion: gpufleet.io/v1alpha1
 kind: SchedulerConfiguration
 schedulerName: not-this-one
 period: 200ms
+vocabularies: [kai]
 leaderElection:
   leaderElect: true
   resourceName: from-the-file
@@ -30,7 +31,11 @@ def test_the_file_sets_what_no_flag_does_and_a_flag_wins(
     emulator: Emulator, tmp_path: Path
 ) -> None:
     add_node(emulator, "n0")
-    add_pod(emulator, "a", 1)  # schedulerName: gpufleet, the flag's, not the file's
+    # schedulerName: gpufleet, the flag's, not the file's; in a KAI queue of 1 GPU, read
+    # because the file names the kai vocabulary.
+    add_kai_queue(emulator, "kai-q", gpus=1)
+    for name in ("a", "b"):
+        add_pod(emulator, name, 1, labels={"kai.scheduler/queue": "kai-q"})
     config = tmp_path / "config.yaml"
     config.write_text(CONFIG)
     kubeconfig = emulator.kubeconfig(tmp_path / "kubeconfig")
@@ -42,10 +47,12 @@ def test_the_file_sets_what_no_flag_does_and_a_flag_wins(
     leases = emulator.store.resource("coordination.k8s.io", "v1", "leases")
     try:
         deadline = time.monotonic() + 20
-        while "a" not in bound(emulator):
+        while not bound(emulator):
             assert time.monotonic() < deadline, "never bound"
             assert process.poll() is None, process.stderr.read() if process.stderr else ""
             time.sleep(0.1)
+        time.sleep(1.0)  # five periods: the other pod stays pending at the queue's limit
+        assert len(bound(emulator)) == 1
     finally:
         process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=15)
@@ -55,6 +62,19 @@ def test_the_file_sets_what_no_flag_does_and_a_flag_wins(
         for lease in emulator.store.list(leases)[0]
     }
     assert names == {("default", "from-the-file")}
+
+
+def add_kai_queue(emulator: Emulator, name: str, gpus: int) -> None:
+    unlimited = {"quota": -1, "limit": -1, "overQuotaWeight": 1}
+    gpu = {"quota": gpus, "limit": gpus, "overQuotaWeight": 1}
+    emulator.store.create(
+        emulator.store.resource("scheduling.run.ai", "v2", "queues"),
+        "",
+        {
+            "metadata": {"name": name},
+            "spec": {"resources": {"gpu": gpu, "cpu": unlimited, "memory": unlimited}},
+        },
+    )
 
 
 def test_a_bad_config_is_one_line_naming_the_field_and_exit_2(tmp_path: Path) -> None:

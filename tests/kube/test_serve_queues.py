@@ -9,7 +9,8 @@ from typing import Any
 from gpufleet.kube.options import ServeOptions
 from gpufleet.kube.serve import LiveScheduler
 from tests.apiserver.server import Emulator
-from tests.kube.test_serve import add_node, bound, serve
+from tests.kube.test_serve import add_node, bound, events, serve
+from tests.kube.test_serve_config import add_kai_queue
 
 JSON = dict[str, Any]
 
@@ -91,3 +92,30 @@ def test_a_dry_run_writes_no_queue_status(emulator: Emulator) -> None:
     serve(emulator, lambda live: live.stats.cycles >= 3, options)
     assert status_writes(emulator) == 0
     assert not status(emulator, "team-a")
+
+
+def test_a_kai_queue_named_as_a_gpufleet_queue_is_reported_on_itself_and_not_read(
+    emulator: Emulator,
+) -> None:
+    add_node(emulator, "n0", gpus=4)
+    add_queue(emulator, "team-a", 2)
+    add_kai_queue(emulator, "team-a", gpus=1)
+    for name in ("p", "q"):  # the KAI queue's limit of 1 GPU would keep one pending
+        add_pod(emulator, name, 1, "team-a")
+
+    def told(live: LiveScheduler) -> bool:
+        return any(e.get("reason") == "FailedToRead" for e in events(emulator)) and (
+            status(emulator, "team-a").get("allocated", {}).get("gpu") == 2
+        )
+
+    options = ServeOptions(period_s=0.2, batch_s=0.01, vocabularies=frozenset({"kai"}))
+    serve(emulator, told, options)
+    [event] = [e for e in events(emulator) if e.get("reason") == "FailedToRead"]
+    regarding = event["regarding"]
+    assert (regarding["kind"], regarding["apiVersion"], regarding["name"]) == (
+        "Queue",
+        "scheduling.run.ai/v2",
+        "team-a",
+    )
+    assert "defined twice" in event["note"]
+    assert set(bound(emulator)) == {"p", "q"}

@@ -29,6 +29,7 @@ from gpufleet.cli.cycle import (
 )
 from gpufleet.kube import endpoints
 from gpufleet.kube.connect import IN_CLUSTER, http_client, load_config
+from gpufleet.kube.kinds import LIVE_VOCABULARIES
 from gpufleet.kube.leader import LeaseConfig
 from gpufleet.kube.logs import LineFormatter
 from gpufleet.kube.options import ServeOptions
@@ -45,7 +46,8 @@ def _read_config(ctx: typer.Context, path: Path | None) -> Path | None:
     flag given on the command line wins. Eager: read before any other option is, and before
     anything connects; a bad file is an ``InputError`` (one line, exit code 2)."""
     if path is not None:
-        ctx.default_map = {**(ctx.default_map or {}), **read_configuration(path, POLICIES)}
+        settings = read_configuration(path, POLICIES, LIVE_VOCABULARIES)
+        ctx.default_map = {**(ctx.default_map or {}), **settings}
     return path
 
 
@@ -122,11 +124,27 @@ def serve(
     leader_elect_lease_duration: Annotated[float, typer.Option(min=1.0)] = LEASE_DURATION_S,
     leader_elect_renew_deadline: Annotated[float, typer.Option(min=0.5)] = RENEW_DEADLINE_S,
     leader_elect_retry_period: Annotated[float, typer.Option(min=0.1)] = 2.0,
+    vocabulary: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Read other schedulers' queues, gangs and pod names in this vocabulary "
+            f"({', '.join(sorted(LIVE_VOCABULARIES))}); repeat for several (docs/migration.md). "
+            "Each needs its API group's list and watch in the ClusterRole.",
+            show_default="gpufleet's own only",
+        ),
+    ] = None,
 ) -> None:
     """Run gpufleet as a secondary scheduler on a live cluster (binds, evicts, explains)."""
     del config_file  # its settings are the other options' defaults (_read_config)
     if log_format not in {"text", "json"}:
         raise typer.BadParameter(f"--log-format must be text or json, got {log_format!r}")
+    vocabularies = frozenset(vocabulary or ()) - {"gpufleet"}
+    if unknown := sorted(vocabularies - LIVE_VOCABULARIES):
+        raise typer.BadParameter(
+            f"{', '.join(unknown)} is not read by the live scheduler; it reads "
+            f"{', '.join(sorted(LIVE_VOCABULARIES))}",
+            param_hint="'--vocabulary'",
+        )
     if leader_elect not in {"true", "false"}:
         raise typer.BadParameter(f"--leader-elect must be true or false, got {leader_elect!r}")
     if not leader_elect_renew_deadline < leader_elect_lease_duration:
@@ -154,6 +172,7 @@ def serve(
         period_s=period,
         dry_run=dry_run,
         dry_run_events=dry_run_events,
+        vocabularies=vocabularies,
     )
     asyncio.run(_serve(config, context, options, lease, address, port))
 

@@ -3,6 +3,15 @@ serves them, and which a cluster may lack."""
 
 from __future__ import annotations
 
+from gpufleet.load.foreign import (
+    ELASTIC_QUOTA,
+    KAI_POD_GROUP,
+    KAI_QUEUE,
+    VOLCANO_POD_GROUP,
+    VOLCANO_QUEUE,
+    ForeignKind,
+)
+
 KINDS = (
     "NodeResourceTopology",
     "Node",
@@ -30,7 +39,6 @@ NodeResourceTopology) or ``resource.k8s.io/v1`` before Kubernetes 1.34 — and t
 none of them: a pod that needs one (its PodGroup, its claims) waits, every other pod is
 scheduled."""
 
-OPTIONAL = frozenset(KINDS) - REQUIRED
 
 API = {
     "NodeResourceTopology": ("topology.node.k8s.io/v1alpha2", "noderesourcetopologies"),
@@ -47,8 +55,60 @@ API = {
 }
 """Each kind of :data:`KINDS`: its apiVersion and resource."""
 
-PATHS = {
-    kind: f"/api/{version}/{plural}" if "/" not in version else f"/apis/{version}/{plural}"
-    for kind, (version, plural) in API.items()
-}
+FOREIGN_LIVE: tuple[ForeignKind, ...] = (
+    KAI_QUEUE,
+    VOLCANO_QUEUE,
+    ELASTIC_QUOTA,
+    KAI_POD_GROUP,
+    VOLCANO_POD_GROUP,
+)
+"""Other schedulers' kinds the live scheduler reads when their vocabulary is on
+(``load/foreign.py``), each watched under the store kind ``Kind apiVersion`` (its
+:attr:`~gpufleet.load.foreign.ForeignKind.key`). Where two objects define one queue or
+gang, the first in this order wins, after gpufleet's own."""
+
+LIVE_VOCABULARIES = frozenset(k.vocabulary for k in FOREIGN_LIVE)
+"""The vocabularies ``gpufleet serve`` can read."""
+
+FOREIGN_KINDS = {k.key: k for k in FOREIGN_LIVE}
+
+NAMESPACED = frozenset(
+    {"Pod", "PodGroup", "ResourceClaim", "ResourceClaimTemplate"}
+    | {KAI_POD_GROUP.key, VOLCANO_POD_GROUP.key, ELASTIC_QUOTA.key}
+)
+"""The kinds whose objects live in a namespace (keyed ``namespace/name``)."""
+
+API.update({k.key: (k.api_version, k.plural) for k in FOREIGN_LIVE})
+
+
+def path(kind: str) -> str:
+    """Where ``kind`` (of :data:`KINDS` or a foreign kind's key) is listed and watched,
+    across namespaces."""
+    version, plural = API[kind]
+    return f"/api/{version}/{plural}" if "/" not in version else f"/apis/{version}/{plural}"
+
+
+PATHS = {kind: path(kind) for kind in API}
 """Where each kind is listed and watched (all namespaces)."""
+
+
+def kinds(vocabularies: frozenset[str]) -> tuple[str, ...]:
+    """:data:`KINDS` and the kinds of ``vocabularies``: each foreign kind right after
+    gpufleet's kind it is read as (queues before PodGroups before pods)."""
+    out: list[str] = []
+    for kind in KINDS:
+        out.append(kind)
+        out += [k.key for k in FOREIGN_LIVE if k.becomes == kind and k.vocabulary in vocabularies]
+    return tuple(out)
+
+
+def becomes(kind: str) -> str:
+    """The cache's kind that store kind ``kind`` is read as (``Queue`` for a KAI Queue)."""
+    foreign = FOREIGN_KINDS.get(kind)
+    return foreign.becomes if foreign is not None else kind
+
+
+def object_kind(kind: str) -> str:
+    """The ``kind`` field of the objects of store kind ``kind`` (``Queue`` for
+    ``Queue scheduling.run.ai/v2``)."""
+    return kind.split(" ", 1)[0]

@@ -43,18 +43,39 @@ from gpufleet.kube.devices import (
     selects_nodes,
     waiting_for_claims,
 )
-from gpufleet.kube.kinds import CONTEXT, KINDS
+from gpufleet.kube.kinds import (
+    CONTEXT,
+    FOREIGN_LIVE,
+    NAMESPACED,
+    becomes,
+    kinds,
+)
 from gpufleet.load.devices import claim_spec
+from gpufleet.load.elasticquota import read_elastic_quota
 from gpufleet.load.errors import InputError
+from gpufleet.load.foreign import (
+    ELASTIC_QUOTA,
+    KAI,
+    KAI_POD_GROUP,
+    KAI_PRIORITY_CLASSES,
+    KAI_QUEUE,
+    VOLCANO_POD_GROUP,
+    VOLCANO_QUEUE,
+    pod_names,
+)
+from gpufleet.load.kai import read_kai_group, read_kai_queue
 from gpufleet.load.node_pools import read_topology
 from gpufleet.load.nodes import read_node, read_numa, with_numa
 from gpufleet.load.pods import read_pod
 from gpufleet.load.queues import read_group, read_priority_class, read_queue
 from gpufleet.load.reader import Obj, Reader
+from gpufleet.load.snapshot import described
 from gpufleet.load.vocabulary import POD_GROUP_LABEL, SCHEDULER_NAME
+from gpufleet.load.volcano import ROOT as VOLCANO_ROOT
+from gpufleet.load.volcano import read_volcano_group, read_volcano_queue
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.devices import Claim
-from gpufleet.model.workload import GroupSpec, PodInfo
+from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec
 from gpufleet.scheduler.events import Event, Topology
 
 if TYPE_CHECKING:
@@ -124,14 +145,38 @@ class Changes:
 class ObjectStore:
     """The raw objects of the translated kinds, and their translations."""
 
-    def __init__(self, *, schedulers: Collection[str] = (SCHEDULER_NAME,)) -> None:
+    def __init__(
+        self,
+        *,
+        schedulers: Collection[str] = (SCHEDULER_NAME,),
+        vocabularies: frozenset[str] = frozenset(),
+    ) -> None:
         self.schedulers = frozenset(schedulers)
+        self.kinds = frozenset(kinds(vocabularies))
+        self.names = pod_names(vocabularies)
+        """Where pods name their queue and gang in the vocabularies read."""
+        self.default_classes: Mapping[str, tuple[int, bool, bool]] = (
+            {n: (v, True, False) for n, v in KAI_PRIORITY_CLASSES.items()}
+            if KAI in vocabularies
+            else {}
+        )
+        """PriorityClasses a vocabulary's scheduler installs (KAI's), where the cluster has
+        none of that name."""
         self.raw: dict[str, dict[str, Obj]] = defaultdict(dict)
         """Per kind, the last raw object of each key (``namespace/name`` or name)."""
         self.made: dict[str, dict[str, CacheObject]] = defaultdict(dict)
         """Per cache kind, the translation of each key the cache holds."""
-        self.classes: dict[str, tuple[int, bool, bool]] = {}
+        self.classes: dict[str, tuple[int, bool, bool]] = dict(self.default_classes)
         self.group_queues: dict[str, str] = {}
+        self.namespace_queues: dict[str, str] = {}
+        """Per namespace with an ElasticQuota, the queue its pods belong to (its own)."""
+        self.definitions: dict[str, dict[str, dict[tuple[str, str], CacheObject]]] = defaultdict(
+            dict
+        )
+        """Per cache kind (``Queue``, ``PodGroup``), per name, what each object that defines
+        it (gpufleet's own, another vocabulary's: ``(store kind, key)``) reads as."""
+        self._defines: dict[tuple[str, str], str] = {}
+        """Per ``(store kind, key)`` of a queue or gang, the name it defines."""
         self.node_gpus: dict[str, int] = {}
         self.node_labels: dict[str, Mapping[str, str]] = {}
         self.numa: dict[str, Numa] = {}
@@ -151,7 +196,7 @@ class ObjectStore:
 
     def apply(self, type_: EventType, kind: str, obj: Obj) -> Changes:
         """The changes of one watch event of ``kind`` (one of :data:`KINDS`)."""
-        if kind not in KINDS:
+        if kind not in self.kinds:
             raise ValueError(f"{kind} objects are not translated live")
         key = _key(kind, obj)
         events: list[Event] = []
@@ -219,10 +264,10 @@ class ObjectStore:
         if deleted:
             return
         meta = obj.get("metadata") or {}
-        label = (meta.get("labels") or {}).get(POD_GROUP_LABEL)
         reads: list[tuple[str, str]] = []
-        if isinstance(label, str):
-            reads.append(("PodGroup", f"{key.split('/', 1)[0]}/{label}"))
+        group = self._group_name(meta)
+        if group is not None:
+            reads.append(("PodGroup", f"{key.split('/', 1)[0]}/{group}"))
         node = (obj.get("spec") or {}).get("nodeName")
         if isinstance(node, str):
             reads.append(("Node", node))
@@ -232,6 +277,21 @@ class ObjectStore:
         for read in reads:
             self.readers[read].add(key)
         self._reads[key] = tuple(reads)
+
+    def _group_name(self, meta: Mapping[str, object]) -> str | None:
+        """The PodGroup a pod names, where ``read_pod`` looks: the label, then the
+        annotations of the vocabularies read."""
+        labels = meta.get("labels")
+        label = labels.get(POD_GROUP_LABEL) if isinstance(labels, Mapping) else None
+        if isinstance(label, str):
+            return label
+        annotations = meta.get("annotations")
+        if isinstance(annotations, Mapping):
+            for name in self.names.group_annotations:
+                value = annotations.get(name)
+                if isinstance(value, str):
+                    return value
+        return None
 
     def _slice_moved(self, key: str, obj: Obj, *, deleted: bool) -> set[str]:
         """Keep slice ``key`` filed under its pool; the pools it was and is in."""
@@ -264,6 +324,10 @@ class ObjectStore:
         node) reads no pool again."""
         if kind == "PriorityClass":
             return [("Pod", pod) for pod in sorted(self.raw["Pod"])]
+        if kind == ELASTIC_QUOTA.key:  # the pods of its namespace read its queue
+            prefix = f"{key.split('/', 1)[0]}/"
+            return [("Pod", pod) for pod in sorted(self.raw["Pod"]) if pod.startswith(prefix)]
+        kind = becomes(kind)  # a KAI or Volcano PodGroup is read where pods read PodGroups
         if kind == "NodeResourceTopology":
             return [("Node", key)] if key in self.raw["Node"] else []
         out = [("Pod", pod) for pod in sorted(self.readers.get((kind, key), ()))]
@@ -294,12 +358,74 @@ class ObjectStore:
             if not blocked and made.claims:
                 blocked = self._waits(Reader(SOURCE, raw), problems)
             made = replace(made, blocked=blocked)
+        if becomes(kind) in {"Queue", "PodGroup"}:
+            self._define(kind, key, made, events, problems)  # type: ignore[arg-type]
         if not any((p.kind, p.key) == (kind, key) for p in problems[known:]):
             self.reported.pop((kind, key), None)  # readable (again)
         self._context(kind, key, made)
-        if kind in CONTEXT:
-            return  # read where other objects are translated, not kept by the cache
+        if kind in CONTEXT or becomes(kind) in {"Queue", "PodGroup"}:
+            return  # not kept by the cache as such (context; a definition, above)
         self._made(kind, key, made, events)  # type: ignore[arg-type]
+
+    def _define(
+        self,
+        kind: str,
+        key: str,
+        made: QueueSpec | GroupSpec | None,
+        events: list[Event],
+        problems: list[Problem],
+    ) -> None:
+        """Object ``key`` of ``kind`` defines ``made`` (None: nothing): settle the names it
+        defined and defines."""
+        cache_kind = becomes(kind)
+        names = set()
+        before = self._defines.pop((kind, key), None)
+        if before is not None:
+            self.definitions[cache_kind][before].pop((kind, key), None)
+            names.add(before)
+        if made is not None:
+            name = made.name if isinstance(made, QueueSpec) else made.key
+            self.definitions[cache_kind].setdefault(name, {})[kind, key] = made
+            self._defines[kind, key] = name
+            names.add(name)
+        for name in sorted(names):
+            self._settle(cache_kind, name, events, problems)
+
+    def _settle(
+        self, cache_kind: str, name: str, events: list[Event], problems: list[Problem]
+    ) -> None:
+        """The cache's queue or gang ``name``: read from the first object that defines it
+        (gpufleet's own, then :data:`~gpufleet.kube.kinds.FOREIGN_LIVE`'s order); each
+        other one is reported as a problem, as a what-if refuses such a snapshot."""
+        defs = self.definitions[cache_kind].get(name) or {}
+        order = sorted(defs, key=_precedence)
+        for kind, key in order[1:]:
+            first, other = (Reader(SOURCE, self.raw[k][n]) for k, n in (order[0], (kind, key)))
+            message = (
+                f"{cache_kind} {name} defined twice: by {described(first)} and by "
+                f"{described(other)}; the second is not read: keep one, or leave one "
+                "vocabulary out"
+            )
+            problems.append(_problem(kind, self.raw[kind][key], message))
+        if order:
+            self.reported.pop(order[0], None)  # it is read: a collision it lost is over
+        else:
+            self.definitions[cache_kind].pop(name, None)
+        winner = defs[order[0]] if order else None
+        if cache_kind == "PodGroup":
+            self.group_queues.pop(name, None)
+            if isinstance(winner, GroupSpec):
+                self.group_queues[name] = winner.queue
+        elif any(kind == ELASTIC_QUOTA.key for kind, _ in order):
+            self.namespace_queues[name] = name
+        else:
+            self.namespace_queues.pop(name, None)
+        self._made(cache_kind, name, winner, events)
+
+    def defined_by(self, cache_kind: str, name: str) -> str | None:
+        """The store kind of the object queue or gang ``name`` is read from (None: none)."""
+        defs = self.definitions[cache_kind].get(name)
+        return min(defs, key=_precedence)[0] if defs else None
 
     def _made(self, kind: str, key: str, made: CacheObject | None, events: list[Event]) -> None:
         """``made`` is what ``key`` of cache kind ``kind`` reads as now: the event, if any."""
@@ -337,14 +463,12 @@ class ObjectStore:
             if isinstance(made, NodeSpec):
                 self.node_gpus[key] = made.gpus
                 self.node_labels[key] = made.labels
-        elif kind == "PodGroup":
-            self.group_queues.pop(key, None)
-            if isinstance(made, GroupSpec):
-                self.group_queues[key] = made.queue
         elif kind == "PriorityClass":
             self.classes.pop(key, None)
             if isinstance(made, PriorityClass):
                 self.classes[key] = (made.value, made.preempts, made.default)
+            elif key in self.default_classes:
+                self.classes[key] = self.default_classes[key]
         elif kind == "NodeResourceTopology":
             self.numa.pop(key, None)
             if isinstance(made, NodeNuma):
@@ -371,15 +495,36 @@ _READERS: Mapping[str, Callable[[ObjectStore, Reader], CacheObject | Context | N
     "ResourceClaimTemplate": lambda _store, r: Template(r.key, claim_spec(r, "spec.spec", r.key)),
     "ResourceClaim": lambda _store, r: read_claim(r),
     "Pod": lambda store, r: read_pod(
-        r, store.classes, store.group_queues, store.node_gpus, schedulers=store.schedulers
+        r,
+        store.classes,
+        store.group_queues,
+        store.node_gpus,
+        schedulers=store.schedulers,
+        names=store.names,
+        namespace_queues=store.namespace_queues,
     ),
+    KAI_QUEUE.key: lambda _store, r: read_kai_queue(r)[0],
+    VOLCANO_QUEUE.key: lambda _store, r: (
+        None if r.name == VOLCANO_ROOT else read_volcano_queue(r)[0]
+    ),
+    ELASTIC_QUOTA.key: lambda _store, r: read_elastic_quota(r)[0],
+    KAI_POD_GROUP.key: lambda _store, r: read_kai_group(r),
+    VOLCANO_POD_GROUP.key: lambda _store, r: read_volcano_group(r),
 }
+
+_ORDER = {"Queue": 0, "PodGroup": 0} | {k.key: i + 1 for i, k in enumerate(FOREIGN_LIVE)}
+
+
+def _precedence(definer: tuple[str, str]) -> tuple[int, str]:
+    """Which of two objects defining one queue or gang is read: gpufleet's own first."""
+    kind, key = definer
+    return _ORDER[kind], key
 
 
 def _key(kind: str, obj: Obj) -> str:
     meta = obj.get("metadata") or {}
     name = str(meta.get("name", ""))
-    if kind in {"Pod", "PodGroup", "ResourceClaim", "ResourceClaimTemplate"}:
+    if kind in NAMESPACED:
         return f"{meta.get('namespace') or 'default'}/{name}"
     return name
 

@@ -27,6 +27,9 @@ class ServeOptions:
     """In a dry run, tell each pod by an event what would be done with it (else only the
     logs and metrics say it)."""
     seed: int = 0
+    vocabularies: frozenset[str] = frozenset()
+    """Other schedulers' vocabularies read (``load/foreign.py``; those of
+    :data:`~gpufleet.kube.kinds.LIVE_VOCABULARIES`): none by default, gpufleet's own only."""
 
 
 @dataclass

@@ -114,8 +114,8 @@ class PodGroupStatus(StatusWriter):
         for key in sorted(groups):
             spec = store.made["PodGroup"].get(key)
             pods = [store.raw["Pod"][p] for p in sorted(store.readers.get(("PodGroup", key), ()))]
-            if not isinstance(spec, GroupSpec):
-                continue  # it cannot be read (reported as such)
+            if not isinstance(spec, GroupSpec) or store.defined_by("PodGroup", key) != "PodGroup":
+                continue  # it cannot be read (reported as such), or another object defines it
             if not any(_scheduler(p) in store.schedulers for p in pods):
                 continue  # not a gang of gpufleet's
             found = counts(pods, cache.assumed)

@@ -83,8 +83,10 @@ class QueueStatus(StatusWriter):
         may_act: Callable[[], bool],
     ) -> None:
         """Write each changed status."""
-        queues = {  # those that can be read: the others are reported as such
-            _name(obj): obj for key, obj in store.raw["Queue"].items() if key in store.made["Queue"]
+        queues = {  # those read (the others are reported as such), not another scheduler's
+            _name(obj): obj
+            for key, obj in store.raw["Queue"].items()
+            if store.defined_by("Queue", key) == "Queue"
         }
         self.keep_only(queues)
         for name, status in sorted(statuses(queues, cache, result).items()):

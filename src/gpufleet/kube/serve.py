@@ -26,7 +26,7 @@ import numpy as np
 
 from gpufleet.compose import new_cache
 from gpufleet.kube.events import EventRecorder
-from gpufleet.kube.kinds import KINDS, OPTIONAL, PATHS
+from gpufleet.kube.kinds import PATHS, REQUIRED, kinds
 from gpufleet.kube.leader import LeaderElector, LeaseConfig
 from gpufleet.kube.logs import PendingLog
 from gpufleet.kube.metrics import Metrics, PodLatency
@@ -68,15 +68,17 @@ class LiveScheduler(ResultWriter):
         self.may_act = may_act
         """Whether this replica may write now (it leads; see ``leader.py``): asked before
         every bind, eviction and status write."""
-        self.store = ObjectStore(schedulers=(self.options.scheduler_name,))
+        self.store = ObjectStore(
+            schedulers=(self.options.scheduler_name,), vocabularies=self.options.vocabularies
+        )
         self.cache = new_cache(self.options.config, strict=False)
         self._conflicts: set[str] = set()
         """Conflicts of the cache already reported."""
         self.scheduler: Scheduler | None = None
         """Made at the first cycle with nodes (a cluster state needs one)."""
         self.reflectors = [
-            Reflector(http, Kind(kind, PATHS[kind], kind in OPTIONAL), self._sink(kind))
-            for kind in KINDS
+            Reflector(http, Kind(kind, PATHS[kind], kind not in REQUIRED), self._sink(kind))
+            for kind in kinds(self.options.vocabularies)
         ]
         self.buffer: list[Event] = []
         self.wake = asyncio.Event()

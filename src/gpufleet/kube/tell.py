@@ -16,7 +16,7 @@ import httpx
 
 from gpufleet.kube.bind import PodRef
 from gpufleet.kube.events import EventRecorder, Regarding, rfc3339
-from gpufleet.kube.kinds import API
+from gpufleet.kube.kinds import API, object_kind
 from gpufleet.kube.logs import decide
 
 if TYPE_CHECKING:
@@ -112,7 +112,9 @@ class Telling:
     async def _report_problems(self) -> None:
         problems, self._unreported = self._unreported, []
         for p in problems:
-            regarding = Regarding(p.kind, p.namespace or "", p.name, p.uid, API[p.kind][0])
+            regarding = Regarding(
+                object_kind(p.kind), p.namespace or "", p.name, p.uid, API[p.kind][0]
+            )
             await self.events.record(regarding, "Warning", "FailedToRead", "Reading", p.message)
             if p.kind == "Pod" and self._pending_of_ours(p.key):
                 # It cannot be scheduled until it is fixed: its own status says why, too.

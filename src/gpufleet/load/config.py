@@ -11,6 +11,7 @@ kube-scheduler reads a ``KubeSchedulerConfiguration``. The file is one YAML docu
     starvationAfter: 30m
     staleGrace: 60s
     nonPreemptiblePriority: 100
+    vocabularies: [kai, volcano]
     leaderElection:
       leaderElect: true
       resourceName: gpufleet
@@ -63,6 +64,7 @@ SCHEMA: Schema = {
     "kind": ANY,
     "policy": ANY,
     "nonPreemptiblePriority": ANY,
+    "vocabularies": ANY,
     **{field: ANY for field in (*_DURATIONS, *_STRINGS) if "." not in field},
     "leaderElection": {
         "leaderElect": ANY,
@@ -82,12 +84,15 @@ class _FileReader(Reader):
         self.name, self.key, self.namespace, self.where = KIND, KIND, "", source
 
 
-def read_configuration(path: Path, policies: Collection[str]) -> dict[str, Any]:
+def read_configuration(
+    path: Path, policies: Collection[str], vocabularies: Collection[str] = ()
+) -> dict[str, Any]:
     """The settings ``path`` gives, keyed by ``serve``'s option names (``scheduler_name``,
     ``leader_elect``, ...); the fields it leaves out are absent. ``policies``: the names a
-    ``policy`` may take."""
+    ``policy`` may take; ``vocabularies``: those ``vocabularies`` may list (besides
+    ``gpufleet``, always read)."""
     r = _open(path)
-    settings = {**_strings(r, policies), **_numbers(r)}
+    settings = {**_strings(r, policies), **_numbers(r), **_vocabularies(r, vocabularies)}
     lease = settings.get("leader_elect_lease_duration", LEASE_DURATION_S)
     renew = settings.get("leader_elect_renew_deadline", RENEW_DEADLINE_S)
     if not renew < lease:
@@ -139,6 +144,20 @@ def _strings(r: _FileReader, policies: Collection[str]) -> dict[str, Any]:
             raise r.fail("policy", f"one of {', '.join(policies)}", policy)
         settings["policy"] = policy
     return settings
+
+
+def _vocabularies(r: _FileReader, known: Collection[str]) -> dict[str, Any]:
+    """``vocabularies``: a list of the other schedulers' vocabularies to read."""
+    raw = r.get("vocabularies")
+    if raw is None:
+        return {}
+    names = ", ".join(sorted({*known, "gpufleet"}))
+    if not isinstance(raw, list):
+        raise r.fail("vocabularies", f"a list of vocabularies ({names})", raw)
+    for i, name in enumerate(raw):
+        if name != "gpufleet" and name not in known:
+            raise r.fail(f"vocabularies[{i}]", f"one of {names}", name)
+    return {"vocabulary": list(raw)}
 
 
 def _numbers(r: _FileReader) -> dict[str, Any]:

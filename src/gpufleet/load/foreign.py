@@ -47,17 +47,25 @@ class ForeignKind:
     vocabulary: str
     kind: str
     api_version: str
+    plural: str
+    """The resource the API serves it under (``queues``)."""
+    becomes: str
+    """What it is read as: gpufleet's ``Queue`` or ``PodGroup``."""
 
     @property
     def key(self) -> str:
         return f"{self.kind} {self.api_version}"
 
 
-KAI_QUEUE = ForeignKind(KAI, "Queue", "scheduling.run.ai/v2")
-KAI_POD_GROUP = ForeignKind(KAI, "PodGroup", "scheduling.run.ai/v2alpha2")
-VOLCANO_QUEUE = ForeignKind(VOLCANO, "Queue", "scheduling.volcano.sh/v1beta1")
-VOLCANO_POD_GROUP = ForeignKind(VOLCANO, "PodGroup", "scheduling.volcano.sh/v1beta1")
-ELASTIC_QUOTA = ForeignKind(CAPACITY, "ElasticQuota", "scheduling.x-k8s.io/v1alpha1")
+KAI_QUEUE = ForeignKind(KAI, "Queue", "scheduling.run.ai/v2", "queues", "Queue")
+KAI_POD_GROUP = ForeignKind(KAI, "PodGroup", "scheduling.run.ai/v2alpha2", "podgroups", "PodGroup")
+VOLCANO_QUEUE = ForeignKind(VOLCANO, "Queue", "scheduling.volcano.sh/v1beta1", "queues", "Queue")
+VOLCANO_POD_GROUP = ForeignKind(
+    VOLCANO, "PodGroup", "scheduling.volcano.sh/v1beta1", "podgroups", "PodGroup"
+)
+ELASTIC_QUOTA = ForeignKind(
+    CAPACITY, "ElasticQuota", "scheduling.x-k8s.io/v1alpha1", "elasticquotas", "Queue"
+)
 
 FOREIGN: Mapping[tuple[str, str], ForeignKind] = {
     (k.kind, k.api_version): k

@@ -274,13 +274,13 @@ def _one_each(
         if first is not r:
             raise InputError(
                 f"{source}: {kind} {key}",
-                f"defined twice: by {_described(first)} and by {_described(r)}; "
+                f"defined twice: by {described(first)} and by {described(r)}; "
                 "keep one, or leave one vocabulary out",
             )
     return [item for item, _ in items]
 
 
-def _described(r: Reader) -> str:
+def described(r: Reader) -> str:
     """``Queue scheduling.run.ai/v2 team-a``: the object a reader read."""
     name = r.key if "namespace" in r.meta else r.name
     return f"{r.obj.get('kind')} {r.obj.get('apiVersion')} {name}"
