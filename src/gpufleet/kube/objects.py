@@ -34,6 +34,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeAlias
 
+from gpufleet.kube.definitions import Definitions, Settled
 from gpufleet.kube.devices import (
     claim_reads,
     pool_key,
@@ -43,13 +44,7 @@ from gpufleet.kube.devices import (
     selects_nodes,
     waiting_for_claims,
 )
-from gpufleet.kube.kinds import (
-    CONTEXT,
-    FOREIGN_LIVE,
-    NAMESPACED,
-    becomes,
-    kinds,
-)
+from gpufleet.kube.kinds import CONTEXT, NAMESPACED, becomes, kinds
 from gpufleet.load.devices import claim_spec
 from gpufleet.load.elasticquota import read_elastic_quota
 from gpufleet.load.errors import InputError
@@ -170,13 +165,8 @@ class ObjectStore:
         self.group_queues: dict[str, str] = {}
         self.namespace_queues: dict[str, str] = {}
         """Per namespace with an ElasticQuota, the queue its pods belong to (its own)."""
-        self.definitions: dict[str, dict[str, dict[tuple[str, str], CacheObject]]] = defaultdict(
-            dict
-        )
-        """Per cache kind (``Queue``, ``PodGroup``), per name, what each object that defines
-        it (gpufleet's own, another vocabulary's: ``(store kind, key)``) reads as."""
-        self._defines: dict[tuple[str, str], str] = {}
-        """Per ``(store kind, key)`` of a queue or gang, the name it defines."""
+        self.definitions = Definitions()
+        """Queues and gangs by name, with each object that defines them."""
         self.node_gpus: dict[str, int] = {}
         self.node_labels: dict[str, Mapping[str, str]] = {}
         self.numa: dict[str, Numa] = {}
@@ -375,57 +365,44 @@ class ObjectStore:
         events: list[Event],
         problems: list[Problem],
     ) -> None:
-        """Object ``key`` of ``kind`` defines ``made`` (None: nothing): settle the names it
-        defined and defines."""
+        """Object ``key`` of ``kind`` defines ``made`` (None: nothing): each name it defined
+        and defines is read from its first definer (``definitions.py``), and each other
+        definer is reported, as a what-if refuses such a snapshot."""
         cache_kind = becomes(kind)
-        names = set()
-        before = self._defines.pop((kind, key), None)
-        if before is not None:
-            self.definitions[cache_kind][before].pop((kind, key), None)
-            names.add(before)
-        if made is not None:
-            name = made.name if isinstance(made, QueueSpec) else made.key
-            self.definitions[cache_kind].setdefault(name, {})[kind, key] = made
-            self._defines[kind, key] = name
-            names.add(name)
-        for name in sorted(names):
-            self._settle(cache_kind, name, events, problems)
+        for settled in self.definitions.define(kind, key, made):
+            name, read = settled.name, settled.read
+            if read is not None:
+                self.reported.pop(read, None)  # it is read: a collision it lost is over
+                first = described(Reader(SOURCE, self.raw[read[0]][read[1]]))
+                for other_kind, other_key in settled.others:
+                    other = self.raw[other_kind][other_key]
+                    message = (
+                        f"{cache_kind} {name} defined twice: by {first} and by "
+                        f"{described(Reader(SOURCE, other))}; the second is not read: keep "
+                        "one, or leave one vocabulary out"
+                    )
+                    problems.append(_problem(other_kind, other, message))
+            self._context_of(cache_kind, settled)
+            self._made(cache_kind, name, settled.made, events)
 
-    def _settle(
-        self, cache_kind: str, name: str, events: list[Event], problems: list[Problem]
-    ) -> None:
-        """The cache's queue or gang ``name``: read from the first object that defines it
-        (gpufleet's own, then :data:`~gpufleet.kube.kinds.FOREIGN_LIVE`'s order); each
-        other one is reported as a problem, as a what-if refuses such a snapshot."""
-        defs = self.definitions[cache_kind].get(name) or {}
-        order = sorted(defs, key=_precedence)
-        for kind, key in order[1:]:
-            first, other = (Reader(SOURCE, self.raw[k][n]) for k, n in (order[0], (kind, key)))
-            message = (
-                f"{cache_kind} {name} defined twice: by {described(first)} and by "
-                f"{described(other)}; the second is not read: keep one, or leave one "
-                "vocabulary out"
-            )
-            problems.append(_problem(kind, self.raw[kind][key], message))
-        if order:
-            self.reported.pop(order[0], None)  # it is read: a collision it lost is over
-        else:
-            self.definitions[cache_kind].pop(name, None)
-        winner = defs[order[0]] if order else None
+    def _context_of(self, cache_kind: str, settled: Settled) -> None:
+        """What pods read of a settled queue or gang: a gang's queue; an ElasticQuota's
+        namespace's queue."""
+        name = settled.name
         if cache_kind == "PodGroup":
             self.group_queues.pop(name, None)
-            if isinstance(winner, GroupSpec):
-                self.group_queues[name] = winner.queue
-        elif any(kind == ELASTIC_QUOTA.key for kind, _ in order):
+            if isinstance(settled.made, GroupSpec):
+                self.group_queues[name] = settled.made.queue
+            return
+        definers = (settled.read, *settled.others) if settled.read else ()
+        if any(kind == ELASTIC_QUOTA.key for kind, _ in definers):
             self.namespace_queues[name] = name
         else:
             self.namespace_queues.pop(name, None)
-        self._made(cache_kind, name, winner, events)
 
     def defined_by(self, cache_kind: str, name: str) -> str | None:
         """The store kind of the object queue or gang ``name`` is read from (None: none)."""
-        defs = self.definitions[cache_kind].get(name)
-        return min(defs, key=_precedence)[0] if defs else None
+        return self.definitions.read_from(cache_kind, name)
 
     def _made(self, kind: str, key: str, made: CacheObject | None, events: list[Event]) -> None:
         """``made`` is what ``key`` of cache kind ``kind`` reads as now: the event, if any."""
@@ -511,14 +488,6 @@ _READERS: Mapping[str, Callable[[ObjectStore, Reader], CacheObject | Context | N
     KAI_POD_GROUP.key: lambda _store, r: read_kai_group(r),
     VOLCANO_POD_GROUP.key: lambda _store, r: read_volcano_group(r),
 }
-
-_ORDER = {"Queue": 0, "PodGroup": 0} | {k.key: i + 1 for i, k in enumerate(FOREIGN_LIVE)}
-
-
-def _precedence(definer: tuple[str, str]) -> tuple[int, str]:
-    """Which of two objects defining one queue or gang is read: gpufleet's own first."""
-    kind, key = definer
-    return _ORDER[kind], key
 
 
 def _key(kind: str, obj: Obj) -> str:
