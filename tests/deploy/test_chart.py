@@ -16,6 +16,7 @@ from kubernetes_validate import utils as kubernetes_validate
 
 from gpufleet.kube.kinds import API, KINDS, LIVE_VOCABULARIES, kinds
 from gpufleet.load.config import read_configuration
+from gpufleet.load.prices import load_price_sheet
 from gpufleet.plugins.registry import POLICIES
 from tests.deploy.conftest import CHART, NAMESPACE, Render
 
@@ -277,3 +278,29 @@ def test_a_shadow_elects_on_a_lease_of_its_own(render: Render) -> None:
 def test_an_ipv6_cluster_can_have_the_endpoints_listen_on_ipv6(render: Render) -> None:
     assert "--address=0.0.0.0" in container(render())["args"]
     assert "--address=::" in container(render("metrics.address=::"))["args"]
+
+
+def test_a_price_sheet_in_values_is_mounted_and_passed_and_reads(
+    render: Render, tmp_path: Path
+) -> None:
+    assert "prices.yaml" not in one(render(), "ConfigMap")["data"]
+    assert not any(a.startswith("--prices") for a in container(render())["args"])
+    entry = "priceSheet.spec.nodeTypes[0]"
+    objects = render(
+        "priceSheet.apiVersion=gpufleet.io/v1alpha1",
+        "priceSheet.kind=PriceSheet",
+        "priceSheet.metadata.name=ours",
+        "priceSheet.spec.title=our prices",
+        "priceSheet.spec.currency=EUR",
+        f"{entry}.name=h100",
+        f"{entry}.gpuProduct=NVIDIA-H100-80GB-HBM3",
+        f"{entry}.category=committed",
+        f"{entry}.nodeHour=20",
+    )
+    assert "--prices=/etc/gpufleet/prices.yaml" in container(objects)["args"]
+    path = tmp_path / "prices.yaml"
+    path.write_text(one(objects, "ConfigMap")["data"]["prices.yaml"])
+    sheet = load_price_sheet(path)
+    assert (sheet.name, sheet.currency) == ("ours", "EUR")
+    [h100] = sheet.types
+    assert (h100.category, h100.per_node) == ("committed", 20.0)

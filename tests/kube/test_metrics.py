@@ -4,6 +4,9 @@ so that the queues add up to the pending pods (``kube/metrics.py``)."""
 
 from __future__ import annotations
 
+import pytest
+
+from gpufleet.cost.prices import Components, NodeType, PriceSheet
 from gpufleet.kube.metrics import Metrics
 from gpufleet.scheduler.events import Event
 from gpufleet.scheduler.outcome import CycleResult
@@ -50,3 +53,38 @@ def test_without_holds_a_blocked_pod_is_gated() -> None:
     assert queues(metrics) == {"active": 1, "backoff": 0, "gated": 1}
     # set by the cycle, not left for the caller: the three always come from one count
     assert metrics.registry.get_sample_value("scheduler_pending_pods", {"queue": "backoff"}) == 0
+
+
+def test_hourly_cost_per_queue_and_idle_by_the_price_sheet() -> None:
+    sheet = PriceSheet(
+        "test",
+        "USD",
+        "test prices",
+        (
+            NodeType(
+                "h100", ("nvidia.com/gpu.product", "H100"), "on-demand", Components(3, 0.05, 0.01)
+            ),
+        ),
+    )
+    cache = cache_of(
+        Event("ADDED", "Node", gpu_node("n0")),  # 4 H100s, 32 cores, 128 GiB: 14.88 $/h
+        Event(
+            "ADDED", "Pod", bound("ns/running", "n0", (0,), queue="team")
+        ),  # 1 GPU, 1 core, 1 GiB
+        Event("ADDED", "Pod", pending("ns/waiting", queue="other")),
+    )
+    metrics = Metrics("gpufleet", sheet)
+    metrics.cycle(NO_CYCLE, 0.01, cache)
+    sample = metrics.registry.get_sample_value
+    assert sample("gpufleet_cluster_hourly_cost") == pytest.approx(14.88)
+    team = {
+        r: sample("gpufleet_queue_hourly_cost", {"queue": "team", "resource": r})
+        for r in ("gpu", "cpu", "memory")
+    }
+    assert team == pytest.approx({"gpu": 3.0, "cpu": 0.05, "memory": 0.01})
+    assert sample("gpufleet_queue_hourly_cost", {"queue": "other", "resource": "gpu"}) is None
+    idle = {
+        r: sample("gpufleet_idle_hourly_cost", {"resource": r}) for r in ("gpu", "cpu", "memory")
+    }
+    assert idle == pytest.approx({"gpu": 9.0, "cpu": 1.55, "memory": 1.27})
+    assert Metrics("gpufleet").registry.get_sample_value("gpufleet_cluster_hourly_cost") == 0.0

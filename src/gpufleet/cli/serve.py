@@ -35,6 +35,7 @@ from gpufleet.kube.logs import LineFormatter
 from gpufleet.kube.options import ServeOptions
 from gpufleet.kube.serve import Replica
 from gpufleet.load.config import LEASE_DURATION_S, RENEW_DEADLINE_S, read_configuration
+from gpufleet.load.prices import DEFAULT_SHEET, load_price_sheet
 from gpufleet.plugins.registry import POLICIES
 
 if TYPE_CHECKING:
@@ -124,6 +125,13 @@ def serve(
     leader_elect_lease_duration: Annotated[float, typer.Option(min=1.0)] = LEASE_DURATION_S,
     leader_elect_renew_deadline: Annotated[float, typer.Option(min=0.5)] = RENEW_DEADLINE_S,
     leader_elect_retry_period: Annotated[float, typer.Option(min=0.1)] = 2.0,
+    prices: Annotated[
+        Path,
+        typer.Option(
+            help='PriceSheet for the hourly cost gauges of /metrics (README, "Cost").',
+            show_default="the bundled illustrative sheet",
+        ),
+    ] = DEFAULT_SHEET,
     vocabulary: Annotated[
         list[str] | None,
         typer.Option(
@@ -145,6 +153,7 @@ def serve(
             f"{', '.join(sorted(LIVE_VOCABULARIES))}",
             param_hint="'--vocabulary'",
         )
+    sheet = load_price_sheet(prices)  # a bad sheet: one line, exit 2, before connecting
     if leader_elect not in {"true", "false"}:
         raise typer.BadParameter(f"--leader-elect must be true or false, got {leader_elect!r}")
     if not leader_elect_renew_deadline < leader_elect_lease_duration:
@@ -173,6 +182,7 @@ def serve(
         dry_run=dry_run,
         dry_run_events=dry_run_events,
         vocabularies=vocabularies,
+        price_sheet=sheet,
     )
     asyncio.run(_serve(config, context, options, lease, address, port))
 

@@ -319,3 +319,22 @@ def allocate(runs: Runs, nodes: Nodes, window: tuple[float, float]) -> Allocatio
     return Allocation(
         window, runs, nodes, hours, charged, amount_hours, cost, node_hours, asset, asset - workload
     )
+
+
+def hourly(runs: Runs, nodes: Nodes) -> Allocation:
+    """What ``nodes`` and ``runs`` cost per hour as they are now: every run and node held for
+    one whole hour (the ``cost`` of a run is its rate in $ per hour)."""
+    always = np.full(len(runs.pods), -math.inf), np.full(len(runs.pods), math.inf)
+    now = Runs(
+        runs.pods, runs.node, *always, runs.request, runs.usage, runs.gpu_idle_hours, runs.dims
+    )
+    whole = Nodes(
+        nodes.names,
+        nodes.types,
+        nodes.categories,
+        nodes.capacity,
+        nodes.prices,
+        np.full(len(nodes.names), -math.inf),
+        np.full(len(nodes.names), math.inf),
+    )
+    return allocate(now, whole, (0.0, HOUR))

@@ -7,7 +7,10 @@ buckets), ``scheduler_pending_pods{queue}`` — ``queue`` is kube-scheduler's in
 ``scheduler_preemption_attempts_total`` and ``scheduler_pod_scheduling_sli_duration_seconds
 {attempts}`` (:class:`PodLatency`). gpufleet's own: per tenant queue its pending
 pods, allocation and fair share per resource; the share of GPUs allocated; bind failures;
-watch restarts per kind. Each scheduler has its own registry (tests run many at once).
+watch restarts per kind; and, priced by the price sheet (``cost/``), what each queue's running
+pods cost per hour, what the nodes cost per hour and how much of it no pod was charged for, in
+OpenCost's hourly-cost style (``gpufleet_queue_hourly_cost``, ``gpufleet_cluster_hourly_cost``,
+``gpufleet_idle_hourly_cost``). Each scheduler has its own registry (tests run many at once).
 """
 
 from __future__ import annotations
@@ -17,17 +20,22 @@ from typing import TYPE_CHECKING
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
-from gpufleet.model.workload import RESOURCES
+from gpufleet.cost.allocation import IDLE, Runs, hourly
+from gpufleet.cost.prices import price_nodes
+from gpufleet.model.workload import RESOURCES, request_vector
 from gpufleet.plugins.stranding import Ratios, stranded
 from gpufleet.scheduler.outcome import WhyCode
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Sequence
 
+    from gpufleet.cost.allocation import Nodes
+    from gpufleet.cost.prices import PriceSheet
     from gpufleet.model.cluster import ClusterState
     from gpufleet.model.pod import PodSpec
     from gpufleet.model.workload import PodInfo
     from gpufleet.scheduler.cache import ClusterCache
+    from gpufleet.scheduler.ledger import Ledger
     from gpufleet.scheduler.outcome import CycleResult
 
 ATTEMPT_BUCKETS = tuple(0.001 * 2**i for i in range(15))
@@ -42,9 +50,16 @@ VICTIM_BUCKETS = tuple(float(5**i) for i in range(7))
 disable_created_metrics()  # type: ignore[no-untyped-call]  # kube-scheduler has no *_created
 
 
+COST_RESOURCES = (("gpu", "gpuCost"), ("cpu", "cpuCost"), ("memory", "ramCost"))
+"""The cost gauges' ``resource`` label and the allocation row's field it reads."""
+
+
 class Metrics:
-    def __init__(self, profile: str) -> None:
+    def __init__(self, profile: str, sheet: PriceSheet | None = None) -> None:
         self.profile = profile
+        self.sheet = sheet
+        self._priced: tuple[int, Nodes] | None = None
+        """The nodes of the last ledger priced (by its identity): prices change with nodes."""
         self.registry = registry = CollectorRegistry()
         self.attempts = Counter(
             "scheduler_schedule_attempts",
@@ -113,6 +128,26 @@ class Metrics:
             "memory per GPU that the cluster's GPU pods ask for (StrandedGpuScore's measure).",
             registry=registry,
         )
+        currency = sheet.currency if sheet is not None else ""
+        self.queue_cost = Gauge(
+            "gpufleet_queue_hourly_cost",
+            f"What each queue's running pods cost per hour ({currency}, by the price sheet), "
+            "per resource, OpenCost's way: the request at the node's price.",
+            ["queue", "resource"],
+            registry=registry,
+        )
+        self.cluster_cost = Gauge(
+            "gpufleet_cluster_hourly_cost",
+            f"What the cluster's nodes cost per hour ({currency}, by the price sheet).",
+            registry=registry,
+        )
+        self.idle_cost = Gauge(
+            "gpufleet_idle_hourly_cost",
+            f"The part of the nodes' hourly cost ({currency}) no pod requested (OpenCost's "
+            "__idle__), per resource.",
+            ["resource"],
+            registry=registry,
+        )
         self.bind_failures = Counter(
             "gpufleet_bind_failures",
             "Binds the API server refused or could not take (the pod backs off).",
@@ -173,6 +208,40 @@ class Metrics:
         free = int(ledger.state.gpu_idle.sum())
         self.gpu_allocated.set((total - free) / total if total else 0.0)
         self.stranded.set(stranded_gpus(ledger.state, cache.workload_specs()))
+        if self.sheet is not None:
+            self._cost(ledger, cache)
+
+    def _cost(self, ledger: Ledger, cache: ClusterCache) -> None:
+        """The hourly cost gauges, from the running pods at their nodes' prices."""
+        assert self.sheet is not None
+        if self._priced is None or self._priced[0] != id(ledger):
+            specs = [cache.get("Node", name) for name in ledger.state.names]
+            self._priced = (id(ledger), price_nodes(specs, self.sheet))  # type: ignore[arg-type]
+        nodes = self._priced[1]
+        running = list(ledger.running.values())
+        request = np.array([request_vector(r.spec) for r in running]).reshape(len(running), 3)
+        request[:, 1] /= 1000.0  # milli-CPU to cores
+        request[:, 2] /= 1024.0  # MiB to GiB
+        runs = Runs.of(
+            tuple(r.pod.key for r in running),
+            node=[r.node for r in running],
+            start=[0.0] * len(running),
+            end=[0.0] * len(running),
+            request=request,
+            dims={"queue": tuple(r.pod.queue for r in running)},
+        )
+        alloc = hourly(runs, nodes)
+        self.queue_cost.clear()  # a queue that stopped running anything reads 0
+        idle: dict[str, float] = {}
+        for row in alloc.aggregate("queue"):
+            if row["name"] == IDLE:
+                idle = {resource: row[field] for resource, field in COST_RESOURCES}
+                continue
+            for resource, field in COST_RESOURCES:
+                self.queue_cost.labels(row["name"], resource).set(row[field])
+        for resource, _ in COST_RESOURCES:
+            self.idle_cost.labels(resource).set(idle.get(resource, 0.0))
+        self.cluster_cost.set(alloc.total)
 
 
 def pending_queue(pod: PodInfo, held: Collection[str]) -> str:

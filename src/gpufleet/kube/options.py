@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from gpufleet.scheduler.cycle import CycleConfig
 
 if TYPE_CHECKING:
-    pass
+    from gpufleet.cost.prices import PriceSheet
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +27,8 @@ class ServeOptions:
     """In a dry run, tell each pod by an event what would be done with it (else only the
     logs and metrics say it)."""
     seed: int = 0
+    price_sheet: PriceSheet | None = None
+    """Prices for the hourly cost gauges of ``/metrics`` (none: no cost gauges)."""
     vocabularies: frozenset[str] = frozenset()
     """Other schedulers' vocabularies read (``load/foreign.py``; those of
     :data:`~gpufleet.kube.kinds.LIVE_VOCABULARIES`): none by default, gpufleet's own only."""

@@ -92,7 +92,7 @@ class LiveScheduler(ResultWriter):
         self.beat: float | None = None
         """When the loop last started a cycle (monotonic; None: not yet listed)."""
         self.stats = ServeStats()
-        self.metrics = metrics or Metrics(self.options.config.policy)
+        self.metrics = metrics or Metrics(self.options.config.policy, self.options.price_sheet)
         self.events = EventRecorder(http, clock=clock, may_write=may_act)
         self.podgroups = PodGroupStatus(http, clock)
         self.queues = QueueStatus(http)
@@ -217,7 +217,7 @@ class Replica:
         lease: LeaseConfig | None,
     ) -> None:
         self.http, self.options, self.lease = http, options, lease
-        self.metrics = Metrics(options.config.policy)
+        self.metrics = Metrics(options.config.policy, options.price_sheet)
         self.elector = LeaderElector(http, lease) if lease is not None else None
         self.live: LiveScheduler | None = None
         self.terms = 0

@@ -12,6 +12,7 @@ kube-scheduler reads a ``KubeSchedulerConfiguration``. The file is one YAML docu
     staleGrace: 60s
     nonPreemptiblePriority: 100
     vocabularies: [kai, volcano]
+    prices: /etc/gpufleet/prices.yaml
     leaderElection:
       leaderElect: true
       resourceName: gpufleet
@@ -56,6 +57,7 @@ _DURATIONS = {
 }
 _STRINGS = {
     "schedulerName": "scheduler_name",
+    "prices": "prices",
     "leaderElection.resourceName": "leader_elect_resource_name",
     "leaderElection.resourceNamespace": "leader_elect_resource_namespace",
 }
