@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from gpufleet.load.crds import definitions
 from tests.apiserver.fixtures import watch_events
 from tests.apiserver.server import Emulator
 
@@ -224,6 +225,25 @@ def test_exact_list_reads_the_past_and_410_outside_the_window() -> None:
             assert ahead.status_code == 504
     finally:
         server.stop()
+
+
+def test_discovery_serves_each_crds_short_names_and_categories(client: httpx.Client) -> None:
+    """As apiserver serves a CRD's ``spec.names``: what ``kubectl get gfq`` and ``kubectl get
+    gpufleet`` resolve through. Only kinds in ``all`` (pods here) are listed in it."""
+    served = 0
+    for crd in definitions():
+        spec = crd["spec"]
+        for version in spec["versions"]:
+            found = client.get(f"/apis/{spec['group']}/{version['name']}")
+            entries = [e for e in found.json()["resources"] if e["name"] == spec["names"]["plural"]]
+            if not entries:
+                continue  # a kind the emulator does not serve (NodePool: no API reads it)
+            served += 1
+            assert entries[0]["shortNames"] == spec["names"]["shortNames"]
+            assert entries[0].get("categories", []) == spec["names"].get("categories", [])
+    assert served >= 2
+    core = client.get("/api/v1").json()["resources"]
+    assert {e["name"] for e in core if "all" in e.get("categories", [])} == {"pods"}
 
 
 # -- watch -----------------------------------------------------------------------------------

@@ -232,3 +232,25 @@ def test_get_queues_prints_the_crds_columns(cluster: tuple[Emulator, Path]) -> N
     assert lines[1].split()[:6] == ["vision", "8", "16", "6", "7.5", "2"]
     wide = run(cluster, "get", "queues", "vision", "-o", "wide").splitlines()
     assert wide[1].split()[6:8] == ["research", "5"]
+
+
+def test_get_by_short_name_and_category(cluster: tuple[Emulator, Path]) -> None:
+    """Discovery lists each CRD's short names and categories, as apiserver serves a CRD's
+    ``spec.names``: ``kubectl get gfq`` is ``kubectl get queues``, and ``kubectl get gpufleet``
+    lists the objects of every kind of gpufleet's."""
+    emulator, _ = cluster
+    store = emulator.store
+    store.create(store.resource("gpufleet.io", "v1alpha1", "queues"), "", {
+        "metadata": {"name": "platform"}, "spec": {"resources": {"gpu": {"quota": 2}}}
+    })  # fmt: skip
+    store.create(store.resource("gpufleet.io", "v1alpha1", "topologies"), "", {
+        "metadata": {"name": "fabric"}, "spec": {"levels": [{"nodeLabel": "rack"}]}
+    })  # fmt: skip
+    lines = run(cluster, "get", "gfq", "platform").splitlines()
+    assert lines[0].split()[:3] == ["NAME", "GPU", "QUOTA"]
+    assert lines[1].split()[:2] == ["platform", "2"]
+    names = run(cluster, "get", "gpufleet", "-o", "name").split()
+    assert {"queue.gpufleet.io/platform", "topology.gpufleet.io/fabric"} <= set(names)
+    assert run(cluster, "get", "gft", "-o", "name") == run(
+        cluster, "get", "topologies", "-o", "name"
+    )
