@@ -105,7 +105,7 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("gpufleet.io", "v1alpha1", "topologies", "Topology", False, custom=True,
              **_names("topologies.gpufleet.io")),
     Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", True, ("status",),
-             ("pg",), custom=True),
+             custom=True, **_names("podgroups.scheduling.x-k8s.io")),
     Resource("topology.node.k8s.io", "v1alpha2", "noderesourcetopologies",
              "NodeResourceTopology", False, (), ("nrt",), custom=True),
 )  # fmt: skip
