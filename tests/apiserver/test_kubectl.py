@@ -254,3 +254,27 @@ def test_get_by_short_name_and_category(cluster: tuple[Emulator, Path]) -> None:
     assert run(cluster, "get", "gft", "-o", "name") == run(
         cluster, "get", "topologies", "-o", "name"
     )
+
+
+def test_get_pgs_prints_the_podgroup_crds_columns(cluster: tuple[Emulator, Path]) -> None:
+    """scheduler-plugins' short names (pg, pgs) and the columns of the PodGroup CRD the chart
+    installs on request, with the status gpufleet writes."""
+    emulator, _ = cluster
+    store = emulator.store
+    group = {
+        "metadata": {"name": "llama"},
+        "spec": {"minMember": 4},
+        "status": {"phase": "Scheduling", "scheduled": 4, "running": 1},
+    }
+    resource = store.resource("scheduling.x-k8s.io", "v1alpha1", "podgroups")
+    store.create(resource, "default", group, keep_status=True)
+    lines = run(cluster, "get", "pgs", "llama").splitlines()
+    assert lines[0].split() == [
+        "NAME", "PHASE", "MIN", "MEMBER", "SCHEDULED", "RUNNING", "SUCCEEDED", "FAILED", "AGE"
+    ]  # fmt: skip
+    cells = lines[1].split()
+    assert cells[:5] == ["llama", "Scheduling", "4", "4", "1"]
+    assert len(cells) == 6  # succeeded and failed are blank: the status has neither
+    assert (
+        run(cluster, "get", "pg", "llama", "-o", "name") == "podgroup.scheduling.x-k8s.io/llama\n"
+    )
