@@ -1,5 +1,7 @@
-"""gpufleet's CRDs: the committed files are the generator's, and each object gets the same
-verdict from the loader and from the CRD's schema and rules.
+"""gpufleet's CRDs (its own kinds' and the PodGroup CRD the chart can install): the committed
+files are the generator's, each schema is one the API server takes (structural), each object
+gets the same verdict from the loader and from the CRD's schema and rules, and the PodGroup
+status gpufleet writes is one its CRD keeps whole.
 
 The API server's side is modelled as it validates a create with ``kubectl``'s default
 ``--validate=strict``: the OpenAPI schema (``jsonschema``, with an unknown field an error),
@@ -10,44 +12,67 @@ the keys of ``x-kubernetes-list-type: map`` lists distinct, and each CEL rule on
 from __future__ import annotations
 
 import copy
+import itertools
+import math
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import celpy
+import httpx
 import jsonschema
 import pytest
-import yaml
 from celpy.adapter import json_to_cel
 
 from gpufleet.dra.cel import FUNCTIONS
+from gpufleet.kube.podgroups import PodGroupStatus
 from gpufleet.load import crds
 from gpufleet.load.errors import InputError
 from gpufleet.load.kinds import GPUFLEET
 from gpufleet.load.node_pools import read_node_pool, read_topology
-from gpufleet.load.queues import read_queue
+from gpufleet.load.queues import read_group, read_queue
 from gpufleet.load.reader import Reader
 from gpufleet.load.schema import STRICT, unknown_fields
 
 JSON = dict[str, Any]
-FOLDER = Path(__file__).parents[1] / "deploy" / "helm" / "gpufleet" / "crds"
+CHART = Path(__file__).parents[1] / "deploy" / "helm" / "gpufleet"
 READERS: dict[str, Callable[[Reader], object]] = {
     "Queue": read_queue,
     "Topology": read_topology,
     "NodePool": read_node_pool,
+    "PodGroup": read_group,
 }
 
 
 def test_the_committed_crds_are_the_generators() -> None:
-    written = {p.name: p.read_text(encoding="utf-8") for p in FOLDER.glob("*.yaml")}
-    assert written == crds.files(), "run: python -m gpufleet.load.crds --write " + str(
-        FOLDER.relative_to(Path(__file__).parents[1])
+    generated = crds.files()
+    paths = {p.relative_to(CHART).as_posix() for p in (CHART / "crds").glob("*.yaml")}
+    paths |= {path for path in generated if (CHART / path).is_file()}
+    written = {path: (CHART / path).read_text(encoding="utf-8") for path in sorted(paths)}
+    assert written == generated, "run: python -m gpufleet.load.crds --write " + str(
+        (CHART / "crds").relative_to(Path(__file__).parents[1])
     )
 
 
+def test_the_generator_writes_into_a_chart_only(tmp_path: Path) -> None:
+    """The PodGroup CRD goes to the chart's templates/, beside the crds/ folder named."""
+    with pytest.raises(SystemExit) as stopped:
+        crds.main(["--write", str(tmp_path / "crds")])
+    assert stopped.value.code == 2
+    (tmp_path / "Chart.yaml").write_text("name: x\n")
+    crds.main(["--write", str(tmp_path / "crds")])
+    made = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.glob("*/*.yaml"))
+    assert made == sorted(crds.files())
+
+
+def _definition(kind: str) -> JSON:
+    (crd,) = [d for d in crds.definitions() if d["spec"]["names"]["kind"] == kind]
+    return crd
+
+
 def _schema(kind: str) -> JSON:
-    crd = next(yaml.safe_load(t) for t in crds.files().values() if f"kind: {kind}\n" in t)
-    schema: JSON = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    schema: JSON = _definition(kind)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     return schema
 
 
@@ -105,7 +130,9 @@ def crd_accepts(obj: JSON) -> bool:
 
 
 def loader_accepts(obj: JSON) -> bool:
-    if any(unknown_fields(obj, STRICT[obj["kind"]])):
+    """Whether the loader reads ``obj``: an unknown field of a PodGroup (a Kubernetes kind,
+    to the loader) is a warning, not a refusal."""
+    if obj["kind"] in STRICT and any(unknown_fields(obj, STRICT[obj["kind"]])):
         return False
     try:
         READERS[obj["kind"]](Reader("crds.yaml", obj))
@@ -119,6 +146,15 @@ def _obj(kind: str, spec: JSON | None) -> JSON:
     if spec is not None:
         obj["spec"] = spec
     return obj
+
+
+def group(**spec: Any) -> JSON:
+    return {
+        "apiVersion": crds.POD_GROUP,
+        "kind": "PodGroup",
+        "metadata": {"name": "x", "namespace": "ml"},
+        "spec": spec,
+    }
 
 
 def queue(**resources: JSON) -> JSON:
@@ -227,6 +263,23 @@ CASES = [
     pytest.param(
         pool(1024, *((f"l{i}", 2 ** (9 - i)) for i in range(9))), False, id="pool-nine-domains"
     ),
+    # PodGroup
+    pytest.param(group(), True, id="podgroup-empty-spec"),
+    pytest.param(
+        group(
+            minMember=4,
+            minResources={"nvidia.com/gpu": 32, "cpu": "500m", "memory": "80Gi"},
+            scheduleTimeoutSeconds=600,
+        ),
+        True,
+        id="podgroup-every-field",
+    ),
+    pytest.param(group(minMember=1), True, id="podgroup-one-member"),
+    pytest.param(group(minMember=0), False, id="podgroup-no-members"),
+    pytest.param(group(minMember=-2), False, id="podgroup-negative-members"),
+    pytest.param(group(minMember="4"), False, id="podgroup-members-string"),
+    pytest.param(group(minMember=2.5), False, id="podgroup-members-fraction"),
+    pytest.param(group(minMember=True), False, id="podgroup-members-bool"),
 ]
 
 
@@ -246,6 +299,27 @@ as a string ("2.5", "90.5s"); a snapshot the loader reads may have it as a numbe
 
 @pytest.mark.parametrize("obj", NARROWER)
 def test_the_crd_wants_a_fraction_as_a_string(obj: JSON) -> None:
+    assert (loader_accepts(obj), crd_accepts(obj)) == (True, False)
+
+
+NARROWER_POD_GROUP = [
+    pytest.param(group(minMember=2**31), id="podgroup-members-beyond-int32"),
+    pytest.param(group(minResources={"cpu": "lots"}), id="podgroup-resources-not-a-quantity"),
+    pytest.param(group(minResources={"cpu": -1}), id="podgroup-resources-negative"),
+    pytest.param(group(minResources=[{"cpu": 1}]), id="podgroup-resources-not-a-map"),
+    pytest.param(group(scheduleTimeoutSeconds="60s"), id="podgroup-timeout-string"),
+    pytest.param(group(scheduleTimeoutSeconds=-1), id="podgroup-timeout-negative"),
+    pytest.param(group(minMember=2, minMembers=3), id="podgroup-misspelt-field"),
+]
+"""Where the PodGroup CRD is stricter than the loader, and why: the loader reads only
+``minMember`` of a PodGroup's spec (gpufleet sums the pods' requests itself, and waits by its
+own rules), and warns of an unknown field of a Kubernetes kind rather than refuse it; the CRD
+holds every field to scheduler-plugins' Go types (``int32``, a resource list of quantities),
+which its clients must be able to read."""
+
+
+@pytest.mark.parametrize("obj", NARROWER_POD_GROUP)
+def test_the_podgroup_crd_checks_what_the_loader_does_not_read(obj: JSON) -> None:
     assert (loader_accepts(obj), crd_accepts(obj)) == (True, False)
 
 
@@ -305,3 +379,209 @@ def test_short_names_do_not_take_kubernetes_or_volcano_ones() -> None:
     names = [n for k in crds.KINDS for n in k.short_names]
     assert len(set(names)) == len(names)
     assert not taken & set(names)
+
+
+# -- the schemas are ones the API server takes ----------------------------------------------
+
+_SCALARS: dict[str, type | tuple[type, ...]] = {
+    "string": str,
+    "integer": int,
+    "number": (int, float),
+    "boolean": bool,
+}
+_FORMATS = {"string": {"date-time", "date", "byte", "duration"}, "integer": {"int32", "int64"}}
+_IN_COMBINATORS = {"description", "type", "default", "additionalProperties", "nullable"}
+_INT_OR_STRING = [{"type": "integer"}, {"type": "string"}]
+_COLUMN_TYPES = {"integer", "number", "string", "boolean", "date"}
+
+
+def _is_bool(value: object, kind: str) -> bool:
+    """A JSON true or false where a number is wanted (Python's bool is an int)."""
+    return isinstance(value, bool) and kind != "boolean"
+
+
+def structural_problems(schema: JSON, path: str = "") -> Iterator[str]:  # noqa: PLR0912 (a branch per rule)
+    """Where ``schema`` breaks Kubernetes' rules for a structural schema ("Extend the
+    Kubernetes API with CustomResourceDefinitions: Specifying a structural schema") or for
+    the extensions, formats and lists it uses; nothing when the API server would take it."""
+    where = path or "<root>"
+    kind = schema.get("type")
+    int_or_string = schema.get("x-kubernetes-int-or-string") is True
+    if not kind and not int_or_string and not schema.get("x-kubernetes-preserve-unknown-fields"):
+        yield f"{where}: no type"
+    if int_or_string and (kind or schema.get("anyOf", _INT_OR_STRING) != _INT_OR_STRING):
+        yield f"{where}: int-or-string must have no type, and anyOf only integer and string"
+    for combinator in ("allOf", "anyOf", "oneOf", "not"):
+        parts = schema.get(combinator, [])
+        for part in parts if isinstance(parts, list) else [parts]:
+            if part not in _INT_OR_STRING and _IN_COMBINATORS & set(part):
+                yield f"{where}: {combinator} sets {sorted(_IN_COMBINATORS & set(part))}"
+    if "properties" in schema and "additionalProperties" in schema:
+        yield f"{where}: properties and additionalProperties together"
+    if kind in _SCALARS:
+        wanted = _SCALARS[kind]
+        enum = schema.get("enum", ())
+        if any(not isinstance(v, wanted) or _is_bool(v, kind) for v in enum):
+            yield f"{where}: enum values not of type {kind}"
+    if "format" in schema and schema["format"] not in _FORMATS.get(kind or "", set()):
+        yield f"{where}: format {schema['format']} on type {kind}"
+    if schema.get("minimum", -math.inf) > schema.get("maximum", math.inf):
+        yield f"{where}: minimum above maximum"
+    missing = set(schema.get("required", ())) - set(schema.get("properties", {}))
+    if missing:
+        yield f"{where}: required fields it has no schema for: {sorted(missing)}"
+    list_type = schema.get("x-kubernetes-list-type")
+    if list_type and kind != "array":
+        yield f"{where}: x-kubernetes-list-type on a {kind}"
+    if kind == "array" and not isinstance(schema.get("items"), dict):
+        yield f"{where}: an array without items"
+    if list_type == "map":
+        items = schema.get("items", {})
+        for key in schema.get("x-kubernetes-list-map-keys", ()):
+            field = items.get("properties", {}).get(key, {})
+            if field.get("type") not in _SCALARS or key not in items.get("required", ()):
+                yield f"{where}: list-map key {key} is not a required scalar of its items"
+    elif "x-kubernetes-list-map-keys" in schema:
+        yield f"{where}: list-map keys without x-kubernetes-list-type: map"
+    for name, sub in schema.get("properties", {}).items():
+        yield from structural_problems(sub, f"{path}.{name}")
+    if isinstance(schema.get("additionalProperties"), dict):
+        yield from structural_problems(schema["additionalProperties"], f"{path}.*")
+    if isinstance(schema.get("items"), dict):
+        yield from structural_problems(schema["items"], f"{path}[]")
+
+
+def crd_problems(crd: JSON) -> Iterator[str]:
+    """:func:`structural_problems` of each version's schema, and what the API server checks
+    of the rest of a version: ``metadata`` left to it, printer columns of a known type at a
+    field of the schema, a ``status`` for the status subresource."""
+    for version in crd["spec"]["versions"]:
+        root = version["schema"]["openAPIV3Schema"]
+        yield from structural_problems(root)
+        properties = root.get("properties", {})
+        if properties.get("metadata", {"type": "object"}) != {"type": "object"}:
+            yield "metadata: only the API server's schema applies"
+        if "status" in version.get("subresources", {}) and "status" not in properties:
+            yield "a status subresource without a status"
+        names = [c["name"] for c in version.get("additionalPrinterColumns", ())]
+        if len(set(names)) != len(names):
+            yield "printer columns of the same name"
+        for column in version.get("additionalPrinterColumns", ()):
+            if column["type"] not in _COLUMN_TYPES:
+                yield f"column {column['name']}: type {column['type']}"
+            node: JSON = root
+            for part in column["jsonPath"].removeprefix(".").split("."):
+                if node is root and part == "metadata":
+                    break  # the API server's ObjectMeta: any of its fields
+                node = node.get("properties", {}).get(part, {})
+                if not node:
+                    yield f"column {column['name']}: {column['jsonPath']} is no field"
+                    break
+
+
+@pytest.mark.parametrize("crd", crds.definitions(), ids=lambda d: str(d["metadata"]["name"]))
+def test_each_crd_is_one_the_api_server_takes(crd: JSON) -> None:
+    assert list(crd_problems(crd)) == []
+
+
+def _broken(change: Callable[[JSON], object]) -> JSON:
+    crd = copy.deepcopy(_definition("PodGroup"))
+    change(crd["spec"]["versions"][0])
+    return crd
+
+
+def _spec(version: JSON) -> JSON:
+    spec: JSON = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    return spec
+
+
+@pytest.mark.parametrize(
+    ("crd", "problem"),
+    [
+        pytest.param(
+            _broken(lambda v: _spec(v)["properties"]["minMember"].pop("type")),
+            ".spec.minMember: no type",
+            id="no-type",
+        ),
+        pytest.param(
+            _broken(lambda v: _spec(v).update(additionalProperties={"type": "string"})),
+            ".spec: properties and additionalProperties together",
+            id="properties-and-map",
+        ),
+        pytest.param(
+            _broken(lambda v: v["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+                    ["conditions"]["items"]["required"].remove("type")),
+            ".status.conditions: list-map key type is not a required scalar of its items",
+            id="list-map-key-optional",
+        ),
+        pytest.param(
+            _broken(lambda v: v["additionalPrinterColumns"][0].update(jsonPath=".status.phaze")),
+            "column Phase: .status.phaze is no field",
+            id="column-typo",
+        ),
+        pytest.param(
+            _broken(lambda v: _spec(v)["properties"]["minMember"].update(format="date-time")),
+            ".spec.minMember: format date-time on type integer",
+            id="format-of-another-type",
+        ),
+        pytest.param(
+            _broken(lambda v: v["schema"]["openAPIV3Schema"]["properties"].pop("status")),
+            "a status subresource without a status",
+            id="status-subresource-without-status",
+        ),
+    ],
+)  # fmt: skip
+def test_the_checks_find_what_the_api_server_refuses(crd: JSON, problem: str) -> None:
+    assert problem in list(crd_problems(crd))
+
+
+# -- the PodGroup status gpufleet writes ----------------------------------------------------
+
+UPSTREAM_STATUS = {"phase", "occupiedBy", "running", "succeeded", "failed", "scheduleStartTime"}
+"""scheduler-plugins' ``PodGroupStatus`` fields (``apis/scheduling/v1alpha1``)."""
+RFC3339 = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)")
+
+
+def _written() -> Iterator[JSON]:
+    """Statuses ``kube/podgroups.py`` writes: every phase, waiting and placed, first and later."""
+    writer = PodGroupStatus(httpx.AsyncClient(), clock=lambda: 1_767_225_600.5)
+    before: JSON = {}
+    for min_member in (1, 3):
+        for counted in itertools.product(range(4), repeat=4):
+            found = dict(zip(("scheduled", "running", "succeeded", "failed"), counted, strict=True))
+            why = "" if found["scheduled"] else "0/2 nodes are available: 2 Insufficient gpu."
+            status = writer._status(min_member, found, why, before)
+            yield status
+            before = status
+
+
+def test_the_podgroup_crd_keeps_whole_what_gpufleet_writes() -> None:
+    """Every field gpufleet writes is in the schema (none pruned) and valid there; the schema
+    has no field that neither gpufleet nor scheduler-plugins writes; its phases are the API's
+    that gpufleet writes, all of them."""
+    status_schema = _schema("PodGroup")["properties"]["status"]
+    checker = jsonschema.FormatChecker()
+    checker.checks("date-time")(lambda value: bool(RFC3339.fullmatch(str(value))))
+    validator = jsonschema.Draft4Validator(_strict(status_schema), format_checker=checker)
+    written = list(_written())
+    for status in written:
+        assert not list(validator.iter_errors(status)), status
+    fields = {name for status in written for name in status}
+    assert set(status_schema["properties"]) == fields | UPSTREAM_STATUS
+    assert set(status_schema["properties"]["phase"]["enum"]) == {s["phase"] for s in written}
+    assert set(crds.PHASES) == {s["phase"] for s in written}
+
+
+def test_a_status_beyond_the_api_is_refused() -> None:
+    status_schema = _strict(_schema("PodGroup")["properties"]["status"])
+    validator = jsonschema.Draft4Validator(status_schema)
+    assert validator.is_valid({"phase": "Running", "running": 3})
+    for wrong in (
+        {"phase": "Done"},
+        {"running": -1},
+        {"scheduled": 2**31},
+        {"conditions": [{"type": "Scheduled", "status": "Yes"}]},
+        {"conditions": [{"status": "True"}]},
+        {"queue": "research"},
+    ):
+        assert not validator.is_valid(wrong), wrong

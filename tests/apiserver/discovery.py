@@ -2,7 +2,8 @@
 
 "Discovering the Kubernetes API" (concepts, "Kubernetes API" / "Discovery API"): ``/api``
 (``APIVersions``), ``/api/v1`` and ``/apis/<group>/<version>`` (``APIResourceList``, one
-entry per resource and per subresource, ``pods/status``), ``/apis`` (``APIGroupList``) and
+entry per resource, with its ``shortNames`` and ``categories`` from ``resources.py``, and per
+subresource, ``pods/status``), ``/apis`` (``APIGroupList``) and
 ``/apis/<group>`` (``APIGroup``), plus ``/version``. This is the unaggregated form: a client
 asking for aggregated discovery (``Accept: ...;as=APIGroupDiscoveryList``) gets it too, as
 ``application/json``, and falls back to the per-version documents (kubectl 1.37 does, as
@@ -87,8 +88,8 @@ def _entry(resource: Resource) -> JSON:
     }
     if resource.short_names:
         entry["shortNames"] = list(resource.short_names)
-    if resource.plural == "pods" or (resource.custom and resource.namespaced):
-        entry["categories"] = ["all"]
+    if resource.categories:
+        entry["categories"] = list(resource.categories)
     return entry
 
 

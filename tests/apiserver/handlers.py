@@ -136,7 +136,7 @@ def list_objects(store: Store, target: Target, query: dict[str, str]) -> JSON:
             )
     items, revision = store.list(resource, target.namespace, at=at)
     labels = label_selector(query.get("labelSelector"))
-    fields = field_selector(query.get("fieldSelector"), resource.plural)
+    fields = field_selector(query.get("fieldSelector"), resource)
     chosen = [item for item in items if labels(item) and fields(item) and _key(item) > start]
     meta: JSON = {"resourceVersion": str(revision)}
     limit = int(query.get("limit") or 0)

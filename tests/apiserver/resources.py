@@ -20,12 +20,18 @@ Behaviour that differs between kinds is a column, never a branch on a name elsew
   ``Status`` of success (pods and namespaces do; most kinds answer with a Status).
 * ``storage`` — two resources that are views of one stored collection (``events.k8s.io/v1``
   Events are ``v1`` Events, "Event v1 events.k8s.io" API reference); see ``events.py``.
+* ``short_names`` and ``categories`` — what discovery lists for ``kubectl get po`` and
+  ``kubectl get all``. A custom resource whose CRD gpufleet generates (``gpufleet.load.crds``)
+  takes them from that CRD's ``spec.names``, as apiserver serves a CRD's, so ``kubectl get
+  gfq`` works here exactly when it works in a cluster with the chart installed.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
+from gpufleet.load.crds import definitions
 
 VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
 
@@ -41,6 +47,7 @@ class Resource:
     namespaced: bool
     subresources: tuple[str, ...] = ()
     short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
     custom: bool = False
     returns_object_on_delete: bool = False
     initial_status: dict[str, Any] | None = field(default_factory=dict)
@@ -68,8 +75,17 @@ class Resource:
         return f"{self.kind}List"
 
 
+def _names(crd: str) -> dict[str, Any]:
+    """``short_names`` and ``categories`` of the CRD named ``crd`` that gpufleet generates."""
+    (names,) = [d["spec"]["names"] for d in definitions() if d["metadata"]["name"] == crd]
+    return {
+        "short_names": tuple(names.get("shortNames", ())),
+        "categories": tuple(names.get("categories", ())),
+    }
+
+
 RESOURCES: tuple[Resource, ...] = (
-    Resource("", "v1", "pods", "Pod", True, ("binding", "eviction", "status"), ("po",),
+    Resource("", "v1", "pods", "Pod", True, ("binding", "eviction", "status"), ("po",), ("all",),
              returns_object_on_delete=True, initial_status={"phase": "Pending"}),
     Resource("", "v1", "nodes", "Node", False, ("status",), ("no",), initial_status=None),
     Resource("", "v1", "namespaces", "Namespace", False, ("status",), ("ns",),
@@ -84,10 +100,12 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False),
     Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True, ("status",)),
     Resource("resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True),
-    Resource("gpufleet.io", "v1alpha1", "queues", "Queue", False, ("status",), custom=True),
-    Resource("gpufleet.io", "v1alpha1", "topologies", "Topology", False, custom=True),
+    Resource("gpufleet.io", "v1alpha1", "queues", "Queue", False, ("status",), custom=True,
+             **_names("queues.gpufleet.io")),
+    Resource("gpufleet.io", "v1alpha1", "topologies", "Topology", False, custom=True,
+             **_names("topologies.gpufleet.io")),
     Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", True, ("status",),
-             ("pg",), custom=True),
+             custom=True, **_names("podgroups.scheduling.x-k8s.io")),
     Resource("topology.node.k8s.io", "v1alpha2", "noderesourcetopologies",
              "NodeResourceTopology", False, (), ("nrt",), custom=True),
     # Other schedulers' kinds, which gpufleet serve reads in their vocabularies.

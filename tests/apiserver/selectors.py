@@ -4,10 +4,15 @@
   ``k!=v`` and set-based ``k in (a,b)``, ``k notin (a,b)``, ``k``, ``!k``, joined by commas
   (a logical AND). ``!=`` and ``notin`` also match objects without the label.
 * Field selectors, "Field Selectors" (concepts): ``=``, ``==`` and ``!=`` on
-  ``metadata.name`` and ``metadata.namespace`` for every kind, and on the fields a kind adds
-  (pods: ``spec.nodeName``, ``spec.schedulerName``, ``status.phase``). A field a kind does
-  not support is a 400 ``field label not supported: <field>``, as apiserver answers. A
-  missing field compares as the empty string (``spec.nodeName=`` selects unbound pods).
+  ``metadata.name`` and ``metadata.namespace`` for every kind, and on the fields a resource
+  adds (pods: ``spec.nodeName``, ``spec.schedulerName``, ``status.phase``). A field a
+  resource does not support is a 400 ``field label not supported: <field>``, as apiserver
+  answers. A missing field compares as the empty string (``spec.nodeName=`` selects unbound
+  pods). The fields are the resource's, not the stored kind's: ``v1`` Events select on
+  ``involvedObject.*`` (what ``kubectl describe`` sends: the object's name, namespace and
+  uid), ``events.k8s.io/v1`` Events on the same fields by that version's names
+  (``regarding.*``, ``reportingController``), and each refuses the other's spelling, as
+  apiserver's field-label conversion for that group version does.
 * ``PodDisruptionBudget.spec.selector`` is a ``LabelSelector`` object (``matchLabels`` and
   ``matchExpressions``, "Labels and Selectors: Resources that support set-based
   requirements"); an empty one selects every pod of its namespace.
@@ -20,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tests.apiserver.errors import bad_request
+from tests.apiserver.resources import Resource
 
 JSON = dict[str, Any]
 Predicate = Callable[[JSON], bool]
@@ -27,20 +33,29 @@ Predicate = Callable[[JSON], bool]
 _SET = re.compile(r"^\s*(!?)\s*([\w./-]+)\s*(?:(in|notin)\s*\(([^)]*)\))?\s*$")
 _EQ = re.compile(r"^\s*([\w./-]+)\s*(==|=|!=)\s*([\w./-]*)\s*$")
 
-FIELDS: dict[str, tuple[str, ...]] = {
-    "pods": ("spec.nodeName", "spec.schedulerName", "status.phase", "spec.restartPolicy"),
-    "events": (
-        "involvedObject.name",
-        "involvedObject.kind",
-        "involvedObject.uid",
-        "reason",
-        "type",
-        "regarding.name",
-        "regarding.kind",
-        "regarding.uid",
-    ),
-    "nodes": ("spec.unschedulable",),
+_REFERENCE = ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")
+FIELDS: dict[str, dict[str, str]] = {
+    "pods": {
+        f: f for f in ("spec.nodeName", "spec.schedulerName", "status.phase", "spec.restartPolicy")
+    },
+    "events": {
+        **{f"involvedObject.{f}": f"involvedObject.{f}" for f in _REFERENCE},
+        "reason": "reason",
+        "type": "type",
+        "reportingComponent": "reportingComponent",
+        "source": "source.component",
+    },
+    "events.events.k8s.io": {
+        **{f"regarding.{f}": f"regarding.{f}" for f in _REFERENCE},
+        "reason": "reason",
+        "type": "type",
+        "reportingController": "reportingController",
+        "source": "deprecatedSource.component",
+    },
+    "nodes": {"spec.unschedulable": "spec.unschedulable"},
 }
+"""Per resource (``Resource.qualified``), each field label it selects on and the path of
+that field in the objects it serves."""
 
 
 def _split(selector: str) -> list[str]:
@@ -102,18 +117,22 @@ def _field_check(path: str, value: str, *, equal: bool) -> Predicate:
     return lambda obj: (field_value(obj, path) == value) == equal
 
 
-def field_selector(selector: str | None, plural: str) -> Predicate:
+def field_selector(selector: str | None, resource: Resource) -> Predicate:
     """The predicate of a ``fieldSelector`` query parameter for that resource."""
-    supported = {"metadata.name", "metadata.namespace", *FIELDS.get(plural, ())}
+    supported = {
+        "metadata.name": "metadata.name",
+        "metadata.namespace": "metadata.namespace",
+        **FIELDS.get(resource.qualified, {}),
+    }
     checks: list[Predicate] = []
     for part in _split(selector or ""):
         found = _EQ.match(part)
         if not found:
             raise bad_request(f"invalid selector: '{part.strip()}'; can't understand it")
-        path, op, value = found.groups()
-        if path not in supported:
-            raise bad_request(f"field label not supported: {path}")
-        checks.append(_field_check(path, value, equal=op != "!="))
+        label, op, value = found.groups()
+        if label not in supported:
+            raise bad_request(f"field label not supported: {label}")
+        checks.append(_field_check(supported[label], value, equal=op != "!="))
     return lambda obj: all(check(obj) for check in checks)
 
 

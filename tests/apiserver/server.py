@@ -32,6 +32,7 @@ from aiohttp import web
 from tests.apiserver import discovery, errors, handlers, tables
 from tests.apiserver.faults import Faults
 from tests.apiserver.rbac import Attributes, Authorizer, verb
+from tests.apiserver.resources import Resource
 from tests.apiserver.selectors import field_selector, label_selector
 from tests.apiserver.store import Store
 from tests.apiserver.watch import Watch, WatchRequest, serve
@@ -233,7 +234,7 @@ class Emulator:
                 resource=target.resource,
                 namespace=target.namespace,
                 matches=_predicate(
-                    query.get("labelSelector"), query.get("fieldSelector"), target.resource.plural
+                    query.get("labelSelector"), query.get("fieldSelector"), target.resource
                 ),
                 resource_version=query.get("resourceVersion", ""),
                 bookmarks=query.get("allowWatchBookmarks") in {"1", "true"},
@@ -278,6 +279,8 @@ class Emulator:
         raise handlers.NOT_FOUND
 
 
-def _predicate(labels: str | None, fields: str | None, plural: str) -> Callable[[JSON], bool]:
-    by_label, by_field = label_selector(labels), field_selector(fields, plural)
+def _predicate(
+    labels: str | None, fields: str | None, resource: Resource
+) -> Callable[[JSON], bool]:
+    by_label, by_field = label_selector(labels), field_selector(fields, resource)
     return lambda obj: by_label(obj) and by_field(obj)

@@ -6,22 +6,21 @@ application/json;as=Table;v=v1;g=meta.k8s.io`` gets a ``meta.k8s.io/v1`` ``Table
 ``PartialObjectMetadata`` by default, the whole object or nothing). The columns are
 kube-apiserver's printers' for pods (``NAME READY STATUS RESTARTS AGE``, and ``IP NODE
 NOMINATED NODE READINESS GATES`` at priority 1, shown by ``-o wide``), nodes and v1 Events;
-gpufleet's own kinds get the ``additionalPrinterColumns`` of their CRDs (the generated files
-under ``deploy/helm/gpufleet/crds/``), as apiserver prints a custom resource: ``NAME``, then
-each column's value at its ``jsonPath`` (none: ``<none>`` in kubectl), a ``date`` as an age;
-other kinds get ``NAME AGE``, as custom resources without printer columns do. In a watch,
-only the first event's Table has the column definitions, as in apiserver.
+the kinds whose CRDs gpufleet generates (its own and PodGroup, ``gpufleet.load.crds``: the
+chart's files are its output, a test says so) get their ``additionalPrinterColumns``, as
+apiserver prints a custom resource: ``NAME``, then each column's value at its ``jsonPath``
+(none: null, a blank cell in kubectl), a ``date`` as an age; other kinds get ``NAME AGE``,
+as custom resources without printer columns do. In a watch, only the first event's Table has
+the column definitions, as in apiserver.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
-import yaml
-
+from gpufleet.load.crds import definitions
 from tests.apiserver.resources import Resource
 from tests.apiserver.views import to_storage
 
@@ -154,9 +153,6 @@ PRINTERS: dict[str, tuple[list[JSON], Row]] = {
 }
 
 
-CRDS = Path(__file__).parents[2] / "deploy" / "helm" / "gpufleet" / "crds"
-
-
 def _at(obj: Any, path: str) -> Any:
     """The value at a simple ``jsonPath`` (``.status.allocated.gpu``); None where absent."""
     for part in path.strip(".").split("."):
@@ -188,8 +184,7 @@ def _custom(columns: list[JSON]) -> tuple[list[JSON], Row]:
 
 def _crd_printers() -> dict[str, tuple[list[JSON], Row]]:
     printers = {}
-    for path in sorted(CRDS.glob("*.yaml")):
-        crd = yaml.safe_load(path.read_text(encoding="utf-8"))
+    for crd in definitions():
         spec = crd["spec"]
         columns = spec["versions"][0].get("additionalPrinterColumns")
         if columns:

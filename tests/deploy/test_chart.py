@@ -1,8 +1,9 @@
 """The Helm chart (``deploy/helm/gpufleet``): it lints, and what it renders is what a
 secondary scheduler needs — two replicas electing a leader on a Lease in the release's
 namespace, probes, a restricted security context, the configuration file it reads, and RBAC
-that grants exactly what the code does, no more; every core object is valid against
-Kubernetes' own schemas (kubernetes-validate, strict: no unknown field)."""
+that grants exactly what the code does, no more; scheduler-plugins' PodGroup CRD only when
+asked; every core object is valid against Kubernetes' own schemas (kubernetes-validate,
+strict: no unknown field)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from kubernetes_validate import utils as kubernetes_validate
 
 from gpufleet.kube.kinds import API, KINDS, LIVE_VOCABULARIES, kinds
 from gpufleet.load.config import read_configuration
+from gpufleet.load.crds import definitions
 from gpufleet.load.prices import load_price_sheet
 from gpufleet.plugins.registry import POLICIES
 from tests.deploy.conftest import CHART, NAMESPACE, Render
@@ -80,6 +82,7 @@ NON_DEFAULT = (
     "leaderElection.resourceName=gpufleet-east",
     "config.policy=fgd",
     "metrics.port=9090",
+    "podGroupCRD.install=true",
 )
 
 
@@ -220,7 +223,10 @@ def test_the_mounted_configuration_is_one_serve_reads(render: Render, tmp_path: 
 
 def test_non_default_values_reach_the_objects(render: Render, tmp_path: Path) -> None:
     objects = render(*NON_DEFAULT)
-    assert {o["kind"] for o in objects} == CORE_KINDS | {"ServiceMonitor"}
+    assert {o["kind"] for o in objects} == CORE_KINDS | {
+        "ServiceMonitor",
+        "CustomResourceDefinition",
+    }
     assert one(objects, "Deployment")["spec"]["replicas"] == 3
     c = container(objects)
     assert c["image"] == "registry.example.com/gpufleet:1.2.3"
@@ -243,14 +249,29 @@ def test_non_default_values_reach_the_objects(render: Render, tmp_path: Path) ->
     assert service["spec"]["ports"][0]["port"] == 9090
 
 
+def test_the_podgroup_crd_is_installed_only_when_asked(render: Render) -> None:
+    """Off by default (it may be scheduler-plugins' already); on, it is the generator's
+    PodGroup CRD, labelled as the chart's objects are and kept by helm on uninstall."""
+    assert not [o for o in render() if o["kind"] == "CustomResourceDefinition"]
+    objects = render("podGroupCRD.install=true")
+    crd = one(objects, "CustomResourceDefinition")
+    (generated,) = [d for d in definitions() if d["spec"]["names"]["kind"] == "PodGroup"]
+    assert crd["metadata"]["name"] == "podgroups.scheduling.x-k8s.io"
+    assert crd["spec"] == generated["spec"]
+    assert crd["spec"]["names"]["shortNames"] == ["pg", "pgs"]
+    assert crd["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+    assert crd["metadata"]["labels"] == one(objects, "Deployment")["metadata"]["labels"]
+
+
 @pytest.mark.parametrize("kubernetes", ["1.27.0", kubernetes_validate.latest_version()])
 @pytest.mark.parametrize("values", [(), NON_DEFAULT], ids=["default", "non-default"])
 def test_every_core_object_is_valid_kubernetes(
     render: Render, values: tuple[str, ...], kubernetes: str
 ) -> None:
     """Against the schemas of the oldest Kubernetes the chart allows (Chart.yaml's
-    kubeVersion) and the newest kubernetes-validate bundles. The ServiceMonitor is the
-    Prometheus Operator's CRD, whose schema it does not bundle; it is checked above."""
+    kubeVersion) and the newest kubernetes-validate bundles; the PodGroup CRD among them
+    (non-default), which has no CEL rule and so installs on either. The ServiceMonitor is
+    the Prometheus Operator's CRD, whose schema it does not bundle; it is checked above."""
     for obj in render(*values):
         if obj["kind"] == "ServiceMonitor":
             continue

@@ -1,5 +1,5 @@
-"""The CustomResourceDefinitions of gpufleet's own kinds (Queue, Topology, NodePool), made
-from the field table the loader checks objects against.
+"""The CustomResourceDefinitions of gpufleet's own kinds (Queue, Topology, NodePool) and of
+scheduler-plugins' PodGroup, made from the field table the loader checks objects against.
 
 One source of truth: a CRD's properties are the fields of :data:`gpufleet.load.schema.STRICT`
 (the fields the loader reads, where an unknown one is an error), each given the type, bounds
@@ -12,8 +12,19 @@ Rules between fields are CEL ``x-kubernetes-validations`` as the API server eval
 (Kubernetes 1.29 or later: they compare quantities with ``quantity()``). The Node a NodePool's
 ``spec.template`` holds is checked by the loader only: the CRD keeps its fields as given.
 
-``python -m gpufleet.load.crds --write DIR`` writes one file per kind into ``DIR``
-(``deploy/helm/gpufleet/crds/``, which Helm installs before the chart's templates).
+The PodGroup CRD (``scheduling.x-k8s.io/v1alpha1``, namespaced) is scheduler-plugins' kind:
+its spec is the fields of :data:`gpufleet.load.schema.POD_GROUP` with the types of
+scheduler-plugins' API (``int32``, a resource list), and its status is that API's (``phase``,
+``occupiedBy``, the counts, ``scheduleStartTime``) plus what ``gpufleet.kube.podgroups``
+writes besides (``scheduled``, the ``Scheduled`` condition), so that nothing gpufleet writes
+is pruned. It has no CEL rule: it installs on every Kubernetes the chart allows.
+
+``python -m gpufleet.load.crds --write DIR`` writes one file per kind of gpufleet's into
+``DIR``, a Helm chart's ``crds/`` (``deploy/helm/gpufleet/crds/``, which Helm installs before
+the chart's templates, always), and the PodGroup CRD into the chart's ``templates/``, as a
+template rendered only with the value ``podGroupCRD.install``: the CRD may be installed
+already, by scheduler-plugins or another scheduler, and Helm will not take over an object
+it did not create.
 """
 
 from __future__ import annotations
@@ -27,19 +38,25 @@ from typing import Any
 
 import yaml
 
-from gpufleet.load.kinds import GPUFLEET
+from gpufleet.load.kinds import GPUFLEET, SUPPORTED
 from gpufleet.load.node_pools import HOSTNAME_LABEL, MAX_DOMAINS, MAX_POOL_NODES
-from gpufleet.load.schema import ANY, STRICT
+from gpufleet.load.schema import ANY, LENIENT, STRICT, Schema
 
 JSON = dict[str, Any]
-GROUP, _, VERSION = GPUFLEET.partition("/")
-CATEGORIES = ["gpufleet"]
+CATEGORIES = ("gpufleet",)
 """``kubectl get gpufleet`` lists every object of gpufleet's kinds."""
+POD_GROUP = SUPPORTED["PodGroup"][0]
+TABLES: Mapping[str, Schema] = {**STRICT, "PodGroup": LENIENT["PodGroup"]}
+"""Per kind with a CRD, the loader's field table its schema is made from."""
 
 _NUMBER = r"(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
 QUANTITY_PATTERN = rf"^(-1|\+?{_NUMBER}(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?{_NUMBER}))?)$"
 """A non-negative Kubernetes quantity (``500m``, ``4``, ``80Gi``) or ``-1`` (none)."""
+AMOUNT_PATTERN = rf"^\+?{_NUMBER}(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?{_NUMBER}))?$"
+"""A non-negative Kubernetes quantity, as a resource list holds it."""
 DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ms|h|m|s))+$"
+INT32_MAX = 2**31 - 1
+"""The largest ``int32``: scheduler-plugins' clients cannot read a larger count."""
 MAX_QUANTITY = "4503599627370496"
 """2^52, :data:`gpufleet.load.reader.MAX_QUANTITY`: beyond it a quantity is a typo."""
 
@@ -70,6 +87,18 @@ def _quantity(what: str) -> JSON:
 
 def _duration(what: str) -> JSON:
     return {**_int_or_string(DURATION_PATTERN, 0), "description": what}
+
+
+def _int32(what: str, minimum: int = 0) -> JSON:
+    """A Go ``int32`` field, its bounds explicit: API servers do not enforce a number's
+    ``format``."""
+    return {
+        "type": "integer",
+        "format": "int32",
+        "minimum": minimum,
+        "maximum": INT32_MAX,
+        "description": what,
+    }
 
 
 _STRING_MAP: JSON = {"type": "object", "additionalProperties": {"type": "string"}}
@@ -135,6 +164,21 @@ TYPES: Mapping[str, Mapping[str, JSON]] = {
         "spec.template.spec.taints[].*": _KEPT,
         "spec.template.status": _KEPT,
     },
+    "PodGroup": {
+        "spec.minMember": _int32(
+            "How many of the group's pods must be placed together, or none is (default 1).", 1
+        ),
+        "spec.minResources": {
+            "type": "object",
+            "additionalProperties": _int_or_string(AMOUNT_PATTERN, 0),
+            "description": "Resources the group needs at least, by resource name "
+            "('nvidia.com/gpu': 8, cpu: '500m', memory: '80Gi'); gpufleet sums its pods' "
+            "requests instead.",
+        },
+        "spec.scheduleTimeoutSeconds": _int32(
+            "How long scheduler-plugins' coscheduling lets the group's pods wait, in seconds."
+        ),
+    },
 }
 """Per kind, the OpenAPI schema of each leaf of the loader's field table (``*`` any name)."""
 
@@ -163,6 +207,9 @@ SHAPES: Mapping[str, Mapping[str, JSON]] = {
             "description": "Topology domains, widest first.",
         },
         "spec.domains[]": {"required": ["label", "size"]},
+    },
+    "PodGroup": {
+        "spec": {"description": "A gang: pods placed all together or not at all."},
     },
 }
 """Per object or list of a kind's field table, what its schema adds (required fields, bounds)."""
@@ -204,6 +251,7 @@ RULES: Mapping[str, Mapping[str, Sequence[JSON]]] = {
             },
         ],
     },
+    "PodGroup": {},
 }
 """Per object of a kind's field table, the CEL rules between its fields that the readers
 enforce (``self`` the object)."""
@@ -219,6 +267,23 @@ class Kind:
     description: str
     columns: tuple[JSON, ...] = ()
     status: JSON = field(default_factory=dict)
+    api_version: str = GPUFLEET
+    namespaced: bool = False
+    categories: tuple[str, ...] = CATEGORIES
+
+    @property
+    def group(self) -> str:
+        return self.api_version.partition("/")[0]
+
+    @property
+    def name(self) -> str:
+        """The CRD's name, ``<plural>.<group>``."""
+        return f"{self.plural}.{self.group}"
+
+    @property
+    def file(self) -> str:
+        """The CRD's file name, ``<group>_<plural>.yaml``."""
+        return f"{self.group}_{self.plural}.yaml"
 
 
 def _column(name: str, path: str, kind: str = "string", what: str = "", priority: int = 0) -> JSON:
@@ -287,6 +352,87 @@ KINDS: tuple[Kind, ...] = (
 )
 
 
+PHASES: Mapping[str, str] = {
+    "Pending": "no pod is bound (the scheduler cannot find the gang room)",
+    "Scheduling": "minMember pods are bound, fewer are running",
+    "Unknown": "some pods are bound, fewer than minMember (the others cannot be placed)",
+    "Running": "minMember pods are running or succeeded",
+    "Finished": "minMember pods succeeded",
+    "Failed": "a pod failed, and minMember pods ran",
+}
+"""scheduler-plugins' ``PodGroupPhase`` values, each with what it means."""
+
+
+def _count(what: str) -> JSON:
+    return _int32(f"How many of the group's pods {what}.")
+
+
+_TIME: JSON = {"type": "string", "format": "date-time"}
+_CONDITION: JSON = {
+    "type": "object",
+    "required": ["type", "status"],
+    "properties": {
+        "type": {"type": "string", "minLength": 1, "description": "Scheduled, from gpufleet."},
+        "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+        "reason": {"type": "string", "description": "Scheduled or Unschedulable."},
+        "message": {"type": "string", "description": "Why the gang waits, in its pods' words."},
+        "lastTransitionTime": {**_TIME, "description": "When status last changed."},
+    },
+}
+
+POD_GROUP_KIND = Kind(
+    "PodGroup",
+    "podgroups",
+    ("pg", "pgs"),
+    "scheduler-plugins' PodGroup: pods that name it in the scheduling.x-k8s.io/pod-group "
+    "label are a gang, placed all together or not at all.",
+    (
+        _column("Phase", ".status.phase", what="The group's phase."),
+        _column("Min Member", ".spec.minMember", "integer", "Pods placed together or none."),
+        _column("Scheduled", ".status.scheduled", "integer", "Pods bound to a node."),
+        _column("Running", ".status.running", "integer", "Pods running."),
+        _column("Succeeded", ".status.succeeded", "integer", "Pods that succeeded."),
+        _column("Failed", ".status.failed", "integer", "Pods that failed."),
+        _column("Age", ".metadata.creationTimestamp", "date"),
+    ),
+    {
+        "type": "object",
+        "description": "Kept by the scheduler of the group's pods: gpufleet writes it after "
+        "each cycle that changes it, in scheduler-plugins' fields and two of its own "
+        "(scheduled, conditions).",
+        "properties": {
+            "phase": {
+                "type": "string",
+                "enum": list(PHASES),
+                "description": "; ".join(f"{p}, {what}" for p, what in PHASES.items()) + ".",
+            },
+            "occupiedBy": {
+                "type": "string",
+                "description": "The workload (its UID) the group belongs to; scheduler-plugins' "
+                "controller sets it.",
+            },
+            "scheduled": _count("are bound to a node"),
+            "running": _count("are running"),
+            "succeeded": _count("succeeded"),
+            "failed": _count("failed"),
+            "scheduleStartTime": {**_TIME, "description": "When scheduling the group began."},
+            "conditions": {
+                "type": "array",
+                "items": _CONDITION,
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["type"],
+                "description": "gpufleet's Scheduled condition: True once minMember pods are "
+                "bound, else False with why the gang waits.",
+            },
+        },
+    },
+    api_version=POD_GROUP,
+    namespaced=True,
+    categories=(),
+)
+"""scheduler-plugins' PodGroup, as the chart installs it on request (module docstring)."""
+
+
 def _leaf(kind: str, path: str) -> JSON:
     for pattern, schema in TYPES[kind].items():
         if fnmatch.fnmatchcase(path, pattern):
@@ -332,7 +478,7 @@ def _generic(path: str) -> str:
 def spec_schema(kind: str) -> JSON:
     """The OpenAPI schema of ``spec`` of ``kind``, from the loader's field table."""
     leaves: list[str] = []
-    schema = _schema(kind, STRICT[kind]["spec"], "spec", leaves)
+    schema = _schema(kind, TABLES[kind]["spec"], "spec", leaves)
     _patterns_used(kind, leaves)
     return schema
 
@@ -345,7 +491,8 @@ def crd(k: Kind) -> JSON:
         "metadata": {"type": "object"},
         "spec": spec_schema(k.kind),
     }
-    version: JSON = {"name": VERSION, "served": True, "storage": True}
+    group, _, version_name = k.api_version.partition("/")
+    version: JSON = {"name": version_name, "served": True, "storage": True}
     if k.status:
         properties["status"] = k.status
         version["subresources"] = {"status": {}}
@@ -354,29 +501,37 @@ def crd(k: Kind) -> JSON:
     if properties["spec"].get("required"):
         root["required"] = ["spec"]
     version["schema"] = {"openAPIV3Schema": root}
+    names: JSON = {
+        "kind": k.kind,
+        "listKind": f"{k.kind}List",
+        "plural": k.plural,
+        "singular": k.kind.lower(),
+        "shortNames": list(k.short_names),
+    }
+    if k.categories:
+        names["categories"] = list(k.categories)
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{k.plural}.{GROUP}"},
+        "metadata": {"name": k.name},
         "spec": {
-            "group": GROUP,
-            "scope": "Cluster",
-            "names": {
-                "kind": k.kind,
-                "listKind": f"{k.kind}List",
-                "plural": k.plural,
-                "singular": k.kind.lower(),
-                "shortNames": list(k.short_names),
-                "categories": CATEGORIES,
-            },
+            "group": group,
+            "scope": "Namespaced" if k.namespaced else "Cluster",
+            "names": names,
             "versions": [version],
         },
     }
 
 
-HEADER = (
-    "# Generated by `python -m gpufleet.load.crds --write DIR`; edit src/gpufleet/load/crds.py.\n"
-)
+def definitions() -> list[JSON]:
+    """Every CustomResourceDefinition the generator makes, as the API server would hold it."""
+    return [crd(k) for k in (*KINDS, POD_GROUP_KIND)]
+
+
+COMMAND = "python -m gpufleet.load.crds --write DIR"
+HEADER = f"# Generated by `{COMMAND}`; edit src/gpufleet/load/crds.py.\n"
+VALUE = "podGroupCRD.install"
+"""The chart's value that installs the PodGroup CRD (``values.yaml`` says why it is off)."""
 
 
 class _Dumper(yaml.SafeDumper):
@@ -386,22 +541,60 @@ class _Dumper(yaml.SafeDumper):
         return True
 
 
+def _yaml(value: JSON) -> str:
+    return yaml.dump(value, Dumper=_Dumper, sort_keys=False, width=100, allow_unicode=True)
+
+
+def template(k: Kind) -> str:
+    """The chart's template of ``k``'s CRD: rendered only with :data:`VALUE`, labelled as
+    the chart's objects are, and left in place by ``helm uninstall`` (deleting a CRD deletes
+    every object of its kind)."""
+    definition = crd(k)
+    body = _yaml({"spec": definition["spec"]})
+    if "{{" in body:
+        raise ValueError(f"{k.kind}: its schema holds '{{{{', which Helm would read as a template")
+    head = [
+        f"{{{{- /* {HEADER.removeprefix('# ').strip()} */}}}}",
+        f"{{{{- if .Values.{VALUE} }}}}",
+        f"apiVersion: {definition['apiVersion']}",
+        f"kind: {definition['kind']}",
+        "metadata:",
+        f"  name: {definition['metadata']['name']}",
+        "  labels:",
+        '    {{- include "gpufleet.labels" . | nindent 4 }}',
+        "  annotations:",
+        "    helm.sh/resource-policy: keep",
+    ]
+    return "\n".join(head) + "\n" + body + "{{- end }}\n"
+
+
 def files() -> dict[str, str]:
-    """Each CRD's file name and YAML text."""
-    return {
-        f"{GROUP}_{k.plural}.yaml": HEADER
-        + yaml.dump(crd(k), Dumper=_Dumper, sort_keys=False, width=100, allow_unicode=True)
-        for k in KINDS
-    }
+    """Each generated file's path in the chart and its text."""
+    out = {f"crds/{k.file}": HEADER + _yaml(crd(k)) for k in KINDS}
+    out[f"templates/{POD_GROUP_KIND.file}"] = template(POD_GROUP_KIND)
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", type=Path, required=True, metavar="DIR")
+    parser.add_argument(
+        "--write",
+        type=Path,
+        required=True,
+        metavar="DIR",
+        help="a Helm chart's crds/ folder; the PodGroup CRD goes to the chart's templates/",
+    )
     folder = parser.parse_args(argv).write
-    folder.mkdir(parents=True, exist_ok=True)
+    chart = folder.parent
+    if folder.name != "crds" or not (chart / "Chart.yaml").is_file():
+        parser.error(
+            f"--write {folder}: expected the crds/ folder of a Helm chart (beside its "
+            "Chart.yaml), e.g. deploy/helm/gpufleet/crds/"
+        )
     for name, text in files().items():
-        (folder / name).write_text(text, encoding="utf-8")
+        path = chart / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":
