@@ -45,7 +45,7 @@ def test_an_unknown_vocabulary_is_one_line_and_exit_2(tmp_path: Path) -> None:
     result = gpufleet("schedule", "-f", "kai.yaml", "--vocabulary", "slurm", cwd=tmp_path)
     assert result.returncode == 2
     assert "unknown vocabulary slurm; known:" in result.stderr
-    assert "capacityscheduling, kai, volcano" in result.stderr
+    assert "capacityscheduling, kai, kueue, volcano" in result.stderr
     assert "Traceback" not in result.stderr
 
 
