@@ -10,8 +10,8 @@ API types and its docs ("Cluster Queue", "Cohort", "Local Queue") define them:
   (``nvidia.com/gpu``, ``cpu``, ``memory``; ``pods`` and other resources are not read), its
   quota is ``nominalQuota`` summed over the flavors of ``spec.resourceGroups``: a flavor is
   not a node selector in gpufleet, so its quota counts on any node;
-* a resource none of its resource groups covers is one Kueue admits nothing of ("resource
-  ... unavailable in ClusterQueue"): its quota and limit are 0;
+* a resource none of its resource groups covers is one Kueue admits no workload asking
+  for: its quota and limit are 0;
 * its cohort (``spec.cohortName``; ``spec.cohort`` in v1beta1) is its parent: a queue named as
   the cohort, whose quota *and* limit are the nominal quotas of everything in the cohort
   summed — what the cohort's ClusterQueues may use together, borrowing or not;
