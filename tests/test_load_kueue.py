@@ -200,11 +200,15 @@ def test_a_borrowing_limit_bounds_the_members_borrowing() -> None:
 
 
 def test_v1beta1_names_the_cohort_spec_cohort() -> None:
-    old = cluster_queue(
-        "cq", group(flavor("f", cpu=(1, 1))), api="kueue.x-k8s.io/v1beta1", cohort="c"
+    old = "kueue.x-k8s.io/v1beta1"
+    snap = read(
+        cluster_queue("cq", group(flavor("f", cpu=(1, 1))), api=old, cohort="c"),
+        {**local_queue("user-queue", "cq"), "apiVersion": old},
+        pod(**queue_label("user-queue")),
     )
-    found = queues(old)
+    found = {q.name: q for q in snap.queues}
     assert (found["cq"].parent, list(found["c"].quota)) == ("c", [0, 1000, 0])
+    assert [p.queue for p in snap.pods] == ["cq"]
 
 
 def test_hierarchical_cohorts_add_their_own_quota_and_borrow_from_their_parent() -> None:
