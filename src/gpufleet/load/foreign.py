@@ -16,7 +16,10 @@ docs/migration.md):
   write);
 * ``capacityscheduling`` — scheduler-plugins' capacity scheduling plugin:
   ``scheduling.x-k8s.io/v1alpha1`` ElasticQuota, the queue of the pods of its namespace
-  (:mod:`gpufleet.load.elasticquota`).
+  (:mod:`gpufleet.load.elasticquota`);
+* ``kueue`` — Kueue: ``kueue.x-k8s.io/v1beta2`` (and ``v1beta1``) ClusterQueue, Cohort and
+  LocalQueue, and the pod label ``kueue.x-k8s.io/queue-name`` that names a LocalQueue of the
+  pod's namespace (:mod:`gpufleet.load.kueue`).
 
 Which vocabularies are read is a setting (:data:`ALL` by default in a what-if; the live
 scheduler reads gpufleet's own only, and may pass a set later). gpufleet's own objects and
@@ -32,8 +35,9 @@ from dataclasses import dataclass
 KAI = "kai"
 VOLCANO = "volcano"
 CAPACITY = "capacityscheduling"
+KUEUE = "kueue"
 
-ALL: frozenset[str] = frozenset({KAI, VOLCANO, CAPACITY})
+ALL: frozenset[str] = frozenset({KAI, VOLCANO, CAPACITY, KUEUE})
 """Every vocabulary gpufleet can read: the default of a what-if."""
 NONE: frozenset[str] = frozenset()
 """gpufleet's own vocabulary only (and scheduler-plugins' PodGroup)."""
@@ -50,7 +54,8 @@ class ForeignKind:
     plural: str
     """The resource the API serves it under (``queues``)."""
     becomes: str
-    """What it is read as: gpufleet's ``Queue`` or ``PodGroup``."""
+    """What it is read as: gpufleet's ``Queue`` or ``PodGroup`` (a Kueue Cohort: a parent
+    ``Queue``; a LocalQueue: the name of a ``Queue`` for the pods of its namespace)."""
 
     @property
     def key(self) -> str:
@@ -66,10 +71,29 @@ VOLCANO_POD_GROUP = ForeignKind(
 ELASTIC_QUOTA = ForeignKind(
     CAPACITY, "ElasticQuota", "scheduling.x-k8s.io/v1alpha1", "elasticquotas", "Queue"
 )
+KUEUE_VERSIONS = ("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1")
+"""Kueue's API versions whose queues gpufleet reads: v1beta2 (Kueue's storage version) and
+the deprecated v1beta1, which names a ClusterQueue's cohort ``spec.cohort``."""
+KUEUE_CLUSTER_QUEUES = tuple(
+    ForeignKind(KUEUE, "ClusterQueue", v, "clusterqueues", "Queue") for v in KUEUE_VERSIONS
+)
+KUEUE_COHORTS = tuple(ForeignKind(KUEUE, "Cohort", v, "cohorts", "Queue") for v in KUEUE_VERSIONS)
+KUEUE_LOCAL_QUEUES = tuple(
+    ForeignKind(KUEUE, "LocalQueue", v, "localqueues", "Queue") for v in KUEUE_VERSIONS
+)
 
 FOREIGN: Mapping[tuple[str, str], ForeignKind] = {
     (k.kind, k.api_version): k
-    for k in (KAI_QUEUE, KAI_POD_GROUP, VOLCANO_QUEUE, VOLCANO_POD_GROUP, ELASTIC_QUOTA)
+    for k in (
+        KAI_QUEUE,
+        KAI_POD_GROUP,
+        VOLCANO_QUEUE,
+        VOLCANO_POD_GROUP,
+        ELASTIC_QUOTA,
+        *KUEUE_CLUSTER_QUEUES,
+        *KUEUE_COHORTS,
+        *KUEUE_LOCAL_QUEUES,
+    )
 }
 """Per (kind, apiVersion), the other schedulers' kinds gpufleet can read."""
 
@@ -95,6 +119,8 @@ VOLCANO_GROUP_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano
 VOLCANO_QUEUE_ANNOTATIONS = ("scheduling.volcano.sh/queue-name", "volcano.sh/queue-name")
 """A pod's queue in Volcano: the annotation of a pod without a job (a Deployment's), then
 the one Volcano's jobs write on their pods."""
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+"""A pod's LocalQueue in Kueue (of the pod's namespace), which names its ClusterQueue."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +130,9 @@ class PodNames:
 
     queue_labels: tuple[str, ...] = ()
     queue_annotations: tuple[str, ...] = ()
+    local_queue_labels: tuple[str, ...] = ()
+    """Labels that name a queue of the pod's namespace (Kueue's LocalQueue), which names
+    the pod's queue; read where the pod names no queue itself."""
     group_annotations: tuple[str, ...] = ()
     fraction_annotations: tuple[str, ...] = ()
     memory_mib_annotations: tuple[str, ...] = ()
@@ -117,6 +146,7 @@ def pod_names(vocabularies: frozenset[str]) -> PodNames:
     return PodNames(
         queue_labels=KAI_QUEUE_LABELS if kai else (),
         queue_annotations=VOLCANO_QUEUE_ANNOTATIONS if volcano else (),
+        local_queue_labels=(KUEUE_QUEUE_LABEL,) if KUEUE in vocabularies else (),
         group_annotations=((KAI_GROUP_ANNOTATION,) if kai else ())
         + (VOLCANO_GROUP_ANNOTATIONS if volcano else ()),
         fraction_annotations=(KAI_FRACTION_ANNOTATION,) if kai else (),

@@ -274,11 +274,15 @@ def read_pod(
     schedulers: Collection[str] = (SCHEDULER_NAME,),
     names: PodNames = GPUFLEET_ONLY,
     namespace_queues: Mapping[str, str] | None = None,
+    local_queues: Mapping[str, str] | None = None,
 ) -> PodInfo | None:
     """A pod, or None for one that has finished. Its queue, gang, share of a GPU and
     priority class are read in gpufleet's names first, then in ``names`` (the other
     vocabularies read: :mod:`gpufleet.load.foreign`). ``namespace_queues``: per namespace,
-    the queue its pods belong to where they name none themselves (an ElasticQuota's)."""
+    the queue its pods belong to where they name none themselves (an ElasticQuota's).
+    ``local_queues``: per ``namespace/name`` of a Kueue LocalQueue, its ClusterQueue, the
+    queue of the pods that name the LocalQueue and no queue of their own; a pod naming a
+    LocalQueue that does not exist belongs to no queue, and waits for it if pending."""
     phase = r.string("status.phase", "Pending")
     if phase in {"Succeeded", "Failed"}:
         return None
@@ -315,13 +319,17 @@ def read_pod(
         group = f"{r.namespace}/{annotations[group_key]}"
     else:
         group = ""
-    queue_key = _first(labels, (QUEUE_LABEL, *names.queue_labels))
-    queue_note = _first(annotations, names.queue_annotations)
-    own_queue = (labels[queue_key] if queue_key else None) or (
-        annotations[queue_note] if queue_note else None
+    named, lost = _named_queue(
+        r.namespace,
+        labels,
+        annotations,
+        names,
+        namespace_queues=namespace_queues or {},
+        local_queues=local_queues or {},
     )
-    namespace_queue = (namespace_queues or {}).get(r.namespace)
-    queue = own_queue or namespace_queue or group_queues.get(group) or DEFAULT_QUEUE
+    # A pod of a LocalQueue that does not exist has no queue: Kueue admitted it (if it
+    # runs) to a ClusterQueue gpufleet cannot know.
+    queue = "" if lost else named or group_queues.get(group) or DEFAULT_QUEUE
     priority, can_preempt = _priority(r, classes, _first(labels, names.priority_labels))
     node = r.string("spec.nodeName")
     if node is not None and node not in node_gpus:
@@ -341,12 +349,12 @@ def read_pod(
                 raw,
             )
     created = r.time("metadata.creationTimestamp") or 0.0
-    blocked = "" if node is not None else _blocked(r, group, group_queues, group_field)
+    blocked = "" if node is not None else _blocked(r, group, group_queues, group_field, lost)
     uid, version = r.identity()
     return PodInfo(
         r.key,
         spec,
-        queue if managed or own_queue or group or namespace_queue else "",
+        queue if managed or named or group else "",
         group,
         priority,
         can_preempt,
@@ -362,11 +370,42 @@ def read_pod(
     )
 
 
-def _blocked(r: Reader, group: str, groups: Mapping[str, str], group_field: str) -> str:
-    """Why a pending pod may not be scheduled at all (empty: it may), as kube-scheduler and
-    the coscheduling plugin decide it: scheduling gates hold it back (reason
-    ``SchedulingGated``), a pod being deleted is never placed, and a pod of a PodGroup that
-    does not exist waits for it."""
+def _named_queue(
+    namespace: str,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+    names: PodNames,
+    *,
+    namespace_queues: Mapping[str, str],
+    local_queues: Mapping[str, str],
+) -> tuple[str | None, str]:
+    """The queue a pod names itself (a queue label or annotation, else the ClusterQueue of
+    the Kueue LocalQueue it names) or by its namespace (an ElasticQuota's), None if none;
+    and, where the LocalQueue it names does not exist, that LocalQueue and its label."""
+    queue_key = _first(labels, (QUEUE_LABEL, *names.queue_labels))
+    queue_note = _first(annotations, names.queue_annotations)
+    own = (labels[queue_key] if queue_key else None) or (
+        annotations[queue_note] if queue_note else None
+    )
+    if own:
+        return own, ""
+    local_key = _first(labels, names.local_queue_labels)
+    if local_key and labels[local_key]:
+        local = f"{namespace}/{labels[local_key]}"
+        if local not in local_queues:
+            return None, f"LocalQueue {local} (label {local_key})"
+        return local_queues[local], ""
+    return namespace_queues.get(namespace), ""
+
+
+def _blocked(
+    r: Reader, group: str, groups: Mapping[str, str], group_field: str, local_queue: str = ""
+) -> str:
+    """Why a pending pod may not be scheduled at all (empty: it may), as kube-scheduler, the
+    coscheduling plugin and Kueue decide it: scheduling gates hold it back (reason
+    ``SchedulingGated``), a pod being deleted is never placed, a pod of a PodGroup that does
+    not exist waits for it, and so does a pod of a ``local_queue`` that does not exist (Kueue
+    leaves its workload inadmissible)."""
     gates = r.field_of_each("spec.schedulingGates", "name", "a scheduling gate name")
     if gates:
         names = ", ".join(gates)
@@ -378,6 +417,8 @@ def _blocked(r: Reader, group: str, groups: Mapping[str, str], group_field: str)
         return (
             f"PodGroup {group} ({group_field}) does not exist: the pod waits for it to be created"
         )
+    if local_queue:
+        return f"{local_queue} does not exist: the pod waits for it to be created"
     return ""
 
 

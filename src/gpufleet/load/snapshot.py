@@ -20,7 +20,8 @@ Choices worth knowing:
   (label ``nvidia.com/gpu.memory``, MiB; see :meth:`PodSpec.sized_for`).
 * Succeeded and Failed pods hold nothing and are skipped. Pods bound by any scheduler take
   capacity; pods of other schedulers count towards a queue only if they carry its label
-  (or live in the namespace of an ElasticQuota, the queue of that namespace).
+  (or Kueue's label of a LocalQueue, or live in the namespace of an ElasticQuota, the queue
+  of that namespace).
 * ``spec.unschedulable`` on a Node acts as the taint ``node.kubernetes.io/unschedulable``.
 * A ``NodePool`` (``gpufleet.io``) is the compact form of many identical nodes, for a
   cluster that is only a description (a replay's): ``spec.count`` nodes made from
@@ -40,7 +41,7 @@ its reader, in the order their references need: :mod:`~gpufleet.load.node_pools`
 :mod:`gpufleet.load.checks`, and the YAML itself is read by :mod:`gpufleet.load.documents`.
 """
 
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -63,12 +64,23 @@ from gpufleet.load.foreign import (
     KAI_POD_GROUP,
     KAI_PRIORITY_CLASSES,
     KAI_QUEUE,
+    KUEUE_CLUSTER_QUEUES,
+    KUEUE_COHORTS,
+    KUEUE_LOCAL_QUEUES,
     VOLCANO_POD_GROUP,
     VOLCANO_QUEUE,
+    ForeignKind,
     pod_names,
 )
 from gpufleet.load.kai import read_kai_group, read_kai_queue
 from gpufleet.load.kinds import Warn, sort_objects
+from gpufleet.load.kueue import (
+    NamedBy,
+    kueue_queues,
+    read_cluster_queue,
+    read_cohort,
+    read_local_queue,
+)
 from gpufleet.load.node_pools import pool_levels, read_node_pool, read_topology
 from gpufleet.load.nodes import read_node, read_numa, with_numa
 from gpufleet.load.pods import read_pod
@@ -78,7 +90,7 @@ from gpufleet.load.vocabulary import SCHEDULER_NAME
 from gpufleet.load.volcano import ROOT as VOLCANO_ROOT
 from gpufleet.load.volcano import read_volcano_group, read_volcano_queue
 from gpufleet.model.devices import Pool
-from gpufleet.model.workload import GroupSpec, QueueSpec, Snapshot
+from gpufleet.model.workload import Snapshot
 
 MAX_PODS = 1_000_000
 """Pods in one snapshot: Kubernetes' own scalability limit is 150,000 per cluster."""
@@ -182,6 +194,10 @@ def _parse(
                 *_origins(by_kind, KAI_QUEUE.key, read_kai_queue),
                 *_origins({"": volcano}, "", read_volcano_queue),
                 *_origins(by_kind, ELASTIC_QUOTA.key, read_elastic_quota),
+                *kueue_queues(
+                    _origins({"": _all(by_kind, KUEUE_CLUSTER_QUEUES)}, "", read_cluster_queue),
+                    _origins({"": _all(by_kind, KUEUE_COHORTS)}, "", read_cohort),
+                ),
             ],
             lambda q: q[0].name,
             "Queue",
@@ -202,6 +218,14 @@ def _parse(
     )
     group_queues = {g.key: g.queue for g in groups}
     namespace_queues = {r.namespace: r.namespace for r in by_kind.get(ELASTIC_QUOTA.key, [])}
+    local_queues = dict(
+        unique(
+            each(_all(by_kind, KUEUE_LOCAL_QUEUES), read_local_queue),
+            lambda item: item[0],
+            "LocalQueue",
+            source,
+        )
+    )
     names = pod_names(vocabularies)
     node_gpus = {n.name: n.gpus for n in nodes}
     if len(by_kind.get("Pod", [])) > MAX_PODS:
@@ -218,6 +242,7 @@ def _parse(
             schedulers=schedulers,
             names=names,
             namespace_queues=namespace_queues,
+            local_queues=local_queues,
         ),
     )
     pods = [pod for pod in read_pods if pod is not None]
@@ -251,7 +276,12 @@ def _parse(
     return snapshot
 
 
-T = TypeVar("T", QueueSpec, GroupSpec, tuple[QueueSpec, tuple[bool, ...]])
+T = TypeVar("T")
+
+
+def _all(by_kind: Mapping[str, list[Reader]], kinds: Iterable[ForeignKind]) -> list[Reader]:
+    """The objects of ``kinds`` (one kind in several API versions), in that order."""
+    return [r for kind in kinds for r in by_kind.get(kind.key, [])]
 
 
 def _origins(
@@ -263,27 +293,30 @@ def _origins(
 
 
 def _one_each(
-    items: list[tuple[T, Reader]], name: Callable[[T], str], kind: str, source: str
+    items: Sequence[tuple[T, Reader | NamedBy]], name: Callable[[T], str], kind: str, source: str
 ) -> list[T]:
     """The items, each name once: two objects (of one vocabulary or two) that define the same
     queue or gang are an error naming both."""
-    seen: dict[str, Reader] = {}
-    for item, r in items:
+    seen: dict[str, Reader | NamedBy] = {}
+    for item, origin in items:
         key = name(item)
-        first = seen.setdefault(key, r)
-        if first is not r:
+        if key in seen:
             raise InputError(
                 f"{source}: {kind} {key}",
-                f"defined twice: by {described(first)} and by {described(r)}; "
+                f"defined twice: by {described(seen[key])} and by {described(origin)}; "
                 "keep one, or leave one vocabulary out",
             )
+        seen[key] = origin
     return [item for item, _ in items]
 
 
-def described(r: Reader) -> str:
-    """``Queue scheduling.run.ai/v2 team-a``: the object a reader read."""
-    name = r.key if "namespace" in r.meta else r.name
-    return f"{r.obj.get('kind')} {r.obj.get('apiVersion')} {name}"
+def described(origin: Reader | NamedBy) -> str:
+    """``Queue scheduling.run.ai/v2 team-a``: the object a reader read; for a Kueue cohort
+    no object defines, ``cohort team-ab (spec.cohortName of ClusterQueue ... team-a-cq)``."""
+    if isinstance(origin, NamedBy):
+        return f"cohort {origin.cohort} ({origin.field} of {described(origin.reader)})"
+    name = origin.key if "namespace" in origin.meta else origin.name
+    return f"{origin.obj.get('kind')} {origin.obj.get('apiVersion')} {name}"
 
 
 def _each_pools(

@@ -55,17 +55,22 @@ def resource_list(r: Reader, path: str) -> dict[str, float]:
     """The :data:`LIST_RESOURCES` of the resource list at ``path`` (absent: none), in
     gpufleet's units: GPUs, millicores, MiB (rounded down)."""
     listed = r.mapping(path)
-    amounts: dict[str, float] = {}
-    for res in LIST_RESOURCES:
-        if res in listed:
-            q = r.quantity(f"{path}.{res}", listed[res])
-            if res == "cpu":
-                amounts[res] = float(cpu_milli(q))
-            elif res == "memory":
-                amounts[res] = float(mib(q, round_up=False))
-            else:
-                amounts[res] = float(q)
-    return amounts
+    return {
+        res: in_units(res, r.quantity(f"{path}.{res}", listed[res]))
+        for res in LIST_RESOURCES
+        if res in listed
+    }
+
+
+def in_units(resource: str, q: Decimal) -> float:
+    """A quantity of one of :data:`LIST_RESOURCES` in gpufleet's units: GPUs, millicores
+    (rounded up, as a pod's request), MiB (rounded down: a queue is never given more than
+    written)."""
+    if resource == "cpu":
+        return float(cpu_milli(q))
+    if resource == "memory":
+        return float(mib(q, round_up=False))
+    return float(q)
 
 
 def mig_profile(r: Reader, field: str, resource: str) -> str | None:
