@@ -101,3 +101,46 @@ def test_a_cycle_releases_a_stale_gang_whose_rest_does_not_fit() -> None:
     assert [(e.pod, e.action) for e in result.evictions] == [("ns/g-0", "stale-gang")]
     assert [p.pod for p in result.pending] == ["ns/g-1"]
     assert "its running pods were released" in why_text(result.pending[0].why)
+
+
+@pytest.mark.parametrize(
+    ("own_grace", "stale_since", "released", "reason"),
+    [
+        pytest.param(
+            10.0,
+            NOW - 30,
+            True,
+            "gang ns/g had 1 of 2 pods running for 30s (grace 10s); its running pods were "
+            "released. X",
+            id="shorter-grace-past",
+        ),
+        pytest.param(
+            40.0,
+            NOW - 30,
+            False,
+            "gang ns/g has 1 of 2 pods running and is stale since 30s ago; its pods are "
+            "released after 40s unless it is completed. X",
+            id="shorter-grace-within",
+        ),
+        pytest.param(
+            600.0,
+            0.0,
+            False,
+            "gang ns/g has 1 of 2 pods running and is stale since 100s ago; its pods are "
+            "released after 600s unless it is completed. X",
+            id="longer-grace-within",
+        ),
+    ],
+)
+def test_a_pod_groups_own_grace_replaces_the_cycles(
+    own_grace: float, stale_since: float, released: bool, reason: str
+) -> None:
+    """A PodGroup's ``scheduleTimeoutSeconds`` (``stale_grace_s``) against the cycle's 60 s."""
+    pods = [
+        info("ns/g-0").gpus(2).gang("ns/g").on("n0").obj(),
+        info("ns/g-new").gpus(2).gang("ns/g").obj(),
+    ]
+    group = GroupSpec("ns/g", 2, stale_since=stale_since, stale_grace_s=own_grace)
+    cycle = cycle_of([node("n0", gpus=8)], pods, groups=(group,), now=NOW)
+    assert text(release_stale(cycle, GRACE, "ns/g", X)) == reason
+    assert cycle.evictions == ([Eviction("ns/g-0", "stale-gang", "ns/g")] if released else [])

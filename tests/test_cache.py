@@ -388,6 +388,7 @@ class CacheMachine(RuleBasedStateMachine):
         if node is None:
             return
         for pod in self._pods_on(name):  # the pod garbage collector deletes them first
+            self.placed.pop(pod.key, None)  # a bind on its way ends with its pod
             self.cache.apply(Event("DELETED", "Pod", self.cache.pods[pod.key]))
         self.cache.apply(Event("DELETED", "Node", node))
 

@@ -76,6 +76,58 @@ CASES = [
         "(1 GPU in use by non-preemptible work, job needs 2 GPUs)",
         id="non-preemptible-quota",
     ),
+    pytest.param(
+        why(
+            WhyCode.MIN_RESOURCES,
+            gang="ml/train",
+            min_resources=(8.0, 0.0, 0.0),
+            free=(6.0, 60000.0, 500000.0),
+            over=(True, False, False),
+        ),
+        "PodGroup ml/train waits until the cluster has its minResources free: it asks for "
+        "8 GPUs, 6 GPUs free",
+        id="min-resources",
+    ),
+    pytest.param(
+        why(
+            WhyCode.MIN_RESOURCES,
+            gang="ml/train",
+            min_resources=(8.0, 3000.0, 2048.0),
+            free=(6.0, 2000.0, 4096.0),
+            over=(True, True, False),
+        ),
+        "PodGroup ml/train waits until the cluster has its minResources free: it asks for "
+        "8 GPUs, 3000 milli-CPU, 6 GPUs, 2000 milli-CPU free",
+        id="min-resources-two-short",
+    ),
+    pytest.param(
+        why(
+            WhyCode.MIN_RESOURCES_QUEUE,
+            gang="ml/test",
+            queue="test",
+            min_resources=(0.0, 3000.0, 2048.0),
+            limit=(float("inf"), 2000.0, float("inf")),
+            in_use=(0.0, 500.0, 0.0),
+            over=(False, True, False),
+        ),
+        "PodGroup ml/test waits until queue test has room for its minResources: it asks for "
+        "3000 milli-CPU, 1500 milli-CPU left under the queue's limit of 2000 milli-CPU",
+        id="min-resources-queue",
+    ),
+    pytest.param(
+        why(
+            WhyCode.MIN_RESOURCES_QUEUE,
+            gang="ml/test",
+            queue="test",
+            min_resources=(1.0, 0.0, 0.0),
+            limit=(2.0, float("inf"), float("inf")),
+            in_use=(3.0, 0.0, 0.0),
+            over=(True, False, False),
+        ),
+        "PodGroup ml/test waits until queue test has room for its minResources: it asks for "
+        "1 GPU, 0 GPUs left under the queue's limit of 2 GPUs",
+        id="min-resources-queue-over-its-limit",
+    ),
     pytest.param(why(WhyCode.UNSCHEDULABLE, status=FILTERS), FILTERS_TEXT, id="unschedulable"),
     pytest.param(
         why(WhyCode.GANG_UNSCHEDULABLE, gang="ns/g", need=4, fitted=3, pod="ns/p3", status=FILTERS),

@@ -136,7 +136,9 @@ def pod_info() -> PodInfo:
 
 
 def group_spec() -> GroupSpec:
-    return GroupSpec("ns/gang", 4, "team-a", 100.0, 200.0, "rack", "zone", "clique")
+    return GroupSpec(
+        "ns/gang", 4, "team-a", 100.0, 200.0, "rack", "zone", "clique", (8.0, 0.0, 0.0), True, 10.0
+    )
 
 
 def device() -> Device:

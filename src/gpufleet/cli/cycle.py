@@ -87,7 +87,10 @@ StarvationOption = Annotated[
 ]
 GraceOption = Annotated[
     float,
-    typer.Option(help="Seconds a gang may stay below minMember before its pods are released."),
+    typer.Option(
+        help="Seconds a gang may stay below minMember before its pods are released (a "
+        "PodGroup's scheduleTimeoutSeconds sets its own)."
+    ),
 ]
 NonPreemptibleOption = Annotated[
     int, typer.Option(help="Priority at and above which work is non-preemptible.")

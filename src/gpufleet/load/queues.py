@@ -2,7 +2,17 @@
 
 A Queue's quota, limit and over-quota weight per resource (GPUs, CPU in millicores,
 memory in MiB; a limit of ``-1`` is none), its parent, priority and minimum runtimes. A
-PodGroup's ``minMember``, queue, stale time and topology and device-matching annotations.
+PodGroup's ``minMember``, queue, stale time and topology and device-matching annotations, and
+the two fields scheduler-plugins' coscheduling acts on besides ``minMember``:
+
+* ``spec.minResources``, a Kubernetes resource list of which ``nvidia.com/gpu``, ``cpu`` and
+  ``memory`` are read (no other resource): the gang is not tried while the cluster's free
+  resources fall short of it, as coscheduling's PreFilter holds it back;
+* ``spec.scheduleTimeoutSeconds``, an integer of seconds: how long the gang may run below
+  ``minMember`` before its running pods are released (the grace of the stale-gang action) —
+  what bounds, in coscheduling, how long a gang's placed pods wait for the rest at Permit.
+  ``0``, as in coscheduling, is the configured default (``staleGrace``).
+
 Each object is read alone; the tree the Queues form is checked in :mod:`gpufleet.load.checks`.
 """
 
@@ -13,12 +23,14 @@ import math
 from gpufleet.load.reader import Reader
 from gpufleet.load.vocabulary import (
     DEVICE_MATCH,
+    LIST_RESOURCES,
     QUEUE_LABEL,
     STALE_ANNOTATION,
     TOPOLOGY_PREFERRED,
     TOPOLOGY_REQUIRED,
     cpu_milli,
     mib,
+    resource_list,
 )
 from gpufleet.model.workload import DEFAULT_QUEUE, GroupSpec, QueueSpec, vector
 
@@ -89,6 +101,29 @@ def read_queue(r: Reader) -> tuple[QueueSpec, tuple[bool, ...]]:
     return spec, given
 
 
+MAX_TIMEOUT_S = 2**31 - 1
+"""``scheduleTimeoutSeconds`` is an int32 in scheduler-plugins' API."""
+
+
+def read_min_resources(r: Reader) -> tuple[float, ...] | None:
+    """A PodGroup's ``spec.minResources`` over gpufleet's resources (GPUs, millicores, MiB; a
+    resource it does not name asks nothing); None where it names none of them."""
+    listed = resource_list(r, "spec.minResources")
+    if not listed:
+        return None
+    return tuple(listed.get(res, 0.0) for res in LIST_RESOURCES)
+
+
+def read_schedule_timeout(r: Reader) -> float | None:
+    """``spec.scheduleTimeoutSeconds`` as the gang's stale grace; None where it is absent or
+    0 (coscheduling then waits its own default, ``permitWaitingTimeSeconds``)."""
+    field = "spec.scheduleTimeoutSeconds"
+    seconds = r.integer(field, 0, minimum=0)
+    if seconds > MAX_TIMEOUT_S:
+        raise r.fail(field, f"an integer of seconds from 0 to {MAX_TIMEOUT_S}", seconds)
+    return float(seconds) if seconds else None
+
+
 def read_group(r: Reader) -> GroupSpec:
     labels = r.strings("metadata.labels")
     annotations = r.strings("metadata.annotations")
@@ -105,6 +140,8 @@ def read_group(r: Reader) -> GroupSpec:
         annotations.get(TOPOLOGY_REQUIRED) or None,
         annotations.get(TOPOLOGY_PREFERRED) or None,
         annotations.get(DEVICE_MATCH) or None,
-        uid,
-        version,
+        min_resources=read_min_resources(r),
+        stale_grace_s=read_schedule_timeout(r),
+        uid=uid,
+        resource_version=version,
     )

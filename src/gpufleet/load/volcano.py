@@ -20,8 +20,12 @@ three and no other resource:
 ``spec.reclaimable``, the older hierarchy (the annotations ``volcano.sh/hierarchy`` and
 ``volcano.sh/hierarchy-weights``, whose levels are not Queues) and ``status`` are not read.
 
-Volcano's PodGroup: ``spec.minMember`` (0 or absent: 1) and ``spec.queue`` (default
-``default``); ``spec.minTaskMember``, ``spec.minResources`` and ``spec.priorityClassName``
+Volcano's PodGroup: ``spec.minMember`` (0 or absent: 1), ``spec.queue`` (default
+``default``) and ``spec.minResources`` (its GPUs, CPU and memory, as a Queue's): the gang is
+not tried while the cluster's free resources, or the room its queue has under its limit,
+fall short of them — Volcano's enqueue lets a PodGroup with ``minResources`` into the
+queue's scheduling only when its queue's capability has room for them (proportion) and the
+cluster is not overused (overcommit). ``spec.minTaskMember`` and ``spec.priorityClassName``
 are not read (docs/migration.md says what does not map).
 """
 
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import math
 
+from gpufleet.load.queues import read_min_resources
 from gpufleet.load.reader import Reader
 from gpufleet.load.vocabulary import LIST_RESOURCES, resource_list
 from gpufleet.model.workload import DEFAULT_QUEUE, GroupSpec, QueueSpec, vector
@@ -84,7 +89,8 @@ def read_volcano_queue(r: Reader) -> tuple[QueueSpec, tuple[bool, ...]]:
 
 
 def read_volcano_group(r: Reader) -> GroupSpec:
-    """A Volcano PodGroup as a gang: ``minMember`` pods together, in ``spec.queue``."""
+    """A Volcano PodGroup as a gang: ``minMember`` pods together, in ``spec.queue``, not
+    tried until its ``minResources`` fit the cluster and its queue."""
     queue = r.string("spec.queue")
     uid, version = r.identity()
     return GroupSpec(
@@ -92,6 +98,8 @@ def read_volcano_group(r: Reader) -> GroupSpec:
         max(1, r.integer("spec.minMember", 1, minimum=0)),  # 0: a group without a gang
         queue or DEFAULT_QUEUE,
         r.time("metadata.creationTimestamp") or 0.0,
+        min_resources=read_min_resources(r),
+        min_resources_in_queue=True,
         uid=uid,
         resource_version=version,
     )

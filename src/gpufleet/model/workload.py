@@ -187,6 +187,16 @@ class GroupSpec:
     device_match: str | None = None
     """A device attribute (``gpu.nvidia.com/clique``) every device of the gang's claims must
     share: the gang's claims are allocated as one problem."""
+    min_resources: tuple[float, ...] | None = None
+    """What the gang needs to start, over :data:`RESOURCES` (PodGroup ``spec.minResources``;
+    None: not written): it is not tried while the cluster's free resources, with what its own
+    running pods hold, fall short of a resource it asks for (0: asks nothing of it)."""
+    min_resources_in_queue: bool = False
+    """``min_resources`` must also fit each of its queues' room under their limits (Volcano's
+    enqueue), with what its own running pods hold counted as room."""
+    stale_grace_s: float | None = None
+    """How long the gang may run below ``min_member`` before its running pods are released
+    (PodGroup ``spec.scheduleTimeoutSeconds``); None: the cycle's grace."""
     uid: str = field(default="", compare=False)
     """``metadata.uid`` (empty: not read from a cluster); not compared, as for queues."""
     resource_version: str = field(default="", compare=False)

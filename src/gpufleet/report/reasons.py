@@ -133,6 +133,26 @@ def _quota(why: Why) -> str:
     )
 
 
+def _min_resources(why: Why) -> str:
+    f = why.facts
+    over = f["over"]
+    return (
+        f"PodGroup {f['gang']} waits until the cluster has its minResources free: it asks for "
+        f"{amount_text(f['min_resources'], over)}, {amount_text(f['free'], over)} free"
+    )
+
+
+def _min_resources_queue(why: Why) -> str:
+    f = why.facts
+    over = f["over"]
+    room = [max(limit - used, 0.0) for limit, used in zip(f["limit"], f["in_use"], strict=True)]
+    return (
+        f"PodGroup {f['gang']} waits until queue {f['queue']} has room for its minResources: "
+        f"it asks for {amount_text(f['min_resources'], over)}, {amount_text(room, over)} left "
+        f"under the queue's limit of {amount_text(f['limit'], over)}"
+    )
+
+
 def _topology(why: Why) -> str:
     f = why.facts
     if f["missing"]:
@@ -181,6 +201,8 @@ _RENDER: dict[WhyCode, Callable[[Why], str]] = {
     ),
     WhyCode.QUEUE_LIMIT: _queue_limit,
     WhyCode.QUOTA_NON_PREEMPTIBLE: _quota,
+    WhyCode.MIN_RESOURCES: _min_resources,
+    WhyCode.MIN_RESOURCES_QUEUE: _min_resources_queue,
     WhyCode.UNSCHEDULABLE: _status,
     WhyCode.GANG_UNSCHEDULABLE: lambda w: (
         f"gang {w.facts['gang']} needs {w.facts['need']} pods, {w.facts['fitted']} fit; "

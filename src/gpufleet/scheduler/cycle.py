@@ -6,8 +6,10 @@ The walk of one pending job, top to bottom (ARCHITECTURE.md, "Cycle"):
    time, each queue's jobs by priority, then age (``backlog.py``). A job that cannot be
    placed is set aside — it never blocks the jobs behind it or other queues.
 2. :meth:`Cycle.schedule`: admission (``admission.py``: the queues' limits;
-   non-preemptible work only within quota), then allocation of the job's core as one
-   transaction, all pods or none (``actions/allocate.py``).
+   non-preemptible work only within quota), a PodGroup's ``minResources`` against its
+   queues and the cluster's free resources (``min_resources.py``: a gang short of them is
+   not tried), then allocation of the job's core as one transaction, all pods or none
+   (``actions/allocate.py``).
 3. If that fails and evicting could help, the profile's actions make room (``room.py``
    with ``actions/consolidate.py``, ``reclaim.py``, ``preempt.py`` over the one victim
    search of ``victims.py``); a plan found is applied.
@@ -51,6 +53,7 @@ from gpufleet.scheduler.holds import Holds
 from gpufleet.scheduler.job import Job, snapshot_jobs, with_claim_gpus
 from gpufleet.scheduler.journal import Journal, Record, failure_reason
 from gpufleet.scheduler.ledger import Ledger
+from gpufleet.scheduler.min_resources import MinResources
 from gpufleet.scheduler.outcome import (
     Binding,
     CycleResult,
@@ -148,6 +151,7 @@ class Cycle:
         self.cycles = 0
         self.order = components.queue_rule(ledger)
         self.admission = components.admission_rule(ledger, config.non_preemptible_priority)
+        self.min_resources = MinResources(ledger)
         self.holds = Holds()
         actions = [components.actions[name] for name in config.actions]
         topology = components.topology_rule(snapshot.topology)
@@ -322,11 +326,17 @@ class Cycle:
             return False
         if core:
             request = pods_request(core)
-            blocked = self.admission.blocked(job, request)
+            blocked = self.admission.blocked(job, request) or self.min_resources.queue_short(job)
             if blocked is not None:
                 self.journal.pend(
                     job, job.pods, self._stale(job, blocked), notes=notes, record=record
                 )
+                return False
+            short = self.min_resources.cluster_short(job)
+            if short is not None:
+                # Not tried, nor room made for it; but held nodes let the capacity it
+                # waits for gather, as for a job that was tried.
+                self._give_up(job, short, notes, record)
                 return False
             self.allocation.caps = self.admission.share_caps(job, core, request)
             txn = Transaction(self.state)

@@ -32,6 +32,13 @@ class WhyCode(enum.Enum):
     QUEUE_LIMIT = "QueueLimit"
     """``queue`` is at its ``limit`` (a resource vector; ``resource`` the first over):
     ``in_use`` and the job's ``needs``, the resources over in ``over``."""
+    MIN_RESOURCES = "MinResources"
+    """PodGroup ``gang`` is not tried: the cluster's ``free`` resources (with what its own
+    running pods hold) fall short of its ``min_resources`` in the resources ``over``
+    (vectors, as for a queue's limit)."""
+    MIN_RESOURCES_QUEUE = "MinResourcesQueue"
+    """PodGroup ``gang`` is not tried: ``queue`` has less room under its ``limit`` than its
+    ``min_resources`` in the resources ``over``, with ``in_use`` by other work."""
     QUOTA_NON_PREEMPTIBLE = "NonPreemptibleQuota"
     """Non-preemptible work (``priority``) must fit ``queue``'s ``quota``: ``in_use`` by
     non-preemptible work, ``needs``, ``over``."""

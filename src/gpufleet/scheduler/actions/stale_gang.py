@@ -5,6 +5,9 @@ evicted without the rest) cannot do its work. If it cannot be completed in this 
 has been stale (PodGroup ``gpufleet.io/stale-since``) for longer than the grace period, its
 running pods are released — evicted with action ``stale-gang`` — so that their capacity
 serves jobs that can run. The reason of the gang's pending pods says which case holds.
+
+The grace period is the cycle's (``staleGrace``), unless the PodGroup sets its own
+(``scheduleTimeoutSeconds``, :attr:`~gpufleet.model.workload.GroupSpec.stale_grace_s`).
 """
 
 from __future__ import annotations
@@ -39,12 +42,15 @@ class StaleContext(Protocol):
 
 
 def release_stale(cycle: StaleContext, grace_s: float, gang: str, reason: Why | None) -> Why | None:
-    """Release ``gang``'s running pods if it has been stale past ``grace_s``; ``reason``
-    with what holds added (unchanged for a gang that is not stale)."""
+    """Release ``gang``'s running pods if it has been stale past its grace (its PodGroup's,
+    else ``grace_s``); ``reason`` with what holds added (unchanged for a gang that is not
+    stale)."""
     group = cycle.groups[gang]
     running = len(cycle.gang_running.get(gang, ()))
     if not 0 < running < group.min_member:
         return reason
+    if group.stale_grace_s is not None:
+        grace_s = group.stale_grace_s
     stale, now = group.stale_since, cycle.now
     if stale is not None and now - stale >= grace_s:
         for key in sorted(cycle.gang_running[gang]):
