@@ -43,8 +43,8 @@ ChargeCategory           ``Usage``
 ChargeClass              null: no row corrects an earlier billing period
 ChargeDescription        what was charged, for whom, on which node, at what price
 ChargeFrequency          ``Usage-Based``
-ChargePeriodStart/End    the hour, cut to the window (``YYYY-MM-DDTHH:mm:ssZ``; seconds
-                         truncated)
+ChargePeriodStart/End    the hour, cut to the window (``YYYY-MM-DDTHH:mm:ssZ``: so the
+                         window must start and end on whole seconds)
 ConsumedQuantity/Unit    the same as PricingQuantity/Unit: the resource-hours held
 ContractedCost           = BilledCost (no negotiated prices)
 EffectiveCost            = BilledCost (nothing amortised)
@@ -107,7 +107,7 @@ DAY = 86400
 SERVICE_NAME = "Kubernetes GPU cluster"
 PROVIDER = "gpufleet"
 TAG_PREFIX = "gpufleet/"
-IDLE_SNAP = 1e-9
+IDLE_SNAP = 1e-12
 """An idle quantity within this fraction of the node's capacity-hours is float noise of a
 full node (capacity less the sum of its runs), not idle capacity: it is taken as 0."""
 
@@ -254,6 +254,12 @@ def iter_focus_rows(
     rows (by run, then component), then the idle rows (by node, then component)."""
     if not billing_account_id:
         raise ValueError("a FOCUS export needs a billing account id")
+    lo, hi = allocation.window
+    if not (float(lo).is_integer() and float(hi).is_integer()):
+        raise ValueError(
+            f"FOCUS writes times to the second: the window [{lo!r}, {hi!r}) must start and end"
+            " on whole seconds"
+        )
     nodes, runs = allocation.nodes, allocation.runs
     cats = tuple(nodes.categories if categories is None else categories)
     if len(cats) != len(nodes.names):
