@@ -268,7 +268,6 @@ def iter_focus_rows(
         if category not in FOCUS_CATEGORY:
             raise ValueError(f"pricing category {category!r} is not one of {list(FOCUS_CATEGORY)}")
     dims = _dimensions(allocation)
-    columns = focus_columns(allocation)
     common: Row = {
         "BillingAccountId": billing_account_id,
         "BillingAccountName": billing_account_name or billing_account_id,
@@ -285,89 +284,121 @@ def iter_focus_rows(
         "ServiceSubcategory": "Containers",
         "SkuPriceDetails": None,
     }
-    skus = _skus(sheet, nodes.types)
+    template: Row = {**dict.fromkeys(focus_columns(allocation)), **common}
+    priced = _priced(allocation, sheet, cats)  # per node and component: what its rows share
     starts, ends = charge_periods(allocation.window)
-    when = [
-        (iso_utc(s), iso_utc(e), *(iso_utc(b) for b in month_of(s)))
-        for s, e in zip(starts.tolist(), ends.tolist(), strict=True)
-    ]
     seg_run, seg_period, seg_hours = _segments(allocation, starts, ends)
     held = allocation.charged[seg_run] * seg_hours[:, None]  # resource-hours, S x 3
-    idle = _idle(
-        allocation, starts, ends, seg_run=seg_run, seg_period=seg_period, held=held
-    )  # N x P x 3
-    efficiency = _efficiency(allocation)
-    first_of = np.searchsorted(seg_period, np.arange(len(starts) + 1))
+    idle = _idle(allocation, starts, ends, seg_run=seg_run, seg_period=seg_period, held=held)
+    prices = nodes.prices.tolist()
+    first_of = np.searchsorted(seg_period, np.arange(len(starts) + 1)).tolist()
+    pods = {r: _pod(allocation, r, dims) for r in np.unique(seg_run).tolist()}
+    idle_of = [_idle_resource(name, dims) for name in nodes.names]
 
-    def row(period: int, i: int, k: int, quantity: float, *, what: str, resource: Row) -> Row:
-        comp = COMPONENTS[k]
-        price = float(nodes.prices[i, k])
-        cost = quantity * price
-        start, end, month_start, month_end = when[period]
-        sku_id, sku_price_id = skus[i][k]
-        values: Row = {
-            **common,
-            **resource,
-            "BilledCost": cost,
-            "BillingPeriodEnd": month_end,
-            "BillingPeriodStart": month_start,
-            "ChargeDescription": (
-                f"{what} on node {nodes.names[i]} ({nodes.types[i]}, {cats[i]}) "
-                f"at {price:g} {sheet.currency} per {comp.per}"
-            ),
-            "ChargePeriodEnd": end,
-            "ChargePeriodStart": start,
-            "ConsumedQuantity": quantity,
-            "ConsumedUnit": comp.unit,
-            "ContractedCost": cost,
-            "EffectiveCost": cost,
-            "ListCost": cost,
-            "ListUnitPrice": price,
-            "PricingCategory": FOCUS_CATEGORY[cats[i]],
-            "PricingQuantity": quantity,
-            "PricingUnit": comp.unit,
-            "SkuId": sku_id,
-            "SkuMeter": comp.meter,
-            "SkuPriceId": sku_price_id,
-            "x_Component": comp.key,
-            "x_Node": nodes.names[i],
-            "x_NodeType": nodes.types[i],
+    def row(when: Row, i: int, k: int, quantity: float, *, what: str, resource: Row) -> Row:
+        """A copy of the template, so that every row has the columns in their order."""
+        out = template.copy()
+        out.update(when)
+        out.update(priced[i][k][0])
+        out.update(resource)
+        cost = quantity * prices[i][k]
+        out["BilledCost"] = out["ContractedCost"] = out["EffectiveCost"] = out["ListCost"] = cost
+        out["ConsumedQuantity"] = out["PricingQuantity"] = quantity
+        out["ChargeDescription"] = what + priced[i][k][1]
+        return out
+
+    for period, (start, end) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
+        month = month_of(start)
+        when: Row = {
+            "BillingPeriodEnd": iso_utc(month[1]),
+            "BillingPeriodStart": iso_utc(month[0]),
+            "ChargePeriodEnd": iso_utc(end),
+            "ChargePeriodStart": iso_utc(start),
         }
-        return {column: values[column] for column in columns}
-
-    for period in range(len(starts)):
         for s in range(first_of[period], first_of[period + 1]):
             r = int(seg_run[s])
-            pod, i = runs.pods[r], int(runs.node[r])
-            tags = {TAG_PREFIX + name: runs.dims[name][r] for name, _ in dims}
-            tags[TAG_PREFIX + "node"] = nodes.names[i]
-            resource: Row = {
-                "ResourceId": pod,
-                "ResourceName": pod.rsplit("/", 1)[-1],
-                "ResourceType": "Pod",
-                "Tags": _json(tags),
-                "x_Allocation": pod,
-                **{column: runs.dims[name][r] for name, column in dims},
-                **dict(zip(_EFFICIENCY_X, efficiency[r], strict=True)),
-            }
+            i, pod = int(runs.node[r]), runs.pods[r]
             for k, comp in enumerate(COMPONENTS):
-                if held[s, k] != 0:
-                    what = f"{comp.meter} of pod {pod}"
-                    yield row(period, i, k, float(held[s, k]), what=what, resource=resource)
-        for i, name in enumerate(nodes.names):
-            resource = {
-                "ResourceId": name,
-                "ResourceName": name,
-                "ResourceType": "Node",
-                "Tags": _json({TAG_PREFIX + "node": name}),
-                "x_Allocation": IDLE,
-                **{column: None for _, column in dims},
-                **dict.fromkeys(_EFFICIENCY_X),
-            }
+                quantity = float(held[s, k])
+                if quantity != 0:
+                    yield row(
+                        when, i, k, quantity, what=f"{comp.meter} of pod {pod}", resource=pods[r]
+                    )
+        for i in range(len(nodes.names)):
             for k, comp in enumerate(COMPONENTS):
-                if idle[i, period, k] != 0:
-                    what = f"Unallocated {comp.meter}"
-                    yield row(period, i, k, float(idle[i, period, k]), what=what, resource=resource)
+                quantity = float(idle[i, period, k])
+                if quantity != 0:
+                    yield row(
+                        when, i, k, quantity, what=f"Unallocated {comp.meter}", resource=idle_of[i]
+                    )
+
+
+def _priced(
+    allocation: Allocation, sheet: PriceSheet, categories: Sequence[str]
+) -> list[list[tuple[Row, str]]]:
+    """Per node and component: the columns its rows share, and the end of their
+    ChargeDescription (where and at what price)."""
+    nodes = allocation.nodes
+    skus = _skus(sheet, nodes.types)
+    out = []
+    for i, name in enumerate(nodes.names):
+        per = []
+        for k, comp in enumerate(COMPONENTS):
+            price = float(nodes.prices[i, k])
+            sku_id, sku_price_id = skus[i][k]
+            shared: Row = {
+                "ConsumedUnit": comp.unit,
+                "ListUnitPrice": price,
+                "PricingCategory": FOCUS_CATEGORY[categories[i]],
+                "PricingUnit": comp.unit,
+                "SkuId": sku_id,
+                "SkuMeter": comp.meter,
+                "SkuPriceId": sku_price_id,
+                "x_Component": comp.key,
+                "x_Node": name,
+                "x_NodeType": nodes.types[i],
+            }
+            where = (
+                f" on node {name} ({nodes.types[i]}, {categories[i]})"
+                f" at {price:g} {sheet.currency} per {comp.per}"
+            )
+            per.append((shared, where))
+        out.append(per)
+    return out
+
+
+def _pod(allocation: Allocation, r: int, dims: Sequence[tuple[str, str]]) -> Row:
+    """The columns of run ``r``'s rows that say whose they are."""
+    runs, nodes = allocation.runs, allocation.nodes
+    pod = runs.pods[r]
+    tags = {TAG_PREFIX + name: runs.dims[name][r] for name, _ in dims}
+    tags[TAG_PREFIX + "node"] = nodes.names[int(runs.node[r])]
+    efficiency = [
+        None if math.isnan(u) or q <= 0 else u / q
+        for u, q in zip(runs.usage[r].tolist(), runs.request[r].tolist(), strict=True)
+    ]
+    return {
+        "ResourceId": pod,
+        "ResourceName": pod.rsplit("/", 1)[-1],
+        "ResourceType": "Pod",
+        "Tags": _json(tags),
+        "x_Allocation": pod,
+        **{column: runs.dims[name][r] for name, column in dims},
+        **dict(zip(_EFFICIENCY_X, efficiency, strict=True)),
+    }
+
+
+def _idle_resource(node: str, dims: Sequence[tuple[str, str]]) -> Row:
+    """The columns of a node's idle rows that say whose they are."""
+    return {
+        "ResourceId": node,
+        "ResourceName": node,
+        "ResourceType": "Node",
+        "Tags": _json({TAG_PREFIX + "node": node}),
+        "x_Allocation": IDLE,
+        **{column: None for _, column in dims},
+        **dict.fromkeys(_EFFICIENCY_X),
+    }
 
 
 def charge_periods(window: tuple[float, float]) -> tuple[FloatArray, FloatArray]:
@@ -428,20 +459,6 @@ def _idle(
     idle: FloatArray = capacity - workload
     idle[np.abs(idle) <= IDLE_SNAP * capacity] = 0.0
     return idle
-
-
-def _efficiency(allocation: Allocation) -> list[tuple[float | None, ...]]:
-    """Per run and component, its average usage over its request; None where unknown."""
-    runs = allocation.runs
-    out = []
-    for usage, request in zip(runs.usage.tolist(), runs.request.tolist(), strict=True):
-        out.append(
-            tuple(
-                None if math.isnan(u) or q <= 0 else u / q
-                for u, q in zip(usage, request, strict=True)
-            )
-        )
-    return out
 
 
 def _skus(sheet: PriceSheet, types: Sequence[str]) -> list[list[tuple[str, str]]]:
