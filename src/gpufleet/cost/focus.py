@@ -2,8 +2,10 @@
 
 FOCUS, the FinOps Foundation's open cost and usage specification, is the billing format that
 cost tools read from every cloud; gpufleet's export makes a cluster one more provider of it.
-:func:`focus_rows` turns an :class:`~gpufleet.cost.allocation.Allocation` into rows, and
-``report/focus.py`` writes them as CSV.
+:func:`focus_rows` turns an :class:`~gpufleet.cost.allocation.Allocation` into rows
+(:func:`iter_focus_rows` streams them), and ``report/focus.py`` writes them as CSV. The
+FinOps Foundation's ``focus-validator`` (2.2.1, its FOCUS 1.2 rules) checks what is written,
+in ``tests/cost/test_focus.py``.
 
 **What a row is.** One charge per *charge period* x *resource* x *component*, every one with
 ChargeCategory ``Usage``:
