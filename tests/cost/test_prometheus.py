@@ -285,3 +285,85 @@ def test_a_counter_s_rate_counts_resets_as_prometheus_does() -> None:
 )
 def test_kube_state_metrics_label_names(key: str, label: str) -> None:
     assert prometheus_label(key) == label
+
+
+class FakePrometheus:
+    """Answers each query with the series given for the first metric name it contains: a
+    constant value at every point of a range query, or once for an instant query. Series are
+    given as the query would group them."""
+
+    def __init__(self, series: dict[str, list[tuple[dict[str, str], float]]]) -> None:
+        self.series = series
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        query = request.url.params["query"]
+        found = next((s for name, s in self.series.items() if name in query), [])
+        result: list[dict[str, object]]
+        if request.url.path.endswith("query_range"):
+            p = request.url.params
+            times = np.arange(float(p["start"]), float(p["end"]) + 1, float(p["step"]))
+            result = [
+                {"metric": labels, "values": [(float(t), str(value)) for t in times]}
+                for labels, value in found
+            ]
+        else:
+            result = [{"metric": labels, "value": (0.0, str(value))} for labels, value in found]
+        return httpx.Response(200, json={"status": "success", "data": {"result": result}})
+
+
+def test_what_other_clusters_publish() -> None:
+    """A node without labels priced by dcgm-exporter's modelName; a MIG slice; utilisation
+    under ``exported_pod`` (the scrape kept the exporter's own pod in ``pod``); no phase
+    series (every bound pod holds its requests); a pod on a node without capacity series."""
+    pod = {"namespace": "a", "pod": "p", "uid": "u"}
+    fake = FakePrometheus(
+        {
+            "kube_node_status_capacity": [
+                ({"node": "n1", "resource": "cpu"}, 8),
+                ({"node": "n1", "resource": "memory"}, 32 * 2**30),
+                ({"node": "n1", "resource": "nvidia_com_gpu"}, 1),
+            ],
+            "count by (Hostname, hostname, modelName) (last_over_time(DCGM_FI_PROF": [
+                ({"Hostname": "n1", "modelName": "NVIDIA L4"}, 1),
+            ],
+            "kube_pod_info": [
+                ({**pod, "node": "n1"}, 1),
+                ({"namespace": "a", "pod": "lost", "uid": "v", "node": "ghost"}, 1),
+            ],
+            "kube_pod_container_resource_requests": [
+                ({**pod, "resource": "nvidia_com_mig_3g_40gb"}, 1),
+                ({**pod, "resource": "cpu"}, 2),
+            ],
+            "avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE": [
+                (
+                    {
+                        "namespace": "gpu-operator",
+                        "pod": "dcgm-exporter-x1",
+                        "exported_namespace": "a",
+                        "exported_pod": "p",
+                        "gpu": "0",
+                    },
+                    0.0,
+                ),
+            ],
+        }
+    )
+    usage = read_cluster(
+        "http://prometheus:9090",
+        window=(float(START), START + HOUR),
+        step=60.0,
+        now=NOW,
+        sheet=load_price_sheet(),
+        transport=httpx.MockTransport(fake),
+    )
+    assert usage.nodes.types == ("l4",)  # NVIDIA L4 -> NVIDIA-L4, the bundled sheet's entry
+    assert usage.runs.pods == ("a/p",)
+    np.testing.assert_allclose(usage.runs.request, [(3 / 7, 2, 0)])  # 3 of 7 compute slices
+    np.testing.assert_allclose(usage.runs.usage[0, 0], 0.0)
+    np.testing.assert_allclose(usage.runs.gpu_idle_hours, [3 / 7])  # idle the whole hour
+    assert usage.runs.dims["queue"] == ("default",)
+    assert usage.runs.dims["experiment"] == ("__unallocated__",)
+    assert usage.utilisation == (ENGINE_ACTIVE,)
+    assert usage.notes == (
+        "pods on node ghost left out: it has no kube_node_status_capacity series",
+    )
