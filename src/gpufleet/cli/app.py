@@ -2,7 +2,7 @@
 
 The typer app, its ``--version`` and the commands it composes: ``simulate``
 (:mod:`gpufleet.cli.simulate`), ``schedule`` and ``explain`` (:mod:`gpufleet.cli.cycle`),
-``serve`` (:mod:`gpufleet.cli.serve`).
+``serve`` (:mod:`gpufleet.cli.serve`), ``cost`` (:mod:`gpufleet.cli.cost`).
 Bad input (a missing file, a wrong column, a bad value in row N) ends with one line on
 stderr naming the file, the line and the field, and exit code 2 — never a traceback.
 """
@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 
 from gpufleet import __version__
+from gpufleet.cli.cost import cost
 from gpufleet.cli.cycle import explain, schedule
 from gpufleet.cli.serve import serve
 from gpufleet.cli.simulate import simulate
@@ -54,6 +55,7 @@ app.command()(simulate)
 app.command()(schedule)
 app.command()(explain)
 app.command()(serve)
+app.command()(cost)
 
 
 def main() -> None:

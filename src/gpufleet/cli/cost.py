@@ -1,0 +1,359 @@
+"""``gpufleet cost``: what a cluster cost over a window, by namespace, queue, experiment, pod
+or node, what sat unallocated and which GPUs were held idle.
+
+A *source* reads the runs of pods and the nodes they ran on over the window
+(:class:`Costing`); the rest is shared: the price sheet, OpenCost's allocation
+(:mod:`gpufleet.cost.allocation`), the tables and the JSON. The one source so far is a live
+cluster through Prometheus (``--prometheus``, :mod:`gpufleet.load.prometheus`); another
+(a replay's results) is one more entry in ``_source``, building the same :class:`Costing`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from gpufleet.cli.output import make_console, warn
+from gpufleet.cost.allocation import IDLE, Allocation, Nodes, Runs, allocate
+from gpufleet.cost.idle import IdleArgs
+from gpufleet.cost.prices import PriceSheet
+from gpufleet.load.prices import DEFAULT_SHEET, load_price_sheet
+from gpufleet.load.prometheus import DEFAULT_EXPERIMENT_LABEL, ENGINE_ACTIVE, read_cluster
+
+DIMENSIONS = ("namespace", "queue", "experiment", "pod", "node")
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+
+
+@dataclass(frozen=True, slots=True)
+class Costing:
+    """What a source read: the runs and nodes to cost over ``window``, where they came from,
+    the utilisation metrics behind the GPU figures (none: efficiency unknown) and notes."""
+
+    runs: Runs
+    nodes: Nodes
+    window: tuple[float, float]
+    source: str
+    utilisation: tuple[str, ...]
+    notes: tuple[str, ...] = ()
+
+
+def duration(text: str, option: str) -> float:
+    """Seconds of a Prometheus-style duration: ``90s``, ``30m``, ``1h30m``, ``1d``."""
+    parts = _DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise typer.BadParameter(
+            f"expected a duration such as 30s, 1m, 30m, 2h or 1d, got {text!r}", param_hint=option
+        )
+    seconds = sum(float(n) * _SECONDS[u] for n, u in parts)
+    if seconds <= 0:
+        raise typer.BadParameter(f"must be longer than 0, got {text!r}", param_hint=option)
+    return seconds
+
+
+def moment(text: str, option: str, now: float) -> float:
+    """Seconds since the epoch of an RFC 3339 time (``2026-01-31T12:00:00Z``), a Unix time,
+    ``now`` or ``now-<duration>``."""
+    if text == "now":
+        return now
+    if text.startswith("now-"):
+        return now - duration(text[4:], option)
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        stamp = dt.datetime.fromisoformat(text)
+    except ValueError:
+        stamp = None
+    if stamp is None or stamp.tzinfo is None:
+        raise typer.BadParameter(
+            "expected an RFC 3339 time with its zone (2026-01-31T12:00:00Z), a Unix time, "
+            f"now or now-2h, got {text!r}",
+            param_hint=option,
+        )
+    return stamp.timestamp()
+
+
+def _iso(seconds: float) -> str:
+    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def cost(
+    prometheus: Annotated[
+        str | None,
+        typer.Option(help="Prometheus URL: costs the live cluster it watched in the window."),
+    ] = None,
+    start: Annotated[
+        str | None,
+        typer.Option(help="Window start: RFC 3339 (2026-01-31T00:00:00Z), Unix time, now-24h."),
+    ] = None,
+    end: Annotated[str, typer.Option(help="Window end (exclusive), as --start.")] = "now",
+    step: Annotated[str, typer.Option(help="Resolution of the samples read.")] = "1m",
+    prices: Annotated[
+        Path | None,
+        typer.Option(help="Price sheet YAML (kind: PriceSheet).", show_default="the bundled one"),
+    ] = None,
+    by: Annotated[
+        list[str] | None,
+        typer.Option(
+            help=f"Aggregate by, repeatable: {', '.join(DIMENSIONS)}.", show_default="namespace"
+        ),
+    ] = None,
+    share_idle: Annotated[
+        bool, typer.Option(help="Share unallocated cost over the rows by their cost.")
+    ] = False,
+    output: Annotated[str, typer.Option("-o", "--output", help="table or json.")] = "table",
+    idle_threshold: Annotated[
+        float, typer.Option(help="A GPU is idle below this engine activity (0 to 1).")
+    ] = 0.01,
+    idle_window: Annotated[
+        str, typer.Option(help="... and stays below it this long, in consecutive samples.")
+    ] = "30m",
+    experiment_label: Annotated[
+        str,
+        typer.Option(help="Pod label naming the experiment (else the PodGroup)."),
+    ] = DEFAULT_EXPERIMENT_LABEL,
+) -> None:
+    """What a cluster cost over a window: by namespace, queue, experiment, pod or node, as
+    OpenCost allocates it; unallocated capacity (`__idle__`); GPUs allocated but idle.
+
+    Reads requests and node capacity from kube-state-metrics, GPU utilisation from
+    dcgm-exporter, CPU and memory usage from cAdvisor, all through --prometheus.
+    """
+    if output not in {"table", "json"}:
+        raise typer.BadParameter(f"expected table or json, got {output!r}", param_hint="'-o'")
+    dims = by or ["namespace"]
+    for d in dims:
+        if d not in DIMENSIONS:
+            raise typer.BadParameter(
+                f"expected one of {', '.join(DIMENSIONS)}, got {d!r}", param_hint="'--by'"
+            )
+    if not 0 <= idle_threshold <= 1:
+        raise typer.BadParameter(
+            f"expected engine activity from 0 to 1, got {idle_threshold}",
+            param_hint="'--idle-threshold'",
+        )
+    idle = IdleArgs(idle_threshold, duration(idle_window, "'--idle-window'"))
+    sheet = load_price_sheet(prices or DEFAULT_SHEET)
+    costing = _source(
+        prometheus, start, end, duration(step, "'--step'"), sheet, idle, experiment_label
+    )
+    for note in costing.notes:
+        warn(note)
+    alloc = allocate(costing.runs, costing.nodes, costing.window)
+    if output == "json":
+        document = cost_json(alloc, costing, sheet, dims, share_idle=share_idle, idle=idle)
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+        return
+    print_cost(make_console(), alloc, costing, sheet, dims, share_idle=share_idle, idle=idle)
+
+
+def _source(
+    prometheus: str | None,
+    start: str | None,
+    end: str,
+    step: float,
+    sheet: PriceSheet,
+    idle: IdleArgs,
+    experiment_label: str,
+) -> Costing:
+    """The runs and nodes of the one source the options name (module docstring)."""
+    if prometheus is None:
+        raise typer.BadParameter("give the source to cost: --prometheus URL")
+    return prometheus_source(prometheus, start, end, step, sheet, idle, experiment_label)
+
+
+def prometheus_source(
+    url: str,
+    start: str | None,
+    end: str,
+    step: float,
+    sheet: PriceSheet,
+    idle: IdleArgs,
+    experiment_label: str,
+) -> Costing:
+    """A live cluster over ``[start, end)``, as the Prometheus at ``url`` watched it."""
+    if start is None:
+        raise typer.BadParameter("--prometheus needs the window's start", param_hint="'--start'")
+    now = dt.datetime.now(dt.UTC).timestamp()
+    window = (moment(start, "'--start'", now), moment(end, "'--end'", now))
+    usage = read_cluster(
+        url,
+        window=window,
+        step=step,
+        now=now,
+        sheet=sheet,
+        experiment_label=experiment_label,
+        idle=idle,
+    )
+    return Costing(
+        usage.runs, usage.nodes, usage.window, f"Prometheus {url}", usage.utilisation, usage.notes
+    )
+
+
+def _gpu_idle(alloc: Allocation, by: str) -> list[dict[str, Any]]:
+    """Rows with GPU time held idle (or not known to be used), largest cost first."""
+    rows = [
+        {k: r[k] for k in ("name", "gpuHours", "gpuIdleHours", "gpuIdleCost")}
+        for r in alloc.aggregate(by)
+        if r["name"] != IDLE
+        and r["gpuHours"] > 0
+        and (r["gpuIdleHours"] is None or r["gpuIdleHours"] > 0)
+    ]
+    rows.sort(key=lambda r: (r["gpuIdleCost"] is None, -(r["gpuIdleCost"] or 0.0), r["name"]))
+    return rows
+
+
+def cost_json(
+    alloc: Allocation,
+    costing: Costing,
+    sheet: PriceSheet,
+    dims: Sequence[str],
+    *,
+    share_idle: bool,
+    idle: IdleArgs,
+) -> dict[str, Any]:
+    """The report as one JSON document; allocation rows named as OpenCost names them."""
+    lo, hi = costing.window
+    return {
+        "window": {"start": _iso(lo), "end": _iso(hi)},
+        "source": costing.source,
+        "priceSheet": {"name": sheet.name, "title": sheet.title, "currency": sheet.currency},
+        "utilisation": list(costing.utilisation),
+        "idleGpu": {"threshold": idle.threshold, "windowSeconds": idle.window},
+        "allocations": {d: alloc.aggregate(d, share_idle=share_idle) for d in dims},
+        "gpuIdle": {d: _gpu_idle(alloc, d) for d in ("pod", "queue")},
+        "nodes": alloc.idle_rows(),
+        "idleCost": float(alloc.idle.sum()),
+        "totalCost": alloc.total,
+    }
+
+
+def _money(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:,.2f}"
+
+
+def _hours(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:,.2f}"
+
+
+def _share(value: float | None) -> str:
+    return "unknown" if value is None else f"{100 * value:.1f}%"
+
+
+def _efficiency(row: dict[str, Any], resource: str, amount: str) -> str:
+    """A row's efficiency of ``resource``; ``-`` where it was charged none of it."""
+    if row[amount] <= 0:
+        return "-"
+    return _share(row[f"{resource}Efficiency"])
+
+
+def _allocation_table(alloc: Allocation, by: str, *, share_idle: bool, title: str) -> Table:
+    table = Table(title=title)
+    columns = ("GPU h", "GPU eff", "CPU eff", "RAM eff", "GPU", "CPU", "RAM", "shared", "total")
+    table.add_column(by, no_wrap=True)
+    for column in columns:
+        table.add_column(column, justify="right")
+    for r in alloc.aggregate(by, share_idle=share_idle):
+        if r["name"] == IDLE:
+            figures = ["", "", "", ""]
+        else:
+            figures = [
+                _hours(r["gpuHours"]),
+                _efficiency(r, "gpu", "gpuHours"),
+                _efficiency(r, "cpu", "cpuCoreHours"),
+                _efficiency(r, "ram", "ramByteHours"),
+            ]
+        costs = (r["gpuCost"], r["cpuCost"], r["ramCost"], r["sharedCost"], r["totalCost"])
+        table.add_row(
+            r["name"],
+            *figures,
+            *map(_money, costs),
+            style="dim" if r["name"] == IDLE else None,
+        )
+    table.add_section()
+    asset = alloc.asset.sum(axis=0)
+    table.add_row("total", "", "", "", "", *map(_money, asset), "", _money(alloc.total))
+    return table
+
+
+def _idle_gpu_table(alloc: Allocation, by: str, idle: IdleArgs, currency: str) -> Table:
+    table = Table(
+        title=f"Idle allocated GPUs by {by}",
+        caption=f"idle: activity < {idle.threshold:g} for {idle.window / 60:g} min or more",
+    )
+    table.add_column(by, no_wrap=True)
+    for column in ("GPU h", "idle GPU h", f"idle {currency}"):
+        table.add_column(column, justify="right")
+    for r in _gpu_idle(alloc, by):
+        table.add_row(
+            r["name"], _hours(r["gpuHours"]), _hours(r["gpuIdleHours"]), _money(r["gpuIdleCost"])
+        )
+    return table
+
+
+def _unallocated_table(alloc: Allocation, currency: str) -> Table:
+    table = Table(title=f"Unallocated ({IDLE}) by node")
+    table.add_column("node", no_wrap=True)
+    table.add_column("price entry")
+    table.add_column("category")
+    for column in ("hours", f"cost {currency}", f"idle {currency}", "idle %"):
+        table.add_column(column, justify="right")
+    for r in alloc.idle_rows():
+        share = r["idleCost"] / r["totalCost"] if r["totalCost"] else None
+        table.add_row(
+            r["node"],
+            r["nodeType"],
+            r["category"],
+            _hours(r["hours"]),
+            _money(r["totalCost"]),
+            _money(r["idleCost"]),
+            _share(share),
+        )
+    return table
+
+
+def print_cost(
+    console: Console,
+    alloc: Allocation,
+    costing: Costing,
+    sheet: PriceSheet,
+    dims: Sequence[str],
+    *,
+    share_idle: bool,
+    idle: IdleArgs,
+) -> None:
+    """The report as tables: one per aggregation, idle GPUs per pod and queue, unallocated
+    cost per node; each figure in the sheet's currency."""
+    lo, hi = costing.window
+    hours = (hi - lo) / 3600
+    console.print(f"window: {_iso(lo)} to {_iso(hi)} ({hours:.4g} h), {costing.source}")
+    console.print(f"prices: {sheet.name} — {sheet.title} ({sheet.currency})")
+    if costing.utilisation:
+        names = [m if m == ENGINE_ACTIVE else f"{m} / 100" for m in costing.utilisation]
+        console.print(f"GPU utilisation: {', '.join(names)}")
+    else:
+        console.print("GPU utilisation: none found; GPU efficiency and idle GPUs unknown")
+    for d in dims:
+        title = f"Cost by {d} ({sheet.currency}{', idle shared' if share_idle else ''})"
+        console.print(_allocation_table(alloc, d, share_idle=share_idle, title=title))
+    for d in ("pod", "queue"):
+        console.print(_idle_gpu_table(alloc, d, idle, sheet.currency))
+    console.print(_unallocated_table(alloc, sheet.currency))
+    total = alloc.total
+    unallocated = float(alloc.idle.sum())
+    console.print(
+        f"unallocated ({IDLE}): {_money(unallocated)} of {_money(total)} {sheet.currency}"
+        + (f" ({100 * unallocated / total:.1f}%)" if total else "")
+    )
