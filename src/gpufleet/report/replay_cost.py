@@ -14,6 +14,7 @@ import html
 from collections.abc import Sequence
 
 from rich.table import Table
+from rich.text import Text
 
 from gpufleet.model.costs import (
     IDLE,
@@ -129,9 +130,9 @@ def sheet_line(runs: Sequence[ReplayRun]) -> str:
     )
 
 
-def cost_tables(runs: Sequence[ReplayRun]) -> list[Table | str]:
-    """The cost tables for the terminal, and the line naming the sheet (nothing when no run
-    was costed)."""
+def cost_tables(runs: Sequence[ReplayRun]) -> list[Table | Text]:
+    """The cost tables for the terminal, and the line naming the sheet, as plain text (a
+    sheet's title is the user's: never markup); nothing when no run was costed."""
     found = costed(runs)
     if not found:
         return []
@@ -147,13 +148,13 @@ def cost_tables(runs: Sequence[ReplayRun]) -> list[Table | str]:
     for i, column in enumerate(header):
         queues.add_column(column, justify="left" if i == 0 else "right", no_wrap=i == 0)
     for line in body:
-        queues.add_row(*line)
+        queues.add_row(Text(line[0]), *line[1:])  # names are the user's: never markup
     jobs = Table(title=f"most costly jobs, {currency}")
     for i, column in enumerate(("policy", "job", "queue", "GPU-h", "cost")):
         jobs.add_column(column, justify="left" if i < 3 else "right", no_wrap=i < 3)
     for job in job_rows(runs):
-        jobs.add_row(*job)
-    return [summary, queues, jobs, sheet_line(runs)]
+        jobs.add_row(job[0], Text(job[1]), Text(job[2]), *job[3:])
+    return [summary, queues, jobs, Text(sheet_line(runs))]
 
 
 COST_NOTE = f"""<img src="replay-cost.png"
