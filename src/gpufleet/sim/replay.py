@@ -437,14 +437,14 @@ class Replay:
             },
         )
         self.allocation = allocate(runs, self.priced, (0.0, end))
-        work = np.array([job.gpus * job.duration_s for job in self.jobs], dtype=np.float64)
-        done = np.frombuffer(bytes(self.finished), dtype=np.uint8).astype(bool)
+        done = np.flatnonzero(np.frombuffer(bytes(self.finished), dtype=np.uint8))
+        work = sum(self.jobs[i].gpus * self.jobs[i].duration_s for i in done.tolist())
         cost = summarise(
             self.allocation,
             sheet=self.prices,
             parents={q.name: q.parent for q in self.tenants},
             finished_jobs=finished_jobs,
-            finished_gpu_hours=float(work[done].sum()) / 3600.0,
+            finished_gpu_hours=work / 3600.0,
         )
         return replace(cost, elapsed_s=time.perf_counter() - started)
 
