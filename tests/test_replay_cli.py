@@ -208,6 +208,7 @@ def test_until_cuts_the_replay_short(tmp_path: Path) -> None:
         (("--protocol", "replay", "--policy", "best-fit"), "unknown replay policy 'best-fit'"),
         (("--protocol", "replay", "--inflate", "2"), "--inflate applies to --protocol fill"),
         (("--until", "10"), "--until applies to --protocol replay"),
+        (("--prices", "p.yaml"), "--prices applies to --protocol replay"),
         (("--protocol", "replay", "--until", "0"), "--until must be a positive number"),
         (("--protocol", "replay", "--until", "inf"), "--until must be a positive number"),
         (("--protocol", "rewind"), "--protocol must be fill or replay"),

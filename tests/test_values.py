@@ -29,6 +29,7 @@ from gpufleet.framework.protocols import FilterVerdict, Handle
 from gpufleet.framework.runtime import FilterResult, GpuMemory, Held
 from gpufleet.framework.status import Code, Reason, Status
 from gpufleet.model.cluster import NodeSpec
+from gpufleet.model.costs import CostTimeline, JobCost, QueueCost, ReplayCost, Sheet, Split
 from gpufleet.model.devices import (
     Allocation,
     Claim,
@@ -228,6 +229,19 @@ def replay_run() -> ReplayRun:
     )  # fmt: skip
 
 
+def cost_timeline() -> CostTimeline:
+    return CostTimeline((0.0, 60.0), {"team-a": (0.0, 1.5), "__idle__": (0.0, 0.5)})
+
+
+def replay_cost() -> ReplayCost:
+    return ReplayCost(
+        Sheet("sheet", "list prices", "USD"), (0.0, 3600.0), Split(3.0, 1.0, 0.5),
+        Split(2.0, 0.5, 0.25), Split(1.0, 0.5, 0.25), 0.5, 2, 1.5,
+        (QueueCost("team-a", "org", Split(2.0, 0.5, 0.25), 2.75, 1.0),),
+        (JobCost("job-1", "team-a", 1.0, Split(2.0, 0.5, 0.25)),), cost_timeline(), 0.1,
+    )  # fmt: skip
+
+
 def verdict() -> FilterVerdict:
     return FilterVerdict(
         np.array([True, False, True]), (("Insufficient GPU", np.array([False, True, False])),)
@@ -329,7 +343,33 @@ CASES: dict[type, Case] = {
     Timeline: Case(timeline, {"allocated": {"team-b": (1.0, 2.0)}}),
     ReplayRun: Case(
         replay_run,
-        {"mean_wait_s": None, "queues": (), "timeline": replace(timeline(), pending_gpus=())},
+        {
+            "mean_wait_s": None,
+            "queues": (),
+            "timeline": replace(timeline(), pending_gpus=()),
+            "cost": replay_cost(),
+        },
+    ),
+    Sheet: Case(lambda: Sheet("sheet", "list prices", "USD")),
+    Split: Case(lambda: Split(2.0, 0.5, 0.25)),
+    QueueCost: Case(
+        lambda: QueueCost("team-a", "org", Split(2.0, 0.5, 0.25), 2.75, 1.0),
+        {"cost": Split(2.0, 0.5, 0.5)},
+    ),
+    JobCost: Case(
+        lambda: JobCost("job-1", "team-a", 1.0, Split(2.0, 0.5, 0.25)),
+        {"cost": Split(2.0, 0.5, 0.5)},
+    ),
+    CostTimeline: Case(cost_timeline, {"cumulative": {"team-a": (0.0, 1.0)}}),
+    ReplayCost: Case(
+        replay_cost,
+        {
+            "sheet": Sheet("other", "list prices", "USD"),
+            "cluster": Split(3.0, 1.0, 0.0),
+            "allocated": Split(2.0, 0.5, 0.0),
+            "idle": Split(1.0, 0.5, 0.0),
+            "timeline": CostTimeline((0.0,), {}),
+        },
     ),
     Profile: Case(lambda: Profile("fgd", ("GpuFit",), (("FGDScore", 1),), "FGDGpu", False, "")),
     FilterVerdict: Case(verdict, {"failures": ()}),

@@ -2,9 +2,11 @@
 
 Checks the replay's policies and its window of trace time (with no ``--workload``: three
 busy days of the bundled openb pod list on the bundled 24-GPU cluster, so that jobs queue),
-loads the trace, cluster and queues, replays once per policy and seed with a progress bar
-in trace days, and writes the report: the table, ``results.json``, the plots and
-``index.html``.
+loads the trace, cluster, queues and price sheet (the bundled one unless ``--prices``;
+a node it cannot price stops the command before anything runs), replays once per policy
+and seed with a progress bar in trace days, and writes the report: the tables (cost
+included), ``results.json``, the plots, ``index.html`` and the cost records
+(``cost-runs.csv``, ``cost-nodes.csv``, ``cost-jobs.csv``).
 """
 
 from __future__ import annotations
@@ -19,11 +21,16 @@ from rich.progress import Progress, TaskID
 
 from gpufleet.cli.options import positive
 from gpufleet.cli.output import make_progress, warn
+from gpufleet.cost.nodes import UnpricedNodeError, price_nodes
 from gpufleet.load.errors import InputError
 from gpufleet.load.openb import BUNDLED_WORKLOAD, bundled
+from gpufleet.load.prices import DEFAULT_SHEET, load_price_sheet
 from gpufleet.load.traces import load_replay
+from gpufleet.model.costs import JOBS_FILE, NODES_FILE, RUNS_FILE
 from gpufleet.model.results import ReplayRun
+from gpufleet.report.cost_files import jobs_csv, nodes_csv, runs_csv
 from gpufleet.report.replay import DAY, replay_html, replay_table
+from gpufleet.report.replay_cost import cost_html, cost_tables
 from gpufleet.report.results import results_json
 from gpufleet.sim.replay import REPLAY_POLICIES, Replay
 from gpufleet.sim.window import trace_window
@@ -64,6 +71,7 @@ def simulate_replay(
     cluster: Path | None,
     queues: Path | None,
     window: tuple[float | None, float | None],
+    prices: Path | None,
     out: Path,
     console: Console,
 ) -> str:
@@ -84,6 +92,12 @@ def simulate_replay(
         queues=queues,
         warn=warn,
     )
+    sheet_path = prices or DEFAULT_SHEET
+    sheet = load_price_sheet(sheet_path)
+    try:
+        nodes_priced = price_nodes(data.nodes, sheet)
+    except UnpricedNodeError as error:
+        raise InputError(str(sheet_path), str(error)) from None
     where = (
         f"bundled {DEFAULT_REPLAY_CLUSTER}"
         if cluster == bundled(DEFAULT_REPLAY_CLUSTER)
@@ -98,6 +112,7 @@ def simulate_replay(
     end = stop if stop is not None else max(j.arrival_s for j in jobs)
     days = max(end / DAY, 1e-9)
     runs: list[ReplayRun] = []
+    records = []
     with make_progress() as progress:
         for name in policies:
             for seed in seed_list:
@@ -112,8 +127,11 @@ def simulate_replay(
                     topology=data.topology,
                     seed=seed,
                     workload=data.workload,
+                    prices=sheet,
                 )
                 runs.append(replay.run(until=stop, progress=partial(_days, progress, task)))
+                if replay.allocation is not None:
+                    records.append((name, seed, replay.allocation.runs, nodes_priced))
                 progress.remove_task(task)
     capacity = sum(n.gpus for n in data.nodes)
     arrived = sum(stop is None or j.arrival_s <= stop for j in jobs)
@@ -125,11 +143,20 @@ def simulate_replay(
         span = "" if until is None else f", until {until:g}s"
     title = f"{data.workload} replay — {arrived:,} jobs, {capacity:,} GPUs ({where}){span}"
     console.print(replay_table(runs, title))
+    for table in cost_tables(runs):
+        console.print(table)
     document = results_json(runs)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(document, encoding="utf-8")
-    from gpufleet.report.replay_plot import plot_replay  # matplotlib: only where it plots
+    (out / RUNS_FILE).write_text(runs_csv(records), encoding="utf-8")
+    (out / NODES_FILE).write_text(nodes_csv(nodes_priced), encoding="utf-8")
+    (out / JOBS_FILE).write_text(jobs_csv(runs), encoding="utf-8")
+    from gpufleet.report.replay_plot import (  # matplotlib: only where it plots
+        plot_replay,
+        plot_replay_cost,
+    )
 
     plot_replay(runs, out / "replay.png", capacity)
-    (out / "index.html").write_text(replay_html(runs, title), encoding="utf-8")
+    plot_replay_cost(runs, out / "replay-cost.png")
+    (out / "index.html").write_text(replay_html(runs, title, cost_html(runs)), encoding="utf-8")
     return document

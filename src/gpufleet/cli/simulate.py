@@ -91,6 +91,13 @@ def simulate(
             show_default="the end; with no --workload 12096000, day 140",
         ),
     ] = None,
+    prices: Annotated[
+        Path | None,
+        typer.Option(
+            help="replay: price sheet YAML (kind: PriceSheet) to cost the runs under.",
+            show_default="the bundled illustrative list prices",
+        ),
+    ] = None,
     out: Annotated[Path, typer.Option(help="Report directory.")] = Path("gpufleet-report"),
     json_path: Annotated[
         str | None, typer.Option("--json", help="Also write results JSON here ('-' = stdout).")
@@ -98,7 +105,9 @@ def simulate(
 ) -> None:
     """Compare policies on a trace: fill a cluster pod by pod (default), or replay it in time.
 
-    Prints a table, and writes OUT/results.json, the plots and OUT/index.html.
+    Prints a table, and writes OUT/results.json, the plots and OUT/index.html. A replay is
+    also costed, under the bundled illustrative price sheet or --prices: its cost tables,
+    and the runs, nodes and jobs it was costed from as OUT/cost-*.csv.
 
     With no --workload, a replay takes three busy days of the bundled openb pod list (trace
     days 137-140, 701 jobs) on a bundled cluster of 3 servers (24 GPUs), so that jobs
@@ -114,6 +123,7 @@ def simulate(
         "--queues": queues is not None,
         "--since": since is not None,
         "--until": until is not None,
+        "--prices": prices is not None,
     }
     wrong = fill_only if protocol == "replay" else replay_only
     for option, given in wrong.items():
@@ -133,6 +143,7 @@ def simulate(
             cluster,
             queues,
             (since, until),
+            prices,
             out,
             console,
         )

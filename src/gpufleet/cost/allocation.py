@@ -68,8 +68,8 @@ class Nodes:
         categories: Sequence[str],
         capacity: Sequence[Sequence[float]] | FloatArray,
         prices: Sequence[Sequence[float]] | FloatArray,
-        start: Sequence[float] | None = None,
-        end: Sequence[float] | None = None,
+        start: Sequence[float] | FloatArray | None = None,
+        end: Sequence[float] | FloatArray | None = None,
     ) -> Nodes:
         n = len(names)
         return cls(
@@ -104,9 +104,9 @@ class Runs:
         cls,
         pods: Sequence[str],
         *,
-        node: Sequence[int],
-        start: Sequence[float],
-        end: Sequence[float],
+        node: Sequence[int] | IntArray,
+        start: Sequence[float] | FloatArray,
+        end: Sequence[float] | FloatArray,
         request: Sequence[Sequence[float]] | FloatArray,
         usage: Sequence[Sequence[float]] | FloatArray | None = None,
         gpu_idle_hours: Sequence[float] | None = None,

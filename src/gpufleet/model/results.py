@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from gpufleet.model.costs import ReplayCost
 from gpufleet.model.values import frozen_map
 
 ARRIVED_MAX_PCT = 130
@@ -102,6 +103,7 @@ class ReplayRun:
     the last jobs took, not how busy the cluster was. ``lost_gpu_hours``
     is the GPU time of runs that were evicted before they finished (they rerun from the
     start). ``wait_quantiles_s[q]`` is the q-th percentile of the waits (q = 0..100).
+    ``cost`` is what the run cost under a price sheet (None: not costed).
     """
 
     workload: str
@@ -127,6 +129,7 @@ class ReplayRun:
     wait_quantiles_s: tuple[float, ...]
     timeline: Timeline
     elapsed_s: float
+    cost: ReplayCost | None = None
 
     def to_json(self) -> dict[str, object]:
         def rounded(value: float | None) -> float | None:
@@ -157,4 +160,5 @@ class ReplayRun:
             "wait_quantiles_s": [round(w, 3) for w in self.wait_quantiles_s],
             "timeline": self.timeline.to_json(),
             "elapsed_s": round(self.elapsed_s, 3),
+            **({} if self.cost is None else {"cost": self.cost.to_json()}),
         }

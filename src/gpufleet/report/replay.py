@@ -77,7 +77,9 @@ is arrival to first start; JCT arrival to finish; allocation the time-weighted s
 GPUs held. Every run, with its timeline, is in <a href="results.json">results.json</a>.</p>"""
 
 
-def replay_html(runs: Sequence[ReplayRun], subtitle: str) -> str:
+def replay_html(runs: Sequence[ReplayRun], subtitle: str, extra: str = "") -> str:
+    """The page: the table, GPU-hours per queue, the plot; then ``extra`` (HTML: the cost
+    section, ``report/replay_cost.py``)."""
     shown = first_seed(runs)
     queues = sorted({q.queue for r in shown for q in r.queues})
     usage = {(r.policy, q.queue): q for r in shown for q in r.queues}
@@ -94,11 +96,14 @@ def replay_html(runs: Sequence[ReplayRun], subtitle: str) -> str:
         for queue in queues
     ]
     content = "\n".join(
-        (
+        part
+        for part in (
             table_html(COLUMNS, rows(runs)),
             "<h2>GPU-hours per queue against fair share</h2>",
             table_html(["queue", *(f"{r.policy} (held / fair)" for r in shown)], queue_rows),
             NOTE,
+            extra,
         )
+        if part
     )
     return page("gpufleet replay report", subtitle, content)

@@ -3,6 +3,10 @@
 Per policy, the GPUs each queue holds over time, stacked (one panel each); then the GPUs
 pending over time and the CDF of job waits, one line per policy. With several seeds, the
 plots show each policy's first seed (the table has all runs).
+
+``replay-cost.png``: per costed policy, the cumulative cost of each queue over time,
+stacked, with the unallocated cost on top: the top edge is what the cluster had cost by
+then. The queues keep the colours they have in ``replay.png``.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ mpl.use("Agg")  # files only; never a window
 import matplotlib.pyplot as plt
 import numpy as np
 
+from gpufleet.model.costs import IDLE
 from gpufleet.model.results import ReplayRun
 from gpufleet.report.replay import DAY, first_seed
 
@@ -79,4 +84,52 @@ def replay_figure(runs: Sequence[ReplayRun], capacity_gpus: float) -> Figure:
     cdf.set_xlabel("wait (hours)")
     cdf.set_ylabel("% of jobs")
     cdf.grid(alpha=0.3)
+    return fig
+
+
+def plot_replay_cost(runs: Sequence[ReplayRun], path: Path) -> None:
+    fig = replay_cost_figure(runs)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def replay_cost_figure(runs: Sequence[ReplayRun]) -> Figure:
+    """The plots of ``replay-cost.png`` (module docstring); axes start at 0."""
+    shown = [r for r in first_seed(runs) if r.cost is not None]
+    queues = sorted({q for r in first_seed(runs) for q in r.timeline.allocated})
+    colours = plt.get_cmap("tab20")
+    fig, axes = plt.subplots(
+        max(len(shown), 1),
+        1,
+        figsize=(11, 2.8 * max(len(shown), 1)),
+        constrained_layout=True,
+        squeeze=False,
+    )
+    for ax, run in zip(axes[:, 0], shown, strict=False):
+        assert run.cost is not None
+        cumulative = run.cost.timeline.cumulative
+        days = np.asarray(run.cost.timeline.time_s) / DAY
+        zeros = (0.0,) * len(days)
+        names = [q for q in queues if q in cumulative]
+        stacks = [np.maximum(cumulative.get(q, zeros), 0.0) for q in names]
+        ax.stackplot(
+            days,
+            *stacks,
+            np.maximum(cumulative.get(IDLE, zeros), 0.0),
+            labels=[*names, "unallocated"],
+            colors=[*(colours(queues.index(q) % 20) for q in names), "0.82"],
+        )
+        ax.set_title(
+            f"{run.policy}: cumulative cost per queue ({run.cost.sheet.currency}), "
+            "unallocated on top"
+        )
+        ax.set_ylabel(run.cost.sheet.currency)
+        ax.set_xlim(0, days[-1] if days.size and days[-1] > 0 else 1)
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+    if shown:
+        axes[-1, 0].set_xlabel("day of the trace")
+        if len(queues) <= 40:
+            handles, labels = axes[0, 0].get_legend_handles_labels()
+            fig.legend(handles, labels, loc="outside right upper", fontsize="small", title="queue")
     return fig

@@ -20,6 +20,12 @@ job arrived), to run again from the start; a pod moved by consolidation is bound
 elsewhere by the same cycle. What is measured is measured by
 :class:`~gpufleet.scheduler.metering.Meter`, from the facts of these events.
 
+Given a price sheet, the replay also costs what ran: a
+:class:`~gpufleet.scheduler.runlog.RunLog` is told the same facts (a pod starts on a node,
+stops, is evicted), and after the run the cost layer charges its runs over ``[0, end)``
+against the nodes' prices (``cost/allocation.py``, ``cost/summary.py``): the run's
+:attr:`ReplayRun.cost`, and :attr:`Replay.allocation` for whoever writes the runs out.
+
 Policies (:data:`REPLAY_POLICIES`) are configurations of the one cycle, not code paths:
 
 * ``kube-default`` — kube-scheduler: pods placed one at a time, no gangs (a job may hold
@@ -45,6 +51,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gpufleet.compose import new_cache
+from gpufleet.cost.allocation import Allocation, Runs, allocate
+from gpufleet.cost.nodes import price_nodes
+from gpufleet.cost.summary import summarise
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.results import ReplayRun
 from gpufleet.model.workload import (
@@ -58,10 +67,14 @@ from gpufleet.model.workload import (
 from gpufleet.scheduler.cycle import CycleConfig
 from gpufleet.scheduler.events import Event, Topology
 from gpufleet.scheduler.metering import Meter
+from gpufleet.scheduler.runlog import OUTCOMES, RunLog
 from gpufleet.scheduler.session import Scheduler
 from gpufleet.sim.events import ARRIVAL, COMPLETION, PERIODIC, EventQueue
 
 if TYPE_CHECKING:
+    from gpufleet.cost.prices import PriceSheet
+    from gpufleet.model.arrays import IntArray
+    from gpufleet.model.costs import ReplayCost
     from gpufleet.scheduler.outcome import Binding
 
 SAMPLES = 400
@@ -145,7 +158,9 @@ class _Progress:
 
 
 class Replay:
-    """The replay of ``jobs`` on ``nodes`` under ``policy`` (see the module docstring)."""
+    """The replay of ``jobs`` on ``nodes`` under ``policy`` (see the module docstring);
+    costed under ``prices``, if given (a node the sheet cannot price is a
+    :class:`~gpufleet.cost.nodes.UnpricedNodeError` error here, before anything runs)."""
 
     def __init__(
         self,
@@ -158,6 +173,7 @@ class Replay:
         seed: int = 0,
         period_s: float = 300.0,
         workload: str = "",
+        prices: PriceSheet | None = None,
     ) -> None:
         self.workload, self.seed = workload, seed
         self.jobs = sorted(jobs, key=lambda j: (j.arrival_s, j.name))
@@ -203,6 +219,15 @@ class Replay:
         self.timed = bool(policy.actions) or math.isfinite(policy.starvation_after_s)
         """Whether waiting alone can change what the cycle does (min runtimes expiring into
         reclaim, starvation): then a periodic cycle runs while jobs wait."""
+        self.prices = prices
+        self.priced = None if prices is None else price_nodes(nodes, prices)
+        self.node_index = {n.name: k for k, n in enumerate(nodes)}
+        self.runlog = None if prices is None else RunLog()
+        """The runs of pods on nodes, to cost (only with a price sheet)."""
+        self.finished = bytearray(len(self.jobs))
+        """Per job: 1 once it finished."""
+        self.allocation: Allocation | None = None
+        """The runs costed over the replay's window (after :meth:`run`, with prices)."""
 
     # -- jobs in and out of the cluster --------------------------------------------------
 
@@ -255,9 +280,12 @@ class Replay:
         counting already; ``keep`` the ones it moved, which run on)."""
         job = self.jobs[i]
         pods = self.cache.pods
+        runlog = self.runlog
         for name in pod_names(job):
             if name in self.meter:
                 self.meter.stopped(name, now, evicted=evicted)
+                if runlog is not None:
+                    runlog.stopped(name, now, evicted=evicted)
             pod = pods.get(name)
             if pod is not None and name not in keep:
                 self.cache.apply(Event("DELETED", "Pod", pod))
@@ -266,6 +294,7 @@ class Replay:
     def _complete(self, i: int, attempt: int, now: float) -> None:
         if attempt != self.progress[i].attempt:
             return  # the run this completion belonged to was evicted
+        self.finished[i] = 1
         self._stop(i, now)
         group = self.cache.get("PodGroup", self.jobs[i].name)
         if group is not None:
@@ -290,7 +319,18 @@ class Replay:
         self.cache.apply(Event("MODIFIED", "Pod", pod))
         i = self.pod_job[key]
         progress, job = self.progress[i], self.jobs[i]
-        self.meter.started(key, self._tenant(job), job.spec.gpu_equivalent, now)
+        spec = job.spec
+        self.meter.started(key, self._tenant(job), spec.gpu_equivalent, now)
+        if self.runlog is not None:
+            self.runlog.started(
+                key,
+                self.node_index[binding.node],
+                now,
+                spec.gpu_equivalent,
+                spec.cpu_milli / 1000.0,
+                spec.memory_mib / 1024.0,
+                i,
+            )
         progress.bound += 1
         if progress.bound == job.pods:
             self.meter.job_started(job.name, now)
@@ -341,6 +381,9 @@ class Replay:
         end = until if until is not None else self.events.now
         elapsed = time.perf_counter() - started
         reading = meter.reading(end)
+        cost = self._cost(end, reading.finished_jobs)
+        if cost is not None:
+            elapsed += cost.elapsed_s  # the run time counts the costing
         return ReplayRun(
             workload=self.workload,
             policy=self.policy.name,
@@ -365,7 +408,45 @@ class Replay:
             wait_quantiles_s=reading.wait_quantiles_s,
             timeline=reading.timeline,
             elapsed_s=elapsed,
+            cost=cost,
         )
+
+    def _cost(self, end: float, finished_jobs: int) -> ReplayCost | None:
+        """The runs logged, costed over ``[0, end)`` (None without prices or time)."""
+        if self.runlog is None or self.priced is None or self.prices is None or end <= 0:
+            return None
+        started = time.perf_counter()
+        columns = self.runlog.columns()
+
+        def per_run(values: Sequence[str], index: IntArray) -> tuple[str, ...]:
+            return tuple(np.array(values, dtype=object)[index].tolist())
+
+        jobs = per_run([job.name for job in self.jobs], columns.owner)
+        runs = Runs.of(
+            columns.pods,
+            node=columns.node,
+            start=columns.start,
+            end=columns.end,
+            request=columns.request,
+            dims={
+                "queue": per_run([self._tenant(job) for job in self.jobs], columns.owner),
+                "job": jobs,
+                "experiment": jobs,  # a replay's experiment: its job (its PodGroup)
+                "outcome": per_run(OUTCOMES, columns.outcome),
+                "nodeType": per_run(self.priced.types, columns.node),
+            },
+        )
+        self.allocation = allocate(runs, self.priced, (0.0, end))
+        done = np.flatnonzero(np.frombuffer(bytes(self.finished), dtype=np.uint8))
+        work = sum(self.jobs[i].gpus * self.jobs[i].duration_s for i in done.tolist())
+        cost = summarise(
+            self.allocation,
+            sheet=self.prices,
+            parents={q.name: q.parent for q in self.tenants},
+            finished_jobs=finished_jobs,
+            finished_gpu_hours=work / 3600.0,
+        )
+        return replace(cost, elapsed_s=time.perf_counter() - started)
 
     def _cycle(self, now: float, periodic: bool) -> None:
         result = self.scheduler.run(now, act=periodic)
