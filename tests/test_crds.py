@@ -280,6 +280,13 @@ CASES = [
     pytest.param(group(minMember="4"), False, id="podgroup-members-string"),
     pytest.param(group(minMember=2.5), False, id="podgroup-members-fraction"),
     pytest.param(group(minMember=True), False, id="podgroup-members-bool"),
+    pytest.param(
+        group(minResources={"cpu": "lots"}), False, id="podgroup-resources-not-a-quantity"
+    ),
+    pytest.param(group(minResources={"cpu": -1}), False, id="podgroup-resources-negative"),
+    pytest.param(group(minResources=[{"cpu": 1}]), False, id="podgroup-resources-not-a-map"),
+    pytest.param(group(scheduleTimeoutSeconds="60s"), False, id="podgroup-timeout-string"),
+    pytest.param(group(scheduleTimeoutSeconds=-1), False, id="podgroup-timeout-negative"),
 ]
 
 
@@ -304,17 +311,11 @@ def test_the_crd_wants_a_fraction_as_a_string(obj: JSON) -> None:
 
 NARROWER_POD_GROUP = [
     pytest.param(group(minMember=2**31), id="podgroup-members-beyond-int32"),
-    pytest.param(group(minResources={"cpu": "lots"}), id="podgroup-resources-not-a-quantity"),
-    pytest.param(group(minResources={"cpu": -1}), id="podgroup-resources-negative"),
-    pytest.param(group(minResources=[{"cpu": 1}]), id="podgroup-resources-not-a-map"),
-    pytest.param(group(scheduleTimeoutSeconds="60s"), id="podgroup-timeout-string"),
-    pytest.param(group(scheduleTimeoutSeconds=-1), id="podgroup-timeout-negative"),
     pytest.param(group(minMember=2, minMembers=3), id="podgroup-misspelt-field"),
 ]
-"""Where the PodGroup CRD is stricter than the loader, and why: the loader reads only
-``minMember`` of a PodGroup's spec (gpufleet sums the pods' requests itself, and waits by its
-own rules), and warns of an unknown field of a Kubernetes kind rather than refuse it; the CRD
-holds every field to scheduler-plugins' Go types (``int32``, a resource list of quantities),
+"""Where the PodGroup CRD is stricter than the loader, and why: the loader warns of an
+unknown field of a Kubernetes kind rather than refuse it, and reads ``minMember`` as an
+integer of any size; the CRD holds every field to scheduler-plugins' Go types (``int32``),
 which its clients must be able to read."""
 
 
