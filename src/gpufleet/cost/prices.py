@@ -20,16 +20,8 @@ currency.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-import numpy as np
-
-from gpufleet.cost.allocation import Nodes
-
-if TYPE_CHECKING:
-    from gpufleet.model.cluster import NodeSpec
 
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -99,38 +91,3 @@ class PriceSheet:
                 return by_match[GPU_PRODUCT_LABEL, product]
         return self.default
 
-
-def price_nodes(
-    specs: Sequence[NodeSpec],
-    sheet: PriceSheet,
-    start: Sequence[float] | None = None,
-    end: Sequence[float] | None = None,
-) -> Nodes:
-    """The nodes ``specs`` as the cost layer prices them: capacity in GPUs, cores and GiB,
-    component prices from their sheet entries. A node no entry matches, on a sheet without a
-    default, is a ``ValueError`` naming it (the edges turn it into their one-line error)."""
-    types, categories, capacity, prices = [], [], [], []
-    for spec in specs:
-        entry = sheet.type_of(spec.labels, spec.gpu_model)
-        if entry is None:
-            product = spec.labels.get(GPU_PRODUCT_LABEL, spec.gpu_model)
-            raise ValueError(
-                f"node {spec.name}: no entry of price sheet {sheet.name} matches it "
-                f"({INSTANCE_TYPE_LABEL}={spec.labels.get(INSTANCE_TYPE_LABEL)}, "
-                f"{GPU_PRODUCT_LABEL}={product}) and the sheet has no default"
-            )
-        amounts = (spec.gpus, spec.cpu_milli / 1000.0, spec.memory_mib / 1024.0)
-        component = entry.prices(*amounts, sheet.base)
-        types.append(entry.name)
-        categories.append(entry.category)
-        capacity.append(amounts)
-        prices.append((component.gpu, component.cpu, component.ram))
-    return Nodes.of(
-        tuple(s.name for s in specs),
-        types=types,
-        categories=categories,
-        capacity=np.asarray(capacity, dtype=np.float64).reshape(len(specs), 3),
-        prices=np.asarray(prices, dtype=np.float64).reshape(len(specs), 3),
-        start=start,
-        end=end,
-    )

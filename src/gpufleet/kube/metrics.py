@@ -21,7 +21,7 @@ import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
 from gpufleet.cost.allocation import IDLE, Runs, hourly
-from gpufleet.cost.prices import price_nodes
+from gpufleet.cost.nodes import price_nodes
 from gpufleet.model.workload import RESOURCES, request_vector
 from gpufleet.plugins.stranding import Ratios, stranded
 from gpufleet.scheduler.outcome import WhyCode
