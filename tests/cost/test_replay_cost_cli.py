@@ -4,6 +4,7 @@ bad, or that cannot price a node, stops it with one line and exit code 2."""
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -97,3 +98,36 @@ def test_a_sheet_that_cannot_price_a_node_stops_the_replay_before_it_runs(tmp_pa
         f"{prices}: node pool-000 (GPU A100) matches no entry of price sheet a100-list"
     )
     assert not (tmp_path / "out").exists()
+
+
+def test_gpufleet_cost_re_aggregates_a_replay_and_writes_its_focus_rows(tmp_path: Path) -> None:
+    prices = write(tmp_path / "prices.yaml", SHEET)
+    replay = gpufleet(
+        "simulate", "--protocol", "replay", "--workload", str(write(tmp_path / "p.csv", PHILLY)),
+        "--cluster", str(write(tmp_path / "c.yaml", CLUSTER)),
+        "--queues", str(write(tmp_path / "q.yaml", QUEUES)),
+        "--policy", "kube-default", "--prices", str(prices),
+        "--out", "report", "--json", "-", cwd=tmp_path,
+    )  # fmt: skip
+    assert replay.returncode == 0, replay.stderr
+    [run] = json.loads(replay.stdout)["runs"]
+    focus = tmp_path / "focus.csv"
+    result = gpufleet(
+        "cost", "--results", "report", "--prices", str(prices), "--by", "queue",
+        "-o", "json", "--focus", str(focus), cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    text = json.dumps(document)
+    assert "a100-list" in text
+    rows = list(csv.DictReader(focus.open(encoding="utf-8")))
+    assert rows
+    assert {r["BillingCurrency"] for r in rows} == {"USD"}
+    # the whole seconds of the replay's window: within a second's cost of the replay's total
+    spent = sum(float(r["EffectiveCost"]) for r in rows)
+    assert spent == pytest.approx(run["cost"]["totalCost"], abs=3 * NODE_HOUR / 3600 * 2)
+    other = write(tmp_path / "other.yaml", SHEET.replace("a100-list", "other-list"))
+    refused = gpufleet("cost", "--results", "report", "--prices", str(other), cwd=tmp_path)
+    assert refused.returncode == 2
+    assert "priced by price sheet a100-list, not other-list" in refused.stderr
+    assert refused.stderr.count("\n") == 1

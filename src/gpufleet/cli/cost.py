@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import re
 import sys
 from collections.abc import Sequence
@@ -25,10 +26,14 @@ from rich.table import Table
 
 from gpufleet.cli.output import make_console, warn
 from gpufleet.cost.allocation import IDLE, Allocation, Nodes, Runs, allocate
+from gpufleet.cost.focus import focus_columns, iter_focus_rows
 from gpufleet.cost.idle import IdleArgs
 from gpufleet.cost.prices import PriceSheet
+from gpufleet.load.cost_runs import load_cost_runs
+from gpufleet.load.errors import InputError
 from gpufleet.load.prices import DEFAULT_SHEET, load_price_sheet
 from gpufleet.load.prometheus import DEFAULT_EXPERIMENT_LABEL, ENGINE_ACTIVE, read_cluster
+from gpufleet.report.focus import write_focus
 
 DIMENSIONS = ("namespace", "queue", "experiment", "pod", "node")
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
@@ -124,6 +129,23 @@ def cost(
         str,
         typer.Option(help="Pod label naming the experiment (else the PodGroup)."),
     ] = DEFAULT_EXPERIMENT_LABEL,
+    results: Annotated[
+        Path | None,
+        typer.Option(help="A replay's output directory: costs its runs instead of a cluster."),
+    ] = None,
+    policy: Annotated[
+        str | None, typer.Option(help="With --results: the policy's run, where it has several.")
+    ] = None,
+    seed: Annotated[
+        int | None, typer.Option(help="With --results: the seed's run, where it has several.")
+    ] = None,
+    focus: Annotated[
+        Path | None,
+        typer.Option(help="Also write the window's charges as FOCUS 1.2 CSV to this file."),
+    ] = None,
+    billing_account: Annotated[
+        str, typer.Option(help="FOCUS BillingAccountId of the rows --focus writes.")
+    ] = "gpufleet",
 ) -> None:
     """What a cluster cost over a window: by namespace, queue, experiment, pod or node, as
     OpenCost allocates it; unallocated capacity (`__idle__`); GPUs allocated but idle.
@@ -146,12 +168,19 @@ def cost(
         )
     idle = IdleArgs(idle_threshold, duration(idle_window, "'--idle-window'"))
     sheet = load_price_sheet(prices or DEFAULT_SHEET)
-    costing = _source(
-        prometheus, start, end, duration(step, "'--step'"), sheet, idle, experiment_label
-    )
+    if results is not None:
+        if prometheus is not None:
+            raise typer.BadParameter("give one source: --prometheus or --results")
+        costing = results_source(results, policy, seed, sheet)
+    else:
+        costing = _source(
+            prometheus, start, end, duration(step, "'--step'"), sheet, idle, experiment_label
+        )
     for note in costing.notes:
         warn(note)
     alloc = allocate(costing.runs, costing.nodes, costing.window)
+    if focus is not None:
+        _write_focus(alloc, sheet, focus, billing_account)
     if output == "json":
         document = cost_json(alloc, costing, sheet, dims, share_idle=share_idle, idle=idle)
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
@@ -172,6 +201,44 @@ def _source(
     if prometheus is None:
         raise typer.BadParameter("give the source to cost: --prometheus URL")
     return prometheus_source(prometheus, start, end, step, sheet, idle, experiment_label)
+
+
+def results_source(
+    directory: Path, policy: str | None, seed: int | None, sheet: PriceSheet
+) -> Costing:
+    """A replay's runs (``gpufleet simulate --protocol replay``), priced as the replay priced
+    them: ``sheet`` must be the one the replay used."""
+    records = load_cost_runs(directory, policy=policy, seed=seed)
+    if records.sheet != sheet.name:
+        raise InputError(
+            str(directory),
+            f"its runs were priced by price sheet {records.sheet}, not {sheet.name}: pass "
+            "that sheet with --prices (or replay again with this one)",
+        )
+    return Costing(
+        records.runs,
+        records.nodes,
+        records.window,
+        f"replay results {directory}",
+        (),
+        ("gpuEfficiency: unknown — a replayed trace has no utilisation",),
+    )
+
+
+def _write_focus(alloc: Allocation, sheet: PriceSheet, path: Path, account: str) -> None:
+    """The FOCUS CSV of ``alloc`` (``cost/focus.py``). FOCUS times are whole seconds: a window
+    that is not (a replay's end) is costed again on the whole seconds inside it."""
+    lo, hi = alloc.window
+    whole = alloc
+    if (lo, hi) != (math.ceil(lo), math.floor(hi)) and math.floor(hi) > math.ceil(lo):
+        whole = allocate(alloc.runs, alloc.nodes, (float(math.ceil(lo)), float(math.floor(hi))))
+    try:
+        rows = iter_focus_rows(whole, sheet, billing_account_id=account)
+        write_focus(rows, path, focus_columns(whole))
+    except ValueError as exc:
+        raise InputError(str(path), f"cannot write FOCUS rows: {exc}") from None
+    except OSError as exc:
+        raise InputError(str(path), f"cannot be written ({exc.strerror})") from None
 
 
 def prometheus_source(

@@ -186,13 +186,15 @@ def x_column(dimension: str) -> str:
 
 
 def _dimensions(allocation: Allocation) -> list[tuple[str, str]]:
-    """``(dimension, column)`` for every dimension of the runs but ``pod``."""
+    """``(dimension, column)`` for every dimension of the runs but ``pod`` and the run's node
+    and node type (a replay records them as dimensions: ``x_Node`` and ``x_NodeType`` hold them
+    already, from the nodes)."""
     taken = set(FOCUS_COLUMNS) | set(_FIXED_X) | set(_EFFICIENCY_X)
     out = []
     for name in allocation.runs.dims:
-        if name == "pod":
-            continue
         column = x_column(name)
+        if name == "pod" or column in {"x_Node", "x_NodeType"}:
+            continue
         if column == "x_" or column in taken:
             raise ValueError(f"dimension {name!r} has no column of its own (it would be {column})")
         taken.add(column)
