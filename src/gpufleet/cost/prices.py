@@ -90,4 +90,3 @@ class PriceSheet:
             if product is not None and (GPU_PRODUCT_LABEL, product) in by_match:
                 return by_match[GPU_PRODUCT_LABEL, product]
         return self.default
-
