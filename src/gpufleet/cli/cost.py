@@ -3,9 +3,10 @@ or node, what sat unallocated and which GPUs were held idle.
 
 A *source* reads the runs of pods and the nodes they ran on over the window
 (:class:`Costing`); the rest is shared: the price sheet, OpenCost's allocation
-(:mod:`gpufleet.cost.allocation`), the tables and the JSON. The one source so far is a live
-cluster through Prometheus (``--prometheus``, :mod:`gpufleet.load.prometheus`); another
-(a replay's results) is one more entry in ``_source``, building the same :class:`Costing`.
+(:mod:`gpufleet.cost.allocation`), the tables, the JSON and the FOCUS export (``--focus``).
+The sources: a live cluster through Prometheus (``--prometheus``,
+:mod:`gpufleet.load.prometheus`) and a replay's recorded runs (``--results``,
+:mod:`gpufleet.load.cost_runs`).
 """
 
 from __future__ import annotations
@@ -173,7 +174,9 @@ def cost(
             raise typer.BadParameter("give one source: --prometheus or --results")
         costing = results_source(results, policy, seed, sheet)
     else:
-        costing = _source(
+        if prometheus is None:
+            raise typer.BadParameter("give the source to cost: --prometheus URL or --results DIR")
+        costing = prometheus_source(
             prometheus, start, end, duration(step, "'--step'"), sheet, idle, experiment_label
         )
     for note in costing.notes:
@@ -186,21 +189,6 @@ def cost(
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
         return
     print_cost(make_console(), alloc, costing, sheet, dims, share_idle=share_idle, idle=idle)
-
-
-def _source(
-    prometheus: str | None,
-    start: str | None,
-    end: str,
-    step: float,
-    sheet: PriceSheet,
-    idle: IdleArgs,
-    experiment_label: str,
-) -> Costing:
-    """The runs and nodes of the one source the options name (module docstring)."""
-    if prometheus is None:
-        raise typer.BadParameter("give the source to cost: --prometheus URL")
-    return prometheus_source(prometheus, start, end, step, sheet, idle, experiment_label)
 
 
 def results_source(

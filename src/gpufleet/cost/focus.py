@@ -97,6 +97,7 @@ import json
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -208,37 +209,11 @@ def focus_columns(allocation: Allocation) -> tuple[str, ...]:
     return FOCUS_COLUMNS + _FIXED_X + dims + _EFFICIENCY_X
 
 
-def focus_rows(
-    allocation: Allocation,
-    sheet: PriceSheet,
-    *,
-    billing_account_id: str,
-    billing_account_name: str | None = None,
-    provider: str = PROVIDER,
-    publisher: str | None = None,
-    invoice_issuer: str | None = None,
-    invoice_id: str | None = None,
-    service_name: str = SERVICE_NAME,
-    categories: Sequence[str] | None = None,
-) -> list[Row]:
+def focus_rows(allocation: Allocation, sheet: PriceSheet, **options: Any) -> list[Row]:
     """The FOCUS rows of ``allocation`` priced by ``sheet`` (module docstring), each a mapping
-    of :func:`focus_columns` to a string, a float or None (null). ``categories`` is each node's
-    pricing category in the sheet's words (``on-demand``, ``spot``, ``committed``); by default
-    the allocation's. See :func:`iter_focus_rows` to stream them."""
-    return list(
-        iter_focus_rows(
-            allocation,
-            sheet,
-            billing_account_id=billing_account_id,
-            billing_account_name=billing_account_name,
-            provider=provider,
-            publisher=publisher,
-            invoice_issuer=invoice_issuer,
-            invoice_id=invoice_id,
-            service_name=service_name,
-            categories=categories,
-        )
-    )
+    of :func:`focus_columns` to a string, a float or None (null); ``options`` as
+    :func:`iter_focus_rows` takes them, which streams the same rows."""
+    return list(iter_focus_rows(allocation, sheet, **options))
 
 
 def iter_focus_rows(
