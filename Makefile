@@ -7,7 +7,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 CODE   := src tests bench
 # The FinOps Foundation's focus-validator checks the FOCUS export in the tests. It needs
-# Python 3.12+ and dependencies gpufleet's own dev tools refuse, so it has its own venv.
+# Python 3.12+ and dependencies gpufleet's own dev tools refuse, so it has its own venv, made
+# with PYTHON312, else python3.13, else pyenv's first 3.12 or newer.
 PYTHON312 ?= python3.12
 FOCUS  := $(VENV)/focus-validator/.installed-stamp
 
@@ -27,7 +28,12 @@ demo: $(STAMP)
 test: lint typecheck layers unit
 
 $(FOCUS): $(STAMP)
-	$(PYTHON312) -m venv $(VENV)/focus-validator
+	py=$$(for c in $(PYTHON312) python3.13; do \
+	        $$c -c 'import sys; assert sys.version_info >= (3, 12)' 2>/dev/null && command -v $$c && break; \
+	      done); \
+	[ -n "$$py" ] || py=$$(ls -d "$$(pyenv root 2>/dev/null)"/versions/3.1[2-9]*/bin/python3 2>/dev/null | head -1); \
+	[ -n "$$py" ] || { echo "focus-validator needs Python 3.12 or newer: set PYTHON312=/path/to/python3.12" >&2; exit 1; }; \
+	"$$py" -m venv $(VENV)/focus-validator
 	$(VENV)/focus-validator/bin/python -m pip install --quiet 'focus-validator==2.2.1' 'pyarrow<22'
 	touch $@
 
