@@ -5,7 +5,7 @@ busy days of the bundled openb pod list on the bundled 24-GPU cluster, so that j
 loads the trace, cluster, queues and price sheet (the bundled one unless ``--prices``;
 a node it cannot price stops the command before anything runs), replays once per policy
 and seed with a progress bar in trace days, and writes the report: the tables (cost
-included), ``results.json``, the plots, ``index.html`` and the cost records
+included), ``results.json``, the plots, ``index.html``, ``cost.html`` and the cost records
 (``cost-runs.csv``, ``cost-nodes.csv``, ``cost-jobs.csv``).
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -21,6 +22,7 @@ from rich.progress import Progress, TaskID
 
 from gpufleet.cli.options import positive
 from gpufleet.cli.output import make_progress, warn
+from gpufleet.cost.allocation import Nodes, Runs
 from gpufleet.cost.nodes import UnpricedNodeError, price_nodes
 from gpufleet.load.errors import InputError
 from gpufleet.load.openb import BUNDLED_WORKLOAD, bundled
@@ -29,8 +31,9 @@ from gpufleet.load.traces import load_replay
 from gpufleet.model.costs import JOBS_FILE, NODES_FILE, RUNS_FILE
 from gpufleet.model.results import ReplayRun
 from gpufleet.report.cost_files import jobs_csv, nodes_csv, runs_csv
+from gpufleet.report.cost_page import cost_page
 from gpufleet.report.replay import DAY, replay_html, replay_table
-from gpufleet.report.replay_cost import cost_html, cost_tables
+from gpufleet.report.replay_cost import COST_PAGE, cost_html, cost_tables
 from gpufleet.report.results import results_json
 from gpufleet.sim.replay import REPLAY_POLICIES, Replay
 from gpufleet.sim.window import trace_window
@@ -112,7 +115,8 @@ def simulate_replay(
     end = stop if stop is not None else max(j.arrival_s for j in jobs)
     days = max(end / DAY, 1e-9)
     runs: list[ReplayRun] = []
-    records = []
+    records: list[tuple[str, int, Runs, Nodes]] = []
+    idle: list[tuple[str, int, list[dict[str, Any]]]] = []
     with make_progress() as progress:
         for name in policies:
             for seed in seed_list:
@@ -132,6 +136,7 @@ def simulate_replay(
                 runs.append(replay.run(until=stop, progress=partial(_days, progress, task)))
                 if replay.allocation is not None:
                     records.append((name, seed, replay.allocation.runs, nodes_priced))
+                    idle.append((name, seed, replay.allocation.idle_rows()))
                 progress.remove_task(task)
     capacity = sum(n.gpus for n in data.nodes)
     arrived = sum(stop is None or j.arrival_s <= stop for j in jobs)
@@ -145,6 +150,19 @@ def simulate_replay(
     console.print(replay_table(runs, title))
     for table in cost_tables(runs):
         console.print(table)
+    return _write_report(out, runs, records, idle, nodes_priced, title, capacity)
+
+
+def _write_report(
+    out: Path,
+    runs: list[ReplayRun],
+    records: list[tuple[str, int, Runs, Nodes]],
+    idle: list[tuple[str, int, list[dict[str, Any]]]],
+    nodes_priced: Nodes,
+    title: str,
+    capacity: int,
+) -> str:
+    """``results.json``, the cost records, the plots, ``index.html`` and ``cost.html``."""
     document = results_json(runs)
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(document, encoding="utf-8")
@@ -159,4 +177,6 @@ def simulate_replay(
     plot_replay(runs, out / "replay.png", capacity)
     plot_replay_cost(runs, out / "replay-cost.png")
     (out / "index.html").write_text(replay_html(runs, title, cost_html(runs)), encoding="utf-8")
+    if costs := cost_page(runs, idle, title):
+        (out / COST_PAGE).write_text(costs, encoding="utf-8")
     return document

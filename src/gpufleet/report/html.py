@@ -20,6 +20,7 @@ PAGE = Template("""<!doctype html>
  th, td { border: 1px solid #ccc; padding: .35rem .7rem; text-align: right; }
  th:first-child, td:first-child { text-align: left; }
  th { background: #f3f3f3; }
+ table[data-sortable] th { cursor: pointer; }
  img { max-width: 100%; border: 1px solid #ddd; }
  p.note { color: #555; max-width: 60rem; }
 </style>

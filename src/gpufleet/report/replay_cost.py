@@ -30,6 +30,8 @@ from gpufleet.report.replay import first_seed
 
 TOP_QUEUES = 15
 """Queues in the per-queue table (the most costly under the first policy shown)."""
+COST_PAGE = "cost.html"
+"""The cost page beside ``index.html`` (``report/cost_page.py``)."""
 TOP_JOBS = 5
 """Jobs per policy in the jobs table."""
 
@@ -179,6 +181,9 @@ def cost_html(runs: Sequence[ReplayRun]) -> str:
     return "\n".join(
         (
             "<h2>Cost</h2>",
+            f'<p><a href="{COST_PAGE}">The cost page</a>: the price sheet, cost per queue over'
+            " time, unallocated cost per node type, the most costly experiments and a table of"
+            " every queue's cost that sorts.</p>",
             f"<p>{html.escape(sheet_line(runs))}</p>",
             table_html(cost_columns(currency), cost_rows(runs)),
             f"<h3>Cost per queue, {html.escape(currency)} (a parent includes its children)</h3>",
