@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gpufleet.cost.nodes import price_nodes
+from gpufleet.cost.rates import hourly_cost, running_hourly
+from gpufleet.model.costs import CycleCost, HourlyCost, Sheet
 from gpufleet.plugins.registry import FIT_FILTERS, PLUGINS, POLICIES
 from gpufleet.scheduler.actions import builtin_actions
 from gpufleet.scheduler.admission import QueueAdmission
@@ -25,6 +28,7 @@ from gpufleet.scheduler.topology import DomainTopology
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from gpufleet.cost.prices import PriceSheet
     from gpufleet.model.pod import PodSpec
     from gpufleet.model.workload import Snapshot
     from gpufleet.scheduler.outcome import CycleResult
@@ -54,6 +58,29 @@ def schedule_snapshot(
     cache = new_cache(config)
     cache.apply_all(snapshot_events(snapshot))
     return Session(cache, config, now).run()
+
+
+def schedule_snapshot_costed(
+    snapshot: Snapshot, now: float, config: CycleConfig, sheet: PriceSheet
+) -> tuple[CycleResult, CycleCost]:
+    """:func:`schedule_snapshot`, and what the cycle changes in what the cluster costs per
+    hour under ``sheet``: before, with the pods the snapshot runs; after, with the cycle's
+    bindings running and its evictions gone (``gpufleet schedule --cost``). A node the sheet
+    does not price raises :class:`~gpufleet.cost.nodes.UnpricedNodeError`."""
+    cache = new_cache(config)
+    cache.apply_all(snapshot_events(snapshot))
+    specs = {node.name: node for node in snapshot.nodes}
+    parents = {q.name: q.parent for q in snapshot.queues}
+
+    def now_cost() -> HourlyCost:
+        ledger = cache.ledger()
+        nodes = price_nodes([specs[name] for name in ledger.state.names], sheet)
+        return hourly_cost(running_hourly(list(ledger.running.values()), nodes), parents)
+
+    before = now_cost()
+    result = Session(cache, config, now).run()
+    used = Sheet(sheet.name, sheet.title, sheet.currency)
+    return result, CycleCost(used, before, now_cost())
 
 
 def run_cycle(snapshot: Snapshot, now: float, config: CycleConfig | None = None) -> CycleResult:

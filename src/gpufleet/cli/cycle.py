@@ -15,14 +15,22 @@ from typing import Annotated
 import typer
 
 from gpufleet.cli.output import make_console, warn
-from gpufleet.compose import schedule_snapshot
+from gpufleet.compose import schedule_snapshot, schedule_snapshot_costed
+from gpufleet.cost.nodes import UnpricedNodeError
 from gpufleet.load.errors import InputError
 from gpufleet.load.foreign import ALL, check_vocabularies
+from gpufleet.load.prices import DEFAULT_SHEET, load_price_sheet
 from gpufleet.load.snapshot import load_snapshot
 from gpufleet.load.vocabulary import SCHEDULER_NAME
 from gpufleet.model.workload import Snapshot
 from gpufleet.plugins.registry import POLICIES
-from gpufleet.report.cycle import cycle_json, cycle_tables, explain_json, explain_lines
+from gpufleet.report.cycle import (
+    cost_tables,
+    cycle_json,
+    cycle_tables,
+    explain_json,
+    explain_lines,
+)
 from gpufleet.scheduler.cycle import CycleConfig
 from gpufleet.scheduler.ledger import SnapshotError
 from gpufleet.scheduler.outcome import CycleResult
@@ -172,6 +180,21 @@ def schedule(
     non_preemptible_priority: NonPreemptibleOption = 100,
     scheduler_name: SchedulerNameOption = None,
     vocabulary: VocabularyOption = None,
+    cost: Annotated[
+        bool,
+        typer.Option(
+            "--cost",
+            help="Also say what the cycle changes in the cluster's hourly cost, per queue: "
+            "before, and with its bindings running and its evictions gone.",
+        ),
+    ] = False,
+    prices: Annotated[
+        Path | None,
+        typer.Option(
+            help="Price sheet YAML (kind: PriceSheet) for --cost (implies --cost).",
+            show_default="the bundled illustrative list prices",
+        ),
+    ] = None,
 ) -> None:
     """Run one scheduling cycle over a cluster snapshot: bindings, evictions, pending pods.
 
@@ -181,14 +204,25 @@ def schedule(
         raise typer.BadParameter(f"-o must be json or table, got {output!r}")
     config = _config(policy, starvation_after, stale_grace, non_preemptible_priority)
     when = _now(now)
+    sheet_path = prices or DEFAULT_SHEET
+    sheet = load_price_sheet(sheet_path) if cost or prices is not None else None
     snapshot = _load(filename, scheduler_name, _vocabularies(vocabulary))
     _check_now(when, snapshot, filename, given=now is not None)
-    result = _run(snapshot, when, config, filename)
+    costed = None
+    if sheet is None:
+        result = _run(snapshot, when, config, filename)
+    else:
+        try:
+            result, costed = schedule_snapshot_costed(snapshot, when, config, sheet)
+        except SnapshotError as exc:
+            raise InputError(str(filename), str(exc)) from None
+        except UnpricedNodeError as exc:
+            raise InputError(str(sheet_path), str(exc)) from None
     if output == "json":
-        sys.stdout.write(cycle_json(result))
+        sys.stdout.write(cycle_json(result, costed))
         return
     console = make_console()
-    for table in cycle_tables(result):
+    for table in cycle_tables(result) + ([] if costed is None else cost_tables(costed)):
         console.print(table)
 
 

@@ -53,6 +53,37 @@ def rollup(
     return total
 
 
+def queue_costs(alloc: Allocation, parents: Mapping[str, str | None]) -> tuple[QueueCost, ...]:
+    """Per queue of the runs' ``queue`` dimension and of ``parents`` (queue -> its parent,
+    None at the top), its cost and GPU-hours with its children's, costliest first."""
+    cost = alloc.cost
+    queues, queue_of = np.unique(
+        np.asarray(alloc.runs.dims["queue"], dtype=str), return_inverse=True
+    )
+    per_queue = np.stack(
+        [np.bincount(queue_of, cost[:, k], minlength=len(queues)) for k in (GPU, CPU, RAM)]
+        + [np.bincount(queue_of, alloc.amount_hours[:, GPU], minlength=len(queues))],
+        axis=1,
+    ).reshape(len(queues), 4)
+    own_rows = {str(q): per_queue[j] for j, q in enumerate(queues)}
+    totals = rollup(own_rows, parents, per_queue.shape[1])
+    return tuple(
+        sorted(
+            (
+                QueueCost(
+                    name,
+                    parents.get(name),
+                    split(values[:3]),
+                    float(own_rows[name][:3].sum()) if name in own_rows else 0.0,
+                    float(values[3]),
+                )
+                for name, values in totals.items()
+            ),
+            key=lambda q: (-q.cost.total, q.name),
+        )
+    )
+
+
 def summarise(
     alloc: Allocation,
     *,
@@ -64,32 +95,10 @@ def summarise(
 ) -> ReplayCost:
     """The figures of ``alloc`` (module docstring). ``parents`` maps each queue to its
     parent (None at the top); ``finished_gpu_hours`` is the work of the finished jobs."""
-    runs = alloc.runs
     cost = alloc.cost
     workload = cost.sum(axis=0)
     idle = alloc.idle.sum(axis=0)
-    evicted = np.asarray(runs.dims["outcome"]) == "evicted"
-    queues, queue_of = np.unique(np.asarray(runs.dims["queue"], dtype=str), return_inverse=True)
-    per_queue = np.stack(
-        [np.bincount(queue_of, cost[:, k], minlength=len(queues)) for k in (GPU, CPU, RAM)]
-        + [np.bincount(queue_of, alloc.amount_hours[:, GPU], minlength=len(queues))],
-        axis=1,
-    )
-    own_rows = {str(q): per_queue[j] for j, q in enumerate(queues)}
-    totals = rollup(own_rows, parents, per_queue.shape[1])
-    queue_costs = sorted(
-        (
-            QueueCost(
-                name,
-                parents.get(name),
-                split(values[:3]),
-                float(own_rows[name][:3].sum()) if name in own_rows else 0.0,
-                float(values[3]),
-            )
-            for name, values in totals.items()
-        ),
-        key=lambda q: (-q.cost.total, q.name),
-    )
+    evicted = np.asarray(alloc.runs.dims["outcome"]) == "evicted"
     times = np.linspace(alloc.window[0], alloc.window[1], samples + 1)
     series = cost_over_time(alloc, "queue", times)
     return ReplayCost(
@@ -101,7 +110,7 @@ def summarise(
         lost=float(cost[evicted].sum()),
         finished_jobs=finished_jobs,
         finished_gpu_hours=finished_gpu_hours,
-        queues=tuple(queue_costs),
+        queues=queue_costs(alloc, parents),
         jobs=job_costs(alloc),
         timeline=CostTimeline(
             tuple(times.tolist()), {k: tuple(v.tolist()) for k, v in series.items()}

@@ -20,9 +20,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 
-from gpufleet.cost.allocation import IDLE, Runs, hourly
+from gpufleet.cost.allocation import IDLE
 from gpufleet.cost.nodes import price_nodes
-from gpufleet.model.workload import RESOURCES, request_vector
+from gpufleet.cost.rates import running_hourly
+from gpufleet.model.workload import RESOURCES
 from gpufleet.plugins.stranding import Ratios, stranded
 from gpufleet.scheduler.outcome import WhyCode
 
@@ -217,20 +218,7 @@ class Metrics:
         if self._priced is None or self._priced[0] != id(ledger):
             specs = [cache.get("Node", name) for name in ledger.state.names]
             self._priced = (id(ledger), price_nodes(specs, self.sheet))  # type: ignore[arg-type]
-        nodes = self._priced[1]
-        running = list(ledger.running.values())
-        request = np.array([request_vector(r.spec) for r in running]).reshape(len(running), 3)
-        request[:, 1] /= 1000.0  # milli-CPU to cores
-        request[:, 2] /= 1024.0  # MiB to GiB
-        runs = Runs.of(
-            tuple(r.pod.key for r in running),
-            node=[r.node for r in running],
-            start=[0.0] * len(running),
-            end=[0.0] * len(running),
-            request=request,
-            dims={"queue": tuple(r.pod.queue for r in running)},
-        )
-        alloc = hourly(runs, nodes)
+        alloc = running_hourly(list(ledger.running.values()), self._priced[1])
         self.queue_cost.clear()  # a queue that stopped running anything reads 0
         idle: dict[str, float] = {}
         for row in alloc.aggregate("queue"):

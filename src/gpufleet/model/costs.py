@@ -1,5 +1,7 @@
-"""What a replay cost, as values the report layer renders (the ``cost`` of a replay run in
-``results.json``; the figures are computed by ``cost/summary.py``).
+"""What a replay cost, and what a what-if cycle changes in a cluster's hourly cost, as values
+the report layer renders (the ``cost`` of a replay run in ``results.json``, the ``cost`` of
+``gpufleet schedule --cost``; the figures are computed by ``cost/summary.py`` and
+``cost/rates.py``).
 
 Field names in the JSON follow OpenCost's ``/allocation`` response (``gpuCost``,
 ``cpuCost``, ``ramCost``, ``totalCost``, ``gpuHours``, ``gpuEfficiency``), so that figures can
@@ -126,6 +128,45 @@ class QueueCost:
             "gpuHours": round(self.gpu_hours, 4),
             **self.cost.to_json(),
             "ownCost": round(self.own, 4),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class HourlyCost:
+    """What a cluster costs per hour with the pods it runs at one moment: its nodes
+    (``cluster``), what the running pods are charged (``allocated``) and the unallocated rest
+    (``idle``), and per queue (a parent includes its children; ``gpu_hours`` is the GPUs
+    held for the hour)."""
+
+    cluster: Split
+    allocated: Split
+    idle: Split
+    queues: tuple[QueueCost, ...]
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "cluster": self.cluster.to_json(),
+            "allocated": self.allocated.to_json(),
+            IDLE: self.idle.to_json(),
+            "queues": [q.to_json() for q in self.queues],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CycleCost:
+    """What one what-if cycle changes in the cluster's hourly cost: ``before`` with the pods
+    the snapshot runs, ``after`` once the cycle's bindings run and its evictions are gone."""
+
+    sheet: Sheet
+    before: HourlyCost
+    after: HourlyCost
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "sheet": self.sheet.to_json(),
+            "unit": f"{self.sheet.currency} per hour",
+            "before": self.before.to_json(),
+            "after": self.after.to_json(),
         }
 
 

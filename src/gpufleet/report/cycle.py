@@ -3,7 +3,8 @@
 The JSON has exactly the shape of ARCHITECTURE.md ("What-if output"): ``bindings`` (with
 ``gpus`` only for pods that use GPUs), ``evictions`` and ``pending``, plus
 ``reconfigurations`` (``{"node", "gpu", "layout": [profiles]}``) when the cycle changes the
-partition of a dynamic-MIG GPU.
+partition of a dynamic-MIG GPU, and ``cost`` (:class:`~gpufleet.model.costs.CycleCost`: the
+hourly cost before and after the cycle, per queue) when it was asked for.
 """
 
 from __future__ import annotations
@@ -12,11 +13,15 @@ import json
 from typing import TYPE_CHECKING
 
 from rich.table import Table
+from rich.text import Text
 
+from gpufleet.model.costs import IDLE
 from gpufleet.model.workload import RESOURCES
 from gpufleet.report.reasons import note_text, why_text
+from gpufleet.report.replay_cost import money
 
 if TYPE_CHECKING:
+    from gpufleet.model.costs import CycleCost
     from gpufleet.model.devices import DeviceResult
     from gpufleet.model.workload import PodInfo
     from gpufleet.scheduler.outcome import Binding, ClaimStatus, CycleResult, Eviction, JobRecord
@@ -47,8 +52,9 @@ def binding_json(binding: Binding) -> dict[str, object]:
     return out
 
 
-def cycle_json(result: CycleResult) -> str:
-    """The what-if JSON, one binding, eviction or pending pod per line."""
+def cycle_json(result: CycleResult, cost: CycleCost | None = None) -> str:
+    """The what-if JSON, one binding, eviction or pending pod per line; with ``cost``, its
+    ``cost`` object too (``gpufleet schedule --cost``)."""
     document: dict[str, list[dict[str, object]]] = {
         "bindings": [binding_json(b) for b in result.bindings],
         "evictions": [{"pod": e.pod, "action": e.action, "for": e.for_} for e in result.evictions],
@@ -63,6 +69,9 @@ def cycle_json(result: CycleResult) -> str:
     for key, items in document.items():
         rows = ",\n".join(f"    {json.dumps(item, ensure_ascii=False)}" for item in items)
         sections.append(f'  "{key}": [\n{rows}\n  ]' if items else f'  "{key}": []')
+    if cost is not None:
+        body = json.dumps(cost.to_json(), indent=2, ensure_ascii=False).replace("\n", "\n  ")
+        sections.append(f'  "cost": {body}')
     return "{\n" + ",\n".join(sections) + "\n}\n"
 
 
@@ -92,6 +101,35 @@ def cycle_tables(result: CycleResult) -> list[Table]:
             mig.add_row(r.node, str(r.gpu), " + ".join(r.layout) or "(MIG off)")
         tables.append(mig)
     return tables
+
+
+def cost_tables(cost: CycleCost) -> list[Table | Text]:
+    """What the cycle changes in the hourly cost, per queue (a parent includes its children)
+    and for the cluster, and the line naming the price sheet (a title is the user's: plain
+    text, never markup)."""
+    unit = f"{cost.sheet.currency}/h"
+    table = Table(title=f"hourly cost, {unit}: before and after this cycle")
+    for i, column in enumerate(("queue", "parent", "before", "after", "change")):
+        table.add_column(column, justify="left" if i < 2 else "right", no_wrap=i < 2)
+    before = {q.name: q.cost.total for q in cost.before.queues}
+    after = {q.name: q.cost.total for q in cost.after.queues}
+    parents = {q.name: q.parent for q in (*cost.before.queues, *cost.after.queues)}
+    order = sorted(parents, key=lambda q: (-after.get(q, 0.0), -before.get(q, 0.0), q))
+
+    def row(name: Text, parent: str, was: float, now: float) -> None:
+        table.add_row(name, Text(parent), money(was), money(now), f"{now - was:+,.2f}")
+
+    for name in order:
+        row(Text(name), parents[name] or "", before.get(name, 0.0), after.get(name, 0.0))
+    table.add_section()
+    row(Text(f"unallocated ({IDLE})"), "", cost.before.idle.total, cost.after.idle.total)
+    row(Text("cluster (all nodes)"), "", cost.before.cluster.total, cost.after.cluster.total)
+    line = Text(
+        f"prices: {cost.sheet.title} (sheet {cost.sheet.name}, {cost.sheet.currency}); "
+        "requests at the nodes' prices, per hour, as OpenCost charges them (no usage is known "
+        "in a snapshot)"
+    )
+    return [table, line]
 
 
 def _vector(values: object) -> str:

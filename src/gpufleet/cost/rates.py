@@ -1,0 +1,56 @@
+"""What a cluster costs per hour with the pods it runs now.
+
+The live scheduler's cost gauges and the what-if tool's cost of a cycle both start from the
+scheduler's ledger: its running pods (:class:`~gpufleet.scheduler.transaction.Running`,
+each on a node of the ledger's cluster, with the request it was placed with) and the
+ledger's nodes priced in the same order (:func:`~gpufleet.cost.nodes.price_nodes`).
+:func:`running_hourly` costs them for one hour as OpenCost would (requests, as nothing
+here knows usage); :func:`hourly_cost` sums that up per queue, a parent with its children.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from gpufleet.cost.allocation import Runs, hourly
+from gpufleet.cost.summary import queue_costs, split
+from gpufleet.model.costs import HourlyCost
+from gpufleet.model.workload import request_vector
+
+if TYPE_CHECKING:
+    from gpufleet.cost.allocation import Allocation, Nodes
+    from gpufleet.scheduler.transaction import Running
+
+
+def running_hourly(running: Sequence[Running], nodes: Nodes) -> Allocation:
+    """``running`` and ``nodes`` costed for one hour (the ``cost`` of a run is its rate),
+    with dimensions ``queue`` and ``namespace``. ``nodes`` are the ledger's, in its order."""
+    request = np.array([request_vector(r.spec) for r in running]).reshape(len(running), 3)
+    request[:, 1] /= 1000.0  # milli-CPU to cores
+    request[:, 2] /= 1024.0  # MiB to GiB
+    runs = Runs.of(
+        tuple(r.pod.key for r in running),
+        node=[r.node for r in running],
+        start=[0.0] * len(running),
+        end=[0.0] * len(running),
+        request=request,
+        dims={
+            "queue": tuple(r.pod.queue for r in running),
+            "namespace": tuple(r.pod.key.partition("/")[0] for r in running),
+        },
+    )
+    return hourly(runs, nodes)
+
+
+def hourly_cost(alloc: Allocation, parents: Mapping[str, str | None]) -> HourlyCost:
+    """The figures of an hourly ``alloc``: the nodes, the running pods, the unallocated rest,
+    per queue (``parents``: queue -> its parent, None at the top)."""
+    return HourlyCost(
+        cluster=split(alloc.asset.sum(axis=0)),
+        allocated=split(alloc.cost.sum(axis=0)),
+        idle=split(alloc.idle.sum(axis=0)),
+        queues=queue_costs(alloc, parents),
+    )
