@@ -29,7 +29,16 @@ from gpufleet.framework.protocols import FilterVerdict, Handle
 from gpufleet.framework.runtime import FilterResult, GpuMemory, Held
 from gpufleet.framework.status import Code, Reason, Status
 from gpufleet.model.cluster import NodeSpec
-from gpufleet.model.costs import CostTimeline, JobCost, QueueCost, ReplayCost, Sheet, Split
+from gpufleet.model.costs import (
+    CostTimeline,
+    CycleCost,
+    HourlyCost,
+    JobCost,
+    QueueCost,
+    ReplayCost,
+    Sheet,
+    Split,
+)
 from gpufleet.model.devices import (
     Allocation,
     Claim,
@@ -233,6 +242,13 @@ def cost_timeline() -> CostTimeline:
     return CostTimeline((0.0, 60.0), {"team-a": (0.0, 1.5), "__idle__": (0.0, 0.5)})
 
 
+def hourly_cost() -> HourlyCost:
+    return HourlyCost(
+        Split(3.0, 1.0, 0.5), Split(2.0, 0.5, 0.25), Split(1.0, 0.5, 0.25),
+        (QueueCost("team-a", "org", Split(2.0, 0.5, 0.25), 2.75, 1.0),),
+    )  # fmt: skip
+
+
 def replay_cost() -> ReplayCost:
     return ReplayCost(
         Sheet("sheet", "list prices", "USD"), (0.0, 3600.0), Split(3.0, 1.0, 0.5),
@@ -361,6 +377,23 @@ CASES: dict[type, Case] = {
         {"cost": Split(2.0, 0.5, 0.5)},
     ),
     CostTimeline: Case(cost_timeline, {"cumulative": {"team-a": (0.0, 1.0)}}),
+    HourlyCost: Case(
+        hourly_cost,
+        {
+            "cluster": Split(3.0, 1.0, 0.0),
+            "allocated": Split(2.0, 0.5, 0.0),
+            "idle": Split(1.0, 0.5, 0.0),
+            "queues": (),
+        },
+    ),
+    CycleCost: Case(
+        lambda: CycleCost(Sheet("sheet", "list prices", "USD"), hourly_cost(), hourly_cost()),
+        {
+            "sheet": Sheet("other", "list prices", "USD"),
+            "before": replace(hourly_cost(), queues=()),
+            "after": replace(hourly_cost(), queues=()),
+        },
+    ),
     ReplayCost: Case(
         replay_cost,
         {
