@@ -213,3 +213,63 @@ def test_a_scheduler_follows_the_plugins_another_session_built_on_its_cache() ->
     again = scheduler.framework
     assert len(scheduler) == 2
     assert scheduler.framework is again  # nothing changed: nothing built
+
+
+def stale_gang(stale_since: float | None = None) -> Snapshot:
+    """A gang of 3 (minMember 3) with 2 pods running on n0 and its third pending, which
+    asks for more GPUs than any node has: it cannot be completed."""
+    return Snapshot(
+        (node("n0", gpus=4), node("n1", gpus=2)),
+        (
+            info("ns/g-0").gpus(1).gang("ns/g").on("n0").obj(),
+            info("ns/g-1").gpus(1).gang("ns/g").on("n0").obj(),
+            info("ns/g-2").gpus(8).gang("ns/g").obj(),
+        ),
+        (GroupSpec("ns/g", 3, stale_since=stale_since),),
+    )
+
+
+def released(result: CycleResult) -> list[str]:
+    return sorted(e.pod for e in result.evictions if e.action == "stale-gang")
+
+
+def test_a_scheduler_releases_a_stale_gang_a_grace_after_it_first_saw_it_stale() -> None:
+    """No PodGroup annotation: the gang is stale from the scheduler's first cycle that
+    found it below minMember, and released once the grace (60 s) has passed since."""
+    scheduler = Scheduler(cache_of(stale_gang()), CONFIG)
+    assert released(scheduler.run(1000.0)) == []
+    assert scheduler.stale == {"ns/g": 1000.0}
+    assert released(scheduler.run(1059.0)) == []
+    assert released(scheduler.run(1060.0)) == ["ns/g-0", "ns/g-1"]
+
+
+def test_a_scheduler_starts_from_the_podgroups_stale_since() -> None:
+    """A restarted or new leader: the PodGroup's annotation says since when."""
+    scheduler = Scheduler(cache_of(stale_gang(stale_since=900.0)), CONFIG)
+    assert released(scheduler.run(1000.0)) == ["ns/g-0", "ns/g-1"]
+
+
+def test_a_gang_whole_again_is_forgotten_and_stale_anew_later() -> None:
+    cache = cache_of(stale_gang())
+    scheduler = Scheduler(cache, CONFIG)
+    scheduler.run(1000.0)
+    whole = info("ns/g-2").gpus(1).gang("ns/g").on("n1").obj()
+    cache.apply(Event("MODIFIED", "Pod", whole))
+    assert released(scheduler.run(1030.0)) == []
+    assert scheduler.stale == {}
+    cache.apply(Event("DELETED", "Pod", whole))
+    assert released(scheduler.run(1100.0)) == []  # stale since 1100, not since 1000
+    assert scheduler.stale == {"ns/g": 1100.0}
+    assert released(scheduler.run(1160.0)) == ["ns/g-0", "ns/g-1"]
+
+
+def test_a_what_if_knows_only_the_annotation() -> None:
+    """One cycle over a snapshot has no earlier cycle: without the annotation the gang's
+    pods stay, and its pending pod says it is stale since a time not known."""
+    result = schedule_snapshot(stale_gang(), 1000.0, CONFIG)
+    assert released(result) == []
+    assert "stale" in why_text(next(p for p in result.pending if p.pod == "ns/g-2").why)
+    assert released(schedule_snapshot(stale_gang(900.0), 1000.0, CONFIG)) == [
+        "ns/g-0",
+        "ns/g-1",
+    ]

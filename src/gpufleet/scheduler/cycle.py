@@ -25,7 +25,7 @@ The cycle works on the ledger it is given — the cluster cache's, in a session
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -148,6 +148,10 @@ class Cycle:
         self.tree, self.groups, self.book = ledger.tree, ledger.groups, ledger.book
         self.running, self.gang_running = ledger.running, ledger.gang_running
         self.partial, self.alloc = ledger.partial, ledger.alloc
+        self.stale_since: Mapping[str, float] = {}
+        """Per gang running below its ``minMember``: since when, as the scheduler that runs
+        this cycle again and again saw it (``session.py``); a gang not in it is stale since
+        its PodGroup's ``gpufleet.io/stale-since`` (a snapshot's one cycle)."""
         self.cycles = 0
         self.order = components.queue_rule(ledger)
         self.admission = components.admission_rule(ledger, config.non_preemptible_priority)
@@ -199,6 +203,8 @@ class Cycle:
         depends on fair shares: its failed searches are remembered until this changes."""
         self.room.forget_stale(self.consolidation_epoch())
         self.allocation.caps = {}
+        self._stale_judged: set[str] = set()
+        """Gangs below ``minMember`` whose stale-gang release this cycle judged."""
 
     # -- what the actions read ----------------------------------------------------------
 
@@ -283,8 +289,13 @@ class Cycle:
                 self.journal.pend(job, job.pods, why(WhyCode.QUEUE_MISSING, queue=job.queue))
         for gang in sorted(self.partial):
             if gang not in backlog:
+                self._stale_judged.add(gang)
                 release_stale(self, self.config.stale_grace_s, gang, None)
         serve(self, backlog)
+        # A gang whose job was not tried (its class failed before and nothing it waits on
+        # changed) cannot be completed in this cycle either: its grace runs all the same.
+        for gang in sorted(self.partial - self._stale_judged):
+            release_stale(self, self.config.stale_grace_s, gang, None)
         mig = self.state.mig
         reconfigurations = tuple(
             Reconfiguration(self.state.names[node], gpu, tuple(layout))
@@ -414,6 +425,7 @@ class Cycle:
         grace period (the reason says which)."""
         if job.key not in self.groups:
             return reason
+        self._stale_judged.add(job.key)
         stale = release_stale(self, self.config.stale_grace_s, job.key, reason)
         assert stale is not None
         return stale

@@ -12,13 +12,15 @@ result — in its :class:`~gpufleet.scheduler.cycle.Cycle`.
   schedule``, is: read the YAML, apply every object to an empty cache, run one session
   (``schedule_snapshot`` in ``gpufleet/compose.py``).
 * :class:`Scheduler` runs cycle after cycle over one cache (the replay; the live
-  scheduler to come), always assuming. It keeps one ``Cycle`` and its backlog across
+  scheduler), always assuming. It keeps one ``Cycle`` and its backlog across
   cycles, so that what a cycle learnt lasts: which classes of jobs failed under which
   token (:mod:`gpufleet.scheduler.backlog`), failed searches for room, the holds of
   starving jobs, the per-spec caches. Its pending jobs follow the cache's pods: before a
   cycle it reads the gangs whose pending pods changed (:meth:`ClusterCache.pending_changes`)
   and builds those jobs anew, in the order of the changes; a job the cycle binds leaves
-  the backlog in the cycle. What runs is only ever the cache's ledger.
+  the backlog in the cycle. What runs is only ever the cache's ledger. It also keeps
+  since when each gang has run below its ``minMember`` (:attr:`Scheduler.stale`), which
+  a ledger rebuilt from the objects would not know, for stale-gang release.
 """
 
 from __future__ import annotations
@@ -102,6 +104,8 @@ class Scheduler:
         self._left: dict[str, None] = {}
         """Gangs with pods the last cycle left pending, whose job it may have taken out of
         the backlog all the same (elastic pods beyond minMember that found no room)."""
+        self.stale: dict[str, float] = {}
+        """Per gang running below its ``minMember``: since when (:meth:`_mark_stale`)."""
         self.ledger: Ledger
         self.framework: Framework | None
         self._framework_version = -1
@@ -192,6 +196,7 @@ class Scheduler:
         self.now = now
         self._sync()
         self.cache.pool()  # the pods bound since the last cycle become possible victims
+        self._mark_stale(now)
         self.cycle.begin(now, act=act)
         self.cycles += 1
         result = self.cycle.run()
@@ -202,6 +207,19 @@ class Scheduler:
             if pod is not None:
                 self._left[pod.gang] = None
         return result
+
+    def _mark_stale(self, now: float) -> None:
+        """Keep since when each gang has run below its ``minMember``: from the first cycle
+        that found it so, or from its PodGroup's ``gpufleet.io/stale-since`` where the gang
+        was already so when this scheduler first saw it (a restarted or new leader); a gang
+        whole again, or gone, is forgotten. The cycle's stale-gang release reads it."""
+        partial, groups = self.ledger.partial, self.ledger.groups
+        for gang in [g for g in self.stale if g not in partial]:
+            del self.stale[gang]
+        for gang in sorted(partial - self.stale.keys()):
+            marked = groups[gang].stale_since
+            self.stale[gang] = now if marked is None else min(marked, now)
+        self.cycle.stale_since = self.stale
 
 
 def _levels(cache: ClusterCache) -> tuple[str, ...]:

@@ -2,9 +2,15 @@
 
 A gang with some pods running and fewer than ``minMember`` (a member failed, or was
 evicted without the rest) cannot do its work. If it cannot be completed in this cycle and
-has been stale (PodGroup ``gpufleet.io/stale-since``) for longer than the grace period, its
-running pods are released — evicted with action ``stale-gang`` — so that their capacity
-serves jobs that can run. The reason of the gang's pending pods says which case holds.
+has been stale for longer than the grace period, its running pods are released — evicted
+with action ``stale-gang`` — so that their capacity serves jobs that can run. The reason of
+the gang's pending pods says which case holds.
+
+Since when a gang is stale: a scheduler that runs cycle after cycle (the live scheduler, a
+replay) knows, from the first cycle that found it below ``minMember``
+(:attr:`~gpufleet.scheduler.cycle.Cycle.stale_since`; the live scheduler writes it on the
+PodGroup as ``gpufleet.io/stale-since`` so that a restarted or new leader starts from it);
+a what-if's one cycle reads that annotation.
 
 The grace period is the cycle's (``staleGrace``), unless the PodGroup sets its own
 (``scheduleTimeoutSeconds``, :attr:`~gpufleet.model.workload.GroupSpec.stale_grace_s`).
@@ -38,6 +44,8 @@ class StaleContext(Protocol):
     @property
     def gang_running(self) -> Mapping[str, Sequence[str]]: ...
     @property
+    def stale_since(self) -> Mapping[str, float]: ...
+    @property
     def commit(self) -> Commit: ...
 
 
@@ -51,7 +59,7 @@ def release_stale(cycle: StaleContext, grace_s: float, gang: str, reason: Why | 
         return reason
     if group.stale_grace_s is not None:
         grace_s = group.stale_grace_s
-    stale, now = group.stale_since, cycle.now
+    stale, now = cycle.stale_since.get(gang, group.stale_since), cycle.now
     if stale is not None and now - stale >= grace_s:
         for key in sorted(cycle.gang_running[gang]):
             released = cycle.commit.evict(key, NAME, gang)
