@@ -273,3 +273,16 @@ def test_a_what_if_knows_only_the_annotation() -> None:
         "ns/g-0",
         "ns/g-1",
     ]
+
+
+def test_another_schedulers_stale_gang_is_left_to_it() -> None:
+    """Its PodGroup says stale for long, but its pods are another scheduler's: neither a
+    what-if nor a scheduler releases them, and the scheduler keeps no time for it."""
+    snapshot = stale_gang(stale_since=0.0)
+    theirs = replace(
+        snapshot, pods=tuple(replace(p, managed=False) if p.bound else p for p in snapshot.pods)
+    )
+    assert released(schedule_snapshot(theirs, 1000.0, CONFIG)) == []
+    scheduler = Scheduler(cache_of(theirs), CONFIG)
+    assert released(scheduler.run(1000.0)) == []
+    assert scheduler.stale == {}

@@ -42,8 +42,10 @@ SCHEDULER_RULES: set[Rule] = {
     # kube/claims.py: GET a ResourceClaim, PUT its status (allocation, reservedFor).
     ("resource.k8s.io", "resourceclaims", "get", ""),
     ("resource.k8s.io", "resourceclaims/status", "update", ""),
-    # kube/podgroups.py: PodGroup status (merge PATCH of podgroups/NAME/status).
+    # kube/podgroups.py: PodGroup status (merge PATCH of podgroups/NAME/status) and its
+    # gpufleet.io/stale-since annotation (merge PATCH of podgroups/NAME).
     ("scheduling.x-k8s.io", "podgroups/status", "patch", ""),
+    ("scheduling.x-k8s.io", "podgroups", "patch", ""),
     # kube/queues.py: Queue status (merge PATCH of queues/NAME/status).
     ("gpufleet.io", "queues/status", "patch", ""),
     # kube/events.py: POST an event, PATCH its series when it repeats.

@@ -2,7 +2,8 @@
 ServiceAccount, with only what the rendered ClusterRole and Role grant (``tests/apiserver/
 rbac.py``), through every path that writes — binds with GPU indexes, a bind whose reply is
 lost and is read back, a bind retried, an event that becomes a series, a DRA claim's
-allocation, a preemption, a PodGroup's and a Queue's status, events, the Lease — and no
+allocation, a preemption, a PodGroup's and a Queue's status, a stale gang's mark on its
+PodGroup, events, the Lease — and no
 request is refused; every permission the chart grants is used. Without one rule, the
 scheduler is refused, says so and goes on."""
 
@@ -29,6 +30,7 @@ from tests.kube.test_dra_live import add_claim, add_claim_pod, claims, cluster, 
 from tests.kube.test_serve import add_group, add_node, add_pod, bound, events, pods, run_until
 from tests.kube.test_serve_queues import add_pod as add_queued_pod
 from tests.kube.test_serve_queues import add_queue, status
+from tests.kube.test_serve_stale import add_bound, stale_since
 
 JSON = dict[str, Any]
 TOKEN = "service-account-token"
@@ -134,6 +136,11 @@ def test_the_scheduler_needs_every_permission_of_the_chart_and_no_other(
     add_queue(emulator, "team-a", 4)
     add_queued_pod(emulator, "waits", 16, "team-a")  # fits nowhere: told why
     add_preemption(emulator)
+    add_node(emulator, "half", gpus=2)  # gang "stale" runs 2 of its 3 pods; the third fits
+    add_group(emulator, "stale", 3)  # nowhere: the gang is marked stale on its PodGroup
+    for i in range(2):
+        add_bound(emulator, f"stale-{i}", "stale", i, node="half")
+    add_pod(emulator, "stale-2", 8, group="stale")
     emulator.faults.drop_reply(1, path="/pods/lost-reply/binding$")
     emulator.faults.fail(2, code=500, path="/pods/retried/binding$")
     # Its condition not taken, the pod is told again: the event's series is patched.
@@ -147,6 +154,7 @@ def test_the_scheduler_needs_every_permission_of_the_chart_and_no_other(
             bound(emulator).get("high") == "victims"
             and status(emulator, "team-a").get("pendingPods") == 1
             and live.stats.evicted == 1
+            and stale_since(emulator, "stale") is not None
         )
 
     live = serve_as_the_chart(emulator, settled)

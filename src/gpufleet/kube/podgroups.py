@@ -27,18 +27,28 @@ its own (``spec.schedulerName``), in the fields of scheduler-plugins'
 
 A status is written as a merge patch of ``/status`` only when it differs from the one last
 written (or, after a restart, from the object's), and remembered once the server took it.
+
+The same PodGroups also carry the annotation ``gpufleet.io/stale-since`` while their gang
+runs below ``minMember``: since when the scheduler has seen it so (``Scheduler.stale``), in
+RFC 3339. It is written (a merge patch of the object's metadata) when the gang becomes so
+and taken away once it is whole again or has no pod running, so that a restarted or new
+leader releases the gang at the end of the same grace, and a what-if over a snapshot of the
+cluster knows it too. A gang read from another scheduler's PodGroup keeps its time in the
+leader's memory only.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from gpufleet.kube.events import rfc3339
+from gpufleet.kube.kinds import API
 from gpufleet.kube.status import JSON, StatusWriter
+from gpufleet.load.vocabulary import STALE_ANNOTATION
 from gpufleet.model.workload import GroupSpec
 
 if TYPE_CHECKING:
@@ -100,6 +110,9 @@ class PodGroupStatus(StatusWriter):
     def __init__(self, http: httpx.AsyncClient, clock: Callable[[], float]) -> None:
         super().__init__(http, "PodGroup")
         self.clock = clock
+        self.marked: dict[str, str | None] = {}
+        """The stale-since annotation last written per PodGroup (None: taken away) that the
+        watch has not shown yet."""
 
     async def write(
         self,
@@ -111,13 +124,7 @@ class PodGroupStatus(StatusWriter):
         """Write each changed status; ``reasons`` why each waiting gang waits (by gang)."""
         groups = store.raw["PodGroup"]
         self.keep_only(groups)
-        for key in sorted(groups):
-            spec = store.made["PodGroup"].get(key)
-            pods = [store.raw["Pod"][p] for p in sorted(store.readers.get(("PodGroup", key), ()))]
-            if not isinstance(spec, GroupSpec) or store.defined_by("PodGroup", key) != "PodGroup":
-                continue  # it cannot be read (reported as such), or another object defines it
-            if not any(_scheduler(p) in store.schedulers for p in pods):
-                continue  # not a gang of gpufleet's
+        for key, spec, pods in _own_groups(store):
             found = counts(pods, cache.assumed)
             own = groups[key].get("status") or {}
             before = self.written.get(key) or own
@@ -147,6 +154,60 @@ class PodGroupStatus(StatusWriter):
             "scheduleStartTime": before.get("scheduleStartTime") or now,
             "conditions": [wanted],
         }
+
+    async def mark_stale(
+        self, store: ObjectStore, stale: Mapping[str, float], may_act: Callable[[], bool]
+    ) -> None:
+        """Write or take away each gang's ``gpufleet.io/stale-since`` (module docstring);
+        ``stale``: since when each gang below ``minMember`` has been so, by gang."""
+        groups = store.raw["PodGroup"]
+        for key in [k for k in self.marked if k not in groups]:
+            del self.marked[key]
+        for key, _, _ in _own_groups(store):
+            annotations = (groups[key].get("metadata") or {}).get("annotations") or {}
+            have = annotations.get(STALE_ANNOTATION)
+            want = rfc3339(stale[key]) if key in stale else None
+            if have == want:
+                self.marked.pop(key, None)  # the object says so: nothing is on its way
+                continue
+            if key in self.marked and self.marked[key] == want:
+                continue  # written; the watch has not shown it yet
+            if not may_act():
+                return
+            if await self._annotate(key, want):
+                self.marked[key] = want
+                log.info("PodGroup %s: %s %s", key, STALE_ANNOTATION, want or "removed")
+
+    async def _annotate(self, key: str, value: str | None) -> bool:
+        version, plural = API["PodGroup"]
+        namespace, _, name = key.rpartition("/")
+        patch = {"metadata": {"annotations": {STALE_ANNOTATION: value}}}
+        try:
+            response = await self.http.patch(
+                f"/apis/{version}/namespaces/{namespace}/{plural}/{name}",
+                json=patch,
+                headers={"Content-Type": "application/merge-patch+json"},
+            )
+        except httpx.HTTPError as exc:
+            log.warning("%s of PodGroup %s: %s", STALE_ANNOTATION, key, exc)
+            return False
+        if response.status_code >= 300:
+            log.warning("%s of PodGroup %s: %s", STALE_ANNOTATION, key, response.status_code)
+            return False
+        self.patches += 1
+        return True
+
+
+def _own_groups(store: ObjectStore) -> Iterator[tuple[str, GroupSpec, list[Raw]]]:
+    """gpufleet's PodGroups, by key: those of scheduler-plugins' API that define their gang
+    and can be read, one of whose pods is gpufleet's; each with its spec and raw pods."""
+    for key in sorted(store.raw["PodGroup"]):
+        spec = store.made["PodGroup"].get(key)
+        if not isinstance(spec, GroupSpec) or store.defined_by("PodGroup", key) != "PodGroup":
+            continue  # it cannot be read (reported as such), or another object defines it
+        pods = [store.raw["Pod"][p] for p in sorted(store.readers.get(("PodGroup", key), ()))]
+        if any(_scheduler(p) in store.schedulers for p in pods):
+            yield key, spec, pods
 
 
 def _scheduler(pod: Raw) -> str:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from gpufleet.kube.queues import QueueStatus
     from gpufleet.scheduler.cache import ClusterCache
     from gpufleet.scheduler.outcome import CycleResult
+    from gpufleet.scheduler.session import Scheduler
 
 log = logging.getLogger("gpufleet.serve")
 
@@ -42,6 +43,7 @@ class Telling:
     may_act: Callable[[], bool]
     store: ObjectStore
     cache: ClusterCache
+    scheduler: Scheduler | None
     stats: ServeStats
     metrics: Metrics
     events: EventRecorder

@@ -23,7 +23,8 @@ What a cycle decided is written back (``bind.py``):
 * a pending pod gets ``PodScheduled=False``, reason ``Unschedulable``, with the message
   ``gpufleet explain`` would print, written through ``pods/status`` when it changes
   (``tell.py``, with the events of unreadable objects and a dry run's);
-* each PodGroup of gpufleet's gets its status (``podgroups.py``), and each Queue its
+* each PodGroup of gpufleet's gets its status and, while its gang runs below
+  ``minMember``, its ``gpufleet.io/stale-since`` (``podgroups.py``); each Queue its status
   (``queues.py``).
 
 Each decision is logged as one line with its facts as fields (``logs.py``).
@@ -72,6 +73,8 @@ class ResultWriter(Telling):
         await self.podgroups.write(
             self.store, self.cache, self._gang_reasons(reasons), self.may_act
         )
+        if self.scheduler is not None:
+            await self.podgroups.mark_stale(self.store, self.scheduler.stale, self.may_act)
         await self.queues.write(self.store, self.cache, result, self.may_act)
         await self._report_problems()
         await self._report_conflicts()

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gpufleet.model.workload import Snapshot
+from gpufleet.scheduler.actions.stale_gang import gpufleets
 from gpufleet.scheduler.backlog import Backlog, job_shape
 from gpufleet.scheduler.cache import ClusterCache
 from gpufleet.scheduler.cycle import Cycle, CycleConfig
@@ -209,15 +210,17 @@ class Scheduler:
         return result
 
     def _mark_stale(self, now: float) -> None:
-        """Keep since when each gang has run below its ``minMember``: from the first cycle
+        """Keep since when each gang of gpufleet's pods has run below its ``minMember`` (see
+        :func:`~gpufleet.scheduler.actions.stale_gang.gpufleets`): from the first cycle
         that found it so, or from its PodGroup's ``gpufleet.io/stale-since`` where the gang
         was already so when this scheduler first saw it (a restarted or new leader); a gang
         whole again, or gone, is forgotten. The cycle's stale-gang release reads it."""
-        partial, groups = self.ledger.partial, self.ledger.groups
+        ledger = self.ledger
+        partial = {g for g in ledger.partial if gpufleets(ledger, g)}
         for gang in [g for g in self.stale if g not in partial]:
             del self.stale[gang]
         for gang in sorted(partial - self.stale.keys()):
-            marked = groups[gang].stale_since
+            marked = ledger.groups[gang].stale_since
             self.stale[gang] = now if marked is None else min(marked, now)
         self.cycle.stale_since = self.stale
 

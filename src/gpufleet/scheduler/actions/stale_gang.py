@@ -12,8 +12,10 @@ replay) knows, from the first cycle that found it below ``minMember``
 PodGroup as ``gpufleet.io/stale-since`` so that a restarted or new leader starts from it);
 a what-if's one cycle reads that annotation.
 
-The grace period is the cycle's (``staleGrace``), unless the PodGroup sets its own
-(``scheduleTimeoutSeconds``, :attr:`~gpufleet.model.workload.GroupSpec.stale_grace_s`).
+Only gangs whose running pods are all gpufleet's are released: another scheduler's gang is
+that scheduler's to judge. The grace period is the cycle's (``staleGrace``), unless the
+PodGroup sets its own (``scheduleTimeoutSeconds``,
+:attr:`~gpufleet.model.workload.GroupSpec.stale_grace_s`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
     from gpufleet.model.cluster import ClusterState
     from gpufleet.model.workload import GroupSpec
     from gpufleet.scheduler.commit import Commit
+    from gpufleet.scheduler.transaction import Running
 
 NAME = "stale-gang"
 
@@ -46,6 +49,8 @@ class StaleContext(Protocol):
     @property
     def stale_since(self) -> Mapping[str, float]: ...
     @property
+    def running(self) -> Mapping[str, Running]: ...
+    @property
     def commit(self) -> Commit: ...
 
 
@@ -55,7 +60,7 @@ def release_stale(cycle: StaleContext, grace_s: float, gang: str, reason: Why | 
     stale)."""
     group = cycle.groups[gang]
     running = len(cycle.gang_running.get(gang, ()))
-    if not 0 < running < group.min_member:
+    if not 0 < running < group.min_member or not gpufleets(cycle, gang):
         return reason
     if group.stale_grace_s is not None:
         grace_s = group.stale_grace_s
@@ -82,3 +87,16 @@ def release_stale(cycle: StaleContext, grace_s: float, gang: str, reason: Why | 
         grace_s=grace_s,
         then=reason,
     )
+
+
+class GangContext(Protocol):
+    @property
+    def gang_running(self) -> Mapping[str, Sequence[str]]: ...
+    @property
+    def running(self) -> Mapping[str, Running]: ...
+
+
+def gpufleets(cycle: GangContext, gang: str) -> bool:
+    """Whether ``gang``'s running pods are all gpufleet's to release: a gang of another
+    scheduler's pods (kube-scheduler's coscheduling, say) is that scheduler's to judge."""
+    return all(cycle.running[key].pod.managed for key in cycle.gang_running.get(gang, ()))
