@@ -220,3 +220,37 @@ def test_only_a_change_of_a_nodes_labels_reads_the_pools_that_select_nodes_again
     gone = store.apply("DELETED", "Node", node(labels={"rack": "r2"}, version="3")).events
     assert [(e.type, e.kind) for e in gone] == [("DELETED", "Node")]
     assert reads == 3  # it left: the pool is read again, and serves no node either way
+
+
+def test_a_nodes_status_update_reads_none_of_its_pods_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A bound pod reads only whether its node can be read and how many GPUs it has: a
+    node update that keeps both (kubelet's status, a label) translates none of its pods;
+    one that changes the GPUs, or takes the node away, translates them all."""
+    store = ObjectStore()
+    store.apply("ADDED", "Node", node())
+    for i in range(3):
+        bound = pod(f"p{i}", node_name="n0")
+        bound["metadata"]["annotations"] = {"gpufleet.io/gpu-index": str(i)}
+        store.apply("ADDED", "Pod", bound)
+    read: list[str] = []
+    translate = ObjectStore._translate
+
+    def counted(self: ObjectStore, kind: str, key: str, *args: Any) -> None:
+        read.append(f"{kind} {key}")
+        translate(self, kind, key, *args)
+
+    monkeypatch.setattr(ObjectStore, "_translate", counted)
+    assert store.apply("MODIFIED", "Node", node(version="2")).events == ()
+    relabelled = store.apply("MODIFIED", "Node", node(labels={"zone": "a"}, version="3"))
+    assert [e.kind for e in relabelled.events] == ["Node"]
+    assert read == ["Node n0", "Node n0"]
+    read.clear()
+    shrunk = store.apply("MODIFIED", "Node", node(gpus=2, labels={"zone": "a"}, version="4"))
+    assert read == ["Node n0", "Pod ml/p0", "Pod ml/p1", "Pod ml/p2"]
+    [problem] = shrunk.problems  # GPU index 2 is not on a node of 2 GPUs any more
+    assert problem.name == "p2"
+    read.clear()
+    store.apply("DELETED", "Node", node(gpus=2, labels={"zone": "a"}, version="5"))
+    assert read == ["Node n0", "Pod ml/p0", "Pod ml/p1", "Pod ml/p2"]

@@ -18,9 +18,10 @@ pod whose PodGroup does not exist waits for it), its node (which must exist; the
 indexes of ``gpufleet.io/gpu-index`` must be the node's) and its ResourceClaims (a pending
 pod whose claim does not exist yet waits for it). A node reads its NodeResourceTopology
 (its NUMA zones), a pool of slices that select nodes by label reads the nodes' labels.
-When one of those objects changes (for such a pool: a node's labels, not its status), what
-reads it is translated again, and its changes are events too; watches of different kinds
-arrive in any order, so a pod seen before its node is translated when the node arrives.
+When one of those objects changes (for such a pool: a node's labels, for a pod: its node's
+GPUs, not the node's status), what reads it is translated again, and its changes are events
+too; watches of different kinds arrive in any order, so a pod seen before its node is
+translated when the node arrives.
 
 An object that cannot be read is a :class:`Problem` — the object and the error, for the
 live scheduler to report as an event — and is absent from the cache (its earlier
@@ -192,6 +193,7 @@ class ObjectStore:
         events: list[Event] = []
         problems: list[Problem] = []
         labels = self.node_labels.get(key) if kind == "Node" else None
+        gpus = self.node_gpus.get(key) if kind == "Node" else None
         if type_ == "DELETED":
             self.raw[kind].pop(key, None)
             self.reported.pop((kind, key), None)
@@ -210,7 +212,10 @@ class ObjectStore:
         else:
             self._translate(kind, key, events, problems)
         relabelled = kind == "Node" and self.node_labels.get(key) != labels
-        for dependent_kind, dependent in self._dependents(kind, key, relabelled=relabelled):
+        resized = kind == "Node" and self.node_gpus.get(key) != gpus
+        for dependent_kind, dependent in self._dependents(
+            kind, key, relabelled=relabelled, resized=resized
+        ):
             if dependent_kind == "ResourcePool":
                 self._translate_pool(dependent, events, problems)
             else:
@@ -305,13 +310,17 @@ class ObjectStore:
             problems.append(_problem("Pod", r.obj, str(error)))
             return str(error)
 
-    def _dependents(self, kind: str, key: str, *, relabelled: bool) -> list[tuple[str, str]]:
-        """The objects whose translation reads object ``key`` of ``kind``; ``relabelled``:
-        a node's labels, as pools read them, changed (it appeared, left, or was relabelled).
+    def _dependents(
+        self, kind: str, key: str, *, relabelled: bool = False, resized: bool = False
+    ) -> list[tuple[str, str]]:
+        """The objects whose translation reads object ``key`` of ``kind``; for a node,
+        ``relabelled``: its labels, as pools read them, changed, and ``resized``: whether it
+        can be read and how many GPUs it has, as its pods read it, changed (either: it
+        appeared or left).
 
-        Pools whose slices select nodes by label read only the nodes' labels, so a node
-        event that leaves them as they were (a status heartbeat, every few seconds per
-        node) reads no pool again."""
+        Pools whose slices select nodes by label read only the nodes' labels, and a bound
+        pod reads only its node's GPUs, so a node event that leaves them as they were (a
+        status update, every few seconds to minutes per node) reads nothing again."""
         if kind == "PriorityClass":
             return [("Pod", pod) for pod in sorted(self.raw["Pod"])]
         if kind == ELASTIC_QUOTA.key:  # the pods of its namespace read its queue
@@ -320,7 +329,10 @@ class ObjectStore:
         kind = becomes(kind)  # a KAI or Volcano PodGroup is read where pods read PodGroups
         if kind == "NodeResourceTopology":
             return [("Node", key)] if key in self.raw["Node"] else []
-        out = [("Pod", pod) for pod in sorted(self.readers.get((kind, key), ()))]
+        if kind == "Node" and not resized:
+            out = []
+        else:
+            out = [("Pod", pod) for pod in sorted(self.readers.get((kind, key), ()))]
         if relabelled:
             out += [
                 ("ResourcePool", pool)
