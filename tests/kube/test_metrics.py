@@ -7,12 +7,13 @@ from __future__ import annotations
 import pytest
 
 from gpufleet.cost.prices import Components, NodeType, PriceSheet
-from gpufleet.kube.metrics import Metrics
+from gpufleet.kube.metrics import Metrics, PodLatency
 from gpufleet.scheduler.events import Event
-from gpufleet.scheduler.outcome import CycleResult
+from gpufleet.scheduler.outcome import CycleResult, Pending, WhyCode, why
 from tests.test_cache import bound, cache_of, gpu_node, pending
 
 NO_CYCLE = CycleResult(bindings=(), evictions=(), pending=())
+NO_ROOM = why(WhyCode.QUEUE_MISSING, queue="q")
 
 
 def queues(metrics: Metrics) -> dict[str, float]:
@@ -88,3 +89,26 @@ def test_hourly_cost_per_queue_and_idle_by_the_price_sheet() -> None:
     }
     assert idle == pytest.approx({"gpu": 9.0, "cpu": 1.55, "memory": 1.27})
     assert Metrics("gpufleet").registry.get_sample_value("gpufleet_cluster_hourly_cost") == 0.0
+
+
+def test_a_pod_made_again_under_its_name_enters_the_queue_anew() -> None:
+    """The SLI counts from when a pod entered the queue: a pod deleted and made again under
+    the same name (a new uid), with neither event seen in between (a relist), starts
+    again, with no attempts counted."""
+    first = pending("ns/a", uid="uid-1")
+    cache = cache_of(Event("ADDED", "Node", gpu_node("n0", gpus=0)), Event("ADDED", "Pod", first))
+    latency = PodLatency()
+    latency.pending("ns/a", 100.0, "uid-1")
+    tried = CycleResult(bindings=(), evictions=(), pending=(Pending("ns/a", NO_ROOM),))
+    latency.tried(tried, cache)
+    assert (latency.seen, latency.attempts) == ({"ns/a": 100.0}, {"ns/a": 1})
+    latency.pending("ns/a", 130.0, "uid-1")  # the same pod again: it keeps its entry
+    assert latency.seen == {"ns/a": 100.0}
+    again = pending("ns/a", uid="uid-2")
+    cache.apply(Event("MODIFIED", "Pod", again))
+    latency.tried(NO_CYCLE, cache)  # the cache shows another pod under the name
+    assert latency.seen == {}
+    latency.pending("ns/a", 160.0, "uid-2")
+    assert (latency.seen, latency.attempts) == ({"ns/a": 160.0}, {})
+    latency.pending("ns/a", 190.0, "uid-3")  # made again, seen by its watch event
+    assert latency.seen == {"ns/a": 190.0}

@@ -273,15 +273,26 @@ class PodLatency:
     def __init__(self) -> None:
         self.seen: dict[str, float] = {}
         self.attempts: dict[str, int] = {}
+        self.uids: dict[str, str] = {}
+        """The uid of each pod seen: a pod deleted and made again under its name (between
+        two cycles, or across a relist that shows neither event) enters the queue anew."""
 
-    def pending(self, key: str, now: float) -> None:
+    def pending(self, key: str, now: float, uid: str = "") -> None:
         """Pod ``key`` is pending (first time: it enters the queue at ``now``)."""
+        if self.uids.get(key, uid) != uid:
+            self.forget(key)
         self.seen.setdefault(key, now)
+        self.uids[key] = uid
 
     def tried(self, result: CycleResult, cache: ClusterCache) -> None:
         """Count one attempt for each pod ``result`` decided on; forget the pods that are
-        gone or bound meanwhile by someone else."""
-        for key in [k for k in self.seen if (p := cache.pods.get(k)) is None or p.bound]:
+        gone, made again under their name, or bound meanwhile by someone else."""
+        pods = cache.pods
+        for key in [
+            k
+            for k in self.seen
+            if (p := pods.get(k)) is None or p.bound or p.uid != self.uids.get(k, p.uid)
+        ]:
             self.forget(key)
         tried = [b.pod for b in result.bindings]
         tried += [p.pod for p in result.pending if p.why.code is not WhyCode.BLOCKED]
@@ -301,3 +312,4 @@ class PodLatency:
     def forget(self, key: str) -> None:
         self.seen.pop(key, None)
         self.attempts.pop(key, None)
+        self.uids.pop(key, None)

@@ -127,7 +127,7 @@ class LiveScheduler(ResultWriter):
             if not isinstance(pod, PodInfo) or event.type == "DELETED":
                 continue
             if pod.managed and not pod.bound:
-                self.latency.pending(pod.key, self.clock())  # first seen: queued
+                self.latency.pending(pod.key, self.clock(), pod.uid)  # first seen: queued
         for problem in changes.problems:
             log.warning("cannot read %s %s: %s", problem.kind, problem.name, problem.message)
             self.stats.problems += 1
