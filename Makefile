@@ -55,6 +55,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.openb_speed
 	$(BIN)/python -m bench.cycle
 	$(BIN)/python -m bench.events
+	$(BIN)/python -m bench.watch
 	$(BIN)/python -m bench.topology
 	$(BIN)/python -m bench.mig
 	$(BIN)/python -m bench.dra
