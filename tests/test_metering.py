@@ -53,8 +53,15 @@ def meter(
     queues: Sequence[QueueSpec] = (QueueSpec("a"), QueueSpec("b")),
     sample_every: float = 10.0,
     average_until: float = math.inf,
+    max_samples: int | None = None,
 ) -> Meter:
-    m = Meter(queues, capacity, sample_every=sample_every, average_until=average_until)
+    m = Meter(
+        queues,
+        capacity,
+        sample_every=sample_every,
+        average_until=average_until,
+        max_samples=max_samples,
+    )
     for fact in facts:
         fact(m)
     return m
@@ -274,3 +281,24 @@ def test_a_pod_is_in_the_meter_while_it_waits_or_runs() -> None:
 def test_waiting_pods_are_pending_until_they_start_or_leave() -> None:
     m = meter([queue("p", "a", 2, 0), queue("q", "b", 3, 0), start("p", "a", 2, 10), stop("q", 20)])
     assert m.reading(30).timeline.pending_gpus == (5, 3, 0)
+
+
+def test_a_long_run_thins_its_timeline_evenly() -> None:
+    """With room for 4 samples every 10 s: at 4 samples every other one goes and the step
+    doubles (0, 20; then 40, 60 and again 0, 40; then 80), each sample still what was held
+    at its time. The totals are the intervals', not the samples'."""
+    facts = [start("p", "a", 2, 0), start("q", "a", 3, 35), stop("p", 70), stop("q", 85)]
+    m = meter(facts, max_samples=4)
+    reading = m.reading(100)
+    assert reading.timeline.time_s == (0, 40, 80)
+    assert reading.timeline.allocated == {"a": (2, 5, 3), "b": (0, 0, 0)}
+    assert reading.gpu_hours * 3600 == pytest.approx(2 * 70 + 3 * 50)
+    unthinned = meter(facts).reading(100).timeline
+    assert unthinned.time_s == tuple(range(0, 100, 10))
+    assert unthinned.allocated["a"][::4] == reading.timeline.allocated["a"]
+
+
+@pytest.mark.parametrize("bad", [0, 1, 3])
+def test_max_samples_must_be_even_and_two_or_more(bad: int) -> None:
+    with pytest.raises(ValueError, match="max_samples"):
+        meter([], max_samples=bad)

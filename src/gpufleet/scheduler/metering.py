@@ -71,8 +71,12 @@ class Meter:
     """Meters a cluster of ``capacity`` GPUs shared by ``queues`` from time 0 on.
 
     ``sample_every`` seconds the timeline samples the GPUs each queue holds and the GPUs
-    waiting pods ask for. The mean allocation is averaged from 0 to ``average_until`` (or
-    to the end of the reading, if earlier).
+    waiting pods ask for; with ``max_samples``, once it holds that many samples every other
+    one is dropped and the step doubles, so a run that lasts far longer than foreseen (a
+    replay draining long after its last arrival) keeps an even timeline of at most
+    ``max_samples`` points at a cost that grows with the log of its length. The mean
+    allocation is averaged from 0 to ``average_until`` (or to the end of the reading, if
+    earlier).
     """
 
     def __init__(
@@ -82,9 +86,13 @@ class Meter:
         *,
         sample_every: float,
         average_until: float = math.inf,
+        max_samples: int | None = None,
     ) -> None:
         if not sample_every > 0:
             raise ValueError(f"sample_every must be > 0, got {sample_every:g}")
+        if max_samples is not None and (max_samples < 2 or max_samples % 2):
+            raise ValueError(f"max_samples must be even and at least 2, got {max_samples}")
+        self.max_samples = max_samples
         self.queues = tuple(q.name for q in queues)
         self.capacity = capacity
         self.average_until = average_until
@@ -153,6 +161,8 @@ class Meter:
                 samples.append(round(held[j], 3))
             self._pending.append(round(sum(waiting), 3))
             self._next_sample += self._step
+            if len(self._sample_times) == self.max_samples:
+                self._thin()
         self._spans.append(dt)
         self._span_held.extend(held)
         self._span_waiting.extend(waiting)
@@ -245,6 +255,14 @@ class Meter:
         """Per queue: the GPU-seconds its pods held."""
         held = self._span_matrix(self._span_held)
         return dict(zip(self.queues, (self._span_lengths() @ held).tolist(), strict=True))
+
+    def _thin(self) -> None:
+        """Keep every other sample (those at even multiples of the step) and double the
+        step; the next sample stays where it was due, an even multiple too."""
+        self._sample_times = self._sample_times[::2]
+        self._samples = [samples[::2] for samples in self._samples]
+        self._pending = self._pending[::2]
+        self._step *= 2
 
     def timeline(self) -> Timeline:
         """The samples so far: GPUs held per queue, GPUs asked for by waiting pods."""

@@ -78,7 +78,8 @@ if TYPE_CHECKING:
     from gpufleet.scheduler.outcome import Binding
 
 SAMPLES = 400
-"""Timeline samples over the replayed span (for the plots)."""
+"""Timeline samples over the replayed span (for the plots); a replay that drains past twice
+the span keeps between this many and twice as many, evenly spaced (``Meter.max_samples``)."""
 
 PROGRESS_EVERY = 2048
 """Event batches between progress reports."""
@@ -349,6 +350,7 @@ class Replay:
             sample_every=max(span, 1.0) / SAMPLES,
             # after the last arrival the cluster only drains: allocation is averaged before
             average_until=min(span, last_arrival),
+            max_samples=2 * SAMPLES,  # a drain far longer than the arrivals stays cheap
         )
         batches = 0
         while self.events:
