@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -107,6 +108,14 @@ def files(tmp_path: Path) -> tuple[Path, Path]:
     return snapshot, sheet
 
 
+def schedule_json(cwd: Path, snapshot: Path, *options: str) -> dict[str, Any]:
+    """``gpufleet schedule -o json`` of ``snapshot`` at :data:`NOW`, which must succeed."""
+    run = gpufleet("schedule", "-f", str(snapshot), "--now", NOW, "-o", "json", *options, cwd=cwd)
+    assert run.returncode == 0, run.stderr
+    out: dict[str, Any] = json.loads(run.stdout)
+    return out
+
+
 def _totals(figures: dict[str, object]) -> dict[str, float]:
     queues = figures["queues"]
     assert isinstance(queues, list)
@@ -115,20 +124,7 @@ def _totals(figures: dict[str, object]) -> dict[str, float]:
 
 def test_the_cycle_cost_is_priced_by_hand(tmp_path: Path, files: tuple[Path, Path]) -> None:
     snapshot, sheet = files
-    run = gpufleet(
-        "schedule",
-        "-f",
-        str(snapshot),
-        "--now",
-        NOW,
-        "--prices",
-        str(sheet),
-        "-o",
-        "json",
-        cwd=tmp_path,
-    )
-    assert run.returncode == 0, run.stderr
-    out = json.loads(run.stdout)
+    out = schedule_json(tmp_path, snapshot, "--prices", str(sheet))
     assert [b["pod"] for b in out["bindings"]] == ["b/infer"]
     cost = out["cost"]
     assert cost["sheet"] == {
@@ -171,20 +167,14 @@ def test_the_table_names_the_sheet_and_the_change(tmp_path: Path, files: tuple[P
 
 def test_without_cost_the_json_keeps_its_shape(tmp_path: Path, files: tuple[Path, Path]) -> None:
     snapshot, _ = files
-    run = gpufleet("schedule", "-f", str(snapshot), "--now", NOW, "-o", "json", cwd=tmp_path)
-    assert run.returncode == 0, run.stderr
-    assert set(json.loads(run.stdout)) == {"bindings", "evictions", "pending"}
+    assert set(schedule_json(tmp_path, snapshot)) == {"bindings", "evictions", "pending"}
 
 
 def test_cost_under_the_bundled_sheet(tmp_path: Path, files: tuple[Path, Path]) -> None:
     """--cost alone prices under the bundled sheet: H200 at $3.80 a GPU-hour, Tesla-T4 at
     $0.35, with OpenCost's default CPU and memory prices."""
     snapshot, _ = files
-    run = gpufleet(
-        "schedule", "-f", str(snapshot), "--now", NOW, "--cost", "-o", "json", cwd=tmp_path
-    )
-    assert run.returncode == 0, run.stderr
-    cost = json.loads(run.stdout)["cost"]
+    cost = schedule_json(tmp_path, snapshot, "--cost")["cost"]
     assert cost["sheet"]["name"] == "gpufleet-illustrative-2026-11"
     assert cost["after"]["cluster"]["gpuCost"] == pytest.approx(8 * 3.80 + 4 * 0.35)
 
@@ -199,20 +189,7 @@ def test_evicted_pods_stop_costing(tmp_path: Path) -> None:
         "    prices: {gpuHour: 1.0, vcpuHour: 0.0, ramGiBHour: 0.0}\n"
     )
     scenario = Path(__file__).parents[1] / "scenarios" / "preempt-minimal.yaml"
-    run = gpufleet(
-        "schedule",
-        "-f",
-        str(scenario),
-        "--now",
-        NOW,
-        "--prices",
-        str(sheet),
-        "-o",
-        "json",
-        cwd=tmp_path,
-    )
-    assert run.returncode == 0, run.stderr
-    out = json.loads(run.stdout)
+    out = schedule_json(tmp_path, scenario, "--prices", str(sheet))
     assert len(out["evictions"]) == 2
     cost = out["cost"]
     assert cost["unit"] == "EUR per hour"
