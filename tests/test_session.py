@@ -250,17 +250,50 @@ def test_a_scheduler_starts_from_the_podgroups_stale_since() -> None:
 
 
 def test_a_gang_whole_again_is_forgotten_and_stale_anew_later() -> None:
+    """Whole again, the gang is forgotten. When a member fails again and its replacement
+    cannot be placed, its time starts anew — even though its PodGroup still carries the
+    mark of the first time (its removal not yet seen)."""
     cache = cache_of(stale_gang())
     scheduler = Scheduler(cache, CONFIG)
     scheduler.run(1000.0)
+    cache.apply(Event("MODIFIED", "PodGroup", GroupSpec("ns/g", 3, stale_since=1000.0)))
     whole = info("ns/g-2").gpus(1).gang("ns/g").on("n1").obj()
     cache.apply(Event("MODIFIED", "Pod", whole))
     assert released(scheduler.run(1030.0)) == []
     assert scheduler.stale == {}
     cache.apply(Event("DELETED", "Pod", whole))
+    cache.apply(Event("ADDED", "Pod", info("ns/g-3").gpus(8).gang("ns/g").obj()))
     assert released(scheduler.run(1100.0)) == []  # stale since 1100, not since 1000
     assert scheduler.stale == {"ns/g": 1100.0}
     assert released(scheduler.run(1160.0)) == ["ns/g-0", "ns/g-1"]
+
+
+def test_a_gang_whose_members_finished_is_not_stale() -> None:
+    """A member succeeded (it leaves the cluster's running pods) and none waits to replace
+    it: the other members run on to their own end, never released."""
+    running = [info(f"ns/w-{i}").gpus(1).gang("ns/g").on("n0").obj() for i in range(2)]
+    snapshot = Snapshot((node("n0", gpus=4),), tuple(running), (GroupSpec("ns/g", 2),))
+    cache = cache_of(snapshot)
+    scheduler = Scheduler(cache, CONFIG)
+    scheduler.run(1000.0)
+    cache.apply(Event("DELETED", "Pod", running[0]))
+    for now in (1001.0, 1061.0, 5000.0):
+        assert released(scheduler.run(now)) == []
+    assert scheduler.stale == {}
+
+
+def test_released_pods_that_terminate_are_not_evicted_again() -> None:
+    """Live, an accepted eviction leaves its pod holding its GPUs until it is gone
+    (``ClusterCache.terminating``): later cycles do not evict it again."""
+    cache = cache_of(stale_gang())
+    scheduler = Scheduler(cache, CONFIG)
+    scheduler.run(1000.0)
+    first = scheduler.run(1060.0)
+    assert released(first) == ["ns/g-0", "ns/g-1"]
+    for eviction in first.evictions:
+        cache.terminating(eviction.pod)
+    for now in (1061.0, 1062.0):
+        assert scheduler.run(now).evictions == ()
 
 
 def test_a_what_if_knows_only_the_annotation() -> None:

@@ -123,3 +123,21 @@ def test_a_gang_of_another_scheduler_is_not_marked(emulator: Emulator) -> None:
     assert stale_since(emulator) is None
     assert annotation_patches(emulator) == 0
     assert {"g-0", "g-1"} <= set(pods(emulator))
+
+
+def test_a_gang_whose_member_succeeded_runs_on(emulator: Emulator) -> None:
+    """g-0 of gang g (minMember 2) completes, as a Job's pod does; g-1 runs on, unmarked,
+    past the grace."""
+    add_node(emulator, "n0", gpus=4)
+    add_group(emulator, "g", 2)
+    add_bound(emulator, "g-0", "g", 0)
+    add_bound(emulator, "g-1", "g", 1)
+    resource = emulator.store.resource("", "v1", "pods")
+    done = emulator.store.get(resource, "default", "g-0")
+    done["status"]["phase"] = "Succeeded"
+    emulator.store.update(resource, "default", "g-0", done, subresource="status")
+    started = time.monotonic()
+    live = serve(emulator, lambda _live: time.monotonic() - started > 2.0, options(0.5))
+    assert "g-1" in pods(emulator)
+    assert live.stats.evicted == 0
+    assert stale_since(emulator) is None

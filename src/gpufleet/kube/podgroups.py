@@ -40,6 +40,7 @@ leader's memory only.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +57,11 @@ if TYPE_CHECKING:
     from gpufleet.scheduler.cache import ClusterCache
 
 log = logging.getLogger("gpufleet.serve")
+
+MARK_WAIT_S = 30.0
+"""How long a stale-since mark written is waited for on the watch before it is written
+again: another writer (an old leader's last patch, a ``kubectl apply``) may have changed it
+meanwhile, and then the watch never shows it."""
 
 Raw = Mapping[str, Any]
 
@@ -110,9 +116,9 @@ class PodGroupStatus(StatusWriter):
     def __init__(self, http: httpx.AsyncClient, clock: Callable[[], float]) -> None:
         super().__init__(http, "PodGroup")
         self.clock = clock
-        self.marked: dict[str, str | None] = {}
+        self.marked: dict[str, tuple[str | None, float]] = {}
         """The stale-since annotation last written per PodGroup (None: taken away) that the
-        watch has not shown yet."""
+        watch has not shown yet, and when it was written."""
 
     async def write(
         self,
@@ -170,12 +176,13 @@ class PodGroupStatus(StatusWriter):
             if have == want:
                 self.marked.pop(key, None)  # the object says so: nothing is on its way
                 continue
-            if key in self.marked and self.marked[key] == want:
+            written, when = self.marked.get(key, (have, -math.inf))
+            if written == want and self.clock() - when < MARK_WAIT_S:
                 continue  # written; the watch has not shown it yet
             if not may_act():
                 return
             if await self._annotate(key, want):
-                self.marked[key] = want
+                self.marked[key] = (want, self.clock())
                 log.info("PodGroup %s: %s %s", key, STALE_ANNOTATION, want or "removed")
 
     async def _annotate(self, key: str, value: str | None) -> bool:

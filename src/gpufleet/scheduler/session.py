@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gpufleet.model.workload import Snapshot
-from gpufleet.scheduler.actions.stale_gang import gpufleets
+from gpufleet.scheduler.actions.stale_gang import stale_gang
 from gpufleet.scheduler.backlog import Backlog, job_shape
 from gpufleet.scheduler.cache import ClusterCache
 from gpufleet.scheduler.cycle import Cycle, CycleConfig
@@ -67,6 +67,7 @@ class Session:
             framework=cache.framework(config.policy, ledger.state, np.random.default_rng(0)),
             components=cache.components,
         )
+        self.cycle.leaving = cache.leaving
 
     def run(self) -> CycleResult:
         result = self.cycle.run()
@@ -106,7 +107,9 @@ class Scheduler:
         """Gangs with pods the last cycle left pending, whose job it may have taken out of
         the backlog all the same (elastic pods beyond minMember that found no room)."""
         self.stale: dict[str, float] = {}
-        """Per gang running below its ``minMember``: since when (:meth:`_mark_stale`)."""
+        """Per stale gang: since when (:meth:`_mark_stale`)."""
+        self._known: set[str] = set()
+        """The gangs (PodGroups) the last cycle knew."""
         self.ledger: Ledger
         self.framework: Framework | None
         self._framework_version = -1
@@ -210,19 +213,29 @@ class Scheduler:
         return result
 
     def _mark_stale(self, now: float) -> None:
-        """Keep since when each gang of gpufleet's pods has run below its ``minMember`` (see
-        :func:`~gpufleet.scheduler.actions.stale_gang.gpufleets`): from the first cycle
-        that found it so, or from its PodGroup's ``gpufleet.io/stale-since`` where the gang
-        was already so when this scheduler first saw it (a restarted or new leader); a gang
-        whole again, or gone, is forgotten. The cycle's stale-gang release reads it."""
-        ledger = self.ledger
-        partial = {g for g in ledger.partial if gpufleets(ledger, g)}
-        for gang in [g for g in self.stale if g not in partial]:
+        """Keep since when each gang has been stale (``actions/stale_gang.py``: gpufleet's
+        pods running, fewer than ``minMember``, and pods waiting to join them): from the
+        first cycle that found it so — or, for a gang already so when this scheduler first
+        knew it (a restarted or new leader), from its PodGroup's ``gpufleet.io/stale-since``.
+        A gang whole again, with none waiting, or gone is forgotten; should it become stale
+        again, its time starts anew, whatever mark its PodGroup still carries. The cycle's
+        release reads these times, and only these."""
+        ledger, cache = self.ledger, self.cache
+        stale = {
+            g
+            for g in ledger.partial
+            if stale_gang(ledger, g, ledger.groups[g].min_member) and cache.pending_of(g)
+        }
+        for gang in [g for g in self.stale if g not in stale]:
             del self.stale[gang]
-        for gang in sorted(partial - self.stale.keys()):
+        for gang in sorted(stale - self.stale.keys()):
             marked = ledger.groups[gang].stale_since
-            self.stale[gang] = now if marked is None else min(marked, now)
-        self.cycle.stale_since = self.stale
+            first_known = gang not in self._known
+            self.stale[gang] = min(marked, now) if first_known and marked is not None else now
+        self._known = set(ledger.groups)
+        cycle = self.cycle
+        cycle.stale_since, cycle.leaving = self.stale, cache.leaving
+        cycle.waits = lambda gang: bool(cache.pending_of(gang))
 
 
 def _levels(cache: ClusterCache) -> tuple[str, ...]:

@@ -1,10 +1,14 @@
 """Stale-gang release: a gang running below its ``minMember`` is worth nothing.
 
-A gang with some pods running and fewer than ``minMember`` (a member failed, or was
-evicted without the rest) cannot do its work. If it cannot be completed in this cycle and
-has been stale for longer than the grace period, its running pods are released — evicted
-with action ``stale-gang`` — so that their capacity serves jobs that can run. The reason of
-the gang's pending pods says which case holds.
+A gang with some pods running, fewer than ``minMember``, and pods waiting to join them (a
+member failed or was evicted and its replacement waits, or a bind failed after others of
+the gang were bound) cannot do its work. If it cannot be completed in this cycle and has
+been stale for longer than the grace period, its running pods are released — evicted with
+action ``stale-gang`` — so that their capacity serves jobs that can run. The reason of the
+gang's pending pods says which case holds. A gang with no pod waiting is not stale: its
+other members finished (a pod that succeeded leaves the cluster's running pods, and the
+gang's stragglers must finish too), or were deleted and nothing replaces them. Pods
+already evicted and terminating are not evicted again.
 
 Since when a gang is stale: a scheduler that runs cycle after cycle (the live scheduler, a
 replay) knows, from the first cycle that found it below ``minMember``
@@ -25,7 +29,7 @@ from typing import TYPE_CHECKING, Protocol
 from gpufleet.scheduler.outcome import Why, WhyCode, why
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Collection, Mapping, Sequence
 
     from gpufleet.model.cluster import ClusterState
     from gpufleet.model.workload import GroupSpec
@@ -47,9 +51,13 @@ class StaleContext(Protocol):
     @property
     def gang_running(self) -> Mapping[str, Sequence[str]]: ...
     @property
-    def stale_since(self) -> Mapping[str, float]: ...
+    def stale_since(self) -> Mapping[str, float] | None: ...
     @property
     def running(self) -> Mapping[str, Running]: ...
+    @property
+    def leaving(self) -> Collection[str]: ...
+    @property
+    def waits(self) -> Callable[[str], bool]: ...
     @property
     def commit(self) -> Commit: ...
 
@@ -60,13 +68,15 @@ def release_stale(cycle: StaleContext, grace_s: float, gang: str, reason: Why | 
     stale)."""
     group = cycle.groups[gang]
     running = len(cycle.gang_running.get(gang, ()))
-    if not 0 < running < group.min_member or not gpufleets(cycle, gang):
+    if not stale_gang(cycle, gang, group.min_member) or not cycle.waits(gang):
         return reason
     if group.stale_grace_s is not None:
         grace_s = group.stale_grace_s
-    stale, now = cycle.stale_since.get(gang, group.stale_since), cycle.now
+    marks, now = cycle.stale_since, cycle.now
+    stale = group.stale_since if marks is None else marks.get(gang)
     if stale is not None and now - stale >= grace_s:
-        for key in sorted(cycle.gang_running[gang]):
+        leaving = cycle.leaving
+        for key in sorted(k for k in cycle.gang_running[gang] if k not in leaving):
             released = cycle.commit.evict(key, NAME, gang)
             cycle.state.release(released.node, released.spec, released.gpus)
         return why(
@@ -96,7 +106,9 @@ class GangContext(Protocol):
     def running(self) -> Mapping[str, Running]: ...
 
 
-def gpufleets(cycle: GangContext, gang: str) -> bool:
-    """Whether ``gang``'s running pods are all gpufleet's to release: a gang of another
-    scheduler's pods (kube-scheduler's coscheduling, say) is that scheduler's to judge."""
-    return all(cycle.running[key].pod.managed for key in cycle.gang_running.get(gang, ()))
+def stale_gang(cycle: GangContext, gang: str, min_member: int) -> bool:
+    """Whether ``gang`` runs some pods, fewer than ``min_member``, all of them gpufleet's to
+    release: a gang of another scheduler's pods (kube-scheduler's coscheduling, say) is
+    that scheduler's to judge. (Whether pods wait to join them is asked apart.)"""
+    keys = cycle.gang_running.get(gang, ())
+    return 0 < len(keys) < min_member and all(cycle.running[k].pod.managed for k in keys)
