@@ -230,3 +230,22 @@ def test_a_sheet_that_cannot_price_the_snapshot_exits_2(
     assert str(path) in run.stderr
     assert expected in run.stderr
     assert len(run.stderr.strip().splitlines()) == 1
+
+
+def test_another_schedulers_pods_are_costed_as_unallocated_to_a_queue(tmp_path: Path) -> None:
+    """Their pods take capacity and cost money, but belong to no queue of gpufleet's: they
+    are charged under ``__unallocated__``, as OpenCost names a missing label."""
+    sheet = tmp_path / "prices.yaml"
+    sheet.write_text(
+        "apiVersion: gpufleet.io/v1alpha1\nkind: PriceSheet\nmetadata: {name: flat}\n"
+        "spec:\n  title: flat test prices\n  currency: EUR\n  default:\n"
+        "    category: committed\n    prices: {gpuHour: 1.0, vcpuHour: 0.0, ramGiBHour: 0.0}\n"
+    )
+    scenario = Path(__file__).parents[1] / "scenarios" / "other-schedulers-take-capacity.yaml"
+    cost = schedule_json(tmp_path, scenario, "--prices", str(sheet))["cost"]
+    names = set(_totals(cost["before"]))
+    assert "__unallocated__" in names
+    assert "" not in names
+    assert sum(_totals(cost["before"]).values()) == pytest.approx(
+        cost["before"]["allocated"]["totalCost"]
+    )

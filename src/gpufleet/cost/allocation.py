@@ -42,6 +42,9 @@ RESOURCES = ("gpu", "cpu", "ram")
 GPU, CPU, RAM = 0, 1, 2
 IDLE = "__idle__"
 """The name of unallocated cost, as OpenCost names it."""
+UNALLOCATED = "__unallocated__"
+"""A run without the dimension aggregated by (a pod of no queue, no experiment label), as
+OpenCost names it."""
 GIB = 2.0**30
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpufleet.cost.allocation import Runs, hourly
+from gpufleet.cost.allocation import UNALLOCATED, Runs, hourly
 from gpufleet.cost.summary import queue_costs, split
 from gpufleet.model.costs import HourlyCost
 from gpufleet.model.workload import request_vector
@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 
 def running_hourly(running: Sequence[Running], nodes: Nodes) -> Allocation:
     """``running`` and ``nodes`` costed for one hour (the ``cost`` of a run is its rate),
-    with dimensions ``queue`` and ``namespace``. ``nodes`` are the ledger's, in its order."""
+    with dimensions ``queue`` (``__unallocated__`` for another scheduler's pod of no queue)
+    and ``namespace``. ``nodes`` are the ledger's, in its order."""
     request = np.array([request_vector(r.spec) for r in running]).reshape(len(running), 3)
     request[:, 1] /= 1000.0  # milli-CPU to cores
     request[:, 2] /= 1024.0  # MiB to GiB
@@ -38,7 +39,7 @@ def running_hourly(running: Sequence[Running], nodes: Nodes) -> Allocation:
         end=[0.0] * len(running),
         request=request,
         dims={
-            "queue": tuple(r.pod.queue for r in running),
+            "queue": tuple(r.pod.queue or UNALLOCATED for r in running),
             "namespace": tuple(r.pod.key.partition("/")[0] for r in running),
         },
     )

@@ -53,7 +53,7 @@ from typing import Any, NoReturn
 import httpx
 import numpy as np
 
-from gpufleet.cost.allocation import GIB, Nodes, Runs
+from gpufleet.cost.allocation import GIB, UNALLOCATED, Nodes, Runs
 from gpufleet.cost.idle import IdleArgs, idle_hours
 from gpufleet.cost.prices import GPU_PRODUCT_LABEL, INSTANCE_TYPE_LABEL, PriceSheet
 from gpufleet.load.errors import InputError
@@ -67,8 +67,6 @@ QUEUE_LABEL = "gpufleet.io/queue"
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 FRACTION_ANNOTATION = "gpufleet.io/gpu-fraction"
 DEFAULT_QUEUE = "default"
-UNALLOCATED = "__unallocated__"
-"""A run without the label aggregated by, as OpenCost names it."""
 MAX_POINTS = 11_000
 """Prometheus answers at most this many points per series; longer ranges are read in parts."""
 DEFAULT_IDLE = IdleArgs()
