@@ -268,18 +268,23 @@ def test_a_gang_whole_again_is_forgotten_and_stale_anew_later() -> None:
     assert released(scheduler.run(1160.0)) == ["ns/g-0", "ns/g-1"]
 
 
-def test_a_gang_whose_members_finished_is_not_stale() -> None:
-    """A member succeeded (it leaves the cluster's running pods) and none waits to replace
-    it: the other members run on to their own end, never released."""
+def test_a_gang_one_of_whose_pods_succeeded_is_not_stale() -> None:
+    """A member succeeded: it leaves the cluster's running pods, and its PodGroup counts it
+    (as the live translation and a snapshot do). The other member runs on to its own end,
+    never released; had the member failed instead, the gang would be stale."""
     running = [info(f"ns/w-{i}").gpus(1).gang("ns/g").on("n0").obj() for i in range(2)]
     snapshot = Snapshot((node("n0", gpus=4),), tuple(running), (GroupSpec("ns/g", 2),))
-    cache = cache_of(snapshot)
-    scheduler = Scheduler(cache, CONFIG)
-    scheduler.run(1000.0)
-    cache.apply(Event("DELETED", "Pod", running[0]))
+    finished, failed = cache_of(snapshot), cache_of(snapshot)
+    for cache, succeeded in ((finished, 1), (failed, 0)):
+        cache.apply(Event("DELETED", "Pod", running[0]))
+        cache.apply(Event("MODIFIED", "PodGroup", GroupSpec("ns/g", 2, succeeded=succeeded)))
+    scheduler = Scheduler(finished, CONFIG)
     for now in (1001.0, 1061.0, 5000.0):
         assert released(scheduler.run(now)) == []
     assert scheduler.stale == {}
+    other = Scheduler(failed, CONFIG)
+    other.run(1001.0)
+    assert released(other.run(1061.0)) == ["ns/w-1"]
 
 
 def test_released_pods_that_terminate_are_not_evicted_again() -> None:

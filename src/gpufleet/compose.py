@@ -74,8 +74,10 @@ def schedule_snapshot_costed(
 
     def now_cost() -> HourlyCost:
         ledger = cache.ledger()
-        nodes = price_nodes([specs[name] for name in ledger.state.names], sheet)
-        return hourly_cost(running_hourly(list(ledger.running.values()), nodes), parents)
+        names = ledger.state.names
+        nodes = price_nodes([specs[name] for name in names], sheet, ledger.book.gpus_by_node())
+        running = running_hourly(list(ledger.running.values()), nodes, ledger.book)
+        return hourly_cost(running, parents)
 
     before = now_cost()
     result = Session(cache, config, now).run()

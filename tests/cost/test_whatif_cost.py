@@ -31,6 +31,13 @@ spec:
      prices: {gpuHour: 0.5, vcpuHour: 0.05, ramGiBHour: 0.01}}
 """
 
+FLAT = (
+    "apiVersion: gpufleet.io/v1alpha1\nkind: PriceSheet\nmetadata: {name: flat}\n"
+    "spec:\n  title: flat test prices\n  currency: EUR\n  default:\n"
+    "    category: committed\n    prices: {gpuHour: 1.0, vcpuHour: 0.0, ramGiBHour: 0.0}\n"
+)
+
+
 SNAPSHOT = """\
 apiVersion: v1
 kind: Node
@@ -183,11 +190,7 @@ def test_evicted_pods_stop_costing(tmp_path: Path) -> None:
     """A preemption: the urgent pod's two GPUs replace the two it evicts, so the queue's
     hourly cost is what it was and no GPU is charged twice."""
     sheet = tmp_path / "prices.yaml"
-    sheet.write_text(
-        "apiVersion: gpufleet.io/v1alpha1\nkind: PriceSheet\nmetadata: {name: flat}\n"
-        "spec:\n  title: flat test prices\n  currency: EUR\n  default:\n    category: committed\n"
-        "    prices: {gpuHour: 1.0, vcpuHour: 0.0, ramGiBHour: 0.0}\n"
-    )
+    sheet.write_text(FLAT)
     scenario = Path(__file__).parents[1] / "scenarios" / "preempt-minimal.yaml"
     out = schedule_json(tmp_path, scenario, "--prices", str(sheet))
     assert len(out["evictions"]) == 2
@@ -236,11 +239,7 @@ def test_another_schedulers_pods_are_costed_as_unallocated_to_a_queue(tmp_path: 
     """Their pods take capacity and cost money, but belong to no queue of gpufleet's: they
     are charged under ``__unallocated__``, as OpenCost names a missing label."""
     sheet = tmp_path / "prices.yaml"
-    sheet.write_text(
-        "apiVersion: gpufleet.io/v1alpha1\nkind: PriceSheet\nmetadata: {name: flat}\n"
-        "spec:\n  title: flat test prices\n  currency: EUR\n  default:\n"
-        "    category: committed\n    prices: {gpuHour: 1.0, vcpuHour: 0.0, ramGiBHour: 0.0}\n"
-    )
+    sheet.write_text(FLAT)
     scenario = Path(__file__).parents[1] / "scenarios" / "other-schedulers-take-capacity.yaml"
     cost = schedule_json(tmp_path, scenario, "--prices", str(sheet))["cost"]
     names = set(_totals(cost["before"]))
@@ -249,3 +248,29 @@ def test_another_schedulers_pods_are_costed_as_unallocated_to_a_queue(tmp_path: 
     assert sum(_totals(cost["before"]).values()) == pytest.approx(
         cost["before"]["allocated"]["totalCost"]
     )
+
+
+@pytest.mark.parametrize(
+    ("scenario", "cluster", "before", "after"),
+    [
+        # 7 slices of 1g on one H100 (the mixed strategy): the node is one GPU; the 7 pods
+        # bound take 1/7 each.
+        ("mig-static-slices", 1.0, 0.0, 1.0),
+        # GPUs published as DRA devices, none as nvidia.com/gpu: 4 devices; a claim two
+        # pods share is one GPU, split between them.
+        ("dra-shared-claim-counts-once", 4.0, 1.0, 2.0),
+        ("dra-mig-devices-count-their-share", 9 / 7, 0.0, 6 / 7),
+    ],
+)
+def test_mig_slices_and_dra_devices_are_priced_as_gpus(
+    tmp_path: Path, scenario: str, cluster: float, before: float, after: float
+) -> None:
+    sheet = tmp_path / "prices.yaml"
+    sheet.write_text(FLAT)
+    path = Path(__file__).parents[1] / "scenarios" / f"{scenario}.yaml"
+    cost = schedule_json(tmp_path, path, "--prices", str(sheet))["cost"]
+    for side, allocated in (("before", before), ("after", after)):
+        figures = cost[side]
+        assert figures["cluster"]["gpuCost"] == pytest.approx(cluster, abs=1e-4)
+        assert figures["allocated"]["gpuCost"] == pytest.approx(allocated, abs=1e-4)
+        assert figures["__idle__"]["gpuCost"] == pytest.approx(cluster - allocated, abs=1e-4)

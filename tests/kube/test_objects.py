@@ -12,7 +12,7 @@ import pytest
 from gpufleet.kube.devices import read_pool
 from gpufleet.kube.objects import ObjectStore
 from gpufleet.model.cluster import NodeSpec
-from gpufleet.model.workload import PodInfo
+from gpufleet.model.workload import GroupSpec, PodInfo
 
 Obj = dict[str, Any]
 
@@ -254,3 +254,30 @@ def test_a_nodes_status_update_reads_none_of_its_pods_again(
     read.clear()
     store.apply("DELETED", "Node", node(gpus=2, labels={"zone": "a"}, version="5"))
     assert read == ["Node n0", "Pod ml/p0", "Pod ml/p1", "Pod ml/p2"]
+
+
+def test_a_gang_counts_its_pods_that_succeeded() -> None:
+    """A pod of a gang whose phase turns Succeeded leaves the cache, and its PodGroup is
+    read again counting it; deleted afterwards (a Job's pods cleaned up), the count drops."""
+    store = ObjectStore()
+    store.apply("ADDED", "Node", node())
+    store.apply("ADDED", "PodGroup", group())
+    for name in ("a", "b"):
+        running = pod(name, group="g", node_name="n0")
+        running["metadata"]["annotations"] = {"gpufleet.io/gpu-index": "0" if name == "a" else "1"}
+        running["status"] = {"phase": "Running"}
+        store.apply("ADDED", "Pod", running)
+    done = pod("b", group="g", node_name="n0", version="2")
+    done["metadata"]["annotations"] = {"gpufleet.io/gpu-index": "1"}
+    done["status"] = {"phase": "Succeeded"}
+    events = store.apply("MODIFIED", "Pod", done).events
+    assert [(e.type, e.kind) for e in events] == [("DELETED", "Pod"), ("MODIFIED", "PodGroup")]
+    assert isinstance(events[1].obj, GroupSpec)
+    assert events[1].obj.succeeded == 1
+    again = pod("b", group="g", node_name="n0", version="3")  # a status update: no change
+    again["metadata"]["annotations"] = {"gpufleet.io/gpu-index": "1"}
+    again["status"] = {"phase": "Succeeded", "conditions": []}
+    assert store.apply("MODIFIED", "Pod", again).events == ()
+    [gone] = store.apply("DELETED", "Pod", again).events
+    assert isinstance(gone.obj, GroupSpec)
+    assert gone.obj.succeeded == 0

@@ -10,10 +10,12 @@ entry matches is an error naming it: a cost that silently left a node out would 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from gpufleet.cost.allocation import Nodes
+from gpufleet.model.pod import mig_gpus
+from gpufleet.model.values import EMPTY
 
 if TYPE_CHECKING:
     from gpufleet.cost.prices import PriceSheet
@@ -24,9 +26,14 @@ class UnpricedNodeError(ValueError):
     """A node that no entry of the sheet matches, and the sheet has no default."""
 
 
-def price_nodes(specs: Sequence[NodeSpec], sheet: PriceSheet) -> Nodes:
+def price_nodes(
+    specs: Sequence[NodeSpec], sheet: PriceSheet, device_gpus: Mapping[str | None, float] = EMPTY
+) -> Nodes:
     """``specs`` priced under ``sheet`` (module docstring), existing over the whole window.
-    Once per cluster, not per cycle: one look-up per node."""
+    A node's GPUs are those it publishes whole, the GPUs its static MIG slices count as
+    (their compute slices out of 7, as a pod's slices are charged) and those its DRA devices
+    count as (``device_gpus``, by node name). Once per cluster, not per cycle: one look-up
+    per node."""
     types: list[str] = []
     categories: list[str] = []
     capacity: list[tuple[float, float, float]] = []
@@ -40,10 +47,12 @@ def price_nodes(specs: Sequence[NodeSpec], sheet: PriceSheet) -> Nodes:
                 "(gpuProduct or instanceType) or a default"
             )
         cores, gib = spec.cpu_milli / 1000.0, spec.memory_mib / 1024.0
-        split = entry.prices(spec.gpus, cores, gib, sheet.base)
+        static_mig = sum(mig_gpus(profile, n) for profile, n in spec.mig_slices.items())
+        gpus = spec.gpus + static_mig + device_gpus.get(spec.name, 0.0)
+        split = entry.prices(gpus, cores, gib, sheet.base)
         types.append(entry.name)
         categories.append(entry.category)
-        capacity.append((float(spec.gpus), cores, gib))
+        capacity.append((float(gpus), cores, gib))
         prices.append((split.gpu, split.cpu, split.ram))
     return Nodes.of(
         [s.name for s in specs],

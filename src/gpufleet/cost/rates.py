@@ -10,6 +10,7 @@ here knows usage); :func:`hourly_cost` sums that up per queue, a parent with its
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -22,14 +23,22 @@ from gpufleet.model.workload import request_vector
 
 if TYPE_CHECKING:
     from gpufleet.cost.allocation import Allocation, Nodes
+    from gpufleet.model.arrays import FloatArray
+    from gpufleet.scheduler.claims import ClaimBook
     from gpufleet.scheduler.transaction import Running
 
 
-def running_hourly(running: Sequence[Running], nodes: Nodes) -> Allocation:
+def running_hourly(
+    running: Sequence[Running], nodes: Nodes, book: ClaimBook | None = None
+) -> Allocation:
     """``running`` and ``nodes`` costed for one hour (the ``cost`` of a run is its rate),
     with dimensions ``queue`` (``__unallocated__`` for another scheduler's pod of no queue)
-    and ``namespace``. ``nodes`` are the ledger's, in its order."""
+    and ``namespace``. ``nodes`` are the ledger's, in its order, priced with their DRA
+    devices (``ClaimBook.gpus_by_node``); a pod's GPUs are those of its containers and of its
+    ResourceClaims' devices (``book``'s allocations; a claim several running pods share is
+    split evenly between them)."""
     request = np.array([request_vector(r.spec) for r in running]).reshape(len(running), 3)
+    request[:, 0] += claim_gpus(running, book)
     request[:, 1] /= 1000.0  # milli-CPU to cores
     request[:, 2] /= 1024.0  # MiB to GiB
     runs = Runs.of(
@@ -55,3 +64,15 @@ def hourly_cost(alloc: Allocation, parents: Mapping[str, str | None]) -> HourlyC
         idle=split(alloc.idle.sum(axis=0)),
         queues=queue_costs(alloc, parents),
     )
+
+
+def claim_gpus(running: Sequence[Running], book: ClaimBook | None) -> FloatArray:
+    """Per running pod, the GPUs its ResourceClaims' devices count as, each claim split
+    evenly between the running pods that use it (0 without DRA)."""
+    out = np.zeros(len(running))
+    if book is None or not book.allocations:
+        return out
+    users = Counter(key for r in running for key in r.pod.claims)
+    for i, r in enumerate(running):
+        out[i] = sum(book.allocated_gpus(key) / users[key] for key in r.pod.claims)
+    return out

@@ -217,8 +217,9 @@ class Metrics:
         assert self.sheet is not None
         if self._priced is None or self._priced[0] != id(ledger):
             specs = [cache.get("Node", name) for name in ledger.state.names]
-            self._priced = (id(ledger), price_nodes(specs, self.sheet))  # type: ignore[arg-type]
-        alloc = running_hourly(list(ledger.running.values()), self._priced[1])
+            priced = price_nodes(specs, self.sheet, ledger.book.gpus_by_node())  # type: ignore[arg-type]
+            self._priced = (id(ledger), priced)
+        alloc = running_hourly(list(ledger.running.values()), self._priced[1], ledger.book)
         self.queue_cost.clear()  # a queue that stopped running anything reads 0
         idle: dict[str, float] = {}
         for row in alloc.aggregate("queue"):

@@ -149,6 +149,9 @@ class ObjectStore:
     ) -> None:
         self.schedulers = frozenset(schedulers)
         self.kinds = frozenset(kinds(vocabularies))
+        self.group_kinds = tuple(k for k in kinds(vocabularies) if becomes(k) == "PodGroup")
+        """The kinds whose objects define gangs (scheduler-plugins' PodGroup, and KAI's and
+        Volcano's where their vocabularies are read)."""
         self.names = pod_names(vocabularies)
         """Where pods name their queue and gang in the vocabularies read."""
         self.default_classes: Mapping[str, tuple[int, bool, bool]] = (
@@ -194,6 +197,7 @@ class ObjectStore:
         problems: list[Problem] = []
         labels = self.node_labels.get(key) if kind == "Node" else None
         gpus = self.node_gpus.get(key) if kind == "Node" else None
+        finished = self._finished(self.raw[kind].get(key)) if kind == "Pod" else ""
         if type_ == "DELETED":
             self.raw[kind].pop(key, None)
             self.reported.pop((kind, key), None)
@@ -214,7 +218,7 @@ class ObjectStore:
         relabelled = kind == "Node" and self.node_labels.get(key) != labels
         resized = kind == "Node" and self.node_gpus.get(key) != gpus
         for dependent_kind, dependent in self._dependents(
-            kind, key, relabelled=relabelled, resized=resized
+            kind, key, relabelled=relabelled, resized=resized, finished=finished
         ):
             if dependent_kind == "ResourcePool":
                 self._translate_pool(dependent, events, problems)
@@ -273,6 +277,22 @@ class ObjectStore:
             self.readers[read].add(key)
         self._reads[key] = tuple(reads)
 
+    def _finished(self, raw: Obj | None) -> str:
+        """The gang of raw pod ``raw`` if it succeeded (empty: it did not, or names none)."""
+        if raw is None or (raw.get("status") or {}).get("phase") != "Succeeded":
+            return ""
+        group = self._group_name(raw.get("metadata") or {})
+        return "" if group is None else f"{_key('Pod', raw).split('/', 1)[0]}/{group}"
+
+    def _succeeded(self, gang: str) -> int:
+        """How many pods of ``gang`` succeeded, as their raw objects say."""
+        pods = self.raw["Pod"]
+        return sum(
+            1
+            for key in self.readers.get(("PodGroup", gang), ())
+            if key in pods and (pods[key].get("status") or {}).get("phase") == "Succeeded"
+        )
+
     def _group_name(self, meta: Mapping[str, object]) -> str | None:
         """The PodGroup a pod names, where ``read_pod`` looks: the label, then the
         annotations of the vocabularies read."""
@@ -311,16 +331,28 @@ class ObjectStore:
             return str(error)
 
     def _dependents(
-        self, kind: str, key: str, *, relabelled: bool = False, resized: bool = False
+        self,
+        kind: str,
+        key: str,
+        *,
+        relabelled: bool = False,
+        resized: bool = False,
+        finished: str = "",
     ) -> list[tuple[str, str]]:
         """The objects whose translation reads object ``key`` of ``kind``; for a node,
         ``relabelled``: its labels, as pools read them, changed, and ``resized``: whether it
         can be read and how many GPUs it has, as its pods read it, changed (either: it
-        appeared or left).
+        appeared or left). For a pod, ``finished``: the gang it had succeeded in before this
+        event (empty: none); a gang counts its pods that succeeded, so the objects that
+        define a gang it now succeeded in, or no longer did, are read again.
 
         Pools whose slices select nodes by label read only the nodes' labels, and a bound
         pod reads only its node's GPUs, so a node event that leaves them as they were (a
         status update, every few seconds to minutes per node) reads nothing again."""
+        if kind == "Pod":
+            now = self._finished(self.raw["Pod"].get(key))
+            gangs = sorted({finished, now} - {""}) if now != finished else []
+            return [(k, gang) for gang in gangs for k in self.group_kinds if gang in self.raw[k]]
         if kind == "PriorityClass":
             return [("Pod", pod) for pod in sorted(self.raw["Pod"])]
         if kind == ELASTIC_QUOTA.key:  # the pods of its namespace read its queue
@@ -355,6 +387,9 @@ class ObjectStore:
             except (TypeError, ValueError, AttributeError, KeyError, ArithmeticError) as exc:
                 problems.append(_problem(kind, raw, f"unexpected structure: {exc}"))
                 made = None
+        if isinstance(made, GroupSpec):
+            done = self._succeeded(key)
+            made = replace(made, succeeded=done) if done else made
         if isinstance(made, PodInfo) and not made.bound and raw is not None:
             blocked = self.held.get(key) or made.blocked
             if not blocked and made.claims:

@@ -265,6 +265,27 @@ def _constraint(r: Reader) -> NodeConstraint | None:
     return NodeConstraint(full_terms, tuple(tolerations))
 
 
+def _group_of(
+    r: Reader, labels: Mapping[str, str], annotations: Mapping[str, str], names: PodNames
+) -> tuple[str, str]:
+    """The gang (``namespace/podgroup``) pod ``r`` names, and where it names it: the label,
+    then the annotations of the vocabularies read (empty: none)."""
+    if POD_GROUP_LABEL in labels:
+        return f"{r.namespace}/{labels[POD_GROUP_LABEL]}", f"label {POD_GROUP_LABEL}"
+    key = _first(annotations, names.group_annotations)
+    if key is not None:
+        return f"{r.namespace}/{annotations[key]}", f"annotation {key}"
+    return "", ""
+
+
+def succeeded_in(r: Reader, names: PodNames = GPUFLEET_ONLY) -> str:
+    """The gang of pod ``r`` if the pod succeeded (empty: it did not, or names none)."""
+    if r.string("status.phase", "Pending") != "Succeeded":
+        return ""
+    labels, annotations = r.strings("metadata.labels"), r.strings("metadata.annotations")
+    return _group_of(r, labels, annotations, names)[0]
+
+
 def read_pod(
     r: Reader,
     classes: dict[str, tuple[int, bool, bool]],
@@ -310,15 +331,7 @@ def read_pod(
     annotations = r.strings("metadata.annotations")
     scheduler = r.string("spec.schedulerName", DEFAULT_SCHEDULER)
     managed = scheduler in schedulers
-    group_field = ""
-    if POD_GROUP_LABEL in labels:
-        group_field = f"label {POD_GROUP_LABEL}"
-        group = f"{r.namespace}/{labels[POD_GROUP_LABEL]}"
-    elif (group_key := _first(annotations, names.group_annotations)) is not None:
-        group_field = f"annotation {group_key}"
-        group = f"{r.namespace}/{annotations[group_key]}"
-    else:
-        group = ""
+    group, group_field = _group_of(r, labels, annotations, names)
     named, lost = _named_queue(
         r.namespace,
         labels,

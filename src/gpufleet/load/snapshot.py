@@ -41,7 +41,9 @@ its reader, in the order their references need: :mod:`~gpufleet.load.node_pools`
 :mod:`gpufleet.load.checks`, and the YAML itself is read by :mod:`gpufleet.load.documents`.
 """
 
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -83,7 +85,7 @@ from gpufleet.load.kueue import (
 )
 from gpufleet.load.node_pools import pool_levels, read_node_pool, read_topology
 from gpufleet.load.nodes import read_node, read_numa, with_numa
-from gpufleet.load.pods import read_pod
+from gpufleet.load.pods import read_pod, succeeded_in
 from gpufleet.load.queues import read_group, read_priority_class, read_queue
 from gpufleet.load.reader import Obj, Reader, each
 from gpufleet.load.vocabulary import SCHEDULER_NAME
@@ -247,6 +249,8 @@ def _parse(
     )
     pods = [pod for pod in read_pods if pod is not None]
     other_schedulers(by_kind.get("Pod", []), read_pods, source, warn)
+    done = Counter(g for r in by_kind.get("Pod", []) if (g := succeeded_in(r, names)))
+    groups = [replace(g, succeeded=done[g.key]) if done[g.key] else g for g in groups]
     topologies = by_kind.get("Topology", [])
     if len(topologies) > 1:
         raise InputError(

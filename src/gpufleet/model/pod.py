@@ -24,6 +24,15 @@ from dataclasses import dataclass
 from gpufleet.model.arrays import MILLI
 from gpufleet.model.selectors import NodeConstraint
 
+MIG_COMPUTE_SLICES = 7
+"""Compute slices of a MIG-capable GPU: a ``Ng.*`` profile is N of them."""
+
+
+def mig_gpus(profile: str, count: int = 1) -> float:
+    """The GPUs ``count`` MIG slices of ``profile`` (``1g.10gb``) count as: their compute
+    slices out of 7."""
+    return count * int(profile.split("g.", 1)[0]) / MIG_COMPUTE_SLICES
+
 
 @dataclass(frozen=True, slots=True)
 class PodSpec:
@@ -99,7 +108,7 @@ class PodSpec:
         """GPUs the pod takes from its queue: whole GPUs, a share, or its MIG slices' compute
         slices out of 7."""
         if self.mig_profile is not None:
-            return self.mig_count * int(self.mig_profile.split("g.", 1)[0]) / 7
+            return mig_gpus(self.mig_profile, self.mig_count)
         return self.total_gpu_milli / MILLI
 
     @property

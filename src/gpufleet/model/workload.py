@@ -197,6 +197,9 @@ class GroupSpec:
     stale_grace_s: float | None = None
     """How long the gang may run below ``min_member`` before its running pods are released
     (PodGroup ``spec.scheduleTimeoutSeconds``); None: the cycle's grace."""
+    succeeded: int = 0
+    """Pods of the gang that succeeded (``status.phase``). A gang one of whose pods finished
+    is never stale: its other members finish at their own pace (KAI's rule)."""
     uid: str = field(default="", compare=False)
     """``metadata.uid`` (empty: not read from a cluster); not compared, as for queues."""
     resource_version: str = field(default="", compare=False)

@@ -164,8 +164,13 @@ class ClaimBook:
 
     def gpu_capacity(self) -> float:
         """The GPUs the cluster's devices count as (for fair shares; see the module)."""
+        return sum(self.gpus_by_node().values())
+
+    def gpus_by_node(self) -> dict[str | None, float]:
+        """What :meth:`gpu_capacity` counts, per node of node-local devices (None: devices
+        attached to the network, or reached by a node selector)."""
         if self.allocator is None:
-            return 0.0
+            return {}
         annotated: list[tuple[float, list[Selector]]] = []
         for c in sorted(self.classes.values(), key=lambda c: c.name):
             if c.gpus_per_device is None:
@@ -175,8 +180,8 @@ class ClaimBook:
             except SelectorError:
                 continue  # reported against the claims that use the class
             annotated.append((c.gpus_per_device, selectors))
-        by_counters: dict[tuple[str, str, str], float] = {}
-        total = 0.0
+        by_counters: dict[tuple[str, str, str], tuple[str | None, float]] = {}
+        total: dict[str | None, float] = {}
         for device in self.allocator.devices.values():
             gpus = next(
                 (n for n, chosen in annotated if _selects(chosen, device)),
@@ -184,12 +189,15 @@ class ClaimBook:
             )
             if not gpus:
                 continue
+            where = device.node if device.nodes is None and not device.all_nodes else None
             if device.consumes:
                 key = (device.driver, device.pool, device.consumes[0][0])
-                by_counters[key] = max(by_counters.get(key, 0.0), gpus)
+                by_counters[key] = (where, max(by_counters.get(key, (where, 0.0))[1], gpus))
             else:
-                total += gpus
-        return total + sum(by_counters.values())
+                total[where] = total.get(where, 0.0) + gpus
+        for where, gpus in by_counters.values():
+            total[where] = total.get(where, 0.0) + gpus
+        return total
 
     # -- allocation ------------------------------------------------------------------------
 

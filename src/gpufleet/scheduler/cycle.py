@@ -25,7 +25,7 @@ The cycle works on the ledger it is given — the cluster cache's, in a session
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -154,9 +154,6 @@ class Cycle:
         None: since its PodGroup's ``gpufleet.io/stale-since`` (a snapshot's one cycle)."""
         self.leaving: Collection[str] = frozenset()
         """Pods evicted and terminating: a stale gang's release does not evict them again."""
-        waiting = frozenset(p.gang for p in snapshot.pods if p.managed and not p.bound)
-        self.waits: Callable[[str], bool] = waiting.__contains__
-        """Whether a gang has pods waiting to be scheduled (default: the snapshot's)."""
         self.cycles = 0
         self.order = components.queue_rule(ledger)
         self.admission = components.admission_rule(ledger, config.non_preemptible_priority)

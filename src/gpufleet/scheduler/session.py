@@ -213,19 +213,14 @@ class Scheduler:
         return result
 
     def _mark_stale(self, now: float) -> None:
-        """Keep since when each gang has been stale (``actions/stale_gang.py``: gpufleet's
-        pods running, fewer than ``minMember``, and pods waiting to join them): from the
+        """Keep since when each gang has been stale (``actions/stale_gang.py``): from the
         first cycle that found it so — or, for a gang already so when this scheduler first
         knew it (a restarted or new leader), from its PodGroup's ``gpufleet.io/stale-since``.
-        A gang whole again, with none waiting, or gone is forgotten; should it become stale
-        again, its time starts anew, whatever mark its PodGroup still carries. The cycle's
-        release reads these times, and only these."""
+        A gang no longer stale (whole again, a pod of it succeeded) or gone is forgotten;
+        should it become stale again, its time starts anew, whatever mark its PodGroup still
+        carries. The cycle's release reads these times, and only these."""
         ledger, cache = self.ledger, self.cache
-        stale = {
-            g
-            for g in ledger.partial
-            if stale_gang(ledger, g, ledger.groups[g].min_member) and cache.pending_of(g)
-        }
+        stale = {g for g in ledger.partial if stale_gang(ledger, ledger.groups[g])}
         for gang in [g for g in self.stale if g not in stale]:
             del self.stale[gang]
         for gang in sorted(stale - self.stale.keys()):
@@ -233,9 +228,7 @@ class Scheduler:
             first_known = gang not in self._known
             self.stale[gang] = min(marked, now) if first_known and marked is not None else now
         self._known = set(ledger.groups)
-        cycle = self.cycle
-        cycle.stale_since, cycle.leaving = self.stale, cache.leaving
-        cycle.waits = lambda gang: bool(cache.pending_of(gang))
+        self.cycle.stale_since, self.cycle.leaving = self.stale, cache.leaving
 
 
 def _levels(cache: ClusterCache) -> tuple[str, ...]:

@@ -1,14 +1,14 @@
 """Stale-gang release: a gang running below its ``minMember`` is worth nothing.
 
-A gang with some pods running, fewer than ``minMember``, and pods waiting to join them (a
-member failed or was evicted and its replacement waits, or a bind failed after others of
-the gang were bound) cannot do its work. If it cannot be completed in this cycle and has
-been stale for longer than the grace period, its running pods are released — evicted with
-action ``stale-gang`` — so that their capacity serves jobs that can run. The reason of the
-gang's pending pods says which case holds. A gang with no pod waiting is not stale: its
-other members finished (a pod that succeeded leaves the cluster's running pods, and the
-gang's stragglers must finish too), or were deleted and nothing replaces them. Pods
-already evicted and terminating are not evicted again.
+A gang with some pods running and fewer than ``minMember`` (a member failed or was
+evicted, or a bind failed after others of the gang were bound) cannot do its work. If it
+cannot be completed in this cycle and has been stale for longer than the grace period,
+its running pods are released — evicted with action ``stale-gang`` — so that their
+capacity serves jobs that can run. The reason of the gang's pending pods says which case
+holds. As KAI Scheduler judges it, a gang one of whose pods succeeded is never stale: its
+members finish at their own pace, and the stragglers must not be killed for it (the
+PodGroup's :attr:`~gpufleet.model.workload.GroupSpec.succeeded`). Pods already evicted
+and terminating are not evicted again.
 
 Since when a gang is stale: a scheduler that runs cycle after cycle (the live scheduler, a
 replay) knows, from the first cycle that found it below ``minMember``
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Protocol
 from gpufleet.scheduler.outcome import Why, WhyCode, why
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Collection, Mapping, Sequence
+    from collections.abc import Collection, Mapping, Sequence
 
     from gpufleet.model.cluster import ClusterState
     from gpufleet.model.workload import GroupSpec
@@ -57,8 +57,6 @@ class StaleContext(Protocol):
     @property
     def leaving(self) -> Collection[str]: ...
     @property
-    def waits(self) -> Callable[[str], bool]: ...
-    @property
     def commit(self) -> Commit: ...
 
 
@@ -68,7 +66,7 @@ def release_stale(cycle: StaleContext, grace_s: float, gang: str, reason: Why | 
     stale)."""
     group = cycle.groups[gang]
     running = len(cycle.gang_running.get(gang, ()))
-    if not stale_gang(cycle, gang, group.min_member) or not cycle.waits(gang):
+    if not stale_gang(cycle, group):
         return reason
     if group.stale_grace_s is not None:
         grace_s = group.stale_grace_s
@@ -106,9 +104,12 @@ class GangContext(Protocol):
     def running(self) -> Mapping[str, Running]: ...
 
 
-def stale_gang(cycle: GangContext, gang: str, min_member: int) -> bool:
-    """Whether ``gang`` runs some pods, fewer than ``min_member``, all of them gpufleet's to
-    release: a gang of another scheduler's pods (kube-scheduler's coscheduling, say) is
-    that scheduler's to judge. (Whether pods wait to join them is asked apart.)"""
-    keys = cycle.gang_running.get(gang, ())
-    return 0 < len(keys) < min_member and all(cycle.running[k].pod.managed for k in keys)
+def stale_gang(cycle: GangContext, group: GroupSpec) -> bool:
+    """Whether ``group``'s gang is stale (module docstring): some of its pods run, fewer
+    than its ``minMember``, none of them succeeded, and all that run are gpufleet's to
+    release — a gang of another scheduler's pods (kube-scheduler's coscheduling, say) is
+    that scheduler's to judge."""
+    keys = cycle.gang_running.get(group.key, ())
+    if group.succeeded or not 0 < len(keys) < group.min_member:
+        return False
+    return all(cycle.running[k].pod.managed for k in keys)
