@@ -12,8 +12,10 @@ name, uid}``). A claim already allocated (by an earlier cycle, for another pod s
 it) only gets the pod added to ``reservedFor``, provided its devices are the ones the
 cycle counted on; otherwise the bind fails and the watch tells the truth.
 
-A 409 (the claim changed since it was read) is read again and tried once more; a second
-409, or any other refusal, fails the pod's bind (it backs off like any failed bind). What
+A claim whose ``metadata.uid`` is not the one the cycle saw (deleted and made again under
+its name) is not written, and fails the pod's bind. A 409 (the claim changed since it was
+read) is read again and tried once more; a second 409, or any other refusal, fails the
+pod's bind (it backs off like any failed bind). What
 a failed bind had written is taken back (:func:`release`): the pod leaves ``reservedFor``,
 and a claim it allocated that no other pod reserves loses its allocation again — what the
 resourceclaim controller does with an allocated claim that nobody reserves.
@@ -53,6 +55,9 @@ class ClaimWrite:
     results: tuple[DeviceResult, ...]
     node: str | None
     config: tuple[tuple[str, OpaqueConfig], ...] = ()
+    uid: str = ""
+    """The claim's ``metadata.uid`` as the cycle saw it (empty: not known): a claim of
+    another uid under the name was made again since, and is not written."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,10 +145,13 @@ async def reserve(
 
 
 def reserved_status(
-    status: Mapping[str, Any], pod: PodRef, write: ClaimWrite, now: float
+    status: Mapping[str, Any], pod: PodRef, write: ClaimWrite, now: float, uid: object = None
 ) -> tuple[dict[str, Any] | None, bool, str]:
     """A claim's ``status`` with ``write`` for ``pod``: (the new status, None when it needs
-    no write; whether it allocates the claim; why it cannot be written, empty if it can)."""
+    no write; whether it allocates the claim; why it cannot be written, empty if it can).
+    ``uid``: the claim's as read now, which must be the one the cycle saw."""
+    if write.uid and uid != write.uid:
+        return None, False, "it was deleted and made again since the cycle read it"
     new = dict(status)
     reserved = [dict(r) for r in new.get("reservedFor") or [] if isinstance(r, Mapping)]
     current = new.get("allocation")
@@ -167,7 +175,8 @@ async def _reserve_one(
         if response.status_code != 200:
             return None, f"reading it: {response.status_code} {message_of(response)}", False
         claim: dict[str, Any] = response.json()
-        status, allocated, why = reserved_status(claim.get("status") or {}, pod, write, now)
+        uid = (claim.get("metadata") or {}).get("uid")
+        status, allocated, why = reserved_status(claim.get("status") or {}, pod, write, now, uid)
         if why or status is None:
             return (None if why else Reserved(write.key, allocated=False)), why, False
         response = await http.put(f"{_path(write.key)}/status", json={**claim, "status": status})

@@ -53,7 +53,7 @@ def read_device_class(r: Reader) -> DeviceClass:
 
 def read_claim(r: Reader) -> ClaimObject:
     """A ResourceClaim and its allocation (``status.allocation``, None: not allocated)."""
-    return ClaimObject(claim_spec(r, "spec", r.key), allocation(r))
+    return ClaimObject(claim_spec(r, "spec", r.key), allocation(r), r.identity()[0])
 
 
 def pool_key(obj: Obj) -> str | None:

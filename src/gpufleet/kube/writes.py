@@ -42,6 +42,7 @@ from gpufleet.kube.claims import ClaimWrite, release, reserve
 from gpufleet.kube.logs import decide
 from gpufleet.kube.tell import Telling
 from gpufleet.report.reasons import why_text
+from gpufleet.scheduler.events import ClaimObject
 
 if TYPE_CHECKING:
     from gpufleet.scheduler.outcome import Binding, CycleResult
@@ -193,14 +194,18 @@ class ResultWriter(Telling):
         if not binding.claims:
             return []
         allocations = self.cache.ledger().book.allocations
+        claims = self.cache.objects["ResourceClaim"]
         writes = []
         for key, results in sorted(binding.claims.items()):
+            seen = claims.get(key)
+            uid = seen.uid if isinstance(seen, ClaimObject) else ""
             status = result.claim_status.get(key)
             if status is not None:
-                writes.append(ClaimWrite(key, status.results, status.node, status.config))
+                writes.append(ClaimWrite(key, status.results, status.node, status.config, uid))
                 continue
             known = allocations.get(key)
-            writes.append(ClaimWrite(key, results, known.node if known is not None else None))
+            node = known.node if known is not None else None
+            writes.append(ClaimWrite(key, results, node, uid=uid))
         return writes
 
     def _bound(self, binding: Binding, reply: Reply, now: float) -> bool:

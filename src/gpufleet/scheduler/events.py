@@ -52,6 +52,10 @@ class ClaimObject:
 
     claim: Claim
     allocation: Allocation | None = None
+    uid: str = ""
+    """``metadata.uid`` (empty: not read from a cluster). Compared: a claim deleted and made
+    again under its name is another claim, which the live scheduler must not write the
+    allocation of the first to."""
 
 
 if TYPE_CHECKING:
