@@ -260,6 +260,8 @@ def test_another_schedulers_pods_are_costed_as_unallocated_to_a_queue(tmp_path: 
         # pods share is one GPU, split between them.
         ("dra-shared-claim-counts-once", 4.0, 1.0, 2.0),
         ("dra-mig-devices-count-their-share", 9 / 7, 0.0, 6 / 7),
+        ("dra-no-claims", 4.0, 0.0, 0.0),
+        ("dra-network-devices", 0.0, 0.0, 0.0),
     ],
 )
 def test_mig_slices_and_dra_devices_are_priced_as_gpus(
@@ -268,6 +270,8 @@ def test_mig_slices_and_dra_devices_are_priced_as_gpus(
     sheet = tmp_path / "prices.yaml"
     sheet.write_text(FLAT)
     path = Path(__file__).parents[1] / "scenarios" / f"{scenario}.yaml"
+    if not path.exists():
+        path = Path(__file__).parent / "snapshots" / f"{scenario}.yaml"
     cost = schedule_json(tmp_path, path, "--prices", str(sheet))["cost"]
     for side, allocated in (("before", before), ("after", after)):
         figures = cost[side]

@@ -27,7 +27,7 @@ class UnpricedNodeError(ValueError):
 
 
 def price_nodes(
-    specs: Sequence[NodeSpec], sheet: PriceSheet, device_gpus: Mapping[str | None, float] = EMPTY
+    specs: Sequence[NodeSpec], sheet: PriceSheet, device_gpus: Mapping[str, float] = EMPTY
 ) -> Nodes:
     """``specs`` priced under ``sheet`` (module docstring), existing over the whole window.
     A node's GPUs are those it publishes whole, the GPUs its static MIG slices count as

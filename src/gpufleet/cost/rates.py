@@ -67,12 +67,13 @@ def hourly_cost(alloc: Allocation, parents: Mapping[str, str | None]) -> HourlyC
 
 
 def claim_gpus(running: Sequence[Running], book: ClaimBook | None) -> FloatArray:
-    """Per running pod, the GPUs its ResourceClaims' devices count as, each claim split
-    evenly between the running pods that use it (0 without DRA)."""
+    """Per running pod, the GPUs its ResourceClaims' node-local devices count as (those its
+    node is priced with; devices on no one node are priced nowhere, so charged to no one),
+    each claim split evenly between the running pods that use it (0 without DRA)."""
     out = np.zeros(len(running))
     if book is None or not book.allocations:
         return out
     users = Counter(key for r in running for key in r.pod.claims)
     for i, r in enumerate(running):
-        out[i] = sum(book.allocated_gpus(key) / users[key] for key in r.pod.claims)
+        out[i] = sum(book.allocated_gpus(key, node_local=True) / users[key] for key in r.pod.claims)
     return out

@@ -22,7 +22,7 @@ shared counter set (a GPU and the MIG devices carved from it) count once, as the
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -56,9 +56,16 @@ def _selects(selectors: list[Selector], device: Device) -> bool:
         return False
 
 
+def node_local_of(device: Device) -> str | None:
+    """The one node ``device`` is on (None: attached to the network, or reached by a node
+    selector or from every node)."""
+    return device.node if device.nodes is None and not device.all_nodes else None
+
+
 class ClaimBook:
     def __init__(self, snapshot: Snapshot) -> None:
         self.claims = {c.key: c for c in snapshot.claims}
+        self.pools = snapshot.pools
         self.classes = {c.name: c for c in snapshot.device_classes}
         self.initial = dict(snapshot.allocations)
         self.allocations: dict[str, Allocation] = dict(snapshot.allocations)
@@ -96,8 +103,9 @@ class ClaimBook:
                         return alternative.device_class
         return ""
 
-    def allocated_gpus(self, key: str) -> float:
-        """GPUs claim ``key``'s allocation counts as (0 when it is not allocated)."""
+    def allocated_gpus(self, key: str, *, node_local: bool = False) -> float:
+        """GPUs claim ``key``'s allocation counts as (0 when it is not allocated); with
+        ``node_local``, only its devices on one node (those :meth:`gpus_by_node` counts)."""
         allocation = self.allocations.get(key)
         if allocation is None:
             return 0.0
@@ -107,6 +115,8 @@ class ClaimBook:
             if r.admin_access:
                 continue
             device = devices.get((r.driver, r.pool, r.device))
+            if node_local and (device is None or node_local_of(device) is None):
+                continue
             gpus = device_gpus(r.driver, device, self._class_gpus(self._result_class(key, r)))
             total += gpus * consumed_share(device, r.consumed) if gpus else 0.0
         return total
@@ -163,14 +173,43 @@ class ClaimBook:
         return gpus * consumed_share(device, consumed)
 
     def gpu_capacity(self) -> float:
-        """The GPUs the cluster's devices count as (for fair shares; see the module)."""
-        return sum(self.gpus_by_node().values())
-
-    def gpus_by_node(self) -> dict[str | None, float]:
-        """What :meth:`gpu_capacity` counts, per node of node-local devices (None: devices
-        attached to the network, or reached by a node selector)."""
+        """The GPUs the cluster's devices count as (for fair shares; see the module): none
+        while no claim could use them."""
         if self.allocator is None:
-            return {}
+            return 0.0
+        by_counters: dict[tuple[str, str, str], float] = {}
+        total = 0.0
+        for device, gpus in self._device_gpus(self.allocator.devices.values()):
+            if device.consumes:
+                key = (device.driver, device.pool, device.consumes[0][0])
+                by_counters[key] = max(by_counters.get(key, 0.0), gpus)
+            else:
+                total += gpus
+        return total + sum(by_counters.values())
+
+    def gpus_by_node(self) -> dict[str, float]:
+        """The GPUs each node's node-local devices count as, as :meth:`gpu_capacity` counts
+        them, claims or none (what the node costs; devices attached to the network, or
+        reached by a node selector, are on no one node)."""
+        allocator = self.allocator or Allocator(self.pools, self.classes)
+        by_counters: dict[tuple[str, str, str], tuple[str, float]] = {}
+        total: dict[str, float] = {}
+        for device, gpus in self._device_gpus(allocator.devices.values()):
+            node = node_local_of(device)
+            if node is None:
+                continue
+            if device.consumes:
+                key = (device.driver, device.pool, device.consumes[0][0])
+                by_counters[key] = (node, max(by_counters.get(key, (node, 0.0))[1], gpus))
+            else:
+                total[node] = total.get(node, 0.0) + gpus
+        for node, gpus in by_counters.values():
+            total[node] = total.get(node, 0.0) + gpus
+        return total
+
+    def _device_gpus(self, devices: Iterable[Device]) -> Iterator[tuple[Device, float]]:
+        """Each of ``devices`` that counts as GPUs, with how many: its DeviceClass's
+        ``gpus_per_device`` where a class with one selects it, else the driver's count."""
         annotated: list[tuple[float, list[Selector]]] = []
         for c in sorted(self.classes.values(), key=lambda c: c.name):
             if c.gpus_per_device is None:
@@ -180,24 +219,13 @@ class ClaimBook:
             except SelectorError:
                 continue  # reported against the claims that use the class
             annotated.append((c.gpus_per_device, selectors))
-        by_counters: dict[tuple[str, str, str], tuple[str | None, float]] = {}
-        total: dict[str | None, float] = {}
-        for device in self.allocator.devices.values():
+        for device in devices:
             gpus = next(
                 (n for n, chosen in annotated if _selects(chosen, device)),
                 device_gpus(device.driver, device, None),
             )
-            if not gpus:
-                continue
-            where = device.node if device.nodes is None and not device.all_nodes else None
-            if device.consumes:
-                key = (device.driver, device.pool, device.consumes[0][0])
-                by_counters[key] = (where, max(by_counters.get(key, (where, 0.0))[1], gpus))
-            else:
-                total[where] = total.get(where, 0.0) + gpus
-        for where, gpus in by_counters.values():
-            total[where] = total.get(where, 0.0) + gpus
-        return total
+            if gpus:
+                yield device, gpus
 
     # -- allocation ------------------------------------------------------------------------
 
