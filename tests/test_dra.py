@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpufleet.compose import schedule_snapshot
 from gpufleet.dra import cel
 from gpufleet.dra.allocator import Allocator, Unsatisfiable
 from gpufleet.dra.cel import SelectorError, compile_selector
@@ -38,6 +39,7 @@ from gpufleet.model.devices import (
     device_gpus,
 )
 from gpufleet.model.workload import Snapshot
+from gpufleet.report.reasons import why_text
 from gpufleet.scheduler.claims import ClaimBook
 
 DRIVER = "gpu.example.com"
@@ -534,3 +536,55 @@ def test_explain_shows_the_claimed_gpus_a_queue_holds(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "queue ml: fair share 1 GPUs, 2 CPU, 0 GiB; allocated 1 GPUs" in done.stdout
     assert "pending: queue ml is at its limit of 1 GPU (1 GPU in use" in done.stdout
+
+
+def consumers_snapshot(tmp_path: Path, running: int) -> Path:
+    """A claim of one GPU, allocated, that ``running`` running pods use, and one more pod
+    waiting to use it."""
+    docs = [
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n"
+        "status:\n  allocatable: {cpu: '512', memory: 2Ti, pods: '1000'}",
+        "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: gpu.nvidia.com}\n"
+        'spec:\n  selectors:\n  - cel: {expression: device.driver == "gpu.nvidia.com"}',
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: n1-gpus}\n"
+        "spec:\n  driver: gpu.nvidia.com\n  nodeName: n1\n"
+        "  pool: {name: n1, generation: 1, resourceSliceCount: 1}\n  devices:\n  - name: gpu-0",
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\n"
+        "metadata: {name: shared, namespace: ml}\nspec:\n  devices:\n    requests:\n"
+        "    - name: gpu\n      exactly: {deviceClassName: gpu.nvidia.com}\n"
+        "status:\n  allocation:\n    devices:\n      results:\n"
+        "      - {request: gpu, driver: gpu.nvidia.com, pool: n1, device: gpu-0}",
+    ]
+
+    def pod(name: str, bound: bool) -> str:
+        node = "  nodeName: n1\n" if bound else ""
+        phase = "status: {phase: Running, startTime: '2026-01-01T00:00:00Z'}\n" if bound else ""
+        return (
+            f"apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: ml, "
+            "creationTimestamp: '2026-01-01T00:00:00Z'}\n"
+            f"spec:\n  schedulerName: gpufleet\n{node}"
+            "  containers: [{name: main, image: x}]\n"
+            "  resourceClaims: [{name: gpu, resourceClaimName: shared}]\n" + phase
+        )
+
+    docs += [pod(f"r{i:03d}", bound=True) for i in range(running)] + [pod("extra", bound=False)]
+    path = tmp_path / "snapshot.yaml"
+    path.write_text("\n---\n".join(docs))
+    return path
+
+
+@pytest.mark.parametrize("running", [255, 256])
+def test_a_claim_is_reserved_for_256_pods_at_most(tmp_path: Path, running: int) -> None:
+    """Kubernetes caps ``status.reservedFor`` at 256: the 256th pod of a shared claim is
+    placed, a 257th waits (and says why), as kube-scheduler's DRA plugin has it wait."""
+    snapshot = load_snapshot(consumers_snapshot(tmp_path, running), warn=lambda _w: None)
+    result = schedule_snapshot(snapshot, 1_767_229_200.0)
+    if running < 256:
+        assert [b.pod for b in result.bindings] == ["ml/extra"]
+        return
+    assert result.bindings == ()
+    [waiting] = result.pending
+    assert waiting.pod == "ml/extra"
+    assert "ResourceClaim ml/shared has reached its maximum number of consumers (256" in why_text(
+        waiting.why
+    )

@@ -50,3 +50,29 @@ def test_a_claim_made_again_alike_is_an_event_with_its_new_uid() -> None:
     assert again.obj.uid == "uid-2"
     relisted = store.apply("MODIFIED", "ResourceClaim", claim("uid-3")).events  # a relist
     assert [e.type for e in relisted] == ["MODIFIED"]
+
+
+def test_a_claim_reserved_for_256_pods_takes_no_more() -> None:
+    """The API server refuses a longer ``status.reservedFor``: the write says why instead."""
+    others = [{"resource": "pods", "name": f"o{i}", "uid": f"u{i}"} for i in range(256)]
+    allocated = {
+        "devices": {
+            "results": [
+                {
+                    "request": "gpu",
+                    "driver": RESULT.driver,
+                    "pool": RESULT.pool,
+                    "device": RESULT.device,
+                }
+            ]
+        }
+    }
+    status = {"allocation": allocated, "reservedFor": others}
+    write = ClaimWrite("default/c0", (RESULT,), "n0")
+    new, allocates, why = reserved_status(status, POD, write, 0.0)
+    assert (new, allocates) == (None, False)
+    assert why == "it has reached its maximum number of consumers (256)"
+    new, _, why = reserved_status({**status, "reservedFor": others[:255]}, POD, write, 0.0)
+    assert why == ""
+    assert new is not None
+    assert len(new["reservedFor"]) == 256

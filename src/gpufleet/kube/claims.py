@@ -36,6 +36,7 @@ import httpx
 from gpufleet.kube.bind import PodRef, message_of
 from gpufleet.kube.events import rfc3339
 from gpufleet.kube.kinds import API
+from gpufleet.model.devices import MAX_CONSUMERS
 
 if TYPE_CHECKING:
     from gpufleet.model.devices import DeviceResult, OpaqueConfig
@@ -162,6 +163,8 @@ def reserved_status(
         return None, False, "it is allocated other devices than the cycle counted on"
     if any(r.get("uid") == pod.uid for r in reserved):
         return (new if allocated else None), allocated, ""
+    if len(reserved) >= MAX_CONSUMERS:
+        return None, False, f"it has reached its maximum number of consumers ({MAX_CONSUMERS})"
     new["reservedFor"] = [*reserved, _reference(pod)]
     return new, allocated, ""
 

@@ -64,6 +64,12 @@ MIG_COMPUTE_SLICES = 7
 _PROFILE = re.compile(r"^(\d+)g\.")
 
 
+MAX_CONSUMERS = 256
+"""Kubernetes' ``ResourceClaimReservedForMaxSize``: the most pods one ResourceClaim can be
+reserved for (``status.reservedFor``; the API server refuses a longer list). A pod that
+would be one more waits, as kube-scheduler's DRA plugin has it wait."""
+
+
 @dataclass(frozen=True, slots=True)
 class Device:
     driver: str

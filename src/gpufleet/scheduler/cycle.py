@@ -25,6 +25,7 @@ The cycle works on the ledger it is given — the cluster cache's, in a session
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -35,6 +36,7 @@ import numpy as np
 from gpufleet.framework.protocols import Handle
 from gpufleet.framework.runtime import Framework, Held
 from gpufleet.framework.status import Code
+from gpufleet.model.devices import MAX_CONSUMERS
 from gpufleet.model.fragmentation import FragmentIndex, typical_pods
 from gpufleet.model.workload import (
     NON_PREEMPTIBLE_PRIORITY,
@@ -339,7 +341,11 @@ class Cycle:
             return False
         if core:
             request = pods_request(core)
-            blocked = self.admission.blocked(job, request) or self.min_resources.queue_short(job)
+            blocked = (
+                self.admission.blocked(job, request)
+                or self.min_resources.queue_short(job)
+                or self._claims_full(job)
+            )
             if blocked is not None:
                 self.journal.pend(
                     job, job.pods, self._stale(job, blocked), notes=notes, record=record
@@ -421,6 +427,21 @@ class Cycle:
                     WhyCode.STARVING, waited_s=waited, after_s=after, nodes=tuple(held), then=reason
                 )
         self.journal.pend(job, job.pods, reason, notes=notes, record=record)
+
+    def _claims_full(self, job: Job) -> Why | None:
+        """Why ``job`` waits if its pods would reserve a claim for more pods than Kubernetes
+        allows (:data:`~gpufleet.model.devices.MAX_CONSUMERS`; None: they would not). It is
+        not tried, nor room made for it: as kube-scheduler's DRA plugin, no eviction helps."""
+        wanted = Counter(key for pod in job.core for key in pod.claims)
+        for key, more in sorted(wanted.items()):
+            if self.ledger.claim_consumers(key) + more > MAX_CONSUMERS:
+                pod = next(p for p in job.core if key in p.claims)
+                detail = (
+                    f"ResourceClaim {key} has reached its maximum number of consumers "
+                    f"({MAX_CONSUMERS}, the most its status.reservedFor may hold)"
+                )
+                return why(WhyCode.CLAIMS, pod=pod.key, detail=detail)
+        return None
 
     def _stale(self, job: Job, reason: Why) -> Why:
         """A gang running below ``minMember`` that cannot be completed is released after the

@@ -14,7 +14,7 @@ unchanged where it runs).
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -97,6 +97,8 @@ class Ledger:
         self.released = 0
         self.unqueued = vector()
         self.claim_users: dict[str, dict[str, int]] = defaultdict(dict)
+        self.consumers: Counter[str] = Counter()
+        """Per claim, the running pods that use it."""
         """Per queue: its running pods per ResourceClaim they use."""
         self.claim_charged: dict[str, dict[str, float]] = defaultdict(dict)
         """Per queue: the GPUs each claim its running pods use counts in its allocation
@@ -263,6 +265,10 @@ class Ledger:
     # -- queue accounting ---------------------------------------------------------------
 
     def _account(self, pod: PodInfo, spec: PodSpec, sign: int) -> None:
+        for key in pod.claims:
+            self.consumers[key] += sign
+            if not self.consumers[key]:
+                del self.consumers[key]
         if pod.queue not in self.tree.queues:
             return
         amount = sign * request_vector(spec)
@@ -292,6 +298,11 @@ class Ledger:
                 users.pop(key, None)
                 change -= charged.pop(key, 0.0)
         return change
+
+    def claim_consumers(self, key: str) -> int:
+        """Running pods (of any queue, or none) that use claim ``key``: whom its
+        ``status.reservedFor`` lists."""
+        return self.consumers.get(key, 0)
 
     def claims_freed(self, pods: Sequence[PodInfo]) -> FloatArray:
         """GPUs (as a resource vector) that the claims of ``pods`` give back to their
