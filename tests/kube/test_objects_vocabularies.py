@@ -5,6 +5,7 @@ not read at all."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -159,3 +160,22 @@ def test_an_elastic_quota_is_the_queue_of_its_namespace_s_pods() -> None:
     assert events[1].obj.queue == "ml"  # type: ignore[union-attr]
     events = store.apply("DELETED", ELASTIC_QUOTA.key, quota).events
     assert events[-1].obj.queue == "default"  # type: ignore[union-attr]
+
+
+def test_a_kai_gang_counts_its_pods_that_succeeded() -> None:
+    """A pod named into a KAI PodGroup by annotation succeeds: the KAI PodGroup is read
+    again, counting it (a gang one of whose pods succeeded is never stale)."""
+    store = ObjectStore(vocabularies=ALL)
+    store.apply("ADDED", "Node", node())
+    store.apply("ADDED", KAI_POD_GROUP.key, kai_group())
+    member = pod("w", node_name="n0")
+    member["metadata"]["annotations"] = {"pod-group-name": "g", "gpufleet.io/gpu-index": "0"}
+    member["status"] = {"phase": "Running"}
+    store.apply("ADDED", "Pod", member)
+    done = copy.deepcopy(member)  # a watch brings a new object, never the one it brought
+    done["metadata"]["resourceVersion"] = "2"
+    done["status"] = {"phase": "Succeeded"}
+    events = store.apply("MODIFIED", "Pod", done).events
+    assert [(e.type, e.kind) for e in events] == [("DELETED", "Pod"), ("MODIFIED", "PodGroup")]
+    assert isinstance(events[1].obj, GroupSpec)
+    assert (events[1].obj.key, events[1].obj.succeeded) == ("ml/g", 1)
