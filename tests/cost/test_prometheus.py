@@ -312,7 +312,8 @@ class FakePrometheus:
 
 
 def test_what_other_clusters_publish() -> None:
-    """A node without labels priced by dcgm-exporter's modelName; a MIG slice; utilisation
+    """A node without labels priced by dcgm-exporter's modelName, with a whole GPU and two
+    static MIG slices (priced as the GPUs they count as); a MIG slice; utilisation
     under ``exported_pod`` (the scrape kept the exporter's own pod in ``pod``); no phase
     series (every bound pod holds its requests); a pod on a node without capacity series."""
     pod = {"namespace": "a", "pod": "p", "uid": "u"}
@@ -322,6 +323,7 @@ def test_what_other_clusters_publish() -> None:
                 ({"node": "n1", "resource": "cpu"}, 8),
                 ({"node": "n1", "resource": "memory"}, 32 * 2**30),
                 ({"node": "n1", "resource": "nvidia_com_gpu"}, 1),
+                ({"node": "n1", "resource": "nvidia_com_mig_3g_40gb"}, 2),
             ],
             "count by (Hostname, hostname, modelName) (last_over_time(DCGM_FI_PROF": [
                 ({"Hostname": "n1", "modelName": "NVIDIA L4"}, 1),
@@ -357,6 +359,7 @@ def test_what_other_clusters_publish() -> None:
         transport=httpx.MockTransport(fake),
     )
     assert usage.nodes.types == ("l4",)  # NVIDIA L4 -> NVIDIA-L4, the bundled sheet's entry
+    np.testing.assert_allclose(usage.nodes.capacity[0, 0], 1 + 2 * 3 / 7)  # whole + slices
     assert usage.runs.pods == ("a/p",)
     np.testing.assert_allclose(usage.runs.request, [(3 / 7, 2, 0)])  # 3 of 7 compute slices
     np.testing.assert_allclose(usage.runs.usage[0, 0], 0.0)

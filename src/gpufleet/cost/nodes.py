@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from gpufleet.cost.allocation import Nodes
-from gpufleet.model.pod import mig_gpus
+from gpufleet.model.devices import mig_gpus
 from gpufleet.model.values import EMPTY
 
 if TYPE_CHECKING:

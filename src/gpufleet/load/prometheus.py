@@ -58,7 +58,7 @@ from gpufleet.cost.idle import IdleArgs, idle_hours
 from gpufleet.cost.prices import GPU_PRODUCT_LABEL, INSTANCE_TYPE_LABEL, PriceSheet
 from gpufleet.load.errors import InputError
 from gpufleet.model.arrays import FloatArray, IntArray
-from gpufleet.model.devices import MIG_COMPUTE_SLICES
+from gpufleet.model.devices import mig_gpus
 
 ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
@@ -307,10 +307,12 @@ def _require(prom: Prometheus, grid: Grid, metric: str) -> NoReturn:
 def _nodes(
     prom: Prometheus, grid: Grid, sheet: PriceSheet, notes: list[str]
 ) -> tuple[Nodes, dict[str, int]]:
-    """Every node with a capacity series in the window, when it existed and its prices."""
+    """Every node with a capacity series in the window, when it existed and its prices; its
+    GPUs are its whole ones and its static MIG slices counted as their GPUs, as a pod's
+    slices are charged."""
     series = prom.range(
         "max by (node, resource) (last_over_time(kube_node_status_capacity"
-        f'{{resource=~"nvidia_com_gpu|cpu|memory"}}[{grid.step:g}s]))',
+        f'{{resource=~"nvidia_com_gpu|nvidia_com_mig_.+|cpu|memory"}}[{grid.step:g}s]))',
         grid,
     )
     if not series:
@@ -325,7 +327,11 @@ def _nodes(
         i = index.get(s.labels.get("node", ""))
         if i is None or not len(s.k):
             continue
-        capacity[i, columns[s.labels["resource"]]] = s.v[-1]
+        resource = s.labels["resource"]
+        if (mig := _MIG.match(resource)) is not None:  # static MIG: slices as their GPUs
+            capacity[i, 0] += s.v[-1] * mig_gpus(f"{mig[1]}g.")
+        else:
+            capacity[i, columns[resource]] += s.v[-1]
         first[i], last[i] = min(first[i], s.k[0]), max(last[i], s.k[-1])
     capacity[:, 2] /= GIB
     labels = _node_labels(prom, grid, names)
@@ -445,7 +451,7 @@ def _requests(prom: Prometheus, grid: Grid, runs: Sequence[_Run]) -> None:
             if resource == "nvidia_com_gpu":
                 run.request[0] += amount
             elif (mig := _MIG.match(resource)) is not None:
-                run.request[0] += amount * min(int(mig[1]), MIG_COMPUTE_SLICES) / MIG_COMPUTE_SLICES
+                run.request[0] += amount * mig_gpus(f"{mig[1]}g.")
             elif resource == "cpu":
                 run.request[1] += amount
             elif resource == "memory":

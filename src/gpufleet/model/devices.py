@@ -64,6 +64,15 @@ MIG_COMPUTE_SLICES = 7
 _PROFILE = re.compile(r"^(\d+)g\.")
 
 
+def mig_gpus(profile: str, count: int = 1) -> float:
+    """The GPUs ``count`` MIG slices of ``profile`` (``1g.10gb``) count as: their compute
+    slices out of 7 (0 for a name that is no profile)."""
+    match = _PROFILE.match(profile)
+    if match is None:
+        return 0.0
+    return count * min(int(match.group(1)), MIG_COMPUTE_SLICES) / MIG_COMPUTE_SLICES
+
+
 MAX_CONSUMERS = 256
 """Kubernetes' ``ResourceClaimReservedForMaxSize``: the most pods one ResourceClaim can be
 reserved for (``status.reservedFor``; the API server refuses a longer list). A pod that
@@ -227,9 +236,9 @@ def device_gpus(driver: str, device: Device | None, gpus_per_device: float | Non
     if not is_gpu_driver(driver):
         return 0.0
     if device is not None and device.attribute("type") == "mig":
-        match = _PROFILE.match(str(device.attribute("profile") or ""))
-        if match is not None:
-            return min(int(match.group(1)), MIG_COMPUTE_SLICES) / MIG_COMPUTE_SLICES
+        share = mig_gpus(str(device.attribute("profile") or ""))
+        if share:
+            return share
     return 1.0
 
 

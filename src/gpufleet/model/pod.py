@@ -22,16 +22,8 @@ import dataclasses
 from dataclasses import dataclass
 
 from gpufleet.model.arrays import MILLI
+from gpufleet.model.devices import mig_gpus
 from gpufleet.model.selectors import NodeConstraint
-
-MIG_COMPUTE_SLICES = 7
-"""Compute slices of a MIG-capable GPU: a ``Ng.*`` profile is N of them."""
-
-
-def mig_gpus(profile: str, count: int = 1) -> float:
-    """The GPUs ``count`` MIG slices of ``profile`` (``1g.10gb``) count as: their compute
-    slices out of 7."""
-    return count * int(profile.split("g.", 1)[0]) / MIG_COMPUTE_SLICES
 
 
 @dataclass(frozen=True, slots=True)
