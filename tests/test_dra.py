@@ -538,9 +538,9 @@ def test_explain_shows_the_claimed_gpus_a_queue_holds(tmp_path: Path) -> None:
     assert "pending: queue ml is at its limit of 1 GPU (1 GPU in use" in done.stdout
 
 
-def consumers_snapshot(tmp_path: Path, running: int) -> Path:
+def consumers_snapshot(tmp_path: Path, running: int, gang: int = 0) -> Path:
     """A claim of one GPU, allocated, that ``running`` running pods use, and one more pod
-    waiting to use it."""
+    waiting to use it — or, with ``gang``, that many pods of an elastic gang (minMember 1)."""
     docs = [
         "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n"
         "status:\n  allocatable: {cpu: '512', memory: 2Ti, pods: '1000'}",
@@ -556,18 +556,28 @@ def consumers_snapshot(tmp_path: Path, running: int) -> Path:
         "      - {request: gpu, driver: gpu.nvidia.com, pool: n1, device: gpu-0}",
     ]
 
-    def pod(name: str, bound: bool) -> str:
+    def pod(name: str, bound: bool, group: str = "") -> str:
         node = "  nodeName: n1\n" if bound else ""
         phase = "status: {phase: Running, startTime: '2026-01-01T00:00:00Z'}\n" if bound else ""
+        labels = f", labels: {{scheduling.x-k8s.io/pod-group: {group}}}" if group else ""
         return (
             f"apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: ml, "
-            "creationTimestamp: '2026-01-01T00:00:00Z'}\n"
+            f"creationTimestamp: '2026-01-01T00:00:00Z'{labels}}}\n"
             f"spec:\n  schedulerName: gpufleet\n{node}"
             "  containers: [{name: main, image: x}]\n"
             "  resourceClaims: [{name: gpu, resourceClaimName: shared}]\n" + phase
         )
 
-    docs += [pod(f"r{i:03d}", bound=True) for i in range(running)] + [pod("extra", bound=False)]
+    docs += [pod(f"r{i:03d}", bound=True) for i in range(running)]
+    if gang:
+        docs.append(
+            "apiVersion: scheduling.x-k8s.io/v1alpha1\nkind: PodGroup\n"
+            "metadata: {name: g, namespace: ml, creationTimestamp: '2026-01-01T00:00:00Z'}\n"
+            "spec: {minMember: 1}"
+        )
+        docs += [pod(f"e{i}", bound=False, group="g") for i in range(gang)]
+    else:
+        docs.append(pod("extra", bound=False))
     path = tmp_path / "snapshot.yaml"
     path.write_text("\n---\n".join(docs))
     return path
@@ -588,3 +598,14 @@ def test_a_claim_is_reserved_for_256_pods_at_most(tmp_path: Path, running: int) 
     assert "ResourceClaim ml/shared has reached its maximum number of consumers (256" in why_text(
         waiting.why
     )
+
+
+def test_an_elastic_gang_s_extras_keep_the_256_limit(tmp_path: Path) -> None:
+    """Three pods of a gang of minMember 1 on a claim 255 running pods use: the core pod
+    takes the 256th place, the two extras wait and say why."""
+    path = consumers_snapshot(tmp_path, 255, gang=3)
+    result = schedule_snapshot(load_snapshot(path, warn=lambda _w: None), 1_767_229_200.0)
+    assert [b.pod for b in result.bindings] == ["ml/e0"]
+    assert sorted(p.pod for p in result.pending) == ["ml/e1", "ml/e2"]
+    for waiting in result.pending:
+        assert "has reached its maximum number of consumers" in why_text(waiting.why)

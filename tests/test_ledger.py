@@ -197,3 +197,19 @@ def test_capacity_and_the_default_queue() -> None:
     books = ledger()
     assert books.capacity.tolist() == [6, 192_000, 2 * 393_216]
     assert "default" in books.tree.queues
+
+
+def test_a_claim_counts_each_running_pod_once_as_its_consumer() -> None:
+    """``Ledger.consumers`` is whom the claim's ``status.reservedFor`` lists: each running
+    pod once (a pod naming the claim twice too), of any queue or none, until it ends."""
+    pods = [
+        info("ns/a").on("n1").claims("ns/c", "ns/c").obj(),
+        info("ns/b").queue("unknown").on("n1").claims("ns/c").obj(),
+    ]
+    ledger = ledger_of([node("n1")], pods)
+    assert ledger.claim_consumers("ns/c") == 2
+    ledger.finish("ns/a")
+    assert ledger.claim_consumers("ns/c") == 1
+    ledger.finish("ns/b")
+    assert ledger.claim_consumers("ns/c") == 0
+    assert not ledger.consumers

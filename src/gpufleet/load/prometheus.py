@@ -330,7 +330,7 @@ def _nodes(
         resource = s.labels["resource"]
         if (mig := _MIG.match(resource)) is not None:  # static MIG: slices as their GPUs
             capacity[i, 0] += s.v[-1] * mig_gpus(f"{mig[1]}g.")
-        else:
+        elif resource in columns:  # (a MIG resource of no profile gpufleet knows: none)
             capacity[i, columns[resource]] += s.v[-1]
         first[i], last[i] = min(first[i], s.k[0]), max(last[i], s.k[-1])
     capacity[:, 2] /= GIB

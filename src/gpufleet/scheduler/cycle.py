@@ -344,7 +344,7 @@ class Cycle:
             blocked = (
                 self.admission.blocked(job, request)
                 or self.min_resources.queue_short(job)
-                or self._claims_full(job)
+                or self._claims_full(job.core)
             )
             if blocked is not None:
                 self.journal.pend(
@@ -380,7 +380,7 @@ class Cycle:
     def _extras(self, job: Job, held: Held | None) -> None:
         for pod in job.extras:
             request = pods_request((pod,))
-            blocked = self.admission.blocked(job, request)
+            blocked = self.admission.blocked(job, request) or self._claims_full((pod,))
             if blocked is None:
                 self.allocation.caps = self.admission.share_caps(job, (pod,), request)
                 where = self.allocation.capped(pod, self.allocation.extras_held(job, held))
@@ -428,14 +428,15 @@ class Cycle:
                 )
         self.journal.pend(job, job.pods, reason, notes=notes, record=record)
 
-    def _claims_full(self, job: Job) -> Why | None:
-        """Why ``job`` waits if its pods would reserve a claim for more pods than Kubernetes
-        allows (:data:`~gpufleet.model.devices.MAX_CONSUMERS`; None: they would not). It is
-        not tried, nor room made for it: as kube-scheduler's DRA plugin, no eviction helps."""
-        wanted = Counter(key for pod in job.core for key in pod.claims)
+    def _claims_full(self, pods: Sequence[PodInfo]) -> Why | None:
+        """Why ``pods`` wait if they would reserve a claim for more pods than Kubernetes
+        allows (:data:`~gpufleet.model.devices.MAX_CONSUMERS`; None: they would not). They
+        are not tried, nor room made for them: as in kube-scheduler's DRA plugin, no
+        eviction helps."""
+        wanted = Counter(key for pod in pods for key in set(pod.claims))
         for key, more in sorted(wanted.items()):
             if self.ledger.claim_consumers(key) + more > MAX_CONSUMERS:
-                pod = next(p for p in job.core if key in p.claims)
+                pod = next(p for p in pods if key in p.claims)
                 detail = (
                     f"ResourceClaim {key} has reached its maximum number of consumers "
                     f"({MAX_CONSUMERS}, the most its status.reservedFor may hold)"

@@ -97,9 +97,9 @@ class Ledger:
         self.released = 0
         self.unqueued = vector()
         self.claim_users: dict[str, dict[str, int]] = defaultdict(dict)
+        """Per queue: its running pods per ResourceClaim they use."""
         self.consumers: Counter[str] = Counter()
         """Per claim, the running pods that use it."""
-        """Per queue: its running pods per ResourceClaim they use."""
         self.claim_charged: dict[str, dict[str, float]] = defaultdict(dict)
         """Per queue: the GPUs each claim its running pods use counts in its allocation
         (counted once however many pods share it; taken when its first pod started)."""
@@ -265,7 +265,7 @@ class Ledger:
     # -- queue accounting ---------------------------------------------------------------
 
     def _account(self, pod: PodInfo, spec: PodSpec, sign: int) -> None:
-        for key in pod.claims:
+        for key in set(pod.claims):  # a pod is reserved once, however often it names it
             self.consumers[key] += sign
             if not self.consumers[key]:
                 del self.consumers[key]
