@@ -55,9 +55,14 @@ def schedule_snapshot(
     """Schedule ``snapshot`` once at ``now``: every object applied to an empty cache, then
     one session — the what-if edge (``gpufleet schedule``)."""
     config = config or CycleConfig()
+    return Session(_snapshot_cache(snapshot, config), config, now).run()
+
+
+def _snapshot_cache(snapshot: Snapshot, config: CycleConfig) -> ClusterCache:
+    """A cache holding every object of ``snapshot``, as a what-if reads it."""
     cache = new_cache(config)
     cache.apply_all(snapshot_events(snapshot))
-    return Session(cache, config, now).run()
+    return cache
 
 
 def schedule_snapshot_costed(
@@ -67,8 +72,7 @@ def schedule_snapshot_costed(
     hour under ``sheet``: before, with the pods the snapshot runs; after, with the cycle's
     bindings running and its evictions gone (``gpufleet schedule --cost``). A node the sheet
     does not price raises :class:`~gpufleet.cost.nodes.UnpricedNodeError`."""
-    cache = new_cache(config)
-    cache.apply_all(snapshot_events(snapshot))
+    cache = _snapshot_cache(snapshot, config)
     specs = {node.name: node for node in snapshot.nodes}
     parents = {q.name: q.parent for q in snapshot.queues}
 

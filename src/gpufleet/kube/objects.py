@@ -287,11 +287,8 @@ class ObjectStore:
     def _succeeded(self, gang: str) -> int:
         """How many pods of ``gang`` succeeded, as their raw objects say."""
         pods = self.raw["Pod"]
-        return sum(
-            1
-            for key in self.readers.get(("PodGroup", gang), ())
-            if key in pods and (pods[key].get("status") or {}).get("phase") == "Succeeded"
-        )
+        readers = self.readers.get(("PodGroup", gang), ())
+        return sum(1 for key in readers if self._finished(pods.get(key)) == gang)
 
     def _group_name(self, meta: Mapping[str, object]) -> str | None:
         """The PodGroup a pod names, where ``read_pod`` looks: the label, then the
