@@ -52,6 +52,13 @@ from gpufleet.model.devices import (
     Subrequest,
 )
 from gpufleet.model.fragmentation import FragmentIndex, TypicalPods, typical_pods
+from gpufleet.model.interpod import (
+    HostPort,
+    LabelSelector,
+    PodPlacement,
+    PodTerm,
+    SpreadConstraint,
+)
 from gpufleet.model.mig import TABLES, Instance, MigProfile
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.results import FillRun, QueueUsage, ReplayRun, Timeline
@@ -109,6 +116,25 @@ def pod_spec() -> PodSpec:
         frozenset({"A100"}),
         constraint(),
         extended=(("vpc.amazonaws.com/efa", 1),),
+        placement=placement(),
+    )
+
+
+def selector() -> LabelSelector:
+    return LabelSelector((Requirement("app", "In", ("web",)),))
+
+
+def term() -> PodTerm:
+    return PodTerm(selector(), frozenset({"ml"}), "kubernetes.io/hostname")
+
+
+def spread() -> SpreadConstraint:
+    return SpreadConstraint(1, "zone", selector(), 2, honor_node_affinity=True)
+
+
+def placement() -> PodPlacement:
+    return PodPlacement(
+        "ml", {"app": "web"}, (term(),), (term(),), (spread(),), (HostPort("TCP", 8080),)
     )
 
 
@@ -325,8 +351,14 @@ CASES: dict[type, Case] = {
             "gpu_models": None,
             "constraint": None,
             "mig_profile": Also("3g.40gb", {"num_gpu": 0, "gpu_milli": 0}),
+            "placement": None,
         },
     ),
+    LabelSelector: Case(selector),
+    PodTerm: Case(term, {"namespaces": None, "selector": LabelSelector()}),
+    SpreadConstraint: Case(spread, {"selector": LabelSelector()}),
+    HostPort: Case(lambda: HostPort("UDP", 53, "10.0.0.1")),
+    PodPlacement: Case(placement, {"labels": {"app": "db"}}),
     QueueSpec: Case(queue_spec, {"parent": None, "quota_set": (True, True, False)}),
     PodInfo: Case(pod_info, {"spec": replace(pod_spec(), cpu_milli=1), "node": None}),
     GroupSpec: Case(group_spec),

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from gpufleet.load.devices import allocation, claim_spec
 from gpufleet.load.errors import InputError
 from gpufleet.load.kinds import Warn
+from gpufleet.load.pod_fields import PREFERENCES, REFUSED, SCHEDULE_ANYWAY, used_fields
 from gpufleet.load.reader import Reader, each
 from gpufleet.load.schema import LENIENT, STRICT, name_problem, unknown_fields
 from gpufleet.load.vocabulary import DEFAULT_SCHEDULER, TOPOLOGY_PREFERRED, TOPOLOGY_REQUIRED
@@ -83,6 +84,40 @@ def other_schedulers(
             f"{source}: {total} pending pod{'s' * (total != 1)} belong{'s' * (total == 1)} "
             f"to other schedulers ({names}) and {'are' if total != 1 else 'is'} not scheduled "
             "(--scheduler-name NAME schedules that scheduler's pods too)"
+        )
+
+
+def placement_fields(
+    readers: list[Reader], pods: list[PodInfo | None], source: str, warn: Warn
+) -> None:
+    """One warning per field that pending pods gpufleet schedules set and that it does not
+    place by (they wait) or only a preference of (they are placed without weighing it),
+    with the count of pods (:mod:`gpufleet.load.pod_fields`)."""
+    refused: Counter[str] = Counter()
+    preferred: Counter[str] = Counter()
+    for r, pod in zip(readers, pods, strict=True):
+        if pod is None or pod.bound or not pod.managed:
+            continue
+        refused.update({field for field in REFUSED if any(used_fields(r.obj, field))})
+        preferred.update({field for field in PREFERENCES if any(used_fields(r.obj, field))})
+        spread = r.sequence("spec.topologySpreadConstraints")
+        if any(
+            isinstance(c, Mapping) and c.get("whenUnsatisfiable") == "ScheduleAnyway"
+            for c in spread
+        ):
+            preferred[SCHEDULE_ANYWAY] += 1
+    for field, n in refused.items():
+        warn(
+            f"{source}: {n} pending pod{'s' * (n != 1)} set{'s' * (n == 1)} {field} "
+            f"({REFUSED[field]}), which gpufleet does not implement: "
+            f"{'they wait' if n != 1 else 'it waits'}, with a reason naming it"
+        )
+    for field, n in preferred.items():
+        what = PREFERENCES.get(field, "PodTopologySpread's score")
+        warn(
+            f"{source}: {n} pending pod{'s' * (n != 1)} set{'s' * (n == 1)} {field}, a "
+            f"preference ({what}) gpufleet does not weigh: "
+            f"{'they are' if n != 1 else 'it is'} placed on any node the rules allow"
         )
 
 

@@ -9,6 +9,7 @@ from collections.abc import Collection, Mapping
 from decimal import Decimal
 
 from gpufleet.load.foreign import PodNames
+from gpufleet.load.placement import read_placement, refusal, refused_fields
 from gpufleet.load.reader import Reader
 from gpufleet.load.vocabulary import (
     DEFAULT_SCHEDULER,
@@ -37,9 +38,13 @@ from gpufleet.model.workload import DEFAULT_QUEUE, PodInfo
 
 
 def _requests(r: Reader) -> tuple[dict[str, Decimal], dict[str, str]]:
-    """The pod's request per resource, and the field that first asks for each (for errors:
+    """The pod's request per resource, as kube-scheduler counts it: the containers' sum,
+    at least each init container's beside the sidecars started before it, sidecars added,
+    pod-level requests instead where ``spec.resources`` sets them, ``spec.overhead`` added;
+    and the field that first asks for each (for errors:
     ``spec.containers[1].resources.limits.nvidia.com/gpu``)."""
     fields: dict[str, str] = {}
+    pod_level: dict[str, Decimal] = {}
 
     def container_requests(path: str) -> list[dict[str, Decimal]]:
         out = []
@@ -69,12 +74,45 @@ def _requests(r: Reader) -> tuple[dict[str, Decimal], dict[str, str]]:
         raise r.fail("spec.containers", "at least one container", r.get("spec.containers"))
     total: dict[str, Decimal] = {}
     for c in containers:
-        for name, q in c.items():
-            total[name] = total.get(name, Decimal(0)) + q
-    for c in container_requests("spec.initContainers"):
-        for name, q in c.items():
-            total[name] = max(total.get(name, Decimal(0)), q)
+        _add(total, c)
+    # Init containers run one after another before the others, each beside the sidecars
+    # (restartPolicy Always) started before it; sidecars keep running with the containers.
+    sidecars: dict[str, Decimal] = {}
+    init_peak: dict[str, Decimal] = {}
+    inits = r.sequence("spec.initContainers")
+    for container, c in zip(inits, container_requests("spec.initContainers"), strict=True):
+        if container.get("restartPolicy") == "Always":
+            _add(total, c)
+            _add(sidecars, c)
+            running = dict(sidecars)
+        else:
+            running = dict(c)
+            _add(running, sidecars)
+        for name, q in running.items():
+            init_peak[name] = max(init_peak.get(name, Decimal(0)), q)
+    for name, q in init_peak.items():
+        total[name] = max(total.get(name, Decimal(0)), q)
+    for part in ("requests", "limits"):  # pod-level resources: requests default to limits
+        for name, raw in r.mapping(f"spec.resources.{part}").items():
+            if str(name) in POD_LEVEL and (part == "requests" or str(name) not in pod_level):
+                pod_level[str(name)] = r.quantity(f"spec.resources.{part}.{name}", raw)
+                fields.setdefault(str(name), f"spec.resources.{part}.{name}")
+    total |= pod_level
+    for name, raw in r.mapping("spec.overhead").items():
+        total[str(name)] = total.get(str(name), Decimal(0)) + r.quantity(
+            f"spec.overhead.{name}", raw
+        )
     return total, fields
+
+
+def _add(total: dict[str, Decimal], more: Mapping[str, Decimal]) -> None:
+    for name, q in more.items():
+        total[name] = total.get(name, Decimal(0)) + q
+
+
+POD_LEVEL = frozenset({"cpu", "memory"})
+"""Resources a pod's ``spec.resources`` may set (hugepages too, which gpufleet reads as
+other resources of the containers)."""
 
 
 GPUFLEET_ONLY = PodNames()
@@ -326,6 +364,7 @@ def read_pod(
         mig_count,
         _extended(requests),
         gpu_memory,
+        read_placement(r, r.strings("metadata.labels")),
     )
     labels = r.strings("metadata.labels")
     annotations = r.strings("metadata.annotations")
@@ -418,7 +457,8 @@ def _blocked(
     coscheduling plugin and Kueue decide it: scheduling gates hold it back (reason
     ``SchedulingGated``), a pod being deleted is never placed, a pod of a PodGroup that does
     not exist waits for it, and so does a pod of a ``local_queue`` that does not exist (Kueue
-    leaves its workload inadmissible)."""
+    leaves its workload inadmissible), and so does a pod that sets a field gpufleet does not
+    place by (:data:`gpufleet.load.pod_fields.REFUSED`)."""
     gates = r.field_of_each("spec.schedulingGates", "name", "a scheduling gate name")
     if gates:
         names = ", ".join(gates)
@@ -432,7 +472,8 @@ def _blocked(
         )
     if local_queue:
         return f"{local_queue} does not exist: the pod waits for it to be created"
-    return ""
+    refused = refused_fields(r)
+    return refusal(refused) if refused else ""
 
 
 def _pod_claims(r: Reader) -> tuple[str, ...]:

@@ -138,6 +138,8 @@ POD: Schema = {
                 "resourceClaims",
                 "resources",
                 "workloadRef",
+                "schedulingGroup",
+                "evictionResponders",
             ),
             ANY,
         ),

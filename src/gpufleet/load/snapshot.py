@@ -51,6 +51,7 @@ from gpufleet.load.checks import (
     check_fields,
     check_levels,
     other_schedulers,
+    placement_fields,
     pod_claims,
     queue_tree,
     unique,
@@ -249,6 +250,7 @@ def _parse(
     )
     pods = [pod for pod in read_pods if pod is not None]
     other_schedulers(by_kind.get("Pod", []), read_pods, source, warn)
+    placement_fields(by_kind.get("Pod", []), read_pods, source, warn)
     done = Counter(g for r in by_kind.get("Pod", []) if (g := succeeded_in(r, names)))
     groups = [replace(g, succeeded=done[g.key]) if done[g.key] else g for g in groups]
     topologies = by_kind.get("Topology", [])

@@ -89,10 +89,13 @@ class ClusterState(NodeRows):
         return None
 
     def _take_others(self, node: int, pod: PodSpec, sign: int) -> None:
-        """Take (``sign`` 1) or give back (-1) ``pod``'s pod slot and other resources (those
-        the node lists: a running pod's request of a resource the node does not list — one
-        a scheduler extender handles — takes nothing)."""
+        """Take (``sign`` 1) or give back (-1) ``pod``'s pod slot, its place among the pods
+        the inter-pod filters count (:class:`~gpufleet.model.interpod.PodIndex`) and other
+        resources (those the node lists: a running pod's request of a resource the node
+        does not list — one a scheduler extender handles — takes nothing)."""
         self.pods_free[node] -= sign
+        if pod.placement is not None:
+            self.pod_index.add(node, pod.placement, sign)
         for name, amount in pod.extended:
             column = self.extended_index.get(name)
             if column is not None:

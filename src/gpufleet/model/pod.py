@@ -13,7 +13,8 @@ A pod asks for CPU (milli), memory (MiB) and GPUs in one of two forms:
   that memory.
 
 ``gpu_models`` restricts the GPU models the pod may run on (None: any); ``constraint`` its
-nodes by labels and taints (:mod:`gpufleet.model.selectors`).
+nodes by labels and taints (:mod:`gpufleet.model.selectors`); ``placement`` by the pods
+already there (:mod:`gpufleet.model.interpod`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 
 from gpufleet.model.arrays import MILLI
 from gpufleet.model.devices import mig_gpus
+from gpufleet.model.interpod import PodPlacement
 from gpufleet.model.selectors import NodeConstraint
 
 
@@ -50,6 +52,9 @@ class PodSpec:
     offer them (kube-scheduler's NodeResourcesFit)."""
     gpu_memory_mib: int = 0
     """GPU memory (MiB) of a share sized by memory (0: the share, if any, is ``gpu_milli``)."""
+    placement: PodPlacement | None = None
+    """Namespace, labels and required inter-pod terms, spread constraints and host ports
+    (:mod:`gpufleet.model.interpod`; None: a pod of a trace, which no other pod selects)."""
 
     def __post_init__(self) -> None:
         if min(self.cpu_milli, self.memory_mib, self.num_gpu, self.gpu_milli) < 0:
@@ -88,6 +93,7 @@ class PodSpec:
             self.mig_count,
             self.extended,
             self.gpu_memory_mib,
+            self.placement,
         )
 
     @property

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Self
 import numpy as np
 
 from gpufleet.model.arrays import MILLI, BoolArray, IntArray
+from gpufleet.model.interpod import PodIndex
 from gpufleet.model.mig import MigLayouts, table_for
 from gpufleet.model.selectors import NodeLabels, Taint
 from gpufleet.model.values import EMPTY, frozen_map
@@ -130,6 +131,8 @@ class NodeRows:
             a share of a GPU, column ``n`` pods with ``n`` whole GPUs (GPU "affinity").
         extended: names of the other resources nodes advertise; ``extended_free`` ``(N, R)``
             what is free of each (base units), ``extended_index`` name -> column.
+        pod_index: the pods by labels, anti-affinity term and host port on each node, for
+            the inter-pod filters (:class:`~gpufleet.model.interpod.PodIndex`).
         pods_free: ``(N,)`` pods each node may still run (``UNLIMITED_PODS`` without a limit);
             ``pods_limited``: whether any node has a limit.
         generation: ``(N,)`` counter bumped on every change of the node.
@@ -162,6 +165,7 @@ class NodeRows:
         "models",
         "names",
         "node_labels",
+        "pod_index",
         "pods_free",
         "pods_limited",
         "single_numa",
@@ -242,6 +246,7 @@ class NodeRows:
             dtype=np.int64,
         )
         self.pods_limited = any(node.max_pods is not None for node in nodes)
+        self.pod_index = PodIndex(n)
         self.uid = next(_state_ids)
         self._model_masks: dict[frozenset[str] | None, BoolArray] = {}
 
@@ -355,4 +360,5 @@ class NodeRows:
         other.uid = next(_state_ids)
         other._model_masks = dict(self._model_masks)
         other.mig = None if self.mig is None else self.mig.copy()
+        other.pod_index = self.pod_index.copy()
         return other

@@ -21,12 +21,15 @@ from gpufleet.plugins import (
     gpu_clustering,
     gpu_fit,
     gpu_packing,
+    inter_pod_affinity,
     kube_default,
     mig_fit,
     model_reserve,
     node_affinity,
+    node_ports,
     node_resources,
     numa_align,
+    pod_topology_spread,
     random_score,
     share_plan,
     stranding,
@@ -42,6 +45,13 @@ def plugin_registry() -> Registry[PluginFactory]:
     registry.register(mig_fit.NAME, partial(mig_fit.new, mig_fit.Args()))
     registry.register(numa_align.NAME, partial(numa_align.new, numa_align.Args()))
     registry.register(taint_toleration.NAME, partial(taint_toleration.new, taint_toleration.Args()))
+    registry.register(node_ports.NAME, partial(node_ports.new, node_ports.Args()))
+    registry.register(
+        pod_topology_spread.NAME, partial(pod_topology_spread.new, pod_topology_spread.Args())
+    )
+    registry.register(
+        inter_pod_affinity.NAME, partial(inter_pod_affinity.new, inter_pod_affinity.Args())
+    )
     registry.register(gpu_choice.BEST_FIT, partial(gpu_choice.new_best_fit, gpu_choice.Args()))
     registry.register(gpu_choice.RANDOM, partial(gpu_choice.new_random, gpu_choice.Args()))
     registry.register(random_score.NAME, partial(random_score.new, random_score.Args()))
@@ -73,8 +83,13 @@ FIT_FILTERS = (
     gpu_fit.NAME,
     mig_fit.NAME,
     numa_align.NAME,
+    node_ports.NAME,
+    pod_topology_spread.NAME,
+    inter_pod_affinity.NAME,
 )
-"""Every profile's filters: constraints (affinity, taints, GPU model) and capacity."""
+"""Every profile's filters: constraints (affinity, taints, GPU model), capacity, and the
+pods already there (host ports, topology spread, inter-pod affinity) — kube-scheduler's
+filters, each a plugin of the same name."""
 _PUBLISHED_WEIGHT = 1000
 
 GPUFLEET_FGD_WEIGHT = 10

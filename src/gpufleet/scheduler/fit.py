@@ -2,14 +2,16 @@
 before it tries, so that a saturated cluster costs one count per spec, not one placement per
 pod.
 
-A pod is *plain* when it asks for whole GPUs (or none), has no claims, no MIG slice and no
-pinned CPUs. Placing such a pod on a node takes exactly one of the node's *slots* — the
-least count of the profile's capacity filters (:meth:`Framework.count`: whole free GPUs,
-CPU, memory, pod slots and other resources divided by the pod's request, judged by the
-plugins that filter on them) — so the sum of slots over the nodes its filters allow is
-exact. The
-cycle asks before placing a gang, when judging whether a waiting class is worth a try, and
-the victim search on a state with the candidates gone.
+A pod is *plain* when it asks for whole GPUs (or none), has no claims, no MIG slice, no
+pinned CPUs and no inter-pod term of its own (where it may go depends on where the pods
+before it went, which no count of slots on an empty cluster knows). Placing such a pod on
+a node takes exactly one of the node's *slots* — the least count of the profile's capacity
+filters (:meth:`Framework.count`: whole free GPUs, CPU, memory, pod slots and other
+resources divided by the pod's request, judged by the plugins that filter on them) — so
+the sum of slots over the nodes its filters allow is exact (an upper bound where running
+pods' anti-affinity may keep it off some of them). The cycle asks before placing a gang,
+when judging whether a waiting class is worth a try, and the victim search on a state with
+the candidates gone.
 """
 
 from __future__ import annotations
@@ -89,6 +91,7 @@ class Fit:
             first.is_gpu_share
             or first.mig_profile is not None
             or first.exclusive_cpu
+            or (first.placement is not None and first.placement.constrained)
             or any(p.claims or p.spec.request_key != key for p in pods)
         ):
             key = None

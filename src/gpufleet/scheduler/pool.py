@@ -271,6 +271,13 @@ class VictimPool:
         np.add.at(freed.gpu_free, nodes, self.gpu[plain])
         np.add.at(freed.pods_free, nodes, 1)
         freed.refresh_gpu_totals(np.unique(nodes))
+        placed = [
+            (r.node, r.spec.placement)
+            for i in np.flatnonzero(plain)
+            if (r := self.items[i]).spec.placement is not None
+        ]
+        if placed:
+            freed.pod_index.remove_many([n for n, _ in placed], [p for _, p in placed])
         for i in np.flatnonzero(mask & self.via_state):
             r = self.items[i]
             freed.release(r.node, r.spec, r.gpus)

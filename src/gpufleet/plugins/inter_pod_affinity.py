@@ -1,0 +1,115 @@
+"""InterPodAffinity (filter): required pod affinity and anti-affinity, the pod's own and the
+anti-affinity of the pods already running, as kube-scheduler's plugin of the same name.
+
+For a pod with placement (:class:`~gpufleet.model.interpod.PodPlacement`), a node is
+rejected when, counting pods per domain of each term's ``topologyKey``
+(:class:`~gpufleet.model.interpod.PodIndex`, one ``bincount`` per term):
+
+* an affinity term finds no pod that matches *all* the pod's affinity terms in the node's
+  domain, or the node lacks the term's topology key — unless no such pod runs anywhere
+  and the pod matches all its own terms (the first pod of a group that has affinity to
+  itself), in which case any node with every topology key passes;
+  ``node(s) didn't match pod affinity rules``, unresolvable by eviction;
+* an anti-affinity term of the pod finds a matching pod in the node's domain
+  (``node(s) didn't match pod anti-affinity rules``);
+* a running pod's anti-affinity term selects this pod and that pod runs in the node's
+  domain of the term's key (``node(s) didn't satisfy existing pods anti-affinity rules``).
+
+A node without a term's topology key is out of that term's reach for anti-affinity (it
+passes). Evicting the pods in the way can clear an anti-affinity rejection, so those are
+resolvable (the victim search sees the counts fall as it tries evictions).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpufleet.framework.protocols import FilterVerdict, Handle
+from gpufleet.model.arrays import BoolArray
+from gpufleet.model.cluster import ClusterState
+from gpufleet.model.interpod import PodPlacement, domain_counts
+from gpufleet.model.pod import PodSpec
+
+NAME = "InterPodAffinity"
+AFFINITY = "node(s) didn't match pod affinity rules"
+ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
+EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
+
+
+@dataclass(frozen=True, slots=True)
+class Args:
+    """No options."""
+
+
+class InterPodAffinity:
+    name = NAME
+
+    def filter(self, state: ClusterState, pod: PodSpec) -> FilterVerdict:
+        placement = pod.placement
+        index = state.pod_index
+        if placement is None or (
+            not placement.affinity and not placement.anti_affinity and not index.anti
+        ):
+            return FilterVerdict.pass_all(state.size)
+        failures: list[tuple[str, BoolArray]] = []
+        existing = _existing_anti(state, placement)
+        if existing is not None:
+            failures.append((EXISTING_ANTI_AFFINITY, existing))
+        if placement.anti_affinity:
+            failures.append((ANTI_AFFINITY, _anti(state, placement)))
+        affinity = _affinity(state, placement) if placement.affinity else None
+        if affinity is not None:
+            failures.append((AFFINITY, affinity))
+        failures = [(m, f) for m, f in failures if f.any()]
+        if not failures:
+            return FilterVerdict.pass_all(state.size)
+        rejected = np.logical_or.reduce([f for _, f in failures])
+        resolvable = any(m != AFFINITY for m, _ in failures)
+        return FilterVerdict(~rejected, tuple(failures), unresolvable=not resolvable)
+
+
+def _existing_anti(state: ClusterState, pod: PodPlacement) -> BoolArray | None:
+    """Nodes in the domain of a running pod whose anti-affinity selects ``pod``."""
+    out = None
+    for (_, term), holders in state.pod_index.anti.items():
+        if not term.selects(pod.namespace, pod.labels) or not holders.any():
+            continue
+        near, _ = domain_counts(state.node_labels, term.topology_key, holders)
+        hit = near > 0
+        out = hit if out is None else out | hit
+    return out
+
+
+def _anti(state: ClusterState, pod: PodPlacement) -> BoolArray:
+    """Nodes in a domain where a pod that one of ``pod``'s anti-affinity terms selects runs."""
+    out = np.zeros(state.size, dtype=np.bool_)
+    for term in pod.anti_affinity:
+        near, _ = domain_counts(
+            state.node_labels,
+            term.topology_key,
+            state.pod_index.matching(term.namespaces, term.selector),
+        )
+        out |= near > 0
+    return out
+
+
+def _affinity(state: ClusterState, pod: PodPlacement) -> BoolArray:
+    """Nodes that fail ``pod``'s affinity terms (kube-scheduler's satisfyPodAffinity)."""
+    matching = state.pod_index.matching_all(pod.affinity)
+    every_key = np.ones(state.size, dtype=np.bool_)
+    found = np.ones(state.size, dtype=np.bool_)
+    anywhere = 0
+    for term in pod.affinity:
+        near, has = domain_counts(state.node_labels, term.topology_key, matching)
+        every_key &= has
+        found &= near > 0
+        anywhere += int(matching[has].sum())
+    if anywhere == 0 and all(t.selects(pod.namespace, pod.labels) for t in pod.affinity):
+        return ~every_key  # the first pod of a group with affinity to itself
+    return ~(every_key & found)
+
+
+def new(args: Args, handle: Handle) -> InterPodAffinity:
+    return InterPodAffinity()

@@ -1,0 +1,84 @@
+"""PodTopologySpread (filter): ``whenUnsatisfiable: DoNotSchedule`` constraints, as
+kube-scheduler's plugin of the same name.
+
+For each constraint, the pods of the pod's namespace that its selector matches are counted
+per domain of its ``topologyKey`` over the *eligible* nodes: those with every constraint's
+topology key, and — ``nodeAffinityPolicy: Honor`` (the default) — allowed by the pod's node
+selector and required node affinity, and — ``nodeTaintsPolicy: Honor`` — whose
+NoSchedule/NoExecute taints the pod tolerates. A node is rejected when
+
+    count(domain of node) + self - min(count over eligible domains) > maxSkew
+
+where ``self`` is 1 if the pod matches the selector itself, and the minimum is 0 while
+fewer than ``minDomains`` domains are eligible. A node without the topology key is
+rejected as unresolvable (``node(s) didn't match pod topology spread constraints (missing
+required label)``); a skew rejection may be cleared by evictions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpufleet.framework.protocols import FilterVerdict, Handle
+from gpufleet.model.cluster import ClusterState
+from gpufleet.model.pod import PodSpec
+
+NAME = "PodTopologySpread"
+SKEW = "node(s) didn't match pod topology spread constraints"
+MISSING_LABEL = f"{SKEW} (missing required label)"
+
+
+@dataclass(frozen=True, slots=True)
+class Args:
+    """No options."""
+
+
+class PodTopologySpread:
+    name = NAME
+
+    def filter(self, state: ClusterState, pod: PodSpec) -> FilterVerdict:
+        placement = pod.placement
+        if placement is None or not placement.spread:
+            return FilterVerdict.pass_all(state.size)
+        labels = state.node_labels
+        has_keys = np.ones(state.size, dtype=np.bool_)
+        for c in placement.spread:
+            has_keys &= labels.label_ids(c.topology_key)[0] >= 0
+        skewed = np.zeros(state.size, dtype=np.bool_)
+        namespace = frozenset((placement.namespace,))
+        for c in placement.spread:
+            eligible = has_keys.copy()
+            if c.honor_node_affinity and pod.constraint is not None and pod.constraint.has_terms:
+                eligible &= labels.affinity_mask(pod.constraint)
+            if c.honor_taints:
+                tolerations = pod.constraint.tolerations if pod.constraint else ()
+                for taint in labels.blocking_taints:
+                    if not any(t.tolerates(taint) for t in tolerations):
+                        eligible &= ~labels.taint_mask(taint)
+            ids, names = labels.label_ids(c.topology_key)
+            matching = state.pod_index.matching(namespace, c.selector)
+            per_domain = np.bincount(
+                ids[eligible], weights=matching[eligible], minlength=len(names)
+            ).astype(np.int64)
+            present = np.zeros(len(names), dtype=np.bool_)
+            present[ids[eligible]] = True
+            domains = int(present.sum())
+            least = int(per_domain[present].min()) if domains >= c.min_domains and domains else 0
+            own = 1 if c.selector.matches(placement.labels) else 0
+            at_node = np.where(has_keys, per_domain[np.maximum(ids, 0)], 0)
+            at_node = np.where(present[np.maximum(ids, 0)], at_node, 0)
+            skewed |= has_keys & (at_node + own - least > c.max_skew)
+        failures = tuple(
+            (message, mask)
+            for message, mask in ((MISSING_LABEL, ~has_keys), (SKEW, skewed))
+            if mask.any()
+        )
+        if not failures:
+            return FilterVerdict.pass_all(state.size)
+        return FilterVerdict(has_keys & ~skewed, failures, unresolvable=not skewed.any())
+
+
+def new(args: Args, handle: Handle) -> PodTopologySpread:
+    return PodTopologySpread()
