@@ -23,8 +23,8 @@ Pods without a :class:`PodPlacement` (a trace's) take no part and pay nothing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
     from gpufleet.model.arrays import BoolArray, IntArray
     from gpufleet.model.selectors import NodeLabels
+
+K = TypeVar("K", int, tuple[str, "PodTerm"], "HostPort")
 
 WILDCARD_IP = "0.0.0.0"  # noqa: S104 (a host port's "every address", not a bind)
 
@@ -123,70 +125,110 @@ class PodPlacement:
         return self.namespace, self.labels
 
 
-@dataclass(slots=True)
+class Signatures:
+    """Distinct (namespace, labels) of pods, each with an id, in the order first seen: shared
+    by an index and all its copies (it only grows), so an id means one signature in all of
+    them and a caller may keep ids (the victim pool's)."""
+
+    __slots__ = ("ids", "items")
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, Mapping[str, str]]] = []
+        self.ids: dict[tuple[str, Mapping[str, str]], int] = {}
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def id(self, signature: tuple[str, Mapping[str, str]]) -> int:
+        sid = self.ids.get(signature)
+        if sid is None:
+            sid = self.ids[signature] = len(self.items)
+            self.items.append(signature)
+        return sid
+
+
 class PodIndex:
     """Per node, the pods by signature, the holders of each required anti-affinity term
     and the host ports in use (see the module doc). Changed by :meth:`add`/:meth:`remove`;
-    :meth:`copy` for a what-if state."""
+    :meth:`copy` for a what-if state.
 
-    size: int
-    signatures: list[tuple[str, Mapping[str, str]]] = field(default_factory=list)
-    _ids: dict[tuple[str, Mapping[str, str]], int] = field(default_factory=dict)
-    counts: IntArray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int32))
-    """``(S, N)``: pods of signature ``s`` on node ``n`` (rows beyond ``len(signatures)``
-    are spare)."""
-    anti: dict[tuple[str, PodTerm], IntArray] = field(default_factory=dict)
-    """Per (holder's namespace, term): pods holding the term on each node."""
-    ports: dict[HostPort, IntArray] = field(default_factory=dict)
-    _matches: dict[object, tuple[int, list[int]]] = field(default_factory=dict)
-    """Per selector-and-namespaces: (signatures judged, the ids that match)."""
+    A copy shares every count row with its original until either changes it (copy on
+    write), so copying costs one pointer per row; :meth:`forget` takes many pods out of a
+    copy at once without touching a row — they are kept aside and subtracted where a count
+    is read — which is how the victim search's "every candidate gone" state is made.
+    """
 
-    def __post_init__(self) -> None:
-        if self.counts.shape[1] != self.size:
-            self.counts = np.zeros((4, self.size), dtype=np.int32)
+    __slots__ = (
+        "_gone_nodes",
+        "_gone_sids",
+        "_matches",
+        "_owned",
+        "_selecting",
+        "anti",
+        "ports",
+        "rows",
+        "signatures",
+        "size",
+    )
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.signatures = Signatures()
+        self.rows: dict[int, IntArray] = {}
+        """Per signature id: its pods on each node."""
+        self.anti: dict[tuple[str, PodTerm], IntArray] = {}
+        """Per (holder's namespace, term): pods holding the term on each node."""
+        self.ports: dict[HostPort, IntArray] = {}
+        """Per host port: pods holding it on each node."""
+        self._owned: set[int | tuple[str, PodTerm] | HostPort] = set()
+        """The rows this index may change in place (the others it shares with a copy)."""
+        self._gone_nodes: IntArray = np.zeros(0, dtype=np.int64)
+        self._gone_sids: IntArray = np.zeros(0, dtype=np.int64)
+        """Pods counted in ``rows`` that :meth:`forget` took out: node and signature."""
+        self._matches: dict[object, tuple[int, list[int]]] = {}
+        """Per selector-and-namespaces: (signatures judged, the ids that match)."""
+        self._selecting: dict[tuple[str, Mapping[str, str]], tuple[int, list[tuple[str, PodTerm]]]]
+        self._selecting = {}
+        """Per signature: (anti-affinity terms judged, those that select it), in the order
+        of ``anti`` (whose keys are never removed)."""
 
     @property
     def empty(self) -> bool:
-        return not self.signatures
+        return not self.rows
+
+    def _row(self, table: dict[K, IntArray], key: K) -> IntArray:
+        row = table.get(key)
+        if row is None:
+            row = table[key] = np.zeros(self.size, dtype=np.int32)
+            self._owned.add(key)
+        elif key not in self._owned:
+            row = table[key] = row.copy()
+            self._owned.add(key)
+        return row
 
     def add(self, node: int, pod: PodPlacement, sign: int = 1) -> None:
         """Count ``pod`` on ``node`` (``sign`` -1: no longer)."""
-        sid = self._ids.get(pod.signature)
-        if sid is None:
-            sid = self._ids[pod.signature] = len(self.signatures)
-            self.signatures.append(pod.signature)
-            if sid >= self.counts.shape[0]:
-                grown = np.zeros((2 * self.counts.shape[0], self.size), dtype=np.int32)
-                grown[:sid] = self.counts[:sid]
-                self.counts = grown
-        self.counts[sid, node] += sign
+        self._row(self.rows, self.signatures.id(pod.signature))[node] += sign
         for term in pod.anti_affinity:
-            held = self.anti.get((pod.namespace, term))
-            if held is None:
-                held = self.anti[(pod.namespace, term)] = np.zeros(self.size, dtype=np.int32)
-            held[node] += sign
+            self._row(self.anti, (pod.namespace, term))[node] += sign
         for port in pod.host_ports:
-            used = self.ports.get(port)
-            if used is None:
-                used = self.ports[port] = np.zeros(self.size, dtype=np.int32)
-            used[node] += sign
+            self._row(self.ports, port)[node] += sign
 
     def remove(self, node: int, pod: PodPlacement) -> None:
         self.add(node, pod, -1)
 
-    def remove_many(self, nodes: Sequence[int], pods: Sequence[PodPlacement]) -> None:
-        """Uncount each of ``pods`` on its node of ``nodes`` (all counted before): one
-        scatter for the signatures, a loop only over the pods with anti-affinity or ports."""
-        if not pods:
-            return
-        ids = np.fromiter((self._ids[p.signature] for p in pods), dtype=np.int64, count=len(pods))
-        np.subtract.at(self.counts, (ids, np.asarray(nodes, dtype=np.int64)), 1)
-        for node, pod in zip(nodes, pods, strict=True):
-            if pod.anti_affinity or pod.host_ports:
-                for term in pod.anti_affinity:
-                    self.anti[(pod.namespace, term)][node] -= 1
-                for port in pod.host_ports:
-                    self.ports[port][node] -= 1
+    def forget(
+        self, nodes: IntArray, sids: IntArray, holders: Sequence[tuple[int, PodPlacement]]
+    ) -> None:
+        """Take out pods counted here: one of signature ``sids[i]`` on each ``nodes[i]``, of
+        which ``holders`` (node, pod) are those with anti-affinity terms or host ports."""
+        self._gone_nodes = np.concatenate((self._gone_nodes, nodes))
+        self._gone_sids = np.concatenate((self._gone_sids, sids))
+        for node, pod in holders:
+            for term in pod.anti_affinity:
+                self._row(self.anti, (pod.namespace, term))[node] -= 1
+            for port in pod.host_ports:
+                self._row(self.ports, port)[node] -= 1
 
     def matching(self, namespaces: frozenset[str] | None, selector: LabelSelector) -> IntArray:
         """Pods on each node in ``namespaces`` (None: any) whose labels ``selector`` matches."""
@@ -207,21 +249,33 @@ class PodIndex:
             ids = ids + [
                 s
                 for s in range(judged, len(self.signatures))
-                if (namespaces is None or self.signatures[s][0] in namespaces)
-                and selector.matches(self.signatures[s][1])
+                if (namespaces is None or self.signatures.items[s][0] in namespaces)
+                and selector.matches(self.signatures.items[s][1])
             ]
             self._matches[key] = (len(self.signatures), ids)
         return ids
 
     def _on_nodes(self, ids: list[int]) -> IntArray:
-        if not ids:
-            return np.zeros(self.size, dtype=np.int64)
-        out: IntArray = (
-            self.counts[ids[0]].astype(np.int64)
-            if len(ids) == 1
-            else self.counts[ids].sum(axis=0, dtype=np.int64)
-        )
+        out = np.zeros(self.size, dtype=np.int64)
+        for sid in ids:
+            row = self.rows.get(sid)
+            if row is not None:
+                out += row
+        if ids and self._gone_sids.size:
+            gone = np.isin(self._gone_sids, ids)
+            if gone.any():
+                out -= np.bincount(self._gone_nodes[gone], minlength=self.size)
         return out
+
+    def anti_selecting(self, pod: PodPlacement) -> list[tuple[IntArray, PodTerm]]:
+        """Running pods' anti-affinity terms that select ``pod``, each with its holders per
+        node (judged once per signature and term)."""
+        keys = list(self.anti)
+        judged, found = self._selecting.get(pod.signature, (0, []))
+        if judged < len(keys):
+            found = found + [k for k in keys[judged:] if k[1].selects(pod.namespace, pod.labels)]
+            self._selecting[pod.signature] = (len(keys), found)
+        return [(self.anti[k], k[1]) for k in found]
 
     def ports_in_use(self, port: HostPort) -> IntArray:
         """Pods on each node holding a host port that conflicts with ``port``."""
@@ -232,15 +286,17 @@ class PodIndex:
         return used
 
     def copy(self) -> PodIndex:
-        return PodIndex(
-            self.size,
-            list(self.signatures),
-            dict(self._ids),
-            self.counts.copy(),
-            {k: v.copy() for k, v in self.anti.items()},
-            {k: v.copy() for k, v in self.ports.items()},
-            dict(self._matches),
-        )
+        """An independent index that shares every row until one of the two changes it."""
+        other = PodIndex(self.size)
+        other.signatures = self.signatures
+        other.rows = dict(self.rows)
+        other.anti = dict(self.anti)
+        other.ports = dict(self.ports)
+        other._gone_nodes, other._gone_sids = self._gone_nodes, self._gone_sids
+        other._matches = dict(self._matches)
+        other._selecting = dict(self._selecting)
+        self._owned = set()  # the rows are shared now: the next change copies
+        return other
 
 
 def domain_counts(labels: NodeLabels, key: str, per_node: IntArray) -> tuple[IntArray, BoolArray]:

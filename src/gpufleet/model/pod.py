@@ -80,7 +80,11 @@ class PodSpec:
     @property
     def request_key(self) -> tuple[object, ...]:
         """Everything the pod asks for, its name aside: pods with equal keys are
-        interchangeable to the scheduler (the key of its caches and classes)."""
+        interchangeable to the scheduler (the key of its caches and classes). A pod's
+        labels count only with terms of its own: without them they matter to running pods'
+        anti-affinity alone, which every placement checks, so at worst a class one of whose
+        pods such a term kept out waits for the cluster to change before it is tried again
+        (the pods of a StatefulSet or an indexed Job, labelled one by one, stay one class)."""
         return (
             self.cpu_milli,
             self.memory_mib,
@@ -93,7 +97,7 @@ class PodSpec:
             self.mig_count,
             self.extended,
             self.gpu_memory_mib,
-            self.placement,
+            self.placement if self.placement is not None and self.placement.constrained else None,
         )
 
     @property

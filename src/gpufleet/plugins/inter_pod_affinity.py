@@ -16,8 +16,10 @@ rejected when, counting pods per domain of each term's ``topologyKey``
   domain of the term's key (``node(s) didn't satisfy existing pods anti-affinity rules``).
 
 A node without a term's topology key is out of that term's reach for anti-affinity (it
-passes). Evicting the pods in the way can clear an anti-affinity rejection, so those are
-resolvable (the victim search sees the counts fall as it tries evictions).
+passes). Each node is given the first of these reasons it fails, in this order, as
+kube-scheduler's Filter returns at the first. Evicting the pods in the way can clear an
+anti-affinity rejection, so those are resolvable (the victim search sees the counts fall
+as it tries evictions).
 """
 
 from __future__ import annotations
@@ -53,19 +55,22 @@ class InterPodAffinity:
             not placement.affinity and not placement.anti_affinity and not index.anti
         ):
             return FilterVerdict.pass_all(state.size)
+        # kube-scheduler gives each node the first reason that fails, in this order.
         failures: list[tuple[str, BoolArray]] = []
-        existing = _existing_anti(state, placement)
-        if existing is not None:
-            failures.append((EXISTING_ANTI_AFFINITY, existing))
-        if placement.anti_affinity:
-            failures.append((ANTI_AFFINITY, _anti(state, placement)))
-        affinity = _affinity(state, placement) if placement.affinity else None
-        if affinity is not None:
-            failures.append((AFFINITY, affinity))
-        failures = [(m, f) for m, f in failures if f.any()]
+        rejected = np.zeros(state.size, dtype=np.bool_)
+        for message, failing in (
+            (AFFINITY, _affinity(state, placement) if placement.affinity else None),
+            (ANTI_AFFINITY, _anti(state, placement) if placement.anti_affinity else None),
+            (EXISTING_ANTI_AFFINITY, _existing_anti(state, placement)),
+        ):
+            if failing is None:
+                continue
+            mine = failing & ~rejected
+            if mine.any():
+                failures.append((message, mine))
+                rejected |= mine
         if not failures:
             return FilterVerdict.pass_all(state.size)
-        rejected = np.logical_or.reduce([f for _, f in failures])
         resolvable = any(m != AFFINITY for m, _ in failures)
         return FilterVerdict(~rejected, tuple(failures), unresolvable=not resolvable)
 
@@ -73,8 +78,8 @@ class InterPodAffinity:
 def _existing_anti(state: ClusterState, pod: PodPlacement) -> BoolArray | None:
     """Nodes in the domain of a running pod whose anti-affinity selects ``pod``."""
     out = None
-    for (_, term), holders in state.pod_index.anti.items():
-        if not term.selects(pod.namespace, pod.labels) or not holders.any():
+    for holders, term in state.pod_index.anti_selecting(pod):
+        if not holders.any():
             continue
         near, _ = domain_counts(state.node_labels, term.topology_key, holders)
         hit = near > 0

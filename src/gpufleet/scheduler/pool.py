@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from gpufleet.model.arrays import BoolArray, FloatArray, IntArray
     from gpufleet.model.cluster import ClusterState
+    from gpufleet.model.interpod import PodIndex, Signatures
     from gpufleet.model.workload import QueueSpec
     from gpufleet.scheduler.ledger import Ledger
     from gpufleet.scheduler.transaction import Running
@@ -40,6 +41,8 @@ _COLUMNS: tuple[tuple[str, type], ...] = (
     ("alive", np.bool_),
     ("preempt_ok", np.bool_),
     ("reclaim_ok", np.bool_),
+    ("sid", np.int64),
+    ("terms", np.bool_),
 )
 """The one-dimensional columns and their types (``gpu`` is a matrix: pods x GPU slots)."""
 
@@ -54,6 +57,19 @@ def _via_state(r: Running) -> bool:
         or (r.spec.exclusive_cpu and r.spec.num_gpu > 0)
         or bool(r.spec.extended)
     )
+
+
+NO_SIGNATURE = -1
+UNKNOWN = -2
+
+
+def _sid(r: Running) -> int:
+    return NO_SIGNATURE if r.spec.placement is None else UNKNOWN
+
+
+def _terms(r: Running) -> bool:
+    p = r.spec.placement
+    return p is not None and bool(p.anti_affinity or p.host_ports)
 
 
 class VictimPool:
@@ -80,6 +96,8 @@ class VictimPool:
         self.index: dict[str, int] = {}
         self.generation = 0
         """Bumped whenever pods join the pool (new candidates for a search)."""
+        self._signatures: Signatures | None = None
+        """The signature ids ``sid`` holds are of these."""
         self._columns(0)
         self.add(sorted(running, key=lambda r: r.pod.key))
         self.at(now)
@@ -123,6 +141,11 @@ class VictimPool:
         """Past the queue's preemptMinRuntime (as of :meth:`at`)."""
         self.reclaim_ok: BoolArray = buffers["reclaim_ok"][:n]
         """Past the queue's reclaimMinRuntime (as of :meth:`at`)."""
+        self.sid: IntArray = buffers["sid"][:n]
+        """The id of the pod's signature among the inter-pod filters' (``_signatures``'s),
+        UNKNOWN until a search needs it, NO_SIGNATURE for a pod without placement."""
+        self.terms: BoolArray = buffers["terms"][:n]
+        """Pods with anti-affinity terms or host ports (taken out of the index one by one)."""
 
     def _reserve(self, n: int) -> None:
         """Room for ``n`` pods in all: the buffers grow by doubling, so that pods joining
@@ -178,6 +201,8 @@ class VictimPool:
         buffers["preempt_min"][i] = queue.preempt_min_runtime_s
         buffers["reclaim_min"][i] = queue.reclaim_min_runtime_s
         buffers["via_state"][i] = _via_state(r)
+        buffers["sid"][i] = _sid(r)
+        buffers["terms"][i] = _terms(r)
         buffers["claims"][i] = bool(pod.claims)
         buffers["single"][i] = pod.gang == pod.key
         buffers["alive"][i] = True
@@ -203,6 +228,8 @@ class VictimPool:
             "preempt_min": [q.preempt_min_runtime_s for q in specs],
             "reclaim_min": [q.reclaim_min_runtime_s for q in specs],
             "via_state": [_via_state(r) for r in running],
+            "sid": [_sid(r) for r in running],
+            "terms": [_terms(r) for r in running],
             "claims": [bool(r.pod.claims) for r in running],
             "single": [r.pod.gang == r.pod.key for r in running],
             "alive": [True] * len(running),
@@ -271,17 +298,30 @@ class VictimPool:
         np.add.at(freed.gpu_free, nodes, self.gpu[plain])
         np.add.at(freed.pods_free, nodes, 1)
         freed.refresh_gpu_totals(np.unique(nodes))
-        placed = [
-            (r.node, r.spec.placement)
-            for i in np.flatnonzero(plain)
-            if (r := self.items[i]).spec.placement is not None
-        ]
-        if placed:
-            freed.pod_index.remove_many([n for n, _ in placed], [p for _, p in placed])
+        self._forget(freed.pod_index, plain)
         for i in np.flatnonzero(mask & self.via_state):
             r = self.items[i]
             freed.release(r.node, r.spec, r.gpus)
         return freed
+
+    def _forget(self, index: PodIndex, mask: BoolArray) -> None:
+        """Take the pods of ``mask`` out of ``index`` (a copy's) in one step."""
+        counted = mask & (self.sid != NO_SIGNATURE)
+        if not counted.any():
+            return
+        if index.signatures is not self._signatures:  # another ledger's: ids anew
+            self.sid[self.sid >= 0] = UNKNOWN
+            self._signatures = index.signatures
+        for i in np.flatnonzero(counted & (self.sid == UNKNOWN)):
+            placement = self.items[i].spec.placement
+            assert placement is not None
+            self.sid[i] = index.signatures.id(placement.signature)
+        holders = [
+            (r.node, r.spec.placement)
+            for i in np.flatnonzero(counted & self.terms)
+            if (r := self.items[i]).spec.placement is not None
+        ]
+        index.forget(self.node[counted], self.sid[counted], holders)
 
     def on_nodes(self, mask: BoolArray, nodes: IntArray) -> list[Running]:
         return [self.items[i] for i in np.flatnonzero(mask & np.isin(self.node, nodes))]
