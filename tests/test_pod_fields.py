@@ -88,7 +88,8 @@ def test_a_field_added_under_a_part_read_field_by_field_is_undecided() -> None:
     )
     assert decided("spec.newField") is None
     assert decided("spec.containers[].securityContext.newField") == "not placement"
-    assert decided("spec.volumes[].persistentVolumeClaim.readOnly") == "refused"
+    assert decided("spec.volumes[].awsElasticBlockStore.readOnly") == "refused"
+    assert decided("spec.volumes[].persistentVolumeClaim.claimName") == "implemented"
 
 
 @pytest.mark.parametrize(

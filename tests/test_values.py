@@ -64,6 +64,7 @@ from gpufleet.model.pod import PodSpec
 from gpufleet.model.results import FillRun, QueueUsage, ReplayRun, Timeline
 from gpufleet.model.selectors import NodeConstraint, Requirement, Taint, Toleration
 from gpufleet.model.values import FrozenMap
+from gpufleet.model.volumes import CsiNode, PersistentVolume, Storage, StorageClass, VolumeClaim
 from gpufleet.model.workload import (
     GroupSpec,
     PodInfo,
@@ -305,6 +306,37 @@ def snapshot() -> Snapshot:
         (pool(),),
         (claim(),),
         {"ns/claim": allocation()},
+        storage(),
+    )
+
+
+def volume_claim() -> VolumeClaim:
+    return VolumeClaim(
+        "ml/data", "fast", "", 50 << 30, frozenset({"ReadWriteOnce"}), "Filesystem", selector()
+    )
+
+
+def persistent_volume() -> PersistentVolume:
+    return PersistentVolume(
+        "pv-1",
+        "fast",
+        100 << 30,
+        frozenset({"ReadWriteOnce"}),
+        "Filesystem",
+        ((requirement(),),),
+        {"topology.kubernetes.io/zone": "a"},
+        "ml/data",
+        "ebs.csi.aws.com",
+        "vol-1",
+    )
+
+
+def storage() -> Storage:
+    return Storage(
+        (StorageClass("fast", "ebs.csi.aws.com", True, ((requirement(),),)),),
+        (persistent_volume(),),
+        (volume_claim(),),
+        (CsiNode("n1", {"ebs.csi.aws.com": 25}),),
     )
 
 
@@ -352,6 +384,7 @@ CASES: dict[type, Case] = {
             "constraint": None,
             "mig_profile": Also("3g.40gb", {"num_gpu": 0, "gpu_milli": 0}),
             "placement": None,
+            "volumes": ("ml/data",),
         },
     ),
     LabelSelector: Case(selector),
@@ -366,7 +399,21 @@ CASES: dict[type, Case] = {
         lambda: ReplayJob("job-1", "team-a", 10.0, 600.0, pod_spec(), 2),
         {"spec": replace(pod_spec(), memory_mib=1)},
     ),
-    Snapshot: Case(snapshot, {"allocations": {}}),
+    Snapshot: Case(snapshot, {"allocations": {}, "storage": Storage()}),
+    StorageClass: Case(lambda: StorageClass("fast", "ebs.csi.aws.com", True, ((requirement(),),))),
+    PersistentVolume: Case(
+        persistent_volume,
+        {
+            "access_modes": frozenset({"ReadWriteMany"}),
+            "labels": {"topology.kubernetes.io/zone": "b"},
+        },
+    ),
+    VolumeClaim: Case(
+        volume_claim,
+        {"storage_class": None, "access_modes": frozenset(), "selector": None},
+    ),
+    CsiNode: Case(lambda: CsiNode("n1", {"ebs.csi.aws.com": 25}), {"limits": {}}),
+    Storage: Case(storage),
     Device: Case(
         device,
         {

@@ -46,6 +46,9 @@ SCHEDULER_RULES: set[Rule] = {
     # gpufleet.io/stale-since annotation (merge PATCH of podgroups/NAME).
     ("scheduling.x-k8s.io", "podgroups/status", "patch", ""),
     ("scheduling.x-k8s.io", "podgroups", "patch", ""),
+    # kube/volumes.py: a chosen volume's claimRef, a claim's selected node (merge PATCH).
+    ("", "persistentvolumes", "patch", ""),
+    ("", "persistentvolumeclaims", "patch", ""),
     # kube/queues.py: Queue status (merge PATCH of queues/NAME/status).
     ("gpufleet.io", "queues/status", "patch", ""),
     # kube/events.py: POST an event, PATCH its series when it repeats.

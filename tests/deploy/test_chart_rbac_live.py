@@ -28,9 +28,11 @@ from tests.deploy.chart import authorizer
 from tests.deploy.conftest import NAMESPACE, Render
 from tests.kube.test_dra_live import add_claim, add_claim_pod, claims, cluster, reserved_for
 from tests.kube.test_serve import add_group, add_node, add_pod, bound, events, pods, run_until
+from tests.kube.test_serve_placement import node
 from tests.kube.test_serve_queues import add_pod as add_queued_pod
 from tests.kube.test_serve_queues import add_queue, status
 from tests.kube.test_serve_stale import add_bound, stale_since
+from tests.kube.test_serve_volumes import mounting, storage
 
 JSON = dict[str, Any]
 TOKEN = "service-account-token"
@@ -141,11 +143,16 @@ def test_the_scheduler_needs_every_permission_of_the_chart_and_no_other(
     for i in range(2):
         add_bound(emulator, f"stale-{i}", "stale", i, node="half")
     add_pod(emulator, "stale-2", 8, group="stale")
+    for name, zone in (("a2", "a"), ("b1", "b")):  # volumes: one provisioned, one static
+        node(emulator, name, zone, gpus=0)
+    storage(emulator)
+    mounting(emulator, "provisioned", "fast-data", gpus=0)
+    mounting(emulator, "local", "local-data", gpus=0)
     emulator.faults.drop_reply(1, path="/pods/lost-reply/binding$")
     emulator.faults.fail(2, code=500, path="/pods/retried/binding$")
     # Its condition not taken, the pod is told again: the event's series is patched.
     emulator.faults.fail(1, code=500, method="PATCH", path="/pods/waits/status$")
-    expected = {"claims", "lost-reply", "retried", "gang-0", "gang-1"}
+    expected = {"claims", "lost-reply", "retried", "gang-0", "gang-1", "provisioned", "local"}
 
     def settled(live: LiveScheduler) -> bool:
         if expected <= set(bound(emulator)) and "high" not in pods(emulator):
@@ -163,8 +170,9 @@ def test_the_scheduler_needs_every_permission_of_the_chart_and_no_other(
     assert live.stats.bind_failures == 2
     assert all(
         (pods(emulator)[p]["metadata"].get("annotations") or {}).get("gpufleet.io/gpu-index")
-        for p in expected - {"claims"} | {"high"}
+        for p in expected - {"claims", "provisioned", "local"} | {"high"}
     )
+    assert bound(emulator)["local"] == "a2"
     assert reserved_for(claims(emulator)["c0"]) == {"claims"}
     assert any(e.get("series") for e in events(emulator))
     granted = {

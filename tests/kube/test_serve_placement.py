@@ -14,9 +14,9 @@ from tests.kube.test_serve import bound, pods, serve
 JSON = dict[str, Any]
 
 
-def node(emulator: Emulator, name: str, zone: str) -> None:
+def node(emulator: Emulator, name: str, zone: str, gpus: int = 8) -> None:
     labels = {"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": zone}
-    allocatable = {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": "8", "pods": "110"}
+    allocatable = {"cpu": "32", "memory": "256Gi", "nvidia.com/gpu": str(gpus), "pods": "110"}
     emulator.store.create(
         emulator.store.resource("", "v1", "nodes"),
         "",

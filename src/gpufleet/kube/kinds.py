@@ -23,6 +23,10 @@ KINDS = (
     "ResourceSlice",
     "ResourceClaimTemplate",
     "ResourceClaim",
+    "StorageClass",
+    "PersistentVolume",
+    "PersistentVolumeClaim",
+    "CSINode",
     "Pod",
 )
 """The kinds the live scheduler watches and translates (``objects.py``), in the order a
@@ -32,7 +36,17 @@ CONTEXT = frozenset({"PriorityClass", "NodeResourceTopology", "ResourceClaimTemp
 """Kinds read where other objects are translated (a pod's priority, a node's NUMA zones,
 why a pod waits for its claims), not kept by the cache."""
 
-REQUIRED = frozenset({"Node", "Pod", "PriorityClass"})
+REQUIRED = frozenset(
+    {
+        "Node",
+        "Pod",
+        "PriorityClass",
+        "StorageClass",
+        "PersistentVolume",
+        "PersistentVolumeClaim",
+        "CSINode",
+    }
+)
 """Kinds every cluster serves. The others a cluster may not serve — a CustomResourceDefinition
 not installed (gpufleet's Queue and Topology before its chart, scheduler-plugins' PodGroup,
 NodeResourceTopology) or ``resource.k8s.io/v1`` before Kubernetes 1.34 — and then it has
@@ -51,6 +65,10 @@ API = {
     "ResourceSlice": ("resource.k8s.io/v1", "resourceslices"),
     "ResourceClaimTemplate": ("resource.k8s.io/v1", "resourceclaimtemplates"),
     "ResourceClaim": ("resource.k8s.io/v1", "resourceclaims"),
+    "StorageClass": ("storage.k8s.io/v1", "storageclasses"),
+    "PersistentVolume": ("v1", "persistentvolumes"),
+    "PersistentVolumeClaim": ("v1", "persistentvolumeclaims"),
+    "CSINode": ("storage.k8s.io/v1", "csinodes"),
     "Pod": ("v1", "pods"),
 }
 """Each kind of :data:`KINDS`: its apiVersion and resource."""
@@ -73,7 +91,7 @@ LIVE_VOCABULARIES = frozenset(k.vocabulary for k in FOREIGN_LIVE)
 FOREIGN_KINDS = {k.key: k for k in FOREIGN_LIVE}
 
 NAMESPACED = frozenset(
-    {"Pod", "PodGroup", "ResourceClaim", "ResourceClaimTemplate"}
+    {"Pod", "PodGroup", "ResourceClaim", "ResourceClaimTemplate", "PersistentVolumeClaim"}
     | {KAI_POD_GROUP.key, VOLCANO_POD_GROUP.key, ELASTIC_QUOTA.key}
 )
 """The kinds whose objects live in a namespace (keyed ``namespace/name``)."""

@@ -10,7 +10,8 @@ read alike, and every error names the object and the field in the same words.
 The kinds (:data:`KINDS`): Nodes with their NodeResourceTopologies, PriorityClasses,
 Queues, PodGroups, Topologies, the DRA kinds (DeviceClasses, ResourceSlices merged into
 pools, ResourceClaims with their allocation, ResourceClaimTemplates; see
-:mod:`gpufleet.kube.devices`) and Pods.
+:mod:`gpufleet.kube.devices`), the storage kinds (StorageClasses, PersistentVolumes and
+their claims, CSINodes; :mod:`gpufleet.load.storage`) and Pods.
 
 A translation reads what the API server resolves from other objects. A pod reads its
 PriorityClass (where ``spec.priority`` is absent), its PodGroup (the queue it inherits; a
@@ -66,6 +67,8 @@ from gpufleet.load.pods import read_pod
 from gpufleet.load.queues import read_group, read_priority_class, read_queue
 from gpufleet.load.reader import Obj, Reader
 from gpufleet.load.snapshot import described
+from gpufleet.load.storage import read_claim as read_volume_claim
+from gpufleet.load.storage import read_csi_node, read_storage_class, read_volume
 from gpufleet.load.vocabulary import POD_GROUP_LABEL, SCHEDULER_NAME
 from gpufleet.load.volcano import ROOT as VOLCANO_ROOT
 from gpufleet.load.volcano import read_volcano_group, read_volcano_queue
@@ -515,6 +518,10 @@ _READERS: Mapping[str, Callable[[ObjectStore, Reader], CacheObject | Context | N
     "DeviceClass": lambda _store, r: read_device_class(r),
     "ResourceClaimTemplate": lambda _store, r: Template(r.key, claim_spec(r, "spec.spec", r.key)),
     "ResourceClaim": lambda _store, r: read_claim(r),
+    "StorageClass": lambda _store, r: read_storage_class(r),
+    "PersistentVolume": lambda _store, r: read_volume(r),
+    "PersistentVolumeClaim": lambda _store, r: read_volume_claim(r),
+    "CSINode": lambda _store, r: read_csi_node(r),
     "Pod": lambda store, r: read_pod(
         r,
         store.classes,

@@ -3,8 +3,10 @@ and events (the live scheduler's side that writes, ``serve.py`` the side that re
 
 What a cycle decided is written back (``bind.py``):
 
-* a binding is assumed in the cache by the cycle itself, then posted — after the pod's
-  ResourceClaims are written (their allocation and ``reservedFor``, ``claims.py``), as
+* a binding is assumed in the cache by the cycle itself, then posted — after the volumes
+  of its unbound PersistentVolumeClaims are written (a chosen volume's ``claimRef``, or the
+  claim's selected node, ``volumes.py``, as kube-scheduler's VolumeBinding writes them in
+  PreBind) and its ResourceClaims (their allocation and ``reservedFor``, ``claims.py``), as
   kube-scheduler's DRA plugin writes them in PreBind; a pod that is bound
   stays assumed until its watch event confirms it. A bind that fails is forgotten (its
   capacity given back) and the pod backs off as kube-scheduler's queue does — 1 s, doubled
@@ -41,6 +43,8 @@ from gpufleet.kube.bind import Outcome, Reply, bind, evict
 from gpufleet.kube.claims import ClaimWrite, release, reserve
 from gpufleet.kube.logs import decide
 from gpufleet.kube.tell import Telling
+from gpufleet.kube.volumes import bind_volumes
+from gpufleet.model.volumes import VolumeClaim
 from gpufleet.report.reasons import why_text
 from gpufleet.scheduler.events import ClaimObject
 
@@ -171,9 +175,17 @@ class ResultWriter(Telling):
         await asyncio.gather(*told)  # the Scheduled events, once every bind is out
 
     async def _bind_one(self, binding: Binding, result: CycleResult) -> Reply:
-        """Write the pod's claims (``claims.py``), then post its binding; what a failed
-        bind wrote of its claims is taken back."""
+        """Write the pod's volumes (``volumes.py``) and claims (``claims.py``), then post its
+        binding; what a failed bind wrote of its claims is taken back."""
         ref = self._ref(binding.pod)
+        if binding.volumes:
+            claims = self.cache.objects["PersistentVolumeClaim"]
+            uids = {
+                k: c.uid for k in binding.volumes if isinstance(c := claims.get(k), VolumeClaim)
+            }
+            failed = await bind_volumes(self.http, binding.volumes, binding.node, uids)
+            if failed:
+                return Reply(Outcome.FAILED, failed)
         writes = self._claim_writes(binding, result)
         reserved, why = await reserve(self.http, ref, writes, self.clock())
         if why:

@@ -43,6 +43,10 @@ SUPPORTED: Mapping[str, tuple[str, ...]] = {
     "ResourceSlice": ("resource.k8s.io/v1",),
     "ResourceClaim": ("resource.k8s.io/v1",),
     "ResourceClaimTemplate": ("resource.k8s.io/v1",),
+    "StorageClass": ("storage.k8s.io/v1",),
+    "PersistentVolume": ("v1",),
+    "PersistentVolumeClaim": ("v1",),
+    "CSINode": ("storage.k8s.io/v1",),
 }
 """Per kind, the ``apiVersion`` values gpufleet reads (the first is the one to write)."""
 

@@ -234,3 +234,26 @@ def _host_ports(r: Reader) -> tuple[HostPort, ...]:
                 raise r.fail(f"{where}.hostIP", "an IP address", ip)
             ports.append(HostPort(str(protocol), number, ip))
     return tuple(dict.fromkeys(ports))
+
+
+def pod_volumes(r: Reader) -> tuple[str, ...]:
+    """Keys of the PersistentVolumeClaims pod ``r`` mounts: each ``persistentVolumeClaim``'s
+    ``claimName``, and for a generic ephemeral volume the claim its controller makes,
+    ``<pod>-<volume>`` (Kubernetes' naming of it)."""
+    keys = []
+    for i, volume in enumerate(r.sequence("spec.volumes")):
+        where = f"spec.volumes[{i}]"
+        if not isinstance(volume, Mapping):
+            raise r.fail(where, "a volume", volume)
+        claim = volume.get("persistentVolumeClaim")
+        if claim is not None:
+            name = claim.get("claimName") if isinstance(claim, Mapping) else None
+            if not isinstance(name, str) or not name:
+                raise r.fail(f"{where}.persistentVolumeClaim.claimName", "a claim name", name)
+            keys.append(f"{r.namespace}/{name}")
+        elif volume.get("ephemeral") is not None:
+            name = volume.get("name")
+            if not isinstance(name, str) or not name:
+                raise r.fail(f"{where}.name", "a volume name", name)
+            keys.append(f"{r.namespace}/{r.name}-{name}")
+    return tuple(dict.fromkeys(keys))

@@ -70,8 +70,6 @@ _CONTAINER_OTHER = {
     "workingDir": "the container's working directory",
 }
 _VOLUME_REFUSED = {
-    "persistentVolumeClaim": "VolumeBinding, VolumeZone, VolumeRestrictions, NodeVolumeLimits",
-    "ephemeral": "VolumeBinding of the claim the volume makes",
     "awsElasticBlockStore": "VolumeRestrictions and NodeVolumeLimits of in-tree disks",
     "gcePersistentDisk": "VolumeRestrictions and NodeVolumeLimits of in-tree disks",
     "azureDisk": "NodeVolumeLimits of in-tree disks",
@@ -125,6 +123,12 @@ def _build() -> tuple[dict[str, Implemented], dict[str, str], dict[str, str], di
             )
         },
         "spec.volumes": Implemented("the volume kinds below", subtree=False),
+        "spec.volumes[].persistentVolumeClaim": Implemented(
+            "VolumeBinding, VolumeZone, VolumeRestrictions, NodeVolumeLimits (by the claim)"
+        ),
+        "spec.volumes[].ephemeral": Implemented(
+            "the same filters, by the claim the ephemeral volume controller makes"
+        ),
     }
     for kind in ("podAffinity", "podAntiAffinity"):
         base = f"spec.affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution"

@@ -9,7 +9,7 @@ from collections.abc import Collection, Mapping
 from decimal import Decimal
 
 from gpufleet.load.foreign import PodNames
-from gpufleet.load.placement import read_placement, refusal, refused_fields
+from gpufleet.load.placement import pod_volumes, read_placement, refusal, refused_fields
 from gpufleet.load.reader import Reader
 from gpufleet.load.vocabulary import (
     DEFAULT_SCHEDULER,
@@ -191,7 +191,7 @@ NOTHING = Requirement("", "In", ())
 INTEGER = re.compile(r"-?[0-9]+")
 
 
-def _requirement(r: Reader, field: str, expr: object, kind: str) -> Requirement:
+def node_requirement(r: Reader, field: str, expr: object, kind: str) -> Requirement:
     if not isinstance(expr, Mapping) or expr.get("operator") not in OPERATORS:
         got = expr.get("operator") if isinstance(expr, Mapping) else expr
         raise r.fail(f"{field}.operator", " | ".join(OPERATORS), got)
@@ -275,7 +275,7 @@ def _constraint(r: Reader) -> NodeConstraint | None:
                 raise r.fail(f"{path}.nodeSelectorTerms[{i}].{kind}", "a list", exprs)
             for j, expr in enumerate(exprs):
                 reqs.append(
-                    _requirement(r, f"{path}.nodeSelectorTerms[{i}].{kind}[{j}]", expr, kind)
+                    node_requirement(r, f"{path}.nodeSelectorTerms[{i}].{kind}[{j}]", expr, kind)
                 )
         # An empty term matches no node (Kubernetes); ORed with others it adds nothing.
         terms.append(tuple(reqs) if reqs else (NOTHING,))
@@ -364,7 +364,8 @@ def read_pod(
         mig_count,
         _extended(requests),
         gpu_memory,
-        read_placement(r, r.strings("metadata.labels")),
+        volumes=pod_volumes(r),
+        placement=read_placement(r, r.strings("metadata.labels")),
     )
     labels = r.strings("metadata.labels")
     annotations = r.strings("metadata.annotations")

@@ -89,10 +89,12 @@ from gpufleet.load.nodes import read_node, read_numa, with_numa
 from gpufleet.load.pods import read_pod, succeeded_in
 from gpufleet.load.queues import read_group, read_priority_class, read_queue
 from gpufleet.load.reader import Obj, Reader, each
+from gpufleet.load.storage import read_claim, read_csi_node, read_storage_class, read_volume
 from gpufleet.load.vocabulary import SCHEDULER_NAME
 from gpufleet.load.volcano import ROOT as VOLCANO_ROOT
 from gpufleet.load.volcano import read_volcano_group, read_volcano_queue
 from gpufleet.model.devices import Pool
+from gpufleet.model.volumes import Storage
 from gpufleet.model.workload import Snapshot
 
 MAX_PODS = 1_000_000
@@ -261,6 +263,37 @@ def _parse(
     levels = read_topology(topologies[0]) if topologies else pool_levels(pools)
     check_levels(groups, levels, source)
     claims, allocations = pod_claims(by_kind, pods)
+    storage = Storage(
+        tuple(
+            unique(
+                each(by_kind.get("StorageClass", []), read_storage_class),
+                lambda c: c.name,
+                "StorageClass",
+                source,
+            )
+        ),
+        tuple(
+            unique(
+                each(by_kind.get("PersistentVolume", []), read_volume),
+                lambda v: v.name,
+                "PersistentVolume",
+                source,
+            )
+        ),
+        tuple(
+            unique(
+                each(by_kind.get("PersistentVolumeClaim", []), read_claim),
+                lambda c: c.key,
+                "PersistentVolumeClaim",
+                source,
+            )
+        ),
+        tuple(
+            unique(
+                each(by_kind.get("CSINode", []), read_csi_node), lambda c: c.name, "CSINode", source
+            )
+        ),
+    )
     node_labels = {n.name: n.labels for n in nodes}
     snapshot = Snapshot(
         tuple(nodes),
@@ -272,6 +305,7 @@ def _parse(
         _each_pools(by_kind.get("ResourceSlice", []), node_labels),
         tuple(claims),
         allocations,
+        storage,
     )
     if need_nodes and not nodes:
         raise InputError(

@@ -96,6 +96,8 @@ class ClusterState(NodeRows):
         self.pods_free[node] -= sign
         if pod.placement is not None:
             self.pod_index.add(node, pod.placement, sign)
+        if pod.volumes:
+            self.volumes.take(self.node_labels, node, pod.name, pod.volumes, sign)
         for name, amount in pod.extended:
             column = self.extended_index.get(name)
             if column is not None:

@@ -52,6 +52,9 @@ class PodSpec:
     offer them (kube-scheduler's NodeResourcesFit)."""
     gpu_memory_mib: int = 0
     """GPU memory (MiB) of a share sized by memory (0: the share, if any, is ``gpu_milli``)."""
+    volumes: tuple[str, ...] = ()
+    """Keys (``namespace/name``) of the PersistentVolumeClaims the pod mounts (its generic
+    ephemeral volumes' included): :mod:`gpufleet.model.volumes`."""
     placement: PodPlacement | None = None
     """Namespace, labels and required inter-pod terms, spread constraints and host ports
     (:mod:`gpufleet.model.interpod`; None: a pod of a trace, which no other pod selects)."""
@@ -97,6 +100,7 @@ class PodSpec:
             self.mig_count,
             self.extended,
             self.gpu_memory_mib,
+            self.volumes,
             self.placement if self.placement is not None and self.placement.constrained else None,
         )
 

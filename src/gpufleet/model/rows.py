@@ -24,6 +24,7 @@ from gpufleet.model.interpod import PodIndex
 from gpufleet.model.mig import MigLayouts, table_for
 from gpufleet.model.selectors import NodeLabels, Taint
 from gpufleet.model.values import EMPTY, frozen_map
+from gpufleet.model.volumes import VolumeState
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -131,6 +132,9 @@ class NodeRows:
             a share of a GPU, column ``n`` pods with ``n`` whole GPUs (GPU "affinity").
         extended: names of the other resources nodes advertise; ``extended_free`` ``(N, R)``
             what is free of each (base units), ``extended_index`` name -> column.
+        volumes: the storage objects and what placements changed of them (volumes attached
+            per node, claims given a volume), for the volume filters
+            (:class:`~gpufleet.model.volumes.VolumeState`).
         pod_index: the pods by labels, anti-affinity term and host port on each node, for
             the inter-pod filters (:class:`~gpufleet.model.interpod.PodIndex`).
         pods_free: ``(N,)`` pods each node may still run (``UNLIMITED_PODS`` without a limit);
@@ -170,6 +174,7 @@ class NodeRows:
         "pods_limited",
         "single_numa",
         "uid",
+        "volumes",
         "zone_cpu_free",
     )
 
@@ -247,6 +252,7 @@ class NodeRows:
         )
         self.pods_limited = any(node.max_pods is not None for node in nodes)
         self.pod_index = PodIndex(n)
+        self.volumes = VolumeState(n)
         self.uid = next(_state_ids)
         self._model_masks: dict[frozenset[str] | None, BoolArray] = {}
 
@@ -361,4 +367,5 @@ class NodeRows:
         other._model_masks = dict(self._model_masks)
         other.mig = None if self.mig is None else self.mig.copy()
         other.pod_index = self.pod_index.copy()
+        other.volumes = self.volumes.copy()
         return other

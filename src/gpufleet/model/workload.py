@@ -20,6 +20,7 @@ from gpufleet.model.cluster import ClusterState, NodeSpec
 from gpufleet.model.devices import Allocation, Claim, DeviceClass, Pool
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.values import EMPTY, ArrayValue, frozen_map, read_only
+from gpufleet.model.volumes import NO_STORAGE, Storage
 
 RESOURCES = ("gpu", "cpu", "memory")
 """Order of the resource vectors: GPUs, milli-CPU, MiB."""
@@ -221,6 +222,8 @@ class Snapshot:
     claims: tuple[Claim, ...] = ()
     allocations: Mapping[str, Allocation] = EMPTY
     """Claims already allocated (by key)."""
+    storage: Storage = NO_STORAGE
+    """StorageClasses, PersistentVolumes and their claims, CSINodes."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "allocations", frozen_map(self.allocations))

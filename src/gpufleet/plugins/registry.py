@@ -28,12 +28,16 @@ from gpufleet.plugins import (
     node_affinity,
     node_ports,
     node_resources,
+    node_volume_limits,
     numa_align,
     pod_topology_spread,
     random_score,
     share_plan,
     stranding,
     taint_toleration,
+    volume_binding,
+    volume_restrictions,
+    volume_zone,
 )
 
 
@@ -46,6 +50,8 @@ def plugin_registry() -> Registry[PluginFactory]:
     registry.register(numa_align.NAME, partial(numa_align.new, numa_align.Args()))
     registry.register(taint_toleration.NAME, partial(taint_toleration.new, taint_toleration.Args()))
     registry.register(node_ports.NAME, partial(node_ports.new, node_ports.Args()))
+    for module in (volume_restrictions, node_volume_limits, volume_binding, volume_zone):
+        registry.register(module.NAME, partial(module.new, module.Args()))
     registry.register(
         pod_topology_spread.NAME, partial(pod_topology_spread.new, pod_topology_spread.Args())
     )
@@ -84,12 +90,16 @@ FIT_FILTERS = (
     mig_fit.NAME,
     numa_align.NAME,
     node_ports.NAME,
+    volume_restrictions.NAME,
+    node_volume_limits.NAME,
+    volume_binding.NAME,
+    volume_zone.NAME,
     pod_topology_spread.NAME,
     inter_pod_affinity.NAME,
 )
 """Every profile's filters: constraints (affinity, taints, GPU model), capacity, and the
-pods already there (host ports, topology spread, inter-pod affinity) — kube-scheduler's
-filters, each a plugin of the same name."""
+pods already there (host ports, volumes, topology spread, inter-pod affinity) —
+kube-scheduler's filters, each a plugin of the same name, in its order."""
 _PUBLISHED_WEIGHT = 1000
 
 GPUFLEET_FGD_WEIGHT = 10

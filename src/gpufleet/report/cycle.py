@@ -49,6 +49,11 @@ def binding_json(binding: Binding) -> dict[str, object]:
             ]
             for key, results in binding.claims.items()
         }
+    if binding.volumes:
+        out["volumes"] = {
+            key: {"volume": name} if name else {"provision": True}
+            for key, name in binding.volumes.items()
+        }
     return out
 
 

@@ -36,9 +36,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gpufleet.model.selectors import Taint
+from gpufleet.model.volumes import Storage
 from gpufleet.model.workload import GroupSpec, PodInfo, Snapshot
 from gpufleet.scheduler.assumed import AssumedBindings, Assumptions
-from gpufleet.scheduler.events import KINDS, ClaimObject, Event, object_key
+from gpufleet.scheduler.events import KINDS, STORAGE_KINDS, ClaimObject, Event, object_key
 from gpufleet.scheduler.ledger import Ledger, SnapshotError, ledger_order
 from gpufleet.scheduler.pending import PendingPods
 from gpufleet.scheduler.pool import VictimPool
@@ -142,6 +143,7 @@ class ClusterCache(AssumedBindings):
             tuple(values("ResourcePool")),  # type: ignore[arg-type]
             tuple(c.claim for c in claims),
             {c.claim.key: c.allocation for c in claims if c.allocation is not None},
+            Storage(*(tuple(values(kind)) for kind in STORAGE_KINDS)),  # type: ignore[arg-type]
         )
 
     # -- events -------------------------------------------------------------------------

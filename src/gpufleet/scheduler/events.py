@@ -12,14 +12,19 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from gpufleet.model.devices import Pool
+from gpufleet.model.volumes import VolumeClaim
 from gpufleet.model.workload import GroupSpec, PodInfo
 
 if TYPE_CHECKING:
     from gpufleet.model.cluster import NodeSpec
     from gpufleet.model.devices import Allocation, Claim, DeviceClass
+    from gpufleet.model.volumes import CsiNode, PersistentVolume, StorageClass, VolumeClaim
     from gpufleet.model.workload import QueueSpec, Snapshot
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
+
+STORAGE_KINDS = ("StorageClass", "PersistentVolume", "PersistentVolumeClaim", "CSINode")
+"""The storage objects, in :class:`~gpufleet.model.volumes.Storage`'s order."""
 
 KINDS = (
     "Node",
@@ -30,6 +35,7 @@ KINDS = (
     "DeviceClass",
     "ResourcePool",
     "ResourceClaim",
+    *STORAGE_KINDS,
 )
 """The kinds the cache keeps. ``ResourcePool`` is a DRA pool (the ResourceSlices of one
 driver's pool, merged as the allocator reads them); a ``ResourceClaim`` carries its
@@ -60,7 +66,18 @@ class ClaimObject:
 
 if TYPE_CHECKING:
     CacheObject: TypeAlias = (
-        NodeSpec | PodInfo | GroupSpec | QueueSpec | Topology | DeviceClass | Pool | ClaimObject
+        NodeSpec
+        | PodInfo
+        | GroupSpec
+        | QueueSpec
+        | Topology
+        | DeviceClass
+        | Pool
+        | ClaimObject
+        | StorageClass
+        | PersistentVolume
+        | VolumeClaim
+        | CsiNode
     )
 
 
@@ -75,7 +92,7 @@ class Event:
 
 def object_key(obj: CacheObject) -> str:
     """The key the cache files ``obj`` under: its name, or ``namespace/name``."""
-    if isinstance(obj, PodInfo | GroupSpec):
+    if isinstance(obj, PodInfo | GroupSpec | VolumeClaim):
         return obj.key
     if isinstance(obj, ClaimObject):
         return obj.claim.key
@@ -97,5 +114,10 @@ def snapshot_events(snapshot: Snapshot) -> list[Event]:
         Event("ADDED", "ResourceClaim", ClaimObject(c, snapshot.allocations.get(c.key)))
         for c in snapshot.claims
     ]
+    storage = snapshot.storage
+    events += [Event("ADDED", "StorageClass", c) for c in storage.classes]
+    events += [Event("ADDED", "PersistentVolume", v) for v in storage.volumes]
+    events += [Event("ADDED", "PersistentVolumeClaim", c) for c in storage.claims]
+    events += [Event("ADDED", "CSINode", c) for c in storage.csi_nodes]
     events += [Event("ADDED", "Pod", p) for p in snapshot.pods]
     return events

@@ -21,6 +21,7 @@ import numpy as np
 
 from gpufleet.model.arrays import MILLI
 from gpufleet.model.cluster import ClusterState
+from gpufleet.model.volumes import NO_STORAGE, Storage, VolumeCatalog, VolumeState
 from gpufleet.model.workload import DEFAULT_QUEUE, QueueSpec, request_vector, vector
 from gpufleet.plugins.gpu_pick import first_free_gpus, tightest_gpu
 from gpufleet.scheduler.claims import ClaimBook
@@ -78,10 +79,16 @@ class Ledger:
         groups: Mapping[str, GroupSpec],
         book: ClaimBook,
         non_preemptible_priority: int,
+        *,
+        storage: Storage = NO_STORAGE,
     ) -> None:
         ordered = sorted(nodes, key=lambda n: n.name)
         self.state = ClusterState(ordered)
         self.empty = ClusterState(ordered)
+        if storage != NO_STORAGE:
+            catalog = VolumeCatalog.of(storage)
+            self.state.volumes = VolumeState(self.state.size, catalog)
+            self.empty.volumes = VolumeState(self.state.size, catalog)
         self.node_index = {name: i for i, name in enumerate(self.state.names)}
         self.tree = queue_tree(queues)
         self.groups = dict(groups)
@@ -114,6 +121,7 @@ class Ledger:
             {g.key: g for g in snapshot.groups},
             ClaimBook(snapshot),
             non_preemptible_priority,
+            storage=snapshot.storage,
         )
 
     def bind_all(self, pods: Sequence[PodInfo]) -> None:

@@ -157,6 +157,9 @@ class Binding:
     """Placed on capacity that this cycle's evictions free."""
     claims: dict[str, tuple[DeviceResult, ...]] | None = None
     """The pod's ResourceClaims and their devices."""
+    volumes: dict[str, str] | None = None
+    """The pod's unbound PersistentVolumeClaims and the volume each is to be bound to ("":
+    one to provision on the node, which the claim is annotated with before the bind)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,65 @@
+"""VolumeBinding (filter): the pod's PersistentVolumeClaims can be bound on the node, as
+kube-scheduler's plugin of the same name decides it.
+
+Per claim (:meth:`~gpufleet.model.volumes.VolumeCatalog.verdict`): a bound claim allows
+the nodes its volume's node affinity allows (``node(s) had volume node affinity
+conflict``); an unbound claim of a ``WaitForFirstConsumer`` class the nodes where a free
+matching volume is, or where its class may provision one (``node(s) didn't find available
+persistent volumes to bind``). A claim that does not exist, is being deleted, names a
+class that does not exist or is unbound and of an ``Immediate`` class keeps the pod off
+every node with kube-scheduler's message (``persistentvolumeclaim "data" not found``,
+``pod has unbound immediate PersistentVolumeClaims``). No eviction changes a volume, so a
+rejection is unresolvable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gpufleet.framework.protocols import FilterVerdict, Handle
+from gpufleet.model.arrays import BoolArray
+from gpufleet.model.cluster import ClusterState
+from gpufleet.model.pod import PodSpec
+
+NAME = "VolumeBinding"
+AFFINITY_CONFLICT = "node(s) had volume node affinity conflict"
+BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
+
+
+@dataclass(frozen=True, slots=True)
+class Args:
+    """No options."""
+
+
+class VolumeBinding:
+    name = NAME
+
+    def filter(self, state: ClusterState, pod: PodSpec) -> FilterVerdict:
+        if not pod.volumes:
+            return FilterVerdict.pass_all(state.size)
+        volumes = state.volumes
+        catalog = volumes.catalog
+        failures: list[tuple[str, BoolArray]] = []
+        rejected = np.zeros(state.size, dtype=np.bool_)
+        for key in pod.volumes:
+            claim = catalog.claims.get(key)
+            nodes, problem = catalog.verdict(state.node_labels, key, volumes.taken)
+            if nodes is None:
+                everywhere = np.ones(state.size, dtype=np.bool_)
+                return FilterVerdict(~everywhere, ((problem, everywhere),), unresolvable=True)
+            message = (
+                AFFINITY_CONFLICT if claim is not None and claim.volume_name else BIND_CONFLICT
+            )
+            mine = ~nodes & ~rejected
+            if mine.any():
+                failures.append((message, mine))
+                rejected |= mine
+        if not failures:
+            return FilterVerdict.pass_all(state.size)
+        return FilterVerdict(~rejected, tuple(failures), unresolvable=True)
+
+
+def new(args: Args, handle: Handle) -> VolumeBinding:
+    return VolumeBinding()
