@@ -135,7 +135,7 @@ def test_claims_are_written_before_their_pods_are_bound(emulator: Emulator) -> N
     uid = claims(emulator)["local-data"]["metadata"]["uid"]
     assert (ref["namespace"], ref["name"], ref["uid"]) == ("default", "local-data", uid)
     assert unschedulable(emulator, "orphan") == (
-        '0/3 nodes are available: 3 persistentvolumeclaim "missing" not found.'
+        '0/3 nodes are available: persistentvolumeclaim "missing" not found.'
     )
     # each pod's volume is written before the pod is bound
     writes = [(w.verb, w.resource, w.name) for w in emulator.store.writes]

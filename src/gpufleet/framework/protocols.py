@@ -49,6 +49,15 @@ class FilterVerdict(ArrayValue):
     """True when no eviction could make a rejected node feasible (e.g. a GPU model mismatch)."""
     everything: bool = False
     """Every node passes (the filter does not apply to this pod); the framework skips it."""
+    pod_level: bool = False
+    """The pod is rejected whatever the node (a claim that does not exist): kube-scheduler's
+    PreFilter rejection, whose message is given once, without a count of nodes."""
+
+    @staticmethod
+    def reject_pod(size: int, message: str, *, unresolvable: bool = True) -> FilterVerdict:
+        """No node, for ``message`` about the pod itself (see ``pod_level``)."""
+        every = np.ones(size, dtype=np.bool_)
+        return FilterVerdict(~every, ((message, every),), unresolvable, pod_level=True)
 
     @staticmethod
     def pass_all(size: int) -> FilterVerdict:

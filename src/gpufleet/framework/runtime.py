@@ -280,6 +280,7 @@ def _unschedulable(verdicts: Verdicts, total_nodes: int) -> Status:
     """Why no node is left: per filter and reason, the nodes it rejected that were still in
     (a reason given for several groups of nodes is counted once, over all of them)."""
     counts: dict[tuple[str, str], int] = {}
+    pod_level: set[tuple[str, str]] = set()
     unresolvable = True
     emptied_by = ""
     for plugin, verdict, alive in verdicts:
@@ -292,7 +293,12 @@ def _unschedulable(verdicts: Verdicts, total_nodes: int) -> Status:
         for message, failing in verdict.failures:
             key = (plugin.name, message)
             counts[key] = counts.get(key, 0) + int(np.count_nonzero(rejected & failing))
-    reasons = tuple(Reason(plugin, message, n) for (plugin, message), n in counts.items())
+            if verdict.pod_level:
+                pod_level.add(key)
+    reasons = tuple(
+        Reason(plugin, message, n, (plugin, message) in pod_level)
+        for (plugin, message), n in counts.items()
+    )
     code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
     return Status(code, reasons, plugin=emptied_by, total_nodes=total_nodes)
 

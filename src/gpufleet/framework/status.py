@@ -33,6 +33,8 @@ class Reason:
     plugin: str
     message: str
     nodes: int
+    pod_level: bool = False
+    """The pod's own problem, whatever the node (kube-scheduler's PreFilter rejection)."""
 
 
 @dataclass(frozen=True, slots=True)

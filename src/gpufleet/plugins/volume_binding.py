@@ -47,8 +47,7 @@ class VolumeBinding:
             claim = catalog.claims.get(key)
             nodes, problem = catalog.verdict(state.node_labels, key, volumes.taken)
             if nodes is None:
-                everywhere = np.ones(state.size, dtype=np.bool_)
-                return FilterVerdict(~everywhere, ((problem, everywhere),), unresolvable=True)
+                return FilterVerdict.reject_pod(state.size, problem)
             message = (
                 AFFINITY_CONFLICT if claim is not None and claim.volume_name else BIND_CONFLICT
             )

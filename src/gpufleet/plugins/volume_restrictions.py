@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from gpufleet.framework.protocols import FilterVerdict, Handle
 from gpufleet.model.cluster import ClusterState
 from gpufleet.model.pod import PodSpec
@@ -32,8 +30,7 @@ class VolumeRestrictions:
         used = state.volumes.rwop
         if not pod.volumes or not any(used.get(key, 0) > 0 for key in pod.volumes):
             return FilterVerdict.pass_all(state.size)
-        everywhere = np.ones(state.size, dtype=np.bool_)
-        return FilterVerdict(~everywhere, ((MESSAGE, everywhere),))
+        return FilterVerdict.reject_pod(state.size, MESSAGE, unresolvable=False)
 
 
 def new(args: Args, handle: Handle) -> VolumeRestrictions:

@@ -22,6 +22,9 @@ def status_text(status: Status) -> str:
     """kube-scheduler's FitError text: ``0/N nodes are available: <count reason>, ...``."""
     if status.is_success:
         return ""
+    pod_level = sorted({r.message for r in status.reasons if r.nodes and r.pod_level})
+    if pod_level:  # kube-scheduler's PreFilter rejection: the pod's problem, once
+        return f"0/{status.total_nodes} nodes are available: {', '.join(pod_level)}."
     parts = sorted(f"{r.nodes} {r.message}" for r in status.reasons if r.nodes)
     detail = ", ".join(parts) if parts else "no nodes to consider"
     return f"0/{status.total_nodes} nodes are available: {detail}."
