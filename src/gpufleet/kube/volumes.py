@@ -29,8 +29,8 @@ import httpx
 
 from gpufleet.kube.bind import message_of
 from gpufleet.kube.kinds import API
+from gpufleet.load.storage import SELECTED_NODE
 
-SELECTED_NODE = "volume.kubernetes.io/selected-node"
 MERGE = {"Content-Type": "application/merge-patch+json"}
 
 

@@ -10,7 +10,8 @@ What each is read for (kube-scheduler's volume plugins read the same):
   of its ``claimRef`` and, for a CSI volume, its driver and volume handle;
 * a PersistentVolumeClaim: its class (``spec.storageClassName``), ``volumeName``, the
   ``requests.storage`` it asks for, access modes, volume mode, ``selector``, whether it is
-  being deleted;
+  being deleted, and the node a scheduler chose to provision its volume on (annotation
+  ``volume.kubernetes.io/selected-node``: its pods may go there only);
 * a CSINode: per driver, ``allocatable.count`` (the volumes the node may attach).
 
 A claim that names no class is read as naming none: the cluster's default class is
@@ -29,6 +30,8 @@ from gpufleet.model.volumes import CsiNode, PersistentVolume, StorageClass, Volu
 
 MODES = ("Immediate", "WaitForFirstConsumer")
 VOLUME_MODES = ("Filesystem", "Block")
+SELECTED_NODE = "volume.kubernetes.io/selected-node"
+"""The annotation a scheduler writes on a claim to provision where its pod runs."""
 ACCESS_MODES = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod")
 
 
@@ -115,6 +118,7 @@ def read_claim(r: Reader) -> VolumeClaim:
         _volume_mode(r, "spec.volumeMode"),
         None if raw is None else selector(r, "spec.selector", raw),
         r.get("metadata.deletionTimestamp") is not None,
+        r.strings("metadata.annotations").get(SELECTED_NODE, ""),
         uid=r.identity()[0],
     )
 

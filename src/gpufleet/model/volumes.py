@@ -94,6 +94,9 @@ class VolumeClaim:
     volume_mode: str = "Filesystem"
     selector: LabelSelector | None = None
     deleting: bool = False
+    selected_node: str = ""
+    """``volume.kubernetes.io/selected-node``: the node a volume is being provisioned on for
+    it (a scheduler chose it): the claim's pods may go there only."""
     uid: str = field(default="", compare=False)
     """``metadata.uid``: which object (a claim made again under its name is another)."""
 
@@ -164,8 +167,10 @@ class VolumeCatalog:
         return mask
 
     def candidates(self, claim: VolumeClaim) -> list[PersistentVolume]:
-        """The volumes that match unbound ``claim``, smallest first (taken or not)."""
-        return [
+        """The volumes that match unbound ``claim``: one whose ``claimRef`` names it first
+        (the PV controller binds such a pre-bound volume before any other), then the free
+        ones smallest first (given to another claim this cycle or not)."""
+        matching = [
             v
             for v in self.volumes.values()
             if v.storage_class == (claim.storage_class or "")
@@ -175,6 +180,7 @@ class VolumeCatalog:
             and v.volume_mode == claim.volume_mode
             and (claim.selector is None or claim.selector.matches(v.labels))
         ]
+        return sorted(matching, key=lambda v: v.claim != claim.key)
 
     def verdict(self, labels: NodeLabels, key: str, taken: Mapping[str, str]) -> ClaimVerdict:
         """Where claim ``key`` lets a pod go; ``taken``: volume -> claim given it this cycle."""
@@ -206,6 +212,8 @@ class VolumeCatalog:
                 ok |= self.term_mask(labels, volume.node_affinity)
         if cls.provisioner != NO_PROVISIONER:
             ok |= self.term_mask(labels, cls.allowed_topologies)
+        if claim.selected_node:  # provisioning there has begun: that node only
+            ok &= np.array([n == claim.selected_node for n in labels.names], dtype=np.bool_)
         return ok, ""
 
     def choose(
