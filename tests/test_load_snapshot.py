@@ -516,6 +516,60 @@ POD = "apiVersion: v1\nkind: Pod\nmetadata: {{name: p, namespace: ml{meta}}}\nsp
             "Queue q: field 'metadata.resourceVersion': expected a string, got {v: 1}",
             id="queue-resource-version-not-string",
         ),
+        pytest.param(
+            [
+                NODE,
+                POD.format(
+                    meta="",
+                    spec="containers: [{name: c}], affinity: {podAntiAffinity: "
+                    "{requiredDuringSchedulingIgnoredDuringExecution: [{topologyKey: zone, "
+                    "labelSelector: {matchLabels: {app: null}}}]}}",
+                ),
+            ],
+            "labelSelector.matchLabels.app': expected a label value",
+            id="label-value-null",
+        ),
+        pytest.param(
+            [
+                NODE,
+                POD.format(
+                    meta="",
+                    spec="containers: [{name: c}], topologySpreadConstraints: "
+                    "[{maxSkew: 0, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}]",
+                ),
+            ],
+            "field 'spec.topologySpreadConstraints[0].maxSkew': expected an integer >= 1",
+            id="spread-max-skew",
+        ),
+        pytest.param(
+            [
+                NODE,
+                POD.format(
+                    meta="",
+                    spec="containers: [{name: c, ports: [{containerPort: 80, hostPort: 70000}]}]",
+                ),
+            ],
+            "field 'spec.containers[0].ports[0].hostPort': expected a port number",
+            id="host-port",
+        ),
+        pytest.param(
+            [
+                NODE,
+                "apiVersion: storage.k8s.io/v1\nkind: CSINode\nmetadata: {name: n1}\n"
+                "spec: {drivers: [{name: ebs.csi.aws.com, allocatable: [1]}]}",
+            ],
+            "CSINode n1: field 'spec.drivers[0].allocatable': expected a mapping",
+            id="csinode-allocatable",
+        ),
+        pytest.param(
+            [
+                NODE,
+                "apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: x}\n"
+                "provisioner: p\nvolumeBindingMode: Later",
+            ],
+            "StorageClass x: field 'volumeBindingMode': expected Immediate | WaitForFirstConsumer",
+            id="storage-class-mode",
+        ),
         pytest.param(["key: [unclosed"], "is not valid YAML", id="bad-yaml"),
         pytest.param(["- just\n- a list"], "expected Kubernetes objects", id="not-objects"),
     ],

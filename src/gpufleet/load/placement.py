@@ -90,12 +90,15 @@ def selector(r: Reader, path: str, raw: object) -> LabelSelector:
     match_labels = raw.get("matchLabels") or {}
     if not isinstance(match_labels, Mapping):
         raise r.fail(f"{path}.matchLabels", "a mapping of label to value", match_labels)
-    reqs = [Requirement(str(k), "In", (str(v),)) for k, v in sorted(match_labels.items())]
+    reqs = [
+        Requirement(str(k), "In", (label_value(r, f"{path}.matchLabels.{k}", v),))
+        for k, v in sorted(match_labels.items(), key=lambda kv: str(kv[0]))
+    ]
     exprs = raw.get("matchExpressions") or []
     if not isinstance(exprs, list):
         raise r.fail(f"{path}.matchExpressions", "a list", exprs)
-    for i, expr in enumerate(exprs):
-        where = f"{path}.matchExpressions[{i}]"
+    for n, expr in enumerate(exprs):
+        where = f"{path}.matchExpressions[{n}]"
         if not isinstance(expr, Mapping) or expr.get("operator") not in SELECTOR_OPERATORS:
             got = expr.get("operator") if isinstance(expr, Mapping) else expr
             raise r.fail(f"{where}.operator", " | ".join(SELECTOR_OPERATORS), got)
@@ -112,8 +115,24 @@ def selector(r: Reader, path: str, raw: object) -> LabelSelector:
                 "values for In and NotIn, none for Exists and DoesNotExist",
                 values,
             )
-        reqs.append(Requirement(key, op, tuple(str(v) for v in values)))
+        reqs.append(
+            Requirement(
+                key,
+                op,
+                tuple(label_value(r, f"{where}.values[{j}]", v) for j, v in enumerate(values)),
+            )
+        )
     return LabelSelector(tuple(reqs))
+
+
+def label_value(r: Reader, path: str, value: object) -> str:
+    """A label value as YAML may write it (``"1"``, ``1``, ``true``): a string, number or
+    boolean, never null, a list or a mapping."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if not isinstance(value, str | int | float):
+        raise r.fail(path, "a label value (a string)", value)
+    return str(value)
 
 
 def _with_label_keys(
@@ -150,12 +169,15 @@ def _terms(r: Reader, path: str, labels: Mapping[str, str]) -> tuple[PodTerm, ..
         if not isinstance(listed, list) or not all(isinstance(n, str) for n in listed):
             raise r.fail(f"{where}.namespaces", "a list of namespace names", listed)
         by_selector = raw.get("namespaceSelector")
-        if by_selector is not None and not isinstance(by_selector, Mapping):
-            raise r.fail(f"{where}.namespaceSelector", "a label selector", by_selector)
         namespaces: frozenset[str] | None
-        if by_selector is not None and not by_selector:
-            namespaces = None  # {}: every namespace
-        else:  # a non-empty selector is refused (pod_fields), the list stands for now
+        if by_selector is not None:
+            # {} selects every namespace. A selector with requirements needs Namespace
+            # labels: a pending pod that has one waits (pod_fields refuses it), and a
+            # running pod's anti-affinity is read as reaching every namespace, which keeps
+            # pods off more nodes than it may, never fewer.
+            selector(r, f"{where}.namespaceSelector", by_selector)
+            namespaces = None
+        else:
             namespaces = frozenset(listed) if listed else frozenset((r.namespace,))
         terms.append(PodTerm(chosen, namespaces, key))
     return tuple(terms)
@@ -207,16 +229,24 @@ def _spread(r: Reader, labels: Mapping[str, str]) -> tuple[SpreadConstraint, ...
 
 
 def _host_ports(r: Reader) -> tuple[HostPort, ...]:
+    """The host ports of the containers and of the sidecars (init containers that run
+    beside them, ``restartPolicy: Always``), as kube-scheduler's ``GetHostPorts``."""
     host_network = r.get("spec.hostNetwork") is True
     ports = []
-    for i, container in enumerate(r.sequence("spec.containers")):
+    running = [("spec.containers", i, c) for i, c in enumerate(r.sequence("spec.containers"))]
+    running += [
+        ("spec.initContainers", i, c)
+        for i, c in enumerate(r.sequence("spec.initContainers"))
+        if isinstance(c, Mapping) and c.get("restartPolicy") == "Always"
+    ]
+    for part, i, container in running:
         raw_ports = container.get("ports") if isinstance(container, Mapping) else None
         if raw_ports is None:
             continue
         if not isinstance(raw_ports, list):
-            raise r.fail(f"spec.containers[{i}].ports", "a list of container ports", raw_ports)
+            raise r.fail(f"{part}[{i}].ports", "a list of container ports", raw_ports)
         for j, port in enumerate(raw_ports):
-            where = f"spec.containers[{i}].ports[{j}]"
+            where = f"{part}[{i}].ports[{j}]"
             if not isinstance(port, Mapping):
                 raise r.fail(where, "a container port", port)
             number = port.get("hostPort")

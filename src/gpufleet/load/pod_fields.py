@@ -138,7 +138,15 @@ def _build() -> tuple[dict[str, Implemented], dict[str, str], dict[str, str], di
     }
     for kind in ("podAffinity", "podAntiAffinity"):
         base = f"spec.affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution[]"
-        refused[f"{base}.namespaceSelector"] = "a namespace selector (needs Namespace labels)"
+        refused[f"{base}.namespaceSelector.matchLabels"] = (
+            "a namespace selector (needs Namespace labels)"
+        )
+        refused[f"{base}.namespaceSelector.matchExpressions"] = (
+            "a namespace selector (needs Namespace labels)"
+        )
+        implemented[f"{base}.namespaceSelector"] = Implemented(
+            "InterPodAffinity ({}: every namespace)", subtree=False
+        )
     refused |= {f"spec.volumes[].{k}": v for k, v in _VOLUME_REFUSED.items()}
     preferences = {
         "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution": (
@@ -194,11 +202,11 @@ def _build() -> tuple[dict[str, Implemented], dict[str, str], dict[str, str], di
         "NodeResourcesFit (a sidecar's requests add to the pod's)"
     )
     not_placement["spec.containers[].restartPolicy"] = "restarts are the kubelet's"
-    not_placement["spec.initContainers[].ports"] = "kube-scheduler counts the containers' only"
-    implemented["spec.containers[].ports"] = Implemented("NodePorts", subtree=False)
-    for f in ("containerPort", "hostIP", "hostPort", "protocol"):
-        implemented[f"spec.containers[].ports[].{f}"] = Implemented("NodePorts")
-    not_placement["spec.containers[].ports[].name"] = "a name"
+    for part in ("containers", "initContainers"):  # init containers': a sidecar's ports
+        implemented[f"spec.{part}[].ports"] = Implemented("NodePorts", subtree=False)
+        for f in ("containerPort", "hostIP", "hostPort", "protocol"):
+            implemented[f"spec.{part}[].ports[].{f}"] = Implemented("NodePorts")
+        not_placement[f"spec.{part}[].ports[].name"] = "a name"
     return implemented, refused, preferences, not_placement
 
 
@@ -234,7 +242,7 @@ def used_fields(obj: Mapping[str, Any], path: str) -> Iterator[str]:
 
     def walk(node: Any, parts: list[str], at: str) -> Iterator[str]:
         if not parts:
-            if node not in (None, {}, [], ""):
+            if _set(node):
                 yield at
             return
         head, rest = parts[0], parts[1:]
@@ -251,3 +259,13 @@ def used_fields(obj: Mapping[str, Any], path: str) -> Iterator[str]:
                 yield from walk(item, rest, f"{where}[{i}]")
 
     return walk(obj, path.split("."), "")
+
+
+def _set(value: Any) -> bool:
+    """Whether ``value`` says anything: not null, and not empty all the way down
+    (``{matchLabels: {}}`` says as little as ``{}``)."""
+    if isinstance(value, Mapping):
+        return any(_set(v) for v in value.values())
+    if isinstance(value, list):
+        return bool(value)
+    return value not in (None, "")

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gpufleet.load.placement import selector
+from gpufleet.load.placement import label_value, selector
 from gpufleet.load.pods import NOTHING, node_requirement
 from gpufleet.load.reader import Reader
 from gpufleet.model.selectors import Requirement
@@ -56,7 +56,15 @@ def read_storage_class(r: Reader) -> StorageClass:
                 raise r.fail(f"{where}[{j}].key", "a node label key", key)
             if not isinstance(values, list) or not values:
                 raise r.fail(f"{where}[{j}].values", "a list of label values", values)
-            reqs.append(Requirement(key, "In", tuple(str(v) for v in values)))
+            reqs.append(
+                Requirement(
+                    key,
+                    "In",
+                    tuple(
+                        label_value(r, f"{where}[{j}].values[{k}]", v) for k, v in enumerate(values)
+                    ),
+                )
+            )
         terms.append(tuple(reqs) if reqs else (NOTHING,))
     return StorageClass(r.name, provisioner, mode == "WaitForFirstConsumer", tuple(terms))
 
@@ -90,6 +98,9 @@ def read_volume(r: Reader) -> PersistentVolume:
         ]
         terms.append(tuple(reqs) if reqs else (NOTHING,))
     ref = r.mapping("spec.claimRef")
+    for field in ("namespace", "name"):
+        if ref.get(field) is not None and not isinstance(ref[field], str):
+            raise r.fail(f"spec.claimRef.{field}", "a name", ref[field])
     claim = f"{ref.get('namespace') or 'default'}/{ref['name']}" if ref.get("name") else ""
     csi = r.mapping("spec.csi")
     return PersistentVolume(
@@ -129,7 +140,10 @@ def read_csi_node(r: Reader) -> CsiNode:
         name = driver.get("name") if isinstance(driver, Mapping) else None
         if not isinstance(name, str) or not name:
             raise r.fail(f"spec.drivers[{i}].name", "a CSI driver name", name)
-        count = (driver.get("allocatable") or {}).get("count")
+        allocatable = driver.get("allocatable") or {}
+        if not isinstance(allocatable, Mapping):
+            raise r.fail(f"spec.drivers[{i}].allocatable", "a mapping with count", allocatable)
+        count = allocatable.get("count")
         if count is not None:
             if isinstance(count, bool) or not isinstance(count, int) or count < 0:
                 raise r.fail(f"spec.drivers[{i}].allocatable.count", "a count >= 0", count)

@@ -97,7 +97,7 @@ class ClusterState(NodeRows):
         if pod.placement is not None:
             self.pod_index.add(node, pod.placement, sign)
         if pod.volumes:
-            self.volumes.take(self.node_labels, node, pod.name, pod.volumes, sign)
+            self.volumes.take(self.node_labels, node, pod.volumes, sign)
         for name, amount in pod.extended:
             column = self.extended_index.get(name)
             if column is not None:

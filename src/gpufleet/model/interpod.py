@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from gpufleet.model.arrays import BoolArray, IntArray
     from gpufleet.model.selectors import NodeLabels
 
-K = TypeVar("K", int, tuple[str, "PodTerm"], "HostPort")
+K = TypeVar("K", tuple[str, "PodTerm"], "HostPort")
 
 WILDCARD_IP = "0.0.0.0"  # noqa: S104 (a host port's "every address", not a bind)
 
@@ -52,6 +52,11 @@ class LabelSelector:
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         return not self.nothing and all(r.matches(labels) for r in self.requirements)
+
+    @property
+    def empty(self) -> bool:
+        """``{}``: every pod (not a null selector, which is no pod)."""
+        return not self.nothing and not self.requirements
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,8 +179,10 @@ class PodIndex:
     def __init__(self, size: int) -> None:
         self.size = size
         self.signatures = Signatures()
-        self.rows: dict[int, IntArray] = {}
-        """Per signature id: its pods on each node."""
+        self.rows: dict[int, dict[int, int]] = {}
+        """Per signature id: its pods per node, for the nodes that have some (sparse: the
+        pods of a StatefulSet or an indexed Job each have a signature of their own, and a
+        dense row per signature would cost pods x nodes)."""
         self.anti: dict[tuple[str, PodTerm], IntArray] = {}
         """Per (holder's namespace, term): pods holding the term on each node."""
         self.ports: dict[HostPort, IntArray] = {}
@@ -196,6 +203,23 @@ class PodIndex:
     def empty(self) -> bool:
         return not self.rows
 
+    def _count(self, sid: int, node: int, sign: int) -> None:
+        """Pods of signature ``sid`` on ``node`` change by ``sign`` (a row at zero goes)."""
+        row = self.rows.get(sid)
+        if row is None:
+            row = self.rows[sid] = {}
+            self._owned.add(sid)
+        elif sid not in self._owned:
+            row = self.rows[sid] = dict(row)
+            self._owned.add(sid)
+        count = row.get(node, 0) + sign
+        if count:
+            row[node] = count
+        else:
+            del row[node]
+            if not row:
+                del self.rows[sid]
+
     def _row(self, table: dict[K, IntArray], key: K) -> IntArray:
         row = table.get(key)
         if row is None:
@@ -208,7 +232,7 @@ class PodIndex:
 
     def add(self, node: int, pod: PodPlacement, sign: int = 1) -> None:
         """Count ``pod`` on ``node`` (``sign`` -1: no longer)."""
-        self._row(self.rows, self.signatures.id(pod.signature))[node] += sign
+        self._count(self.signatures.id(pod.signature), node, sign)
         for term in pod.anti_affinity:
             self._row(self.anti, (pod.namespace, term))[node] += sign
         for port in pod.host_ports:
@@ -256,11 +280,18 @@ class PodIndex:
         return ids
 
     def _on_nodes(self, ids: list[int]) -> IntArray:
-        out = np.zeros(self.size, dtype=np.int64)
+        nodes: list[int] = []
+        counts: list[int] = []
         for sid in ids:
             row = self.rows.get(sid)
-            if row is not None:
-                out += row
+            if row:
+                nodes.extend(row)
+                counts.extend(row.values())
+        out: IntArray = np.bincount(
+            np.array(nodes, dtype=np.int64),
+            weights=np.array(counts, dtype=np.int64),
+            minlength=self.size,
+        ).astype(np.int64)
         if ids and self._gone_sids.size:
             gone = np.isin(self._gone_sids, ids)
             if gone.any():

@@ -47,6 +47,11 @@ ZONE_LABELS = (
 )
 """The volume labels VolumeZone compares with the node's (a value may list several,
 joined by ``__``)."""
+GA_LABELS = {
+    "failure-domain.beta.kubernetes.io/zone": "topology.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/region": "topology.kubernetes.io/region",
+}
+"""A beta zone label of a volume is compared with the node's GA label."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,8 +187,16 @@ class VolumeCatalog:
         ]
         return sorted(matching, key=lambda v: v.claim != claim.key)
 
-    def verdict(self, labels: NodeLabels, key: str, taken: Mapping[str, str]) -> ClaimVerdict:
-        """Where claim ``key`` lets a pod go; ``taken``: volume -> claim given it this cycle."""
+    def verdict(
+        self,
+        labels: NodeLabels,
+        key: str,
+        taken: Mapping[str, str],
+        chosen: Mapping[str, tuple[str, int]],
+    ) -> ClaimVerdict:
+        """Where claim ``key`` lets a pod go; ``taken``: volume -> claim given it this cycle,
+        ``chosen``: claim -> the volume (and node) a placement gave it, which its other pods
+        must follow."""
         name = key.split("/", 1)[1]
         claim = self.claims.get(key)
         if claim is None:
@@ -195,7 +208,19 @@ class VolumeCatalog:
             if volume is None:
                 return None, "pvc(s) bound to non-existent pv(s)"
             return self.term_mask(labels, volume.node_affinity), ""
+        given = chosen.get(key)
+        if given is not None:
+            return self._given(labels, *given), ""
         return self._unbound(labels, claim, taken)
+
+    def _given(self, labels: NodeLabels, volume: str, node: int) -> BoolArray:
+        """Where the other pods of a claim given ``volume`` on ``node`` may go: that
+        volume's nodes, or the node it is provisioned on."""
+        if volume and volume in self.volumes:
+            return self.term_mask(labels, self.volumes[volume].node_affinity)
+        there = np.zeros(len(labels.labels), dtype=np.bool_)
+        there[node] = True
+        return there
 
     def _unbound(
         self, labels: NodeLabels, claim: VolumeClaim, taken: Mapping[str, str]
@@ -275,7 +300,7 @@ class VolumeState:
     """What placements change (see the module doc); copied with the cluster state (the
     dicts are small: the pods with claims, not every pod)."""
 
-    __slots__ = ("attached", "catalog", "chosen", "rwop", "size", "taken")
+    __slots__ = ("attached", "catalog", "chosen", "rwop", "size", "taken", "users")
 
     def __init__(self, size: int, catalog: VolumeCatalog | None = None) -> None:
         self.size = size
@@ -286,8 +311,10 @@ class VolumeState:
         """ReadWriteOncePod claim -> pods using it."""
         self.taken: dict[str, str] = {}
         """Volume -> the unbound claim a placement gave it."""
-        self.chosen: dict[tuple[str, str], str] = {}
-        """(pod, claim) -> the volume chosen for it ("" to provision)."""
+        self.chosen: dict[str, tuple[str, int]] = {}
+        """Unbound claim -> the volume a placement gave it ("" to provision) and the node."""
+        self.users: dict[str, int] = {}
+        """Unbound claim -> the placed pods that count on its ``chosen`` volume."""
 
     def attached_on(self, driver: str) -> IntArray:
         out = np.zeros(self.size, dtype=np.int64)
@@ -296,29 +323,33 @@ class VolumeState:
                 out[node] += 1
         return out
 
-    def take(
-        self, labels: NodeLabels, node: int, pod: str, claims: Sequence[str], sign: int
-    ) -> None:
-        """Pod ``pod`` with ``claims`` starts (``sign`` 1) or stops (-1) on ``node``."""
+    def take(self, labels: NodeLabels, node: int, claims: Sequence[str], sign: int) -> None:
+        """A pod with ``claims`` starts (``sign`` 1) or stops (-1) on ``node``. An unbound
+        claim is given a volume by the first pod placed with it; the others count on it."""
         catalog = self.catalog
         for key in claims:
             claim = catalog.claims.get(key)
             if claim is None:
                 continue  # a running pod whose claim is gone: nothing to count
-            chosen = self.chosen.get((pod, key))
-            if sign > 0 and not claim.volume_name and chosen is None:
-                chosen = catalog.choose(labels, key, node, self.taken)
-                if chosen is not None:
-                    self.chosen[(pod, key)] = chosen
-                    if chosen:
-                        self.taken[chosen] = key
-            elif sign < 0 and chosen is not None:
-                del self.chosen[(pod, key)]
-                if chosen and self.taken.get(chosen) == key:
-                    del self.taken[chosen]
+            given = self.chosen.get(key)
+            if not claim.volume_name and sign > 0:
+                if given is None:
+                    volume = catalog.choose(labels, key, node, self.taken)
+                    if volume is not None:
+                        given = self.chosen[key] = (volume, node)
+                        if volume:
+                            self.taken[volume] = key
+                if given is not None:
+                    self.users[key] = self.users.get(key, 0) + 1
+            elif given is not None and sign < 0:
+                self.users[key] -= 1
+                if not self.users[key]:
+                    del self.users[key], self.chosen[key]
+                    if given[0] and self.taken.get(given[0]) == key:
+                        del self.taken[given[0]]
             if READ_WRITE_ONCE_POD in claim.access_modes:
                 self.rwop[key] = self.rwop.get(key, 0) + sign
-            attachment = catalog.attachment(key, chosen)
+            attachment = catalog.attachment(key, None if given is None else given[0])
             if attachment is not None:
                 slot = (node, *attachment)
                 self.attached[slot] = self.attached.get(slot, 0) + sign
@@ -329,4 +360,5 @@ class VolumeState:
         other.rwop = dict(self.rwop)
         other.taken = dict(self.taken)
         other.chosen = dict(self.chosen)
+        other.users = dict(self.users)
         return other

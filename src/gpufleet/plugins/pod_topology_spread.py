@@ -10,7 +10,8 @@ NoSchedule/NoExecute taints the pod tolerates. A node is rejected when
     count(domain of node) + self - min(count over eligible domains) > maxSkew
 
 where ``self`` is 1 if the pod matches the selector itself, and the minimum is 0 while
-fewer than ``minDomains`` domains are eligible. A node without the topology key is
+fewer than ``minDomains`` domains are eligible. An empty selector (``{}``) counts no pod,
+as kube-scheduler's does. A node without the topology key is
 rejected as unresolvable (``node(s) didn't match pod topology spread constraints (missing
 required label)``); a skew rejection may be cleared by evictions.
 """
@@ -58,7 +59,14 @@ class PodTopologySpread:
                     if not any(t.tolerates(taint) for t in tolerations):
                         eligible &= ~labels.taint_mask(taint)
             ids, names = labels.label_ids(c.topology_key)
-            matching = state.pod_index.matching(namespace, c.selector)
+            if not names:
+                continue  # no node has the key: every node fails it (missing label)
+            # An empty selector counts no pod (kube-scheduler's countPodsMatchSelector).
+            matching = (
+                np.zeros(state.size, dtype=np.int64)
+                if c.selector.empty
+                else state.pod_index.matching(namespace, c.selector)
+            )
             per_domain = np.bincount(
                 ids[eligible], weights=matching[eligible], minlength=len(names)
             ).astype(np.int64)

@@ -45,12 +45,12 @@ class VolumeBinding:
         rejected = np.zeros(state.size, dtype=np.bool_)
         for key in pod.volumes:
             claim = catalog.claims.get(key)
-            nodes, problem = catalog.verdict(state.node_labels, key, volumes.taken)
+            nodes, problem = catalog.verdict(state.node_labels, key, volumes.taken, volumes.chosen)
             if nodes is None:
                 return FilterVerdict.reject_pod(state.size, problem)
-            message = (
-                AFFINITY_CONFLICT if claim is not None and claim.volume_name else BIND_CONFLICT
-            )
+            # a claim bound, or given its volume by a placement of this cycle
+            bound = claim is not None and bool(claim.volume_name or key in volumes.chosen)
+            message = AFFINITY_CONFLICT if bound else BIND_CONFLICT
             mine = ~nodes & ~rejected
             if mine.any():
                 failures.append((message, mine))

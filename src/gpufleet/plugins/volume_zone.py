@@ -1,7 +1,10 @@
 """VolumeZone (filter): the zone and region labels of the pod's bound volumes match the
 node's, as kube-scheduler's plugin of the same name: a volume label names one value, or
-several joined by ``__``; a node without the label does not match (``node(s) had no
-available volume zone``). Labels do not change by eviction: unresolvable.
+several joined by ``__``, and a beta label (``failure-domain.beta.kubernetes.io/zone``) is
+read as its GA name; a node with none of the zone and region labels is not judged (a
+cluster of one zone), one with some must carry each of the volume's with a value it names
+(``node(s) had no available volume zone``). Labels do not change by eviction:
+unresolvable.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import numpy as np
 from gpufleet.framework.protocols import FilterVerdict, Handle
 from gpufleet.model.cluster import ClusterState
 from gpufleet.model.pod import PodSpec
-from gpufleet.model.volumes import ZONE_LABELS
+from gpufleet.model.volumes import GA_LABELS, ZONE_LABELS
 
 NAME = "VolumeZone"
 MESSAGE = "node(s) had no available volume zone"
@@ -33,6 +36,11 @@ class VolumeZone:
         catalog = state.volumes.catalog
         labels = state.node_labels
         ok = np.ones(state.size, dtype=np.bool_)
+        zoned = np.fromiter(
+            (any(k in node for k in ZONE_LABELS) for node in labels.labels),
+            dtype=np.bool_,
+            count=state.size,
+        )
         for key in pod.volumes:
             claim = catalog.claims.get(key)
             volume = catalog.volumes.get(claim.volume_name) if claim is not None else None
@@ -43,8 +51,9 @@ class VolumeZone:
                 if value is None:
                     continue
                 allowed = set(value.split("__"))
-                ok &= np.fromiter(
-                    (node.get(label) in allowed for node in labels.labels),
+                ga = GA_LABELS.get(label, label)
+                ok &= ~zoned | np.fromiter(
+                    (node.get(ga) in allowed for node in labels.labels),
                     dtype=np.bool_,
                     count=state.size,
                 )

@@ -82,6 +82,9 @@ class Backlog:
     """Pending jobs per queue and class; per-cycle cursors over them."""
 
     def __init__(self, skip_failed: bool = False) -> None:
+        self.helped_by_bindings = 0
+        """Waiting jobs with pod affinity or spread terms: another pod's binding may let
+        them fit (``scheduler/serve.py`` ``failure_token``)."""
         self.skip_failed = skip_failed
         self._classes: dict[str, dict[Hashable, _Class]] = {}
         self._class_of: dict[str, _Class] = {}
@@ -133,8 +136,12 @@ class Backlog:
         self._class_of[job.key] = cls
         self._job_of[job.key] = job
         self.demand[job.queue] = self.demand.get(job.queue, vector()) + _request(job)
+        if _helped_by_bindings(job):
+            self.helped_by_bindings += 1
 
     def remove(self, job: Job) -> None:
+        if _helped_by_bindings(job):
+            self.helped_by_bindings -= 1
         cls = self._class_of.pop(job.key)
         del self._job_of[job.key]
         jobs = cls.jobs
@@ -265,3 +272,12 @@ class Backlog:
 
 def _request(job: Job) -> FloatArray:
     return pods_request(job.pods)
+
+
+def _helped_by_bindings(job: Job) -> bool:
+    """Whether another pod's binding may let ``job`` fit: its pods have required pod
+    affinity or topology spread constraints."""
+    return any(
+        p.spec.placement is not None and bool(p.spec.placement.affinity or p.spec.placement.spread)
+        for p in job.pods
+    )

@@ -46,14 +46,14 @@ class Commit:
                 any((node, g) in self.freed_gpus for g in gpus)
                 or (not gpus and node in self.evicted_nodes),
                 self.ledger.book.pod_claims.get(pod.key),
-                self._volumes(pod.key, spec),
+                self._volumes(spec),
             )
         )
 
-    def _volumes(self, key: str, spec: PodSpec) -> dict[str, str] | None:
+    def _volumes(self, spec: PodSpec) -> dict[str, str] | None:
         """The volume the placement gave each unbound claim of the pod (None: it has none)."""
         chosen = self.ledger.state.volumes.chosen
-        found = {c: chosen[(key, c)] for c in spec.volumes if (key, c) in chosen}
+        found = {c: chosen[c][0] for c in spec.volumes if c in chosen}
         return found or None
 
     def evict(self, key: str, action: str, by: str) -> Running:

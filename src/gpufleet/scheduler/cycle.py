@@ -230,6 +230,11 @@ class Cycle:
         return self.ledger.released
 
     @property
+    def started(self) -> int:
+        """Pods counted as running, ever."""
+        return self.ledger.started
+
+    @property
     def fair(self) -> dict[str, FloatArray]:
         return self.order.fair
 

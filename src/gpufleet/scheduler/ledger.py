@@ -102,6 +102,9 @@ class Ledger:
         self.own: dict[str, FloatArray] = {q: vector() for q in self.tree.queues}
         self.versions: dict[str, int] = dict.fromkeys(self.tree.queues, 0)
         self.released = 0
+        self.started = 0
+        """Pods counted as running, ever (a binding may let a pod with pod affinity or a
+        spread constraint fit where it did not)."""
         self.unqueued = vector()
         self.claim_users: dict[str, dict[str, int]] = defaultdict(dict)
         """Per queue: its running pods per ResourceClaim they use."""
@@ -228,6 +231,7 @@ class Ledger:
     def add(self, running: Running) -> None:
         """Count ``running`` (its capacity is already reserved on the state)."""
         pod = running.pod
+        self.started += 1
         self.running[pod.key] = running
         self.gang_running[pod.gang].append(pod.key)
         self._partial(pod.gang)

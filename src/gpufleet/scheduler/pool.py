@@ -56,6 +56,7 @@ def _via_state(r: Running) -> bool:
         r.spec.mig_profile is not None
         or (r.spec.exclusive_cpu and r.spec.num_gpu > 0)
         or bool(r.spec.extended)
+        or bool(r.spec.volumes)
     )
 
 
@@ -131,8 +132,8 @@ class VictimPool:
         self.preempt_min: FloatArray = buffers["preempt_min"][:n]
         self.reclaim_min: FloatArray = buffers["reclaim_min"][:n]
         self.via_state: BoolArray = buffers["via_state"][:n]
-        """Pods holding a MIG slice, pinned CPUs or other resources: freed through the state,
-        which knows the partitions, NUMA zones and other resources."""
+        """Pods holding a MIG slice, pinned CPUs, other resources or volumes: freed through
+        the state, which knows the partitions, NUMA zones, other resources and volumes."""
         self.claims: BoolArray = buffers["claims"][:n]
         """Pods with ResourceClaims (they are not moved by consolidation)."""
         self.single: BoolArray = buffers["single"][:n]

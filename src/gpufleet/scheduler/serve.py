@@ -120,10 +120,13 @@ def _failed(cycle: ServeContext, backlog: Backlog, job: Job, queue: str) -> None
 
 def failure_token(cycle: ServeContext) -> Hashable:
     """What a failed job's class waits on: freed capacity or a change of holds (later
-    bindings only take capacity). A cycle that may evict has tokens of its own: there
-    every failed class is judged again (:meth:`worth`), with its fair shares and min
-    runtimes."""
-    token = (cycle.released, cycle.holds.version)
+    bindings only take capacity) — and, while jobs with pod affinity or spread constraints
+    wait, bindings too (a pod bound may be the one such a job needs beside it, or even out
+    its spread). A cycle that may evict has tokens of its own: there every failed class is
+    judged again (:meth:`worth`), with its fair shares and min runtimes."""
+    token: tuple[object, ...] = (cycle.released, cycle.holds.version)
+    if cycle.backlog.helped_by_bindings:
+        token = (*token, cycle.started)
     return (*token, "act", cycle.cycles) if cycle.act else token
 
 
