@@ -21,6 +21,7 @@ needs randomness or the target workload gets it from the :class:`Handle` at cons
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -52,6 +53,26 @@ class FilterVerdict(ArrayValue):
     pod_level: bool = False
     """The pod is rejected whatever the node (a claim that does not exist): kube-scheduler's
     PreFilter rejection, whose message is given once, without a count of nodes."""
+
+    @staticmethod
+    def first_failing(
+        size: int,
+        checks: Iterable[tuple[str, BoolArray]],
+        unresolvable: Callable[[str], bool],
+    ) -> FilterVerdict:
+        """The verdict of checks run in order, each node rejected for the first it fails
+        (``checks``: a message and the nodes failing it), as kube-scheduler's Filter returns
+        at its first failure; unresolvable when every message given is."""
+        failures: list[tuple[str, BoolArray]] = []
+        rejected = np.zeros(size, dtype=np.bool_)
+        for message, failing in checks:
+            mine = failing & ~rejected
+            if mine.any():
+                failures.append((message, mine))
+                rejected |= mine
+        if not failures:
+            return FilterVerdict.pass_all(size)
+        return FilterVerdict(~rejected, tuple(failures), all(unresolvable(m) for m, _ in failures))
 
     @staticmethod
     def reject_pod(size: int, message: str, *, unresolvable: bool = True) -> FilterVerdict:

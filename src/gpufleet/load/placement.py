@@ -160,9 +160,7 @@ def _terms(r: Reader, path: str, labels: Mapping[str, str]) -> tuple[PodTerm, ..
         where = f"{path}[{i}]"
         if not isinstance(raw, Mapping):
             raise r.fail(where, "a pod affinity term", raw)
-        key = raw.get("topologyKey")
-        if not isinstance(key, str) or not key:
-            raise r.fail(f"{where}.topologyKey", "a node label key", key)
+        key = _topology_key(r, where, raw)
         chosen = selector(r, f"{where}.labelSelector", raw.get("labelSelector"))
         chosen = _with_label_keys(r, where, chosen, raw, labels)
         listed = raw.get("namespaces") or []
@@ -183,6 +181,13 @@ def _terms(r: Reader, path: str, labels: Mapping[str, str]) -> tuple[PodTerm, ..
     return tuple(terms)
 
 
+def _topology_key(r: Reader, where: str, raw: Mapping[str, Any]) -> str:
+    key = raw.get("topologyKey")
+    if not isinstance(key, str) or not key:
+        raise r.fail(f"{where}.topologyKey", "a node label key", key)
+    return key
+
+
 def _spread(r: Reader, labels: Mapping[str, str]) -> tuple[SpreadConstraint, ...]:
     out = []
     for i, raw in enumerate(r.sequence("spec.topologySpreadConstraints")):
@@ -192,9 +197,7 @@ def _spread(r: Reader, labels: Mapping[str, str]) -> tuple[SpreadConstraint, ...
         skew = raw.get("maxSkew")
         if isinstance(skew, bool) or not isinstance(skew, int) or skew < 1:
             raise r.fail(f"{where}.maxSkew", "an integer >= 1", skew)
-        key = raw.get("topologyKey")
-        if not isinstance(key, str) or not key:
-            raise r.fail(f"{where}.topologyKey", "a node label key", key)
+        key = _topology_key(r, where, raw)
         when = raw.get("whenUnsatisfiable")
         if when not in ("DoNotSchedule", "ScheduleAnyway"):
             raise r.fail(f"{where}.whenUnsatisfiable", "DoNotSchedule | ScheduleAnyway", when)

@@ -55,24 +55,16 @@ class InterPodAffinity:
             not placement.affinity and not placement.anti_affinity and not index.anti
         ):
             return FilterVerdict.pass_all(state.size)
-        # kube-scheduler gives each node the first reason that fails, in this order.
-        failures: list[tuple[str, BoolArray]] = []
-        rejected = np.zeros(state.size, dtype=np.bool_)
-        for message, failing in (
+        checks = (
             (AFFINITY, _affinity(state, placement) if placement.affinity else None),
             (ANTI_AFFINITY, _anti(state, placement) if placement.anti_affinity else None),
             (EXISTING_ANTI_AFFINITY, _existing_anti(state, placement)),
-        ):
-            if failing is None:
-                continue
-            mine = failing & ~rejected
-            if mine.any():
-                failures.append((message, mine))
-                rejected |= mine
-        if not failures:
-            return FilterVerdict.pass_all(state.size)
-        resolvable = any(m != AFFINITY for m, _ in failures)
-        return FilterVerdict(~rejected, tuple(failures), unresolvable=not resolvable)
+        )
+        return FilterVerdict.first_failing(
+            state.size,
+            ((message, failing) for message, failing in checks if failing is not None),
+            lambda message: message == AFFINITY,
+        )
 
 
 def _existing_anti(state: ClusterState, pod: PodPlacement) -> BoolArray | None:

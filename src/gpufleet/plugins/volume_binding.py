@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from gpufleet.framework.protocols import FilterVerdict, Handle
 from gpufleet.model.arrays import BoolArray
 from gpufleet.model.cluster import ClusterState
@@ -41,8 +39,7 @@ class VolumeBinding:
             return FilterVerdict.pass_all(state.size)
         volumes = state.volumes
         catalog = volumes.catalog
-        failures: list[tuple[str, BoolArray]] = []
-        rejected = np.zeros(state.size, dtype=np.bool_)
+        checks: list[tuple[str, BoolArray]] = []
         for key in pod.volumes:
             claim = catalog.claims.get(key)
             nodes, problem = catalog.verdict(state.node_labels, key, volumes.taken, volumes.chosen)
@@ -50,14 +47,8 @@ class VolumeBinding:
                 return FilterVerdict.reject_pod(state.size, problem)
             # a claim bound, or given its volume by a placement of this cycle
             bound = claim is not None and bool(claim.volume_name or key in volumes.chosen)
-            message = AFFINITY_CONFLICT if bound else BIND_CONFLICT
-            mine = ~nodes & ~rejected
-            if mine.any():
-                failures.append((message, mine))
-                rejected |= mine
-        if not failures:
-            return FilterVerdict.pass_all(state.size)
-        return FilterVerdict(~rejected, tuple(failures), unresolvable=True)
+            checks.append((AFFINITY_CONFLICT if bound else BIND_CONFLICT, ~nodes))
+        return FilterVerdict.first_failing(state.size, checks, lambda _: True)
 
 
 def new(args: Args, handle: Handle) -> VolumeBinding:
