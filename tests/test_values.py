@@ -58,6 +58,7 @@ from gpufleet.model.interpod import (
     PodPlacement,
     PodTerm,
     SpreadConstraint,
+    WeightedTerm,
 )
 from gpufleet.model.mig import TABLES, Instance, MigProfile
 from gpufleet.model.pod import PodSpec
@@ -135,7 +136,14 @@ def spread() -> SpreadConstraint:
 
 def placement() -> PodPlacement:
     return PodPlacement(
-        "ml", {"app": "web"}, (term(),), (term(),), (spread(),), (HostPort("TCP", 8080),)
+        "ml",
+        {"app": "web"},
+        (term(),),
+        (term(),),
+        (spread(),),
+        (HostPort("TCP", 8080),),
+        (WeightedTerm(term(), -50),),
+        (spread(),),
     )
 
 
@@ -392,6 +400,9 @@ CASES: dict[type, Case] = {
     SpreadConstraint: Case(spread, {"selector": LabelSelector()}),
     HostPort: Case(lambda: HostPort("UDP", 53, "10.0.0.1")),
     PodPlacement: Case(placement, {"labels": {"app": "db"}}),
+    WeightedTerm: Case(
+        lambda: WeightedTerm(term(), 20), {"term": replace(term(), namespaces=None)}
+    ),
     QueueSpec: Case(queue_spec, {"parent": None, "quota_set": (True, True, False)}),
     PodInfo: Case(pod_info, {"spec": replace(pod_spec(), cpu_milli=1), "node": None}),
     GroupSpec: Case(group_spec),

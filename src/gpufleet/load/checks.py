@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from gpufleet.load.devices import allocation, claim_spec
 from gpufleet.load.errors import InputError
 from gpufleet.load.kinds import Warn
-from gpufleet.load.pod_fields import PREFERENCES, REFUSED, SCHEDULE_ANYWAY, used_fields
+from gpufleet.load.pod_fields import PREFERENCES, REFUSED, used_fields
 from gpufleet.load.reader import Reader, each
 from gpufleet.load.schema import LENIENT, STRICT, name_problem, unknown_fields
 from gpufleet.load.vocabulary import DEFAULT_SCHEDULER, TOPOLOGY_PREFERRED, TOPOLOGY_REQUIRED
@@ -100,12 +100,6 @@ def placement_fields(
             continue
         refused.update({field for field in REFUSED if any(used_fields(r.obj, field))})
         preferred.update({field for field in PREFERENCES if any(used_fields(r.obj, field))})
-        spread = r.sequence("spec.topologySpreadConstraints")
-        if any(
-            isinstance(c, Mapping) and c.get("whenUnsatisfiable") == "ScheduleAnyway"
-            for c in spread
-        ):
-            preferred[SCHEDULE_ANYWAY] += 1
     for field, n in refused.items():
         warn(
             f"{source}: {n} pending pod{'s' * (n != 1)} set{'s' * (n == 1)} {field} "
@@ -113,7 +107,7 @@ def placement_fields(
             f"{'they wait' if n != 1 else 'it waits'}, with a reason naming it"
         )
     for field, n in preferred.items():
-        what = PREFERENCES.get(field, "PodTopologySpread's score")
+        what = PREFERENCES[field]
         warn(
             f"{source}: {n} pending pod{'s' * (n != 1)} set{'s' * (n == 1)} {field}, a "
             f"preference ({what}) gpufleet does not weigh: "

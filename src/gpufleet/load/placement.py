@@ -30,25 +30,29 @@ from gpufleet.model.interpod import (
     PodPlacement,
     PodTerm,
     SpreadConstraint,
+    WeightedTerm,
 )
 from gpufleet.model.selectors import Requirement
 
 SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 """Operators of a ``metav1.LabelSelectorRequirement``."""
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 PROTOCOLS = ("TCP", "UDP", "SCTP")
 
 
 def read_placement(r: Reader, labels: Mapping[str, str]) -> PodPlacement:
     """Pod ``r``'s namespace, ``labels`` and required inter-pod terms, spread and ports."""
-    ns = r.namespace
+    hard, soft = _spread(r, labels)
     return PodPlacement(
-        ns,
+        r.namespace,
         labels,
         _terms(r, f"spec.affinity.podAffinity.{REQUIRED}", labels),
         _terms(r, f"spec.affinity.podAntiAffinity.{REQUIRED}", labels),
-        _spread(r, labels),
+        hard,
         _host_ports(r),
+        _preferred(r, labels),
+        soft,
     )
 
 
@@ -154,31 +158,50 @@ def _with_label_keys(
     return LabelSelector(merged)
 
 
+def _preferred(r: Reader, labels: Mapping[str, str]) -> tuple[WeightedTerm, ...]:
+    """Preferred pod affinity terms with their weights, anti-affinity ones negated."""
+    out = []
+    for kind, sign in (("podAffinity", 1), ("podAntiAffinity", -1)):
+        path = f"spec.affinity.{kind}.{PREFERRED}"
+        for i, raw in enumerate(r.sequence(path)):
+            where = f"{path}[{i}]"
+            if not isinstance(raw, Mapping):
+                raise r.fail(where, "a weighted pod affinity term", raw)
+            weight = raw.get("weight")
+            if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 100:
+                raise r.fail(f"{where}.weight", "an integer in 1..100", weight)
+            term = _term(r, f"{where}.podAffinityTerm", raw.get("podAffinityTerm"), labels)
+            out.append(WeightedTerm(term, sign * weight))
+    return tuple(out)
+
+
 def _terms(r: Reader, path: str, labels: Mapping[str, str]) -> tuple[PodTerm, ...]:
-    terms = []
-    for i, raw in enumerate(r.sequence(path)):
-        where = f"{path}[{i}]"
-        if not isinstance(raw, Mapping):
-            raise r.fail(where, "a pod affinity term", raw)
-        key = _topology_key(r, where, raw)
-        chosen = selector(r, f"{where}.labelSelector", raw.get("labelSelector"))
-        chosen = _with_label_keys(r, where, chosen, raw, labels)
-        listed = raw.get("namespaces") or []
-        if not isinstance(listed, list) or not all(isinstance(n, str) for n in listed):
-            raise r.fail(f"{where}.namespaces", "a list of namespace names", listed)
-        by_selector = raw.get("namespaceSelector")
-        namespaces: frozenset[str] | None
-        if by_selector is not None:
-            # {} selects every namespace. A selector with requirements needs Namespace
-            # labels: a pending pod that has one waits (pod_fields refuses it), and a
-            # running pod's anti-affinity is read as reaching every namespace, which keeps
-            # pods off more nodes than it may, never fewer.
-            selector(r, f"{where}.namespaceSelector", by_selector)
-            namespaces = None
-        else:
-            namespaces = frozenset(listed) if listed else frozenset((r.namespace,))
-        terms.append(PodTerm(chosen, namespaces, key))
-    return tuple(terms)
+    return tuple(_term(r, f"{path}[{i}]", raw, labels) for i, raw in enumerate(r.sequence(path)))
+
+
+def _term(r: Reader, where: str, raw: object, labels: Mapping[str, str]) -> PodTerm:
+    """One pod affinity term at ``where``: its selector (``matchLabelKeys`` and
+    ``mismatchLabelKeys`` merged in), namespaces and topology key."""
+    if not isinstance(raw, Mapping):
+        raise r.fail(where, "a pod affinity term", raw)
+    key = _topology_key(r, where, raw)
+    chosen = selector(r, f"{where}.labelSelector", raw.get("labelSelector"))
+    chosen = _with_label_keys(r, where, chosen, raw, labels)
+    listed = raw.get("namespaces") or []
+    if not isinstance(listed, list) or not all(isinstance(n, str) for n in listed):
+        raise r.fail(f"{where}.namespaces", "a list of namespace names", listed)
+    by_selector = raw.get("namespaceSelector")
+    namespaces: frozenset[str] | None
+    if by_selector is not None:
+        # {} selects every namespace. A selector with requirements needs Namespace
+        # labels: a pending pod that has one waits (pod_fields refuses it), and a
+        # running pod's anti-affinity is read as reaching every namespace, which keeps
+        # pods off more nodes than it may, never fewer.
+        selector(r, f"{where}.namespaceSelector", by_selector)
+        namespaces = None
+    else:
+        namespaces = frozenset(listed) if listed else frozenset((r.namespace,))
+    return PodTerm(chosen, namespaces, key)
 
 
 def _topology_key(r: Reader, where: str, raw: Mapping[str, Any]) -> str:
@@ -188,8 +211,13 @@ def _topology_key(r: Reader, where: str, raw: Mapping[str, Any]) -> str:
     return key
 
 
-def _spread(r: Reader, labels: Mapping[str, str]) -> tuple[SpreadConstraint, ...]:
-    out = []
+def _spread(
+    r: Reader, labels: Mapping[str, str]
+) -> tuple[tuple[SpreadConstraint, ...], tuple[SpreadConstraint, ...]]:
+    """The pod's ``DoNotSchedule`` constraints (filters) and ``ScheduleAnyway`` ones
+    (scores)."""
+    hard: list[SpreadConstraint] = []
+    soft: list[SpreadConstraint] = []
     for i, raw in enumerate(r.sequence("spec.topologySpreadConstraints")):
         where = f"spec.topologySpreadConstraints[{i}]"
         if not isinstance(raw, Mapping):
@@ -216,9 +244,7 @@ def _spread(r: Reader, labels: Mapping[str, str]) -> tuple[SpreadConstraint, ...
             policies.append(value)
         chosen = selector(r, f"{where}.labelSelector", raw.get("labelSelector"))
         chosen = _with_label_keys(r, where, chosen, {**raw, "mismatchLabelKeys": None}, labels)
-        if when != "DoNotSchedule":
-            continue  # a preference: scored by kube-scheduler, not a filter (pod_fields)
-        out.append(
+        (hard if when == "DoNotSchedule" else soft).append(
             SpreadConstraint(
                 skew,
                 key,
@@ -228,7 +254,7 @@ def _spread(r: Reader, labels: Mapping[str, str]) -> tuple[SpreadConstraint, ...
                 honor_taints=policies[1] == "Honor",
             )
         )
-    return tuple(out)
+    return tuple(hard), tuple(soft)
 
 
 def _host_ports(r: Reader) -> tuple[HostPort, ...]:

@@ -37,14 +37,15 @@ class Implemented:
     """Whether the entry covers every field below (a value type read whole)."""
 
 
-_REQUIRED_TERM = {
-    "": Implemented("InterPodAffinity", subtree=False),
-    "[].labelSelector": Implemented("InterPodAffinity (a label selector, read whole)"),
-    "[].matchLabelKeys": Implemented("InterPodAffinity (merged into the selector)"),
-    "[].mismatchLabelKeys": Implemented("InterPodAffinity (merged into the selector)"),
-    "[].namespaces": Implemented("InterPodAffinity"),
-    "[].topologyKey": Implemented("InterPodAffinity"),
+_TERM = {
+    "labelSelector": Implemented("InterPodAffinity (a label selector, read whole)"),
+    "matchLabelKeys": Implemented("InterPodAffinity (merged into the selector)"),
+    "mismatchLabelKeys": Implemented("InterPodAffinity (merged into the selector)"),
+    "namespaces": Implemented("InterPodAffinity"),
+    "topologyKey": Implemented("InterPodAffinity"),
+    "namespaceSelector": Implemented("InterPodAffinity ({}: every namespace)", subtree=False),
 }
+"""The fields of a pod affinity term, required or preferred."""
 _CONTAINER_OTHER = {
     "args": "the container's command line",
     "command": "the container's command line",
@@ -130,33 +131,28 @@ def _build() -> tuple[dict[str, Implemented], dict[str, str], dict[str, str], di
             "the same filters, by the claim the ephemeral volume controller makes"
         ),
     }
-    for kind in ("podAffinity", "podAntiAffinity"):
-        base = f"spec.affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution"
-        implemented |= {base + part: entry for part, entry in _REQUIRED_TERM.items()}
     refused: dict[str, str] = {
         "spec.schedulingGroup": "the Workload API's PodGroup, which gpufleet does not read",
     }
     for kind in ("podAffinity", "podAntiAffinity"):
-        base = f"spec.affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution[]"
-        refused[f"{base}.namespaceSelector.matchLabels"] = (
-            "a namespace selector (needs Namespace labels)"
+        required = f"spec.affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution"
+        preferred = f"spec.affinity.{kind}.preferredDuringSchedulingIgnoredDuringExecution"
+        implemented[required] = Implemented("InterPodAffinity", subtree=False)
+        implemented[preferred] = Implemented("InterPodAffinity's score", subtree=False)
+        implemented[f"{preferred}[].weight"] = Implemented("InterPodAffinity's score")
+        implemented[f"{preferred}[].podAffinityTerm"] = Implemented(
+            "InterPodAffinity's score", subtree=False
         )
-        refused[f"{base}.namespaceSelector.matchExpressions"] = (
-            "a namespace selector (needs Namespace labels)"
-        )
-        implemented[f"{base}.namespaceSelector"] = Implemented(
-            "InterPodAffinity ({}: every namespace)", subtree=False
-        )
+        for term in (f"{required}[]", f"{preferred}[].podAffinityTerm"):
+            implemented |= {f"{term}.{field}": entry for field, entry in _TERM.items()}
+            for field in ("matchLabels", "matchExpressions"):
+                refused[f"{term}.namespaceSelector.{field}"] = (
+                    "a namespace selector (needs Namespace labels)"
+                )
     refused |= {f"spec.volumes[].{k}": v for k, v in _VOLUME_REFUSED.items()}
     preferences = {
         "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution": (
             "NodeAffinity's score"
-        ),
-        "spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution": (
-            "InterPodAffinity's score"
-        ),
-        "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution": (
-            "InterPodAffinity's score"
         ),
     }
     not_placement = {
@@ -212,8 +208,6 @@ def _build() -> tuple[dict[str, Implemented], dict[str, str], dict[str, str], di
 
 IMPLEMENTED, REFUSED, PREFERENCES, NOT_PLACEMENT = _build()
 
-SCHEDULE_ANYWAY = "spec.topologySpreadConstraints[].whenUnsatisfiable: ScheduleAnyway"
-"""A spread constraint that is a preference (PodTopologySpread's score), by its value."""
 
 
 def decided(path: str) -> str | None:

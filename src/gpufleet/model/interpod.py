@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from gpufleet.model.arrays import BoolArray, IntArray
     from gpufleet.model.selectors import NodeLabels
 
-K = TypeVar("K", tuple[str, "PodTerm"], "HostPort")
+K = TypeVar("K", tuple[str, "PodTerm"], "HostPort", tuple[str, "WeightedTerm"])
 
 WILDCARD_IP = "0.0.0.0"  # noqa: S104 (a host port's "every address", not a bind)
 
@@ -72,6 +72,16 @@ class PodTerm:
         return (self.namespaces is None or namespace in self.namespaces) and self.selector.matches(
             labels
         )
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedTerm:
+    """A preferred pod affinity term (``weight`` 1..100) or anti-affinity term (negative
+    weight); a required affinity term of a running pod counts as weight 1 for the pods it
+    selects (kube-scheduler's ``hardPodAffinityWeight``)."""
+
+    term: PodTerm
+    weight: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,14 +126,31 @@ class PodPlacement:
     anti_affinity: tuple[PodTerm, ...] = ()
     spread: tuple[SpreadConstraint, ...] = ()
     host_ports: tuple[HostPort, ...] = ()
+    preferred: tuple[WeightedTerm, ...] = ()
+    """Preferred pod affinity (positive weights) and anti-affinity (negative): scored."""
+    spread_soft: tuple[SpreadConstraint, ...] = ()
+    """``whenUnsatisfiable: ScheduleAnyway`` constraints: scored."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "labels", frozen_map(self.labels))
 
     @property
     def constrained(self) -> bool:
-        """Whether the pod has a term of its own (else only others' anti-affinity binds it)."""
-        return bool(self.affinity or self.anti_affinity or self.spread or self.host_ports)
+        """Whether the pod has a term of its own (else only others' terms bind it)."""
+        return bool(
+            self.affinity
+            or self.anti_affinity
+            or self.spread
+            or self.host_ports
+            or self.preferred
+            or self.spread_soft
+        )
+
+    @property
+    def weighted(self) -> tuple[WeightedTerm, ...]:
+        """What this pod, running, weighs for the pods its terms select: its preferred
+        terms, and its required affinity terms at weight 1."""
+        return self.preferred + tuple(WeightedTerm(t, 1) for t in self.affinity)
 
     @property
     def signature(self) -> tuple[str, Mapping[str, str]]:
@@ -169,11 +196,13 @@ class PodIndex:
         "_matches",
         "_owned",
         "_selecting",
+        "_weighing",
         "anti",
         "ports",
         "rows",
         "signatures",
         "size",
+        "weighted",
     )
 
     def __init__(self, size: int) -> None:
@@ -187,7 +216,14 @@ class PodIndex:
         """Per (holder's namespace, term): pods holding the term on each node."""
         self.ports: dict[HostPort, IntArray] = {}
         """Per host port: pods holding it on each node."""
-        self._owned: set[int | tuple[str, PodTerm] | HostPort] = set()
+        self.weighted: dict[tuple[str, WeightedTerm], IntArray] = {}
+        """Per (holder's namespace, weighted term): pods holding it on each node (the
+        InterPodAffinity score of the pods it selects)."""
+        self._weighing: dict[
+            tuple[str, Mapping[str, str]], tuple[int, list[tuple[str, WeightedTerm]]]
+        ] = {}
+        self._owned: set[int | tuple[str, PodTerm] | HostPort | tuple[str, WeightedTerm]]
+        self._owned = set()
         """The rows this index may change in place (the others it shares with a copy)."""
         self._gone_nodes: IntArray = np.zeros(0, dtype=np.int64)
         self._gone_sids: IntArray = np.zeros(0, dtype=np.int64)
@@ -237,6 +273,8 @@ class PodIndex:
             self._row(self.anti, (pod.namespace, term))[node] += sign
         for port in pod.host_ports:
             self._row(self.ports, port)[node] += sign
+        for weighted in pod.weighted:
+            self._row(self.weighted, (pod.namespace, weighted))[node] += sign
 
     def remove(self, node: int, pod: PodPlacement) -> None:
         self.add(node, pod, -1)
@@ -245,7 +283,7 @@ class PodIndex:
         self, nodes: IntArray, sids: IntArray, holders: Sequence[tuple[int, PodPlacement]]
     ) -> None:
         """Take out pods counted here: one of signature ``sids[i]`` on each ``nodes[i]``, of
-        which ``holders`` (node, pod) are those with anti-affinity terms or host ports."""
+        which ``holders`` (node, pod) are those with terms of their own or host ports."""
         self._gone_nodes = np.concatenate((self._gone_nodes, nodes))
         self._gone_sids = np.concatenate((self._gone_sids, sids))
         for node, pod in holders:
@@ -253,6 +291,8 @@ class PodIndex:
                 self._row(self.anti, (pod.namespace, term))[node] -= 1
             for port in pod.host_ports:
                 self._row(self.ports, port)[node] -= 1
+            for weighted in pod.weighted:
+                self._row(self.weighted, (pod.namespace, weighted))[node] -= 1
 
     def matching(self, namespaces: frozenset[str] | None, selector: LabelSelector) -> IntArray:
         """Pods on each node in ``namespaces`` (None: any) whose labels ``selector`` matches."""
@@ -308,6 +348,18 @@ class PodIndex:
             self._selecting[pod.signature] = (len(keys), found)
         return [(self.anti[k], k[1]) for k in found]
 
+    def weighing(self, pod: PodPlacement) -> list[tuple[IntArray, WeightedTerm]]:
+        """Running pods' weighted terms that select ``pod``, each with its holders per node
+        (judged once per signature and term)."""
+        keys = list(self.weighted)
+        judged, found = self._weighing.get(pod.signature, (0, []))
+        if judged < len(keys):
+            found = found + [
+                k for k in keys[judged:] if k[1].term.selects(pod.namespace, pod.labels)
+            ]
+            self._weighing[pod.signature] = (len(keys), found)
+        return [(self.weighted[k], k[1]) for k in found]
+
     def ports_in_use(self, port: HostPort) -> IntArray:
         """Pods on each node holding a host port that conflicts with ``port``."""
         used = np.zeros(self.size, dtype=np.int64)
@@ -323,6 +375,8 @@ class PodIndex:
         other.rows = dict(self.rows)
         other.anti = dict(self.anti)
         other.ports = dict(self.ports)
+        other.weighted = dict(self.weighted)
+        other._weighing = dict(self._weighing)
         other._gone_nodes, other._gone_sids = self._gone_nodes, self._gone_sids
         other._matches = dict(self._matches)
         other._selecting = dict(self._selecting)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpufleet.framework.protocols import FilterVerdict, Handle
-from gpufleet.model.arrays import BoolArray
+from gpufleet.model.arrays import BoolArray, FloatArray, IntArray
 from gpufleet.model.cluster import ClusterState
 from gpufleet.model.interpod import PodPlacement, domain_counts
 from gpufleet.model.pod import PodSpec
@@ -38,6 +38,7 @@ NAME = "InterPodAffinity"
 AFFINITY = "node(s) didn't match pod affinity rules"
 ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
 EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
+MAX_SCORE = 100.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +66,33 @@ class InterPodAffinity:
             ((message, failing) for message, failing in checks if failing is not None),
             lambda message: message == AFFINITY,
         )
+
+    def score(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> FloatArray:
+        """kube-scheduler's InterPodAffinity score: per node, the weights of the pod's
+        preferred terms (anti-affinity negative) times the pods they select in the node's
+        domain, plus the weights of running pods' preferred terms (and their required
+        affinity, at 1) that select this pod, times those pods in the domain; normalized to
+        0..100 over ``nodes`` (the least 0, the most 100; all 0 when equal)."""
+        placement = pod.placement
+        index = state.pod_index
+        if placement is None or (not placement.preferred and not index.weighted):
+            return np.zeros(nodes.size, dtype=np.float64)
+        labels = state.node_labels
+        total = np.zeros(state.size, dtype=np.float64)
+        for weighted in placement.preferred:
+            term = weighted.term
+            matching = index.matching(term.namespaces, term.selector)
+            total += weighted.weight * domain_counts(labels, term.topology_key, matching)[0]
+        for holders, weighted in index.weighing(placement):
+            if holders.any():
+                near = domain_counts(labels, weighted.term.topology_key, holders)[0]
+                total += weighted.weight * near
+        raw = total[nodes]
+        low, high = float(raw.min(initial=0.0)), float(raw.max(initial=0.0))
+        if high == low:
+            return np.zeros(nodes.size, dtype=np.float64)
+        out: FloatArray = np.floor(MAX_SCORE * (raw - low) / (high - low))
+        return out
 
 
 def _existing_anti(state: ClusterState, pod: PodPlacement) -> BoolArray | None:

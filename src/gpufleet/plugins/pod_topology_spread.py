@@ -23,12 +23,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpufleet.framework.protocols import FilterVerdict, Handle
+from gpufleet.model.arrays import FloatArray, IntArray
 from gpufleet.model.cluster import ClusterState
+from gpufleet.model.interpod import domain_counts
 from gpufleet.model.pod import PodSpec
 
 NAME = "PodTopologySpread"
 SKEW = "node(s) didn't match pod topology spread constraints"
 MISSING_LABEL = f"{SKEW} (missing required label)"
+MAX_SCORE = 100.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +89,44 @@ class PodTopologySpread:
         if not failures:
             return FilterVerdict.pass_all(state.size)
         return FilterVerdict(has_keys & ~skewed, failures, unresolvable=not skewed.any())
+
+    def score(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> FloatArray:
+        """kube-scheduler's PodTopologySpread score over ``ScheduleAnyway`` constraints:
+        per node ``sum_c count_c(domain) * log(domains_c + 2) + maxSkew_c - 1`` (pods the
+        constraint selects in the node's domain, ``domains_c`` the constraint's domains
+        among ``nodes``), rounded, then inverted to 0..100: ``100 * (max + min - s) /
+        max`` (100 everywhere when max is 0); a node without a constraint's key scores 0."""
+        placement = pod.placement
+        if placement is None or not placement.spread_soft:
+            return np.zeros(nodes.size, dtype=np.float64)
+        labels = state.node_labels
+        namespace = frozenset((placement.namespace,))
+        keyed = np.ones(nodes.size, dtype=np.bool_)
+        for c in placement.spread_soft:
+            keyed &= labels.label_ids(c.topology_key)[0][nodes] >= 0
+        if not keyed.any():
+            return np.zeros(nodes.size, dtype=np.float64)
+        total = np.zeros(nodes.size, dtype=np.float64)
+        for c in placement.spread_soft:
+            ids = labels.label_ids(c.topology_key)[0]
+            matching = (
+                np.zeros(state.size, dtype=np.int64)
+                if c.selector.empty
+                else state.pod_index.matching(namespace, c.selector)
+            )
+            counted = np.zeros(state.size, dtype=np.bool_)
+            counted[nodes[keyed]] = True
+            if c.honor_node_affinity and pod.constraint is not None and pod.constraint.has_terms:
+                counted &= labels.affinity_mask(pod.constraint)
+            near, _ = domain_counts(labels, c.topology_key, np.where(counted, matching, 0))
+            domains = np.unique(ids[nodes[keyed]]).size
+            total += near[nodes] * np.log(domains + 2) + c.max_skew - 1
+        total = np.round(total)
+        low, high = float(total[keyed].min()), float(total[keyed].max())
+        if high == 0:
+            return np.where(keyed, MAX_SCORE, 0.0)
+        out: FloatArray = np.where(keyed, np.floor(MAX_SCORE * (high + low - total) / high), 0.0)
+        return out
 
 
 def new(args: Args, handle: Handle) -> PodTopologySpread:

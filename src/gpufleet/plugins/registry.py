@@ -102,6 +102,19 @@ pods already there (host ports, volumes, topology spread, inter-pod affinity) â€
 kube-scheduler's filters, each a plugin of the same name, in its order."""
 _PUBLISHED_WEIGHT = 1000
 
+PREFERENCE_WEIGHT = 2
+"""kube-scheduler's default profile weighs the InterPodAffinity and PodTopologySpread
+scores (0..100, pods' preferences) twice its resource scores (0..100, weight 1). Each
+policy here keeps that ratio against its own main score: ``2 x`` the weight of one point of
+it (kube-default's resource scores 1, a published policy's 1000, gpufleet's FGD 10)."""
+
+
+def _preferences(point: int) -> tuple[tuple[str, int], ...]:
+    """The preference scores for a policy whose main score weighs ``point`` per point."""
+    weight = PREFERENCE_WEIGHT * point
+    return ((inter_pod_affinity.NAME, weight), (pod_topology_spread.NAME, weight))
+
+
 GPUFLEET_FGD_WEIGHT = 10
 """gpufleet's policy: ``10 x FGD score + StrandedGpuScore``.
 
@@ -136,7 +149,11 @@ def policy_registry() -> Registry[Profile]:
         Profile(
             "kube-default",
             FIT_FILTERS,
-            ((kube_default.LEAST_ALLOCATED, 1), (kube_default.BALANCED_ALLOCATION, 1)),
+            (
+                (kube_default.LEAST_ALLOCATED, 1),
+                (kube_default.BALANCED_ALLOCATION, 1),
+                *_preferences(1),
+            ),
             gpu_choice.BEST_FIT,
             whole_gpus_only=True,
             description="stock kube-scheduler scoring; GPUs only whole (device plugin)",
@@ -144,42 +161,42 @@ def policy_registry() -> Registry[Profile]:
         Profile(
             "random",
             FIT_FILTERS,
-            ((random_score.NAME, _PUBLISHED_WEIGHT),),
+            ((random_score.NAME, _PUBLISHED_WEIGHT), *_preferences(_PUBLISHED_WEIGHT)),
             gpu_choice.RANDOM,
             description="a uniformly random feasible node and GPU",
         ),
         Profile(
             "dot-product",
             FIT_FILTERS,
-            ((dot_product.NAME, _PUBLISHED_WEIGHT),),
+            ((dot_product.NAME, _PUBLISHED_WEIGHT), *_preferences(_PUBLISHED_WEIGHT)),
             gpu_choice.BEST_FIT,
             description="Tetris dot product of free and requested CPU/GPU",
         ),
         Profile(
             "gpu-clustering",
             FIT_FILTERS,
-            ((gpu_clustering.NAME, _PUBLISHED_WEIGHT),),
+            ((gpu_clustering.NAME, _PUBLISHED_WEIGHT), *_preferences(_PUBLISHED_WEIGHT)),
             gpu_choice.BEST_FIT,
             description="GPU pods of one kind together",
         ),
         Profile(
             "gpu-packing",
             FIT_FILTERS,
-            ((gpu_packing.NAME, _PUBLISHED_WEIGHT),),
+            ((gpu_packing.NAME, _PUBLISHED_WEIGHT), *_preferences(_PUBLISHED_WEIGHT)),
             gpu_choice.BEST_FIT,
             description="used GPUs first, then used nodes, then free nodes",
         ),
         Profile(
             "best-fit",
             FIT_FILTERS,
-            ((best_fit.NAME, _PUBLISHED_WEIGHT),),
+            ((best_fit.NAME, _PUBLISHED_WEIGHT), *_preferences(_PUBLISHED_WEIGHT)),
             gpu_choice.BEST_FIT,
             description="least CPU and GPU left over",
         ),
         Profile(
             "fgd",
             FIT_FILTERS,
-            ((fgd.NAME, _PUBLISHED_WEIGHT),),
+            ((fgd.NAME, _PUBLISHED_WEIGHT), *_preferences(_PUBLISHED_WEIGHT)),
             fgd.GPU_CHOICE,
             description="fragmentation gradient descent (USENIX ATC '23)",
         ),
@@ -191,6 +208,7 @@ def policy_registry() -> Registry[Profile]:
                 (fgd.NAME, GPUFLEET_FGD_WEIGHT),
                 (stranding.NAME, 1),
                 (model_reserve.NAME, GPUFLEET_RESERVE_WEIGHT),
+                *_preferences(GPUFLEET_FGD_WEIGHT),
             ),
             share_plan.GPU_CHOICE,
             description=(

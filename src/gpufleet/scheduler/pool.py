@@ -70,7 +70,7 @@ def _sid(r: Running) -> int:
 
 def _terms(r: Running) -> bool:
     p = r.spec.placement
-    return p is not None and bool(p.anti_affinity or p.host_ports)
+    return p is not None and bool(p.anti_affinity or p.host_ports or p.weighted)
 
 
 class VictimPool:
@@ -146,7 +146,7 @@ class VictimPool:
         """The id of the pod's signature among the inter-pod filters' (``_signatures``'s),
         UNKNOWN until a search needs it, NO_SIGNATURE for a pod without placement."""
         self.terms: BoolArray = buffers["terms"][:n]
-        """Pods with anti-affinity terms or host ports (taken out of the index one by one)."""
+        """Pods with terms of their own or host ports (taken out of the index one by one)."""
 
     def _reserve(self, n: int) -> None:
         """Room for ``n`` pods in all: the buffers grow by doubling, so that pods joining
