@@ -396,7 +396,10 @@ CASES: dict[type, Case] = {
         },
     ),
     LabelSelector: Case(selector),
-    PodTerm: Case(term, {"namespaces": None, "selector": LabelSelector()}),
+    PodTerm: Case(
+        term,
+        {"namespaces": None, "selector": LabelSelector(), "namespace_selector": selector()},
+    ),
     SpreadConstraint: Case(spread, {"selector": LabelSelector()}),
     HostPort: Case(lambda: HostPort("UDP", 53, "10.0.0.1")),
     PodPlacement: Case(placement, {"labels": {"app": "db"}}),
@@ -410,7 +413,9 @@ CASES: dict[type, Case] = {
         lambda: ReplayJob("job-1", "team-a", 10.0, 600.0, pod_spec(), 2),
         {"spec": replace(pod_spec(), memory_mib=1)},
     ),
-    Snapshot: Case(snapshot, {"allocations": {}, "storage": Storage()}),
+    Snapshot: Case(
+        snapshot, {"allocations": {}, "storage": Storage(), "namespaces": {"ml": {"a": "b"}}}
+    ),
     StorageClass: Case(lambda: StorageClass("fast", "ebs.csi.aws.com", True, ((requirement(),),))),
     PersistentVolume: Case(
         persistent_volume,

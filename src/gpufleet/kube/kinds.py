@@ -27,6 +27,7 @@ KINDS = (
     "PersistentVolume",
     "PersistentVolumeClaim",
     "CSINode",
+    "Namespace",
     "Pod",
 )
 """The kinds the live scheduler watches and translates (``objects.py``), in the order a
@@ -45,6 +46,7 @@ REQUIRED = frozenset(
         "PersistentVolume",
         "PersistentVolumeClaim",
         "CSINode",
+        "Namespace",
     }
 )
 """Kinds every cluster serves. The others a cluster may not serve — a CustomResourceDefinition
@@ -69,6 +71,7 @@ API = {
     "PersistentVolume": ("v1", "persistentvolumes"),
     "PersistentVolumeClaim": ("v1", "persistentvolumeclaims"),
     "CSINode": ("storage.k8s.io/v1", "csinodes"),
+    "Namespace": ("v1", "namespaces"),
     "Pod": ("v1", "pods"),
 }
 """Each kind of :data:`KINDS`: its apiVersion and resource."""

@@ -75,7 +75,7 @@ from gpufleet.load.volcano import read_volcano_group, read_volcano_queue
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.devices import Claim
 from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec
-from gpufleet.scheduler.events import Event, Topology
+from gpufleet.scheduler.events import Event, Namespace, Topology
 
 if TYPE_CHECKING:
     from gpufleet.scheduler.events import CacheObject, EventType
@@ -522,6 +522,7 @@ _READERS: Mapping[str, Callable[[ObjectStore, Reader], CacheObject | Context | N
     "PersistentVolume": lambda _store, r: read_volume(r),
     "PersistentVolumeClaim": lambda _store, r: read_volume_claim(r),
     "CSINode": lambda _store, r: read_csi_node(r),
+    "Namespace": lambda _store, r: Namespace(r.name, r.strings("metadata.labels")),
     "Pod": lambda store, r: read_pod(
         r,
         store.classes,

@@ -47,6 +47,7 @@ SUPPORTED: Mapping[str, tuple[str, ...]] = {
     "PersistentVolume": ("v1",),
     "PersistentVolumeClaim": ("v1",),
     "CSINode": ("storage.k8s.io/v1",),
+    "Namespace": ("v1",),
 }
 """Per kind, the ``apiVersion`` values gpufleet reads (the first is the one to write)."""
 

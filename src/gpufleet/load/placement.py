@@ -190,18 +190,13 @@ def _term(r: Reader, where: str, raw: object, labels: Mapping[str, str]) -> PodT
     listed = raw.get("namespaces") or []
     if not isinstance(listed, list) or not all(isinstance(n, str) for n in listed):
         raise r.fail(f"{where}.namespaces", "a list of namespace names", listed)
-    by_selector = raw.get("namespaceSelector")
-    namespaces: frozenset[str] | None
-    if by_selector is not None:
-        # {} selects every namespace. A selector with requirements needs Namespace
-        # labels: a pending pod that has one waits (pod_fields refuses it), and a
-        # running pod's anti-affinity is read as reaching every namespace, which keeps
-        # pods off more nodes than it may, never fewer.
-        selector(r, f"{where}.namespaceSelector", by_selector)
-        namespaces = None
-    else:
-        namespaces = frozenset(listed) if listed else frozenset((r.namespace,))
-    return PodTerm(chosen, namespaces, key)
+    raw_selector = raw.get("namespaceSelector")
+    if raw_selector is None:  # the namespaces listed, else the pod's own
+        return PodTerm(chosen, frozenset(listed) if listed else frozenset((r.namespace,)), key)
+    by_labels = selector(r, f"{where}.namespaceSelector", raw_selector)
+    if by_labels.empty:  # {}: every namespace
+        return PodTerm(chosen, None, key)
+    return PodTerm(chosen, frozenset(listed), key, by_labels)
 
 
 def _topology_key(r: Reader, where: str, raw: Mapping[str, Any]) -> str:

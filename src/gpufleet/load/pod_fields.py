@@ -43,7 +43,7 @@ _TERM = {
     "mismatchLabelKeys": Implemented("InterPodAffinity (merged into the selector)"),
     "namespaces": Implemented("InterPodAffinity"),
     "topologyKey": Implemented("InterPodAffinity"),
-    "namespaceSelector": Implemented("InterPodAffinity ({}: every namespace)", subtree=False),
+    "namespaceSelector": Implemented("InterPodAffinity (by the Namespaces' labels)"),
 }
 """The fields of a pod affinity term, required or preferred."""
 _CONTAINER_OTHER = {
@@ -145,10 +145,6 @@ def _build() -> tuple[dict[str, Implemented], dict[str, str], dict[str, str], di
         )
         for term in (f"{required}[]", f"{preferred}[].podAffinityTerm"):
             implemented |= {f"{term}.{field}": entry for field, entry in _TERM.items()}
-            for field in ("matchLabels", "matchExpressions"):
-                refused[f"{term}.namespaceSelector.{field}"] = (
-                    "a namespace selector (needs Namespace labels)"
-                )
     refused |= {f"spec.volumes[].{k}": v for k, v in _VOLUME_REFUSED.items()}
     preferences = {
         "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution": (
@@ -207,7 +203,6 @@ def _build() -> tuple[dict[str, Implemented], dict[str, str], dict[str, str], di
 
 
 IMPLEMENTED, REFUSED, PREFERENCES, NOT_PLACEMENT = _build()
-
 
 
 def decided(path: str) -> str | None:

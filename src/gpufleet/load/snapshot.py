@@ -306,6 +306,7 @@ def _parse(
         tuple(claims),
         allocations,
         storage,
+        {r.name: r.strings("metadata.labels") for r in by_kind.get("Namespace", [])},
     )
     if need_nodes and not nodes:
         raise InputError(

@@ -23,6 +23,7 @@ Pods without a :class:`PodPlacement` (a trace's) take no part and pay nothing.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
@@ -32,12 +33,15 @@ from gpufleet.model.selectors import Requirement
 from gpufleet.model.values import EMPTY, frozen_map
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Sequence
 
     from gpufleet.model.arrays import BoolArray, IntArray
     from gpufleet.model.selectors import NodeLabels
 
 K = TypeVar("K", tuple[str, "PodTerm"], "HostPort", tuple[str, "WeightedTerm"])
+
+NamespaceLabels = Mapping[str, Mapping[str, str]]
+"""Per namespace, its labels (the Namespace objects')."""
 
 WILDCARD_IP = "0.0.0.0"  # noqa: S104 (a host port's "every address", not a bind)
 
@@ -67,11 +71,21 @@ class PodTerm:
     selector: LabelSelector
     namespaces: frozenset[str] | None
     topology_key: str
+    namespace_selector: LabelSelector | None = None
+    """Namespaces selected by their labels, beside ``namespaces`` (None: none so)."""
 
-    def selects(self, namespace: str, labels: Mapping[str, str]) -> bool:
-        return (self.namespaces is None or namespace in self.namespaces) and self.selector.matches(
-            labels
-        )
+    def selects(
+        self, namespace: str, labels: Mapping[str, str], namespaces: NamespaceLabels = EMPTY
+    ) -> bool:
+        """Whether a pod of ``namespace`` with ``labels`` is one this term counts;
+        ``namespaces``: each namespace's labels (for ``namespace_selector``)."""
+        return self.in_namespace(namespace, namespaces) and self.selector.matches(labels)
+
+    def in_namespace(self, namespace: str, namespaces: NamespaceLabels = EMPTY) -> bool:
+        if self.namespaces is None or namespace in self.namespaces:
+            return True
+        chosen = self.namespace_selector
+        return chosen is not None and chosen.matches(namespaces.get(namespace, EMPTY))
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +212,7 @@ class PodIndex:
         "_selecting",
         "_weighing",
         "anti",
+        "namespace_labels",
         "ports",
         "rows",
         "signatures",
@@ -207,6 +222,9 @@ class PodIndex:
 
     def __init__(self, size: int) -> None:
         self.size = size
+        self.namespace_labels: NamespaceLabels = EMPTY
+        """Per namespace, its labels: what a term's namespace selector reads (the caches
+        below assume they do not change; a ledger is built anew when they do)."""
         self.signatures = Signatures()
         self.rows: dict[int, dict[int, int]] = {}
         """Per signature id: its pods per node, for the nodes that have some (sparse: the
@@ -294,27 +312,27 @@ class PodIndex:
             for weighted in pod.weighted:
                 self._row(self.weighted, (pod.namespace, weighted))[node] -= 1
 
-    def matching(self, namespaces: frozenset[str] | None, selector: LabelSelector) -> IntArray:
-        """Pods on each node in ``namespaces`` (None: any) whose labels ``selector`` matches."""
-        return self._on_nodes(self._selected(namespaces, selector))
+    def matching(self, term: PodTerm) -> IntArray:
+        """Pods on each node that ``term`` selects (its namespaces and label selector)."""
+        return self._on_nodes(self._selected(term))
 
     def matching_all(self, terms: tuple[PodTerm, ...]) -> IntArray:
         """Pods on each node that every one of ``terms`` selects."""
-        ids = set(self._selected(terms[0].namespaces, terms[0].selector))
+        ids = set(self._selected(terms[0]))
         for term in terms[1:]:
-            ids &= set(self._selected(term.namespaces, term.selector))
+            ids &= set(self._selected(term))
         return self._on_nodes(sorted(ids))
 
-    def _selected(self, namespaces: frozenset[str] | None, selector: LabelSelector) -> list[int]:
-        """The signatures a selector in ``namespaces`` matches, judged once each."""
-        key = (namespaces, selector)
+    def _selected(self, term: PodTerm) -> list[int]:
+        """The signatures ``term`` selects, judged once each (the topology key aside)."""
+        key = (term.namespaces, term.namespace_selector, term.selector)
         judged, ids = self._matches.get(key, (0, []))
         if judged < len(self.signatures):
+            items = self.signatures.items
             ids = ids + [
                 s
                 for s in range(judged, len(self.signatures))
-                if (namespaces is None or self.signatures.items[s][0] in namespaces)
-                and selector.matches(self.signatures.items[s][1])
+                if term.selects(items[s][0], items[s][1], self.namespace_labels)
             ]
             self._matches[key] = (len(self.signatures), ids)
         return ids
@@ -344,7 +362,11 @@ class PodIndex:
         keys = list(self.anti)
         judged, found = self._selecting.get(pod.signature, (0, []))
         if judged < len(keys):
-            found = found + [k for k in keys[judged:] if k[1].selects(pod.namespace, pod.labels)]
+            found = found + [
+                k
+                for k in keys[judged:]
+                if k[1].selects(pod.namespace, pod.labels, self.namespace_labels)
+            ]
             self._selecting[pod.signature] = (len(keys), found)
         return [(self.anti[k], k[1]) for k in found]
 
@@ -355,7 +377,9 @@ class PodIndex:
         judged, found = self._weighing.get(pod.signature, (0, []))
         if judged < len(keys):
             found = found + [
-                k for k in keys[judged:] if k[1].term.selects(pod.namespace, pod.labels)
+                k
+                for k in keys[judged:]
+                if k[1].term.selects(pod.namespace, pod.labels, self.namespace_labels)
             ]
             self._weighing[pod.signature] = (len(keys), found)
         return [(self.weighted[k], k[1]) for k in found]
@@ -372,6 +396,7 @@ class PodIndex:
         """An independent index that shares every row until one of the two changes it."""
         other = PodIndex(self.size)
         other.signatures = self.signatures
+        other.namespace_labels = self.namespace_labels
         other.rows = dict(self.rows)
         other.anti = dict(self.anti)
         other.ports = dict(self.ports)

@@ -224,9 +224,14 @@ class Snapshot:
     """Claims already allocated (by key)."""
     storage: Storage = NO_STORAGE
     """StorageClasses, PersistentVolumes and their claims, CSINodes."""
+    namespaces: Mapping[str, Mapping[str, str]] = EMPTY
+    """Per Namespace object, its labels (what pod affinity's namespace selectors read)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "allocations", frozen_map(self.allocations))
+        object.__setattr__(
+            self, "namespaces", frozen_map({k: frozen_map(v) for k, v in self.namespaces.items()})
+        )
 
 
 @dataclass(frozen=True, slots=True)

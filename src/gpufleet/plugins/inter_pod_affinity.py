@@ -81,7 +81,7 @@ class InterPodAffinity:
         total = np.zeros(state.size, dtype=np.float64)
         for weighted in placement.preferred:
             term = weighted.term
-            matching = index.matching(term.namespaces, term.selector)
+            matching = index.matching(term)
             total += weighted.weight * domain_counts(labels, term.topology_key, matching)[0]
         for holders, weighted in index.weighing(placement):
             if holders.any():
@@ -114,7 +114,7 @@ def _anti(state: ClusterState, pod: PodPlacement) -> BoolArray:
         near, _ = domain_counts(
             state.node_labels,
             term.topology_key,
-            state.pod_index.matching(term.namespaces, term.selector),
+            state.pod_index.matching(term),
         )
         out |= near > 0
     return out
@@ -131,7 +131,10 @@ def _affinity(state: ClusterState, pod: PodPlacement) -> BoolArray:
         every_key &= has
         found &= near > 0
         anywhere += int(matching[has].sum())
-    if anywhere == 0 and all(t.selects(pod.namespace, pod.labels) for t in pod.affinity):
+    namespaces = state.pod_index.namespace_labels
+    if anywhere == 0 and all(
+        t.selects(pod.namespace, pod.labels, namespaces) for t in pod.affinity
+    ):
         return ~every_key  # the first pod of a group with affinity to itself
     return ~(every_key & found)
 

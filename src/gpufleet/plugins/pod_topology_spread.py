@@ -25,7 +25,7 @@ import numpy as np
 from gpufleet.framework.protocols import FilterVerdict, Handle
 from gpufleet.model.arrays import FloatArray, IntArray
 from gpufleet.model.cluster import ClusterState
-from gpufleet.model.interpod import domain_counts
+from gpufleet.model.interpod import PodTerm, domain_counts
 from gpufleet.model.pod import PodSpec
 
 NAME = "PodTopologySpread"
@@ -68,7 +68,7 @@ class PodTopologySpread:
             matching = (
                 np.zeros(state.size, dtype=np.int64)
                 if c.selector.empty
-                else state.pod_index.matching(namespace, c.selector)
+                else state.pod_index.matching(PodTerm(c.selector, namespace, c.topology_key))
             )
             per_domain = np.bincount(
                 ids[eligible], weights=matching[eligible], minlength=len(names)
@@ -112,7 +112,7 @@ class PodTopologySpread:
             matching = (
                 np.zeros(state.size, dtype=np.int64)
                 if c.selector.empty
-                else state.pod_index.matching(namespace, c.selector)
+                else state.pod_index.matching(PodTerm(c.selector, namespace, c.topology_key))
             )
             counted = np.zeros(state.size, dtype=np.bool_)
             counted[nodes[keyed]] = True

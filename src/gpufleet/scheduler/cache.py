@@ -144,6 +144,7 @@ class ClusterCache(AssumedBindings):
             tuple(c.claim for c in claims),
             {c.claim.key: c.allocation for c in claims if c.allocation is not None},
             Storage(*(tuple(values(kind)) for kind in STORAGE_KINDS)),  # type: ignore[arg-type]
+            {n.name: n.labels for n in values("Namespace")},  # type: ignore[union-attr]
         )
 
     # -- events -------------------------------------------------------------------------

@@ -8,10 +8,12 @@ snapshot in an empty cache (every object ``ADDED``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from gpufleet.model.devices import Pool
+from gpufleet.model.values import EMPTY, frozen_map
 from gpufleet.model.volumes import VolumeClaim
 from gpufleet.model.workload import GroupSpec, PodInfo
 
@@ -36,6 +38,7 @@ KINDS = (
     "ResourcePool",
     "ResourceClaim",
     *STORAGE_KINDS,
+    "Namespace",
 )
 """The kinds the cache keeps. ``ResourcePool`` is a DRA pool (the ResourceSlices of one
 driver's pool, merged as the allocator reads them); a ``ResourceClaim`` carries its
@@ -50,6 +53,17 @@ class Topology:
 
     name: str
     levels: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Namespace:
+    """A Namespace object: its labels (what pod affinity's namespace selectors read)."""
+
+    name: str
+    labels: Mapping[str, str] = EMPTY
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "labels", frozen_map(self.labels))
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +92,7 @@ if TYPE_CHECKING:
         | PersistentVolume
         | VolumeClaim
         | CsiNode
+        | Namespace
     )
 
 
@@ -119,5 +134,9 @@ def snapshot_events(snapshot: Snapshot) -> list[Event]:
     events += [Event("ADDED", "PersistentVolume", v) for v in storage.volumes]
     events += [Event("ADDED", "PersistentVolumeClaim", c) for c in storage.claims]
     events += [Event("ADDED", "CSINode", c) for c in storage.csi_nodes]
+    events += [
+        Event("ADDED", "Namespace", Namespace(n, labels))
+        for n, labels in snapshot.namespaces.items()
+    ]
     events += [Event("ADDED", "Pod", p) for p in snapshot.pods]
     return events

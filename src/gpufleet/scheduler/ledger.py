@@ -21,6 +21,7 @@ import numpy as np
 
 from gpufleet.model.arrays import MILLI
 from gpufleet.model.cluster import ClusterState
+from gpufleet.model.values import EMPTY
 from gpufleet.model.volumes import NO_STORAGE, Storage, VolumeCatalog, VolumeState
 from gpufleet.model.workload import DEFAULT_QUEUE, QueueSpec, request_vector, vector
 from gpufleet.plugins.gpu_pick import first_free_gpus, tightest_gpu
@@ -81,10 +82,13 @@ class Ledger:
         non_preemptible_priority: int,
         *,
         storage: Storage = NO_STORAGE,
+        namespaces: Mapping[str, Mapping[str, str]] = EMPTY,
     ) -> None:
         ordered = sorted(nodes, key=lambda n: n.name)
         self.state = ClusterState(ordered)
         self.empty = ClusterState(ordered)
+        self.state.pod_index.namespace_labels = namespaces
+        self.empty.pod_index.namespace_labels = namespaces
         if storage != NO_STORAGE:
             catalog = VolumeCatalog.of(storage)
             self.state.volumes = VolumeState(self.state.size, catalog)
@@ -125,6 +129,7 @@ class Ledger:
             ClaimBook(snapshot),
             non_preemptible_priority,
             storage=snapshot.storage,
+            namespaces=snapshot.namespaces,
         )
 
     def bind_all(self, pods: Sequence[PodInfo]) -> None:
