@@ -355,6 +355,8 @@ class VolumeState:
                 self.attached[slot] = self.attached.get(slot, 0) + sign
 
     def copy(self) -> VolumeState:
+        if not self.catalog:
+            return self  # no storage object: no placement changes it (take finds no claim)
         other = VolumeState(self.size, self.catalog)
         other.attached = dict(self.attached)
         other.rwop = dict(self.rwop)
