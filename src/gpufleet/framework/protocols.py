@@ -100,6 +100,16 @@ class Plugin(Protocol):
     def name(self) -> str: ...
 
 
+class Gated(Protocol):
+    """A plugin that judges a pod by some of its fields only: ``needs`` names them
+    (``placement``, ``volumes``). A pod that has none of them passes every node of such a
+    filter and scores 0 everywhere on such a score, so the framework skips the plugin for
+    it (the fill of a trace's pods, which carry neither, pays nothing for inter-pod and
+    volume rules)."""
+
+    needs: tuple[str, ...]
+
+
 @runtime_checkable
 class FilterPlugin(Plugin, Protocol):
     def filter(self, state: ClusterState, pod: PodSpec) -> FilterVerdict: ...

@@ -18,7 +18,7 @@ rejected by ``GpuMemory``, with a reason of their own.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -137,6 +137,11 @@ class Framework:
         self._one_node = [
             (f, f.fits_rows if isinstance(f, RowFilter) else None) for f in self.filters
         ]
+        self._for_pod: dict[
+            tuple[bool, bool], tuple[list[FilterPlugin], list[OneNode], list[Weighted]]
+        ] = {}
+        """Per kind of pod (:func:`pod_kind`): the filters, one-node checks and scores that
+        apply to it (a plugin that ``needs`` pod fields the pod lacks is left out)."""
         self._counting = [f for f in self.filters if isinstance(f, CountingFilter)]
         self.chooser = _expect(
             instances[profile.gpu_chooser],
@@ -144,6 +149,18 @@ class Framework:
             profile.gpu_chooser,
             "gpu choice",
         )
+
+    def _plugins(self, pod: PodSpec) -> tuple[list[FilterPlugin], list[OneNode], list[Weighted]]:
+        """The filters, one-node checks and scores that apply to ``pod``."""
+        kind = pod_kind(pod)
+        known = self._for_pod.get(kind)
+        if known is None:
+            known = self._for_pod[kind] = (
+                [f for f in self.filters if _applies(f, kind)],
+                [(f, rows) for f, rows in self._one_node if _applies(f, kind)],
+                [(s, w) for s, w in self.scores if _applies(s, kind)],
+            )
+        return known
 
     def prepare(self, pod: PodSpec) -> PodSpec:
         """The pod as this profile places it (whole GPUs under device-plugin semantics)."""
@@ -180,7 +197,7 @@ class Framework:
         if held is not None:
             verdicts.append((held, held.filter(state, pod), alive))
             alive = alive & ~held.mask
-        for plugin in self.filters:
+        for plugin in self._plugins(pod)[0]:
             verdict = plugin.filter(state, pod)
             if verdict.everything:
                 continue
@@ -200,7 +217,7 @@ class Framework:
                 return False
             pod = sized
         rows = slice(node, node + 1)
-        for plugin, fits_rows in self._one_node:
+        for plugin, fits_rows in self._plugins(pod)[1]:
             if fits_rows is not None:
                 ok = fits_rows(state, pod, rows)
                 if ok is not None and not ok[0]:
@@ -251,7 +268,7 @@ class Framework:
                 part = memory == size
                 total[part] = self.run_scores(state, spec, nodes[part])
             return total
-        for plugin, weight in self.scores:
+        for plugin, weight in self._plugins(pod)[2]:
             total += weight * plugin.score(state, pod, nodes)
         return total
 
@@ -301,6 +318,24 @@ def _unschedulable(verdicts: Verdicts, total_nodes: int) -> Status:
     )
     code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
     return Status(code, reasons, plugin=emptied_by, total_nodes=total_nodes)
+
+
+OneNode = tuple[FilterPlugin, "Callable[[ClusterState, PodSpec, slice], BoolArray | None] | None"]
+Weighted = tuple[ScorePlugin, float]
+
+NEEDS = ("placement", "volumes")
+"""The pod fields a plugin may say it ``needs`` (:class:`~gpufleet.framework.protocols.Gated`)."""
+
+
+def pod_kind(pod: PodSpec) -> tuple[bool, bool]:
+    """Which of :data:`NEEDS` ``pod`` has."""
+    return pod.placement is not None, bool(pod.volumes)
+
+
+def _applies(plugin: object, kind: tuple[bool, bool]) -> bool:
+    """Whether ``plugin`` judges a pod of ``kind``: it needs nothing, or a field it has."""
+    needs = getattr(plugin, "needs", ())
+    return not needs or any(has for name, has in zip(NEEDS, kind, strict=True) if name in needs)
 
 
 def _expect(plugin: object, protocol: type[P], name: str, point: str) -> P:

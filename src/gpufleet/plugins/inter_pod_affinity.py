@@ -48,6 +48,7 @@ class Args:
 
 class InterPodAffinity:
     name = NAME
+    needs = ("placement",)
 
     def filter(self, state: ClusterState, pod: PodSpec) -> FilterVerdict:
         placement = pod.placement

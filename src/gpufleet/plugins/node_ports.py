@@ -26,6 +26,7 @@ class Args:
 
 class NodePorts:
     name = NAME
+    needs = ("placement",)
 
     def filter(self, state: ClusterState, pod: PodSpec) -> FilterVerdict:
         placement = pod.placement

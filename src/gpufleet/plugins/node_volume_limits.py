@@ -29,6 +29,7 @@ class Args:
 
 class NodeVolumeLimits:
     name = NAME
+    needs = ("volumes",)
 
     def filter(self, state: ClusterState, pod: PodSpec) -> FilterVerdict:
         volumes = state.volumes

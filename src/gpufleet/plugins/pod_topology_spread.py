@@ -41,6 +41,7 @@ class Args:
 
 class PodTopologySpread:
     name = NAME
+    needs = ("placement",)
 
     def filter(self, state: ClusterState, pod: PodSpec) -> FilterVerdict:
         placement = pod.placement

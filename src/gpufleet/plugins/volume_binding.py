@@ -33,6 +33,7 @@ class Args:
 
 class VolumeBinding:
     name = NAME
+    needs = ("volumes",)
 
     def filter(self, state: ClusterState, pod: PodSpec) -> FilterVerdict:
         if not pod.volumes:

@@ -26,6 +26,7 @@ class Args:
 
 class VolumeRestrictions:
     name = NAME
+    needs = ("volumes",)
 
     def filter(self, state: ClusterState, pod: PodSpec) -> FilterVerdict:
         used = state.volumes.rwop

@@ -30,6 +30,7 @@ class Args:
 
 class VolumeZone:
     name = NAME
+    needs = ("volumes",)
 
     def filter(self, state: ClusterState, pod: PodSpec) -> FilterVerdict:
         if not pod.volumes:
