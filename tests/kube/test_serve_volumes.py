@@ -12,7 +12,7 @@ from typing import Any
 from gpufleet.kube.serve import LiveScheduler
 from tests.apiserver.server import Emulator
 from tests.kube.test_serve import bound, pods, serve
-from tests.kube.test_serve_placement import node, unschedulable
+from tests.kube.test_serve_placement import apart, node, replica, spread, unschedulable
 
 JSON = dict[str, Any]
 
@@ -145,6 +145,31 @@ def test_claims_are_written_before_their_pods_are_bound(emulator: Emulator) -> N
     ):
         bind = next(i for i, w in enumerate(writes) if w[0] == "bind" and w[2] == pod)
         assert written in writes[:bind], writes
+
+
+def test_anti_affinity_spread_and_a_waiting_claim_in_one_cluster(emulator: Emulator) -> None:
+    """The three together, as a new user's cluster has them: an inference Deployment kept
+    apart by anti-affinity, a zone spread, and a training pod whose claim is provisioned
+    where it lands."""
+    for name, zone in (("a1", "a"), ("a2", "a"), ("b1", "b")):
+        node(emulator, name, zone)
+    storage(emulator)
+    for i in range(3):
+        replica(emulator, f"infer-{i}", "infer", apart("infer"))
+    for i in range(2):
+        replica(emulator, f"web-{i}", "web", spread("web"))
+    mounting(emulator, "train", "fast-data")
+
+    def settled(_live: LiveScheduler) -> bool:
+        return len(bound(emulator)) == 6
+
+    serve(emulator, settled)
+    placed = bound(emulator)
+    assert sorted(placed[f"infer-{i}"] for i in range(3)) == ["a1", "a2", "b1"]
+    assert sorted(placed[f"web-{i}"][0] for i in range(2)) == ["a", "b"]
+    assert placed["train"] == "b1"  # the class provisions in zone b only
+    annotations = claims(emulator)["fast-data"]["metadata"].get("annotations") or {}
+    assert annotations["volume.kubernetes.io/selected-node"] == "b1"
 
 
 def test_a_refused_volume_write_fails_the_bind(emulator: Emulator) -> None:
