@@ -258,17 +258,23 @@ class Framework:
 
     def run_scores(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> FloatArray:
         """The weighted score of each of ``nodes`` (feasible for ``pod``); a share sized by
-        GPU memory is scored on the nodes of each GPU memory size with its share there."""
+        GPU memory is scored on the nodes of each GPU memory size with its share there by
+        the scores of its resources, and on all of them at once by those that judge its
+        placement (``needs``: a preference normalized over every candidate, as the pod's
+        GPU share does not change it)."""
         total = np.zeros(nodes.size, dtype=np.float64)
+        scores = self._plugins(pod)[2]
         if pod.sized_by_memory:
             memory = state.gpu_memory[nodes]
             for size in np.unique(memory).tolist():
                 spec = pod.sized_for(size)
                 assert spec is not None, "GpuMemory let only nodes with enough memory through"
                 part = memory == size
-                total[part] = self.run_scores(state, spec, nodes[part])
-            return total
-        for plugin, weight in self._plugins(pod)[2]:
+                for plugin, weight in scores:
+                    if not getattr(plugin, "needs", ()):
+                        total[part] += weight * plugin.score(state, spec, nodes[part])
+            scores = [(p, w) for p, w in scores if getattr(p, "needs", ())]
+        for plugin, weight in scores:
             total += weight * plugin.score(state, pod, nodes)
         return total
 

@@ -115,6 +115,33 @@ def placement_fields(
         )
 
 
+def namespace_labels(pods: list[PodInfo], namespaces: int, source: str, warn: Warn) -> None:
+    """One warning when pods' terms select namespaces by label and the snapshot holds no
+    Namespace: only each namespace's ``kubernetes.io/metadata.name`` is known then."""
+    if namespaces:
+        return
+    selecting = sum(
+        1
+        for p in pods
+        if p.spec.placement is not None
+        and any(
+            t.namespace_selector is not None
+            for t in (
+                *p.spec.placement.affinity,
+                *p.spec.placement.anti_affinity,
+                *(w.term for w in p.spec.placement.preferred),
+            )
+        )
+    )
+    if selecting:
+        warn(
+            f"{source}: {selecting} pod{'s' * (selecting != 1)} select{'s' * (selecting == 1)} "
+            "namespaces by label (namespaceSelector) but the snapshot holds no Namespace: "
+            "only kubernetes.io/metadata.name is known (add the output of "
+            "`kubectl get namespaces -o yaml`)"
+        )
+
+
 def unique(items: list[T], key: Any, kind: str, source: str) -> list[T]:
     seen: set[str] = set()
     for item in items:

@@ -131,10 +131,9 @@ def selector(r: Reader, path: str, raw: object) -> LabelSelector:
 
 def label_value(r: Reader, path: str, value: object) -> str:
     """A label value as YAML may write it (``"1"``, ``1``, ``true``): a string, number or
-    boolean, never null, a list or a mapping."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if not isinstance(value, str | int | float):
+    boolean, never null, a list or a mapping; read as the labels of objects are
+    (:meth:`Reader.strings`), so that a selector and the labels it selects agree."""
+    if not isinstance(value, str | int | float | bool):
         raise r.fail(path, "a label value (a string)", value)
     return str(value)
 

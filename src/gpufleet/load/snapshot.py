@@ -50,6 +50,7 @@ from typing import TypeVar
 from gpufleet.load.checks import (
     check_fields,
     check_levels,
+    namespace_labels,
     other_schedulers,
     placement_fields,
     pod_claims,
@@ -253,6 +254,7 @@ def _parse(
     pods = [pod for pod in read_pods if pod is not None]
     other_schedulers(by_kind.get("Pod", []), read_pods, source, warn)
     placement_fields(by_kind.get("Pod", []), read_pods, source, warn)
+    namespace_labels(pods, len(by_kind.get("Namespace", [])), source, warn)
     done = Counter(g for r in by_kind.get("Pod", []) if (g := succeeded_in(r, names)))
     groups = [replace(g, succeeded=done[g.key]) if done[g.key] else g for g in groups]
     topologies = by_kind.get("Topology", [])

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 K = TypeVar("K", tuple[str, "PodTerm"], "HostPort", tuple[str, "WeightedTerm"])
 
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 NamespaceLabels = Mapping[str, Mapping[str, str]]
 """Per namespace, its labels (the Namespace objects')."""
 
@@ -85,7 +86,11 @@ class PodTerm:
         if self.namespaces is None or namespace in self.namespaces:
             return True
         chosen = self.namespace_selector
-        return chosen is not None and chosen.matches(namespaces.get(namespace, EMPTY))
+        if chosen is None:
+            return False
+        # The API server labels every namespace with its name.
+        labels = {**namespaces.get(namespace, EMPTY), NAMESPACE_NAME_LABEL: namespace}
+        return chosen.matches(labels)
 
 
 @dataclass(frozen=True, slots=True)

@@ -89,7 +89,9 @@ class InterPodAffinity:
                 near = domain_counts(labels, weighted.term.topology_key, holders)[0]
                 total += weighted.weight * near
         raw = total[nodes]
-        low, high = float(raw.min(initial=0.0)), float(raw.max(initial=0.0))
+        if not raw.size:
+            return np.zeros(0, dtype=np.float64)
+        low, high = float(raw.min()), float(raw.max())
         if high == low:
             return np.zeros(nodes.size, dtype=np.float64)
         out: FloatArray = np.floor(MAX_SCORE * (raw - low) / (high - low))

@@ -40,7 +40,11 @@ class NodeVolumeLimits:
         handles: dict[str, list[str]] = {}
         for key in pod.volumes:
             claim = catalog.claims.get(key)
+            # an unbound claim: the volume a placement of this cycle gave it, else one to
+            # provision
             chosen = None if claim is None or claim.volume_name else ""
+            if chosen == "" and key in volumes.chosen:
+                chosen = volumes.chosen[key][0]
             attachment = catalog.attachment(key, chosen)
             if attachment is not None:
                 wanted[attachment[0]] += 1

@@ -25,7 +25,7 @@ import numpy as np
 from gpufleet.framework.protocols import FilterVerdict, Handle, Rows
 from gpufleet.model.arrays import BoolArray, FloatArray, IntArray
 from gpufleet.model.cluster import ClusterState
-from gpufleet.model.interpod import PodTerm, domain_counts
+from gpufleet.model.interpod import PodTerm, SpreadConstraint, domain_counts
 from gpufleet.model.pod import PodSpec
 
 NAME = "PodTopologySpread"
@@ -54,14 +54,7 @@ class PodTopologySpread:
         skewed = np.zeros(state.size, dtype=np.bool_)
         namespace = frozenset((placement.namespace,))
         for c in placement.spread:
-            eligible = has_keys.copy()
-            if c.honor_node_affinity and pod.constraint is not None and pod.constraint.has_terms:
-                eligible &= labels.affinity_mask(pod.constraint)
-            if c.honor_taints:
-                tolerations = pod.constraint.tolerations if pod.constraint else ()
-                for taint in labels.blocking_taints:
-                    if not any(t.tolerates(taint) for t in tolerations):
-                        eligible &= ~labels.taint_mask(taint)
+            eligible = has_keys & _included(state, pod, c)
             ids, names = labels.label_ids(c.topology_key)
             if not names:
                 continue  # no node has the key: every node fails it (missing label)
@@ -107,6 +100,9 @@ class PodTopologySpread:
             keyed &= labels.label_ids(c.topology_key)[0][nodes] >= 0
         if not keyed.any():
             return np.zeros(nodes.size, dtype=np.float64)
+        every_key = np.ones(state.size, dtype=np.bool_)
+        for c in placement.spread_soft:
+            every_key &= labels.label_ids(c.topology_key)[0] >= 0
         total = np.zeros(nodes.size, dtype=np.float64)
         for c in placement.spread_soft:
             ids = labels.label_ids(c.topology_key)[0]
@@ -115,10 +111,9 @@ class PodTopologySpread:
                 if c.selector.empty
                 else state.pod_index.matching(PodTerm(c.selector, namespace, c.topology_key))
             )
-            counted = np.zeros(state.size, dtype=np.bool_)
-            counted[nodes[keyed]] = True
-            if c.honor_node_affinity and pod.constraint is not None and pod.constraint.has_terms:
-                counted &= labels.affinity_mask(pod.constraint)
+            # Pods count on every node with the keys that the inclusion policies admit,
+            # feasible or not; the feasible nodes say which domains there are.
+            counted = every_key & _included(state, pod, c)
             near, _ = domain_counts(labels, c.topology_key, np.where(counted, matching, 0))
             domains = np.unique(ids[nodes[keyed]]).size
             total += near[nodes] * np.log(domains + 2) + c.max_skew - 1
@@ -136,6 +131,22 @@ class PodTopologySpread:
             return None
         verdict = self.filter(state, pod)
         return None if verdict.everything else verdict.feasible[rows]
+
+
+def _included(state: ClusterState, pod: PodSpec, c: SpreadConstraint) -> BoolArray:
+    """The nodes whose pods ``c`` counts by its inclusion policies: those the pod's node
+    affinity allows (``nodeAffinityPolicy: Honor``) and whose NoSchedule/NoExecute taints it
+    tolerates (``nodeTaintsPolicy: Honor``)."""
+    labels = state.node_labels
+    ok = np.ones(state.size, dtype=np.bool_)
+    if c.honor_node_affinity and pod.constraint is not None and pod.constraint.has_terms:
+        ok &= labels.affinity_mask(pod.constraint)
+    if c.honor_taints:
+        tolerations = pod.constraint.tolerations if pod.constraint else ()
+        for taint in labels.blocking_taints:
+            if not any(t.tolerates(taint) for t in tolerations):
+                ok &= ~labels.taint_mask(taint)
+    return ok
 
 
 def new(args: Args, handle: Handle) -> PodTopologySpread:

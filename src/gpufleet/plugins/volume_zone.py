@@ -1,10 +1,10 @@
 """VolumeZone (filter): the zone and region labels of the pod's bound volumes match the
 node's, as kube-scheduler's plugin of the same name: a volume label names one value, or
-several joined by ``__``, and a beta label (``failure-domain.beta.kubernetes.io/zone``) is
-read as its GA name; a node with none of the zone and region labels is not judged (a
-cluster of one zone), one with some must carry each of the volume's with a value it names
-(``node(s) had no available volume zone``). Labels do not change by eviction:
-unresolvable.
+several joined by ``__``, and a node without a volume's beta label
+(``failure-domain.beta.kubernetes.io/zone``) is judged by its GA label instead; a node with
+none of the zone and region labels is not judged (a cluster of one zone), one with some
+must carry each of the volume's with a value it names (``node(s) had no available volume
+zone``). Labels do not change by eviction: unresolvable.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class VolumeZone:
                 allowed = set(value.split("__"))
                 ga = GA_LABELS.get(label, label)
                 ok &= ~zoned | np.fromiter(
-                    (node.get(ga) in allowed for node in labels.labels),
+                    (node.get(label, node.get(ga)) in allowed for node in labels.labels),
                     dtype=np.bool_,
                     count=state.size,
                 )
