@@ -213,7 +213,7 @@ def test_a_kai_gang_and_a_coscheduling_gang_of_one_name_collide() -> None:
         (
             kai_pod(labels={"priorityClassName": "urgent"}),
             "metadata.labels.priorityClassName",
-            "expected a PriorityClass of the snapshot, got 'urgent'",
+            "expected a PriorityClass of the snapshot (or spec.priority), got 'urgent'",
         ),
         (
             {

@@ -52,12 +52,11 @@ from gpufleet.load.elasticquota import read_elastic_quota
 from gpufleet.load.errors import InputError
 from gpufleet.load.foreign import (
     ELASTIC_QUOTA,
-    KAI,
     KAI_POD_GROUP,
-    KAI_PRIORITY_CLASSES,
     KAI_QUEUE,
     VOLCANO_POD_GROUP,
     VOLCANO_QUEUE,
+    installed_classes,
     pod_names,
 )
 from gpufleet.load.kai import read_kai_group, read_kai_queue
@@ -157,13 +156,9 @@ class ObjectStore:
         Volcano's where their vocabularies are read)."""
         self.names = pod_names(vocabularies)
         """Where pods name their queue and gang in the vocabularies read."""
-        self.default_classes: Mapping[str, tuple[int, bool, bool]] = (
-            {n: (v, True, False) for n, v in KAI_PRIORITY_CLASSES.items()}
-            if KAI in vocabularies
-            else {}
-        )
-        """PriorityClasses a vocabulary's scheduler installs (KAI's), where the cluster has
-        none of that name."""
+        self.default_classes: Mapping[str, tuple[int, bool, bool]] = installed_classes(vocabularies)
+        """PriorityClasses Kubernetes makes and a vocabulary's scheduler installs (KAI's),
+        where the cluster has none of that name."""
         self.raw: dict[str, dict[str, Obj]] = defaultdict(dict)
         """Per kind, the last raw object of each key (``namespace/name`` or name)."""
         self.made: dict[str, dict[str, CacheObject]] = defaultdict(dict)

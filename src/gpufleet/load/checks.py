@@ -115,6 +115,28 @@ def placement_fields(
         )
 
 
+def missing_classes(
+    readers: list[Reader], classes: Mapping[str, object], source: str, warn: Warn
+) -> None:
+    """One warning for the pods whose PriorityClass the snapshot lacks: their own
+    ``spec.priority`` (which the admission controller wrote from the class) is used."""
+    missing = Counter(
+        str(r.get("spec.priorityClassName"))
+        for r in readers
+        if r.get("spec.priorityClassName") is not None
+        and r.get("spec.priorityClassName") not in classes
+        and r.get("spec.priority") is not None
+    )
+    if missing:
+        n = sum(missing.values())
+        names = ", ".join(sorted(missing))
+        warn(
+            f"{source}: {n} pod{'s' * (n != 1)} name{'s' * (n == 1)} a PriorityClass the "
+            f"snapshot lacks ({names}): {'their' if n != 1 else 'its'} spec.priority is used "
+            "(add `kubectl get priorityclasses -o yaml` to the snapshot)"
+        )
+
+
 def namespace_labels(pods: list[PodInfo], namespaces: int, source: str, warn: Warn) -> None:
     """One warning when pods' terms select namespaces by label and the snapshot holds no
     Namespace: only each namespace's ``kubernetes.io/metadata.name`` is known then."""

@@ -29,7 +29,7 @@ skipped with a warning, as any other API group gpufleet does not read.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 KAI = "kai"
@@ -113,6 +113,24 @@ KAI_PRIORITY_CLASSES: Mapping[str, int] = {
 }
 """The PriorityClasses KAI installs (its docs, "Workload Priority"); at 100 and above work is
 non-preemptible in KAI, as in gpufleet by default."""
+
+BUILTIN_PRIORITY_CLASSES: Mapping[str, int] = {
+    "system-node-critical": 2_000_001_000,
+    "system-cluster-critical": 2_000_000_000,
+}
+"""The PriorityClasses every Kubernetes cluster has (the API server makes them): a dump of a
+cluster's PriorityClasses may leave them out, and its device-plugin pods name them."""
+
+
+def installed_classes(vocabularies: Collection[str]) -> dict[str, tuple[int, bool, bool]]:
+    """PriorityClasses a cluster has without their objects in a snapshot: Kubernetes'
+    built-in ones, and those a vocabulary's scheduler installs (KAI's), as ``(value,
+    preempts, global default)``; the cluster's own objects of the same name win."""
+    classes = dict(BUILTIN_PRIORITY_CLASSES)
+    if KAI in vocabularies:
+        classes |= KAI_PRIORITY_CLASSES
+    return {n: (v, True, False) for n, v in classes.items()}
+
 
 VOLCANO_GROUP_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
 """A pod's PodGroup in Volcano: the annotation its job controller writes, then Volcano's own."""

@@ -512,7 +512,9 @@ def _priority(
     can_preempt = r.string("spec.preemptionPolicy", "PreemptLowerPriority") != "Never"
     if name is not None:
         if name not in classes:
-            raise r.fail(field, "a PriorityClass of the snapshot", name)
+            if r.get("spec.priority") is not None:  # the admission controller resolved it
+                return r.integer("spec.priority", 0), can_preempt
+            raise r.fail(field, "a PriorityClass of the snapshot (or spec.priority)", name)
         value, class_preempts, _ = classes[name]
         return r.integer("spec.priority", value), can_preempt and class_preempts
     defaults = [c for c in classes.values() if c[2]]

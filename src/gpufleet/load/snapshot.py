@@ -50,6 +50,7 @@ from typing import TypeVar
 from gpufleet.load.checks import (
     check_fields,
     check_levels,
+    missing_classes,
     namespace_labels,
     other_schedulers,
     placement_fields,
@@ -64,9 +65,7 @@ from gpufleet.load.errors import InputError, warn_default
 from gpufleet.load.foreign import (
     ALL,
     ELASTIC_QUOTA,
-    KAI,
     KAI_POD_GROUP,
-    KAI_PRIORITY_CLASSES,
     KAI_QUEUE,
     KUEUE_CLUSTER_QUEUES,
     KUEUE_COHORTS,
@@ -74,6 +73,7 @@ from gpufleet.load.foreign import (
     VOLCANO_POD_GROUP,
     VOLCANO_QUEUE,
     ForeignKind,
+    installed_classes,
     pod_names,
 )
 from gpufleet.load.kai import read_kai_group, read_kai_queue
@@ -187,11 +187,9 @@ def _parse(
         source,
     )
     class_readers = by_kind.get("PriorityClass", [])
-    classes = dict(
+    classes = installed_classes(vocabularies) | dict(
         zip((r.name for r in class_readers), each(class_readers, read_priority_class), strict=True)
     )
-    if KAI in vocabularies:  # KAI installs these; a snapshot's own classes win
-        classes = {n: (v, True, False) for n, v in KAI_PRIORITY_CLASSES.items()} | classes
     volcano = [r for r in by_kind.get(VOLCANO_QUEUE.key, []) if r.name != VOLCANO_ROOT]
     queues = queue_tree(
         _one_each(
@@ -255,6 +253,7 @@ def _parse(
     other_schedulers(by_kind.get("Pod", []), read_pods, source, warn)
     placement_fields(by_kind.get("Pod", []), read_pods, source, warn)
     namespace_labels(pods, len(by_kind.get("Namespace", [])), source, warn)
+    missing_classes(by_kind.get("Pod", []), classes, source, warn)
     done = Counter(g for r in by_kind.get("Pod", []) if (g := succeeded_in(r, names)))
     groups = [replace(g, succeeded=done[g.key]) if done[g.key] else g for g in groups]
     topologies = by_kind.get("Topology", [])
