@@ -17,6 +17,19 @@ LIMIT_BLOCKS = str(SCENARIOS / "limit-blocks.yaml")
 PREEMPT = str(SCENARIOS / "preempt-minimal.yaml")
 
 
+def test_durations_are_accepted_as_kubernetes_writes_them(tmp_path: Path) -> None:
+    done = gpufleet(
+        "schedule", "-f", PREEMPT, "--stale-grace", "60s", "--starvation-after", "1h30m",
+        "-o", "json", NOW, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    bad = gpufleet("schedule", "-f", PREEMPT, "--stale-grace", "6x0s", NOW, cwd=tmp_path)
+    assert bad.returncode == 2
+    assert "expected seconds or a duration such as '90s'" in " ".join(
+        bad.stderr.replace("│", " ").split()
+    )
+
+
 def test_version_prints_and_exits_0(tmp_path: Path) -> None:
     done = gpufleet("--version", cwd=tmp_path)
     assert done.returncode == 0, done.stderr

@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 
+from gpufleet.cli.options import duration
 from gpufleet.cli.output import make_console, warn
 from gpufleet.compose import schedule_snapshot, schedule_snapshot_costed
 from gpufleet.cost.nodes import UnpricedNodeError
@@ -91,13 +92,20 @@ Now = Annotated[
 ]
 PolicyOption = Annotated[str, typer.Option(help=f"Placement policy: {', '.join(POLICIES)}.")]
 StarvationOption = Annotated[
-    float, typer.Option(help="Seconds after which a waiting job holds nodes against overtaking.")
+    float,
+    typer.Option(
+        parser=duration,
+        metavar="DURATION",
+        help="Time (seconds, or 30m) after which a waiting job holds nodes against overtaking.",
+    ),
 ]
 GraceOption = Annotated[
     float,
     typer.Option(
-        help="Seconds a gang may stay below minMember before its pods are released (a "
-        "PodGroup's scheduleTimeoutSeconds sets its own)."
+        parser=duration,
+        metavar="DURATION",
+        help="Time (seconds, or 60s) a gang may stay below minMember before its pods are "
+        "released (a PodGroup's scheduleTimeoutSeconds sets its own).",
     ),
 ]
 NonPreemptibleOption = Annotated[

@@ -1,4 +1,4 @@
-"""Checks of ``simulate``'s option values, shared by its protocols: seeds, positive numbers.
+"""Checks of the commands' option values: seeds, positive numbers, durations.
 
 Each failure is typer's ``BadParameter``: click prints the usage and the message, exit code 2.
 """
@@ -9,6 +9,7 @@ import math
 
 import typer
 
+from gpufleet.load.reader import duration_seconds
 from gpufleet.sim.batch import seed_range
 
 
@@ -18,6 +19,22 @@ def parse_seeds(text: str) -> list[int]:
         return seed_range(text)
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
+
+
+def duration(text: str) -> float:
+    """A duration option, in seconds: ``60``, ``60s``, ``15m``, ``1h30m`` (as the
+    configuration file and Kubernetes write them). A number is returned as it is, for the
+    option's own range check to judge."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    seconds = duration_seconds(text)
+    if seconds is None:
+        raise typer.BadParameter(
+            f"expected seconds or a duration such as '90s', '10m' or '1h30m', got {text!r}"
+        )
+    return seconds
 
 
 def positive(value: float, option: str) -> float:

@@ -27,6 +27,7 @@ from gpufleet.cli.cycle import (
     StarvationOption,
     _config,
 )
+from gpufleet.cli.options import duration
 from gpufleet.kube import endpoints
 from gpufleet.kube.connect import IN_CLUSTER, http_client, load_config
 from gpufleet.kube.kinds import LIVE_VOCABULARIES
@@ -99,7 +100,13 @@ def serve(
         int, typer.Option(min=0, max=65535, help="Port of the endpoints (0: any).")
     ] = 10251,
     period: Annotated[
-        float, typer.Option(min=0.05, help="Seconds between cycles when nothing happens.")
+        float,
+        typer.Option(
+            min=0.05,
+            parser=duration,
+            metavar="DURATION",
+            help="Time between cycles when nothing happens (seconds, or 1s).",
+        ),
     ] = 1.0,
     log_format: Annotated[str, typer.Option(help="text (key=value) or json.")] = "text",
     leader_elect: Annotated[
@@ -122,9 +129,15 @@ def serve(
             help="Namespace of the Lease (default: the pod's in a cluster, else kube-system)."
         ),
     ] = None,
-    leader_elect_lease_duration: Annotated[float, typer.Option(min=1.0)] = LEASE_DURATION_S,
-    leader_elect_renew_deadline: Annotated[float, typer.Option(min=0.5)] = RENEW_DEADLINE_S,
-    leader_elect_retry_period: Annotated[float, typer.Option(min=0.1)] = 2.0,
+    leader_elect_lease_duration: Annotated[
+        float, typer.Option(min=1.0, parser=duration, metavar="DURATION")
+    ] = LEASE_DURATION_S,
+    leader_elect_renew_deadline: Annotated[
+        float, typer.Option(min=0.5, parser=duration, metavar="DURATION")
+    ] = RENEW_DEADLINE_S,
+    leader_elect_retry_period: Annotated[
+        float, typer.Option(min=0.1, parser=duration, metavar="DURATION")
+    ] = 2.0,
     prices: Annotated[
         Path,
         typer.Option(

@@ -183,11 +183,25 @@ class Reader:
             if not math.isfinite(value) or value < 0:
                 raise self.fail(path, "a non-negative duration such as '90s' or 90", value)
             return float(value)
-        text = str(value)
-        parts = _DURATION.findall(text)
-        if not parts or "".join(n + u for n, u in parts) != text:
+        seconds = duration_seconds(str(value))
+        if seconds is None:
             raise self.fail(path, "a duration such as '90s', '10m' or '1h30m'", value)
-        return sum(float(n) * _DURATION_SECONDS[u] for n, u in parts)
+        return seconds
+
+
+def duration_seconds(text: str) -> float | None:
+    """Seconds of a duration as Kubernetes and Go write it (``90s``, ``10m``, ``1h30m``,
+    ``500ms``), or of a plain number of seconds (``90``, ``1.5``); None if it is neither."""
+    try:
+        plain = float(text)
+    except ValueError:
+        plain = None
+    if plain is not None:
+        return plain if math.isfinite(plain) and plain >= 0 else None
+    parts = _DURATION.findall(text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return None
+    return sum(float(n) * _DURATION_SECONDS[u] for n, u in parts)
 
 
 def each(readers: list[Reader], read: Callable[[Reader], T]) -> list[T]:
