@@ -126,6 +126,18 @@ def test_gpufleet_cost_re_aggregates_a_replay_and_writes_its_focus_rows(tmp_path
     # the whole seconds of the replay's window: within a second's cost of the replay's total
     spent = sum(float(r["EffectiveCost"]) for r in rows)
     assert spent == pytest.approx(run["cost"]["totalCost"], abs=3 * NODE_HOUR / 3600 * 2)
+    # its defaults: by queue, as a replay's runs have no namespaces
+    default = gpufleet(
+        "cost", "--results", "report", "--prices", str(prices), "-o", "json", cwd=tmp_path
+    )
+    assert default.returncode == 0, default.stderr
+    assert json.loads(default.stdout)["allocations"] == document["allocations"]
+    missing = gpufleet(
+        "cost", "--results", "report", "--prices", str(prices), "--by", "namespace", cwd=tmp_path
+    )
+    assert missing.returncode == 2
+    assert "has no 'namespace' to aggregate by (--by): it has" in missing.stderr
+    assert "Traceback" not in missing.stderr
     other = write(tmp_path / "other.yaml", SHEET.replace("a100-list", "other-list"))
     refused = gpufleet("cost", "--results", "report", "--prices", str(other), cwd=tmp_path)
     assert refused.returncode == 2

@@ -113,7 +113,8 @@ def cost(
     by: Annotated[
         list[str] | None,
         typer.Option(
-            help=f"Aggregate by, repeatable: {', '.join(DIMENSIONS)}.", show_default="namespace"
+            help=f"Aggregate by, repeatable: {', '.join(DIMENSIONS)}.",
+            show_default="namespace; queue for --results",
         ),
     ] = None,
     share_idle: Annotated[
@@ -156,8 +157,7 @@ def cost(
     """
     if output not in {"table", "json"}:
         raise typer.BadParameter(f"expected table or json, got {output!r}", param_hint="'-o'")
-    dims = by or ["namespace"]
-    for d in dims:
+    for d in by or ():
         if d not in DIMENSIONS:
             raise typer.BadParameter(
                 f"expected one of {', '.join(DIMENSIONS)}, got {d!r}", param_hint="'--by'"
@@ -181,6 +181,7 @@ def cost(
         )
     for note in costing.notes:
         warn(note)
+    dims = _dimensions(costing, by)
     alloc = allocate(costing.runs, costing.nodes, costing.window)
     if focus is not None:
         _write_focus(alloc, sheet, focus, billing_account)
@@ -189,6 +190,21 @@ def cost(
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
         return
     print_cost(make_console(), alloc, costing, sheet, dims, share_idle=share_idle, idle=idle)
+
+
+def _dimensions(costing: Costing, by: list[str] | None) -> list[str]:
+    """What to aggregate by: ``by``, else ``namespace`` where the source knows namespaces (a
+    cluster's) and ``queue`` where it does not (a replay's runs); a dimension the source
+    does not have is an error naming the ones it has."""
+    known = {"node", *costing.runs.dims}
+    dims = by or (["namespace"] if "namespace" in known else ["queue"])
+    for d in dims:
+        if d not in known:
+            raise InputError(
+                costing.source,
+                f"has no {d!r} to aggregate by (--by): it has {', '.join(sorted(known))}",
+            )
+    return dims
 
 
 def results_source(
