@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gpufleet import __version__
+from gpufleet.report.files import atomic_path, write_text
 from gpufleet.sim.unfit import unfit_pods
 from tests.builders import node, pod, write_nodes_csv, write_pods_csv
 from tests.test_cli import NOW, SCENARIOS, gpufleet
@@ -28,6 +29,50 @@ def test_durations_are_accepted_as_kubernetes_writes_them(tmp_path: Path) -> Non
     assert "expected seconds or a duration such as '90s'" in " ".join(
         bad.stderr.replace("│", " ").split()
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(
+            ("--out", "taken"), "--out taken: exists and is not a directory", id="out-file"
+        ),
+        pytest.param(("--json", "adir"), "--json adir: is a directory, not a file", id="json-dir"),
+        pytest.param(
+            ("--json", "nowhere/results.json"),
+            "--json nowhere/results.json: its directory does not exist",
+            id="json-no-dir",
+        ),
+    ],
+)
+def test_output_paths_are_refused_before_the_run(
+    tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
+    (tmp_path / "taken").write_text("keep", encoding="utf-8")
+    (tmp_path / "adir").mkdir()
+    done = gpufleet("simulate", "--seeds", "42", *args, cwd=tmp_path)
+    assert done.returncode == 2
+    assert message in " ".join(done.stderr.replace("│", " ").split())
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "gpufleet-report").exists()  # refused before any work
+    assert (tmp_path / "taken").read_text(encoding="utf-8") == "keep"
+
+
+def test_an_output_file_is_whole_or_not_there(tmp_path: Path) -> None:
+    target = tmp_path / "results.json"
+    target.write_text("old", encoding="utf-8")
+
+    def fail_halfway() -> None:
+        with atomic_path(target) as temporary:
+            temporary.write_text("half of a new", encoding="utf-8")
+            raise RuntimeError("the run failed")
+
+    with pytest.raises(RuntimeError):
+        fail_halfway()
+    assert target.read_text(encoding="utf-8") == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["results.json"]
+    write_text(target, "new")
+    assert target.read_text(encoding="utf-8") == "new"
 
 
 def test_version_prints_and_exits_0(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from gpufleet.cli.output import make_progress, warn
 from gpufleet.load.openb import BUNDLED_NODES, BUNDLED_WORKLOAD, bundled, load_nodes, load_pods
 from gpufleet.model.results import FillRun
 from gpufleet.plugins.registry import POLICIES
+from gpufleet.report.files import write_text
 from gpufleet.report.html import report_html
 from gpufleet.report.results import results_json
 from gpufleet.report.summary import summarise
@@ -83,7 +84,7 @@ def simulate_fill(
     console.print(summary_table(summaries))
     document = results_json(runs)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(document, encoding="utf-8")
+    write_text(out / "results.json", document)
     from gpufleet.report.plot import plot_unallocated  # matplotlib: only where it plots
 
     plot_unallocated(runs, out / "unallocated.png")
@@ -91,5 +92,5 @@ def simulate_fill(
         f"workload {pods.name}, {len(node_specs)} nodes, inflate {inflate}, "
         f"seeds {seed_list[0]}-{seed_list[-1]}"
     )
-    (out / "index.html").write_text(report_html(summaries, subtitle), encoding="utf-8")
+    write_text(out / "index.html", report_html(summaries, subtitle))
     return document

@@ -32,6 +32,7 @@ from gpufleet.model.costs import JOBS_FILE, NODES_FILE, RUNS_FILE
 from gpufleet.model.results import ReplayRun
 from gpufleet.report.cost_files import jobs_csv, nodes_csv, runs_csv
 from gpufleet.report.cost_page import cost_page
+from gpufleet.report.files import write_text
 from gpufleet.report.replay import DAY, replay_html, replay_table
 from gpufleet.report.replay_cost import COST_PAGE, cost_html, cost_tables
 from gpufleet.report.results import results_json
@@ -165,10 +166,10 @@ def _write_report(
     """``results.json``, the cost records, the plots, ``index.html`` and ``cost.html``."""
     document = results_json(runs)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(document, encoding="utf-8")
-    (out / RUNS_FILE).write_text(runs_csv(records), encoding="utf-8")
-    (out / NODES_FILE).write_text(nodes_csv(nodes_priced), encoding="utf-8")
-    (out / JOBS_FILE).write_text(jobs_csv(runs), encoding="utf-8")
+    write_text(out / "results.json", document)
+    write_text(out / RUNS_FILE, runs_csv(records))
+    write_text(out / NODES_FILE, nodes_csv(nodes_priced))
+    write_text(out / JOBS_FILE, jobs_csv(runs))
     from gpufleet.report.replay_plot import (  # matplotlib: only where it plots
         plot_replay,
         plot_replay_cost,
@@ -176,7 +177,7 @@ def _write_report(
 
     plot_replay(runs, out / "replay.png", capacity)
     plot_replay_cost(runs, out / "replay-cost.png")
-    (out / "index.html").write_text(replay_html(runs, title, cost_html(runs)), encoding="utf-8")
+    write_text(out / "index.html", replay_html(runs, title, cost_html(runs)))
     if costs := cost_page(runs, idle, title):
-        (out / COST_PAGE).write_text(costs, encoding="utf-8")
+        write_text(out / COST_PAGE, costs)
     return document

@@ -17,6 +17,7 @@ from gpufleet.cli.options import parse_seeds
 from gpufleet.cli.output import make_console
 from gpufleet.cli.replay import simulate_replay
 from gpufleet.plugins.registry import POLICIES
+from gpufleet.report.files import OutputPathError, check_directory, check_file, write_text
 from gpufleet.sim.replay import REPLAY_POLICIES
 
 
@@ -132,6 +133,12 @@ def simulate(
             raise typer.BadParameter(f"{option} applies to --protocol {other} only")
     seed_list = parse_seeds(seeds)
     to_stdout = json_path == "-"
+    try:  # refused before the run, not after it
+        check_directory(out, "--out")
+        if json_path is not None and not to_stdout:
+            check_file(Path(json_path), "--json")
+    except OutputPathError as exc:
+        raise typer.BadParameter(str(exc)) from None
     console = make_console(stderr=to_stdout)
     if protocol == "replay":
         document = simulate_replay(
@@ -154,5 +161,5 @@ def simulate(
     if to_stdout:
         sys.stdout.write(document)
     elif json_path is not None:
-        Path(json_path).write_text(document, encoding="utf-8")
+        write_text(Path(json_path), document)
     console.print(f"report: {out / 'index.html'}")

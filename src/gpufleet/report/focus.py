@@ -16,6 +16,7 @@ from itertools import chain
 from pathlib import Path
 
 from gpufleet.cost.focus import FOCUS_COLUMNS, Cell
+from gpufleet.report.files import atomic_path
 
 
 def focus_number(x: float) -> str:
@@ -48,7 +49,7 @@ def write_focus(
     if columns is None:
         columns = tuple(first) if first is not None else FOCUS_COLUMNS
     count = 0
-    with path.open("w", newline="", encoding="utf-8") as out:
+    with atomic_path(path) as temporary, temporary.open("w", newline="", encoding="utf-8") as out:
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(columns)
         for row in chain([first] if first is not None else [], it):
