@@ -47,7 +47,9 @@ typecheck: $(STAMP)
 layers: $(STAMP)
 	$(BIN)/lint-imports
 
+# The tests run a real Prometheus and chromium (Debian's packages): installed if missing.
 unit: $(STAMP) $(FOCUS)
+	tools/debian-packages
 	$(BIN)/python -m pytest -n auto
 
 ## bench: the benchmark scripts (they rewrite their sections of docs/benchmarks.md)
