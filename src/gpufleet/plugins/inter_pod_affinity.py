@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpufleet.framework.protocols import FilterVerdict, Handle, Rows
+from gpufleet.framework.protocols import FilterVerdict, Handle
 from gpufleet.model.arrays import BoolArray, FloatArray, IntArray
 from gpufleet.model.cluster import ClusterState
 from gpufleet.model.interpod import PodPlacement, domain_counts
@@ -96,17 +96,6 @@ class InterPodAffinity:
             return np.zeros(nodes.size, dtype=np.float64)
         out: FloatArray = np.floor(MAX_SCORE * (raw - low) / (high - low))
         return out
-
-    def fits_rows(self, state: ClusterState, pod: PodSpec, rows: Rows) -> BoolArray | None:
-        """The filter's answer for ``rows`` (None at once for a pod it does not apply to:
-        the victim search asks after every eviction it tries)."""
-        placement = pod.placement
-        if placement is None or (
-            not placement.affinity and not placement.anti_affinity and not state.pod_index.anti
-        ):
-            return None
-        verdict = self.filter(state, pod)
-        return None if verdict.everything else verdict.feasible[rows]
 
 
 def _existing_anti(state: ClusterState, pod: PodPlacement) -> BoolArray | None:

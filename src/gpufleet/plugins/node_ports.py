@@ -10,8 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpufleet.framework.protocols import FilterVerdict, Handle, Rows
-from gpufleet.model.arrays import BoolArray
+from gpufleet.framework.protocols import FilterVerdict, Handle
 from gpufleet.model.cluster import ClusterState
 from gpufleet.model.pod import PodSpec
 
@@ -39,14 +38,6 @@ class NodePorts:
         if not taken.any():
             return FilterVerdict.pass_all(state.size)
         return FilterVerdict(~taken, ((MESSAGE, taken),))
-
-    def fits_rows(self, state: ClusterState, pod: PodSpec, rows: Rows) -> BoolArray | None:
-        """The filter's answer for ``rows`` (None at once for a pod it does not apply to:
-        the victim search asks after every eviction it tries)."""
-        if pod.placement is None or not pod.placement.host_ports or not state.pod_index.ports:
-            return None
-        verdict = self.filter(state, pod)
-        return None if verdict.everything else verdict.feasible[rows]
 
 
 def new(args: Args, handle: Handle) -> NodePorts:

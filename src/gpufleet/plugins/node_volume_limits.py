@@ -13,8 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpufleet.framework.protocols import FilterVerdict, Handle, Rows
-from gpufleet.model.arrays import BoolArray
+from gpufleet.framework.protocols import FilterVerdict, Handle
 from gpufleet.model.cluster import ClusterState
 from gpufleet.model.pod import PodSpec
 
@@ -61,14 +60,6 @@ class NodeVolumeLimits:
         if not over.any():
             return FilterVerdict.pass_all(state.size)
         return FilterVerdict(~over, ((MESSAGE, over),))
-
-    def fits_rows(self, state: ClusterState, pod: PodSpec, rows: Rows) -> BoolArray | None:
-        """The filter's answer for ``rows`` (None at once for a pod it does not apply to:
-        the victim search asks after every eviction it tries)."""
-        if not pod.volumes or not state.volumes.catalog.csi_nodes:
-            return None
-        verdict = self.filter(state, pod)
-        return None if verdict.everything else verdict.feasible[rows]
 
 
 def new(args: Args, handle: Handle) -> NodeVolumeLimits:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpufleet.framework.protocols import FilterVerdict, Handle, Rows
+from gpufleet.framework.protocols import FilterVerdict, Handle
 from gpufleet.model.arrays import BoolArray, FloatArray, IntArray
 from gpufleet.model.cluster import ClusterState
 from gpufleet.model.interpod import PodTerm, SpreadConstraint, domain_counts
@@ -123,14 +123,6 @@ class PodTopologySpread:
             return np.where(keyed, MAX_SCORE, 0.0)
         out: FloatArray = np.where(keyed, np.floor(MAX_SCORE * (high + low - total) / high), 0.0)
         return out
-
-    def fits_rows(self, state: ClusterState, pod: PodSpec, rows: Rows) -> BoolArray | None:
-        """The filter's answer for ``rows`` (None at once for a pod it does not apply to:
-        the victim search asks after every eviction it tries)."""
-        if pod.placement is None or not pod.placement.spread:
-            return None
-        verdict = self.filter(state, pod)
-        return None if verdict.everything else verdict.feasible[rows]
 
 
 def _included(state: ClusterState, pod: PodSpec, c: SpreadConstraint) -> BoolArray:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpufleet.framework.protocols import FilterVerdict, Handle, Rows
+from gpufleet.framework.protocols import FilterVerdict, Handle
 from gpufleet.model.arrays import BoolArray
 from gpufleet.model.cluster import ClusterState
 from gpufleet.model.pod import PodSpec
@@ -50,14 +50,6 @@ class VolumeBinding:
             bound = claim is not None and bool(claim.volume_name or key in volumes.chosen)
             checks.append((AFFINITY_CONFLICT if bound else BIND_CONFLICT, ~nodes))
         return FilterVerdict.first_failing(state.size, checks, lambda _: True)
-
-    def fits_rows(self, state: ClusterState, pod: PodSpec, rows: Rows) -> BoolArray | None:
-        """The filter's answer for ``rows`` (None at once for a pod it does not apply to:
-        the victim search asks after every eviction it tries)."""
-        if not pod.volumes:
-            return None
-        verdict = self.filter(state, pod)
-        return None if verdict.everything else verdict.feasible[rows]
 
 
 def new(args: Args, handle: Handle) -> VolumeBinding:

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpufleet.framework.protocols import FilterVerdict, Handle, Rows
-from gpufleet.model.arrays import BoolArray
+from gpufleet.framework.protocols import FilterVerdict, Handle
 from gpufleet.model.cluster import ClusterState
 from gpufleet.model.pod import PodSpec
 
@@ -33,14 +32,6 @@ class VolumeRestrictions:
         if not pod.volumes or not any(used.get(key, 0) > 0 for key in pod.volumes):
             return FilterVerdict.pass_all(state.size)
         return FilterVerdict.reject_pod(state.size, MESSAGE, unresolvable=False)
-
-    def fits_rows(self, state: ClusterState, pod: PodSpec, rows: Rows) -> BoolArray | None:
-        """The filter's answer for ``rows`` (None at once for a pod it does not apply to:
-        the victim search asks after every eviction it tries)."""
-        if not pod.volumes:
-            return None
-        verdict = self.filter(state, pod)
-        return None if verdict.everything else verdict.feasible[rows]
 
 
 def new(args: Args, handle: Handle) -> VolumeRestrictions:
