@@ -23,7 +23,7 @@ Pods without a :class:`PodPlacement` (a trace's) take no part and pay nothing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from gpufleet.model.arrays import BoolArray, IntArray
     from gpufleet.model.selectors import NodeLabels
 
+T = TypeVar("T", "PodTerm", "WeightedTerm")
 K = TypeVar("K", tuple[str, "PodTerm"], "HostPort", tuple[str, "WeightedTerm"])
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
@@ -364,30 +365,35 @@ class PodIndex:
     def anti_selecting(self, pod: PodPlacement) -> list[tuple[IntArray, PodTerm]]:
         """Running pods' anti-affinity terms that select ``pod``, each with its holders per
         node (judged once per signature and term)."""
-        keys = list(self.anti)
-        judged, found = self._selecting.get(pod.signature, (0, []))
-        if judged < len(keys):
-            found = found + [
-                k
-                for k in keys[judged:]
-                if k[1].selects(pod.namespace, pod.labels, self.namespace_labels)
-            ]
-            self._selecting[pod.signature] = (len(keys), found)
-        return [(self.anti[k], k[1]) for k in found]
+        return self._terms_selecting(self.anti, self._selecting, pod, lambda term: term)
 
     def weighing(self, pod: PodPlacement) -> list[tuple[IntArray, WeightedTerm]]:
         """Running pods' weighted terms that select ``pod``, each with its holders per node
         (judged once per signature and term)."""
-        keys = list(self.weighted)
-        judged, found = self._weighing.get(pod.signature, (0, []))
+        return self._terms_selecting(
+            self.weighted, self._weighing, pod, lambda weighted: weighted.term
+        )
+
+    def _terms_selecting(
+        self,
+        table: dict[tuple[str, T], IntArray],
+        judged_by_signature: dict[tuple[str, Mapping[str, str]], tuple[int, list[tuple[str, T]]]],
+        pod: PodPlacement,
+        term_of: Callable[[T], PodTerm],
+    ) -> list[tuple[IntArray, T]]:
+        """The entries of ``table`` (keyed by holder's namespace and term) whose term selects
+        ``pod``; its keys are never removed, so each signature's answer is extended with
+        the keys added since it was last asked (``judged_by_signature``)."""
+        keys = list(table)
+        judged, found = judged_by_signature.get(pod.signature, (0, []))
         if judged < len(keys):
             found = found + [
                 k
                 for k in keys[judged:]
-                if k[1].term.selects(pod.namespace, pod.labels, self.namespace_labels)
+                if term_of(k[1]).selects(pod.namespace, pod.labels, self.namespace_labels)
             ]
-            self._weighing[pod.signature] = (len(keys), found)
-        return [(self.weighted[k], k[1]) for k in found]
+            judged_by_signature[pod.signature] = (len(keys), found)
+        return [(table[k], k[1]) for k in found]
 
     def ports_in_use(self, port: HostPort) -> IntArray:
         """Pods on each node holding a host port that conflicts with ``port``."""
