@@ -35,7 +35,7 @@ import httpx
 
 from gpufleet.kube.bind import PodRef, message_of
 from gpufleet.kube.events import rfc3339
-from gpufleet.kube.kinds import API
+from gpufleet.kube.kinds import object_path
 from gpufleet.model.devices import MAX_CONSUMERS
 
 if TYPE_CHECKING:
@@ -115,12 +115,6 @@ def _devices(allocation: Mapping[str, Any]) -> set[tuple[str, str, str, str]]:
     }
 
 
-def _path(key: str) -> str:
-    namespace, name = key.split("/", 1)
-    version, plural = API["ResourceClaim"]
-    return f"/apis/{version}/namespaces/{namespace}/{plural}/{name}"
-
-
 def _reference(pod: PodRef) -> dict[str, str]:
     return {"resource": "pods", "name": pod.name, "uid": pod.uid}
 
@@ -174,7 +168,7 @@ async def _reserve_one(
 ) -> tuple[Reserved | None, str, bool]:
     """One try: (the claim reserved, or None; why not; whether a 409 calls for another)."""
     try:
-        response = await http.get(_path(write.key))
+        response = await http.get(object_path("ResourceClaim", write.key))
         if response.status_code != 200:
             return None, f"reading it: {response.status_code} {message_of(response)}", False
         claim: dict[str, Any] = response.json()
@@ -182,7 +176,9 @@ async def _reserve_one(
         status, allocated, why = reserved_status(claim.get("status") or {}, pod, write, now, uid)
         if why or status is None:
             return (None if why else Reserved(write.key, allocated=False)), why, False
-        response = await http.put(f"{_path(write.key)}/status", json={**claim, "status": status})
+        response = await http.put(
+            f"{object_path('ResourceClaim', write.key)}/status", json={**claim, "status": status}
+        )
     except httpx.HTTPError as exc:
         return None, f"no reply: {exc}", False
     if response.status_code == 409:
@@ -209,7 +205,7 @@ async def release(http: httpx.AsyncClient, pod: PodRef, reserved: Sequence[Reser
 
 async def _release_one(http: httpx.AsyncClient, pod: PodRef, claim: Reserved) -> tuple[str, bool]:
     try:
-        response = await http.get(_path(claim.key))
+        response = await http.get(object_path("ResourceClaim", claim.key))
         if response.status_code == 404:
             return "", False
         if response.status_code != 200:
@@ -221,7 +217,7 @@ async def _release_one(http: httpx.AsyncClient, pod: PodRef, claim: Reserved) ->
         if claim.allocated and not reserved:
             status.pop("allocation", None)
         body["status"] = status
-        response = await http.put(f"{_path(claim.key)}/status", json=body)
+        response = await http.put(f"{object_path('ResourceClaim', claim.key)}/status", json=body)
     except httpx.HTTPError as exc:
         return f"no reply: {exc}", False
     if response.status_code == 409:

@@ -102,11 +102,25 @@ NAMESPACED = frozenset(
 API.update({k.key: (k.api_version, k.plural) for k in FOREIGN_LIVE})
 
 
+def _root(version: str) -> str:
+    """``/api/v1`` for the core group, ``/apis/GROUP/VERSION`` for the others."""
+    return f"/api/{version}" if "/" not in version else f"/apis/{version}"
+
+
 def path(kind: str) -> str:
     """Where ``kind`` (of :data:`KINDS` or a foreign kind's key) is listed and watched,
     across namespaces."""
     version, plural = API[kind]
-    return f"/api/{version}/{plural}" if "/" not in version else f"/apis/{version}/{plural}"
+    return f"{_root(version)}/{plural}"
+
+
+def object_path(kind: str, key: str) -> str:
+    """Where the object ``key`` (``namespace/name``, or a name) of ``kind`` is read and
+    written."""
+    version, plural = API[kind]
+    namespace, _, name = key.rpartition("/")
+    where = f"/namespaces/{namespace}" if namespace else ""
+    return f"{_root(version)}{where}/{plural}/{name}"
 
 
 PATHS = {kind: path(kind) for kind in API}

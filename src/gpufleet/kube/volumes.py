@@ -28,18 +28,10 @@ from typing import Any
 import httpx
 
 from gpufleet.kube.bind import message_of
-from gpufleet.kube.kinds import API
+from gpufleet.kube.kinds import object_path
 from gpufleet.load.storage import SELECTED_NODE
 
 MERGE = {"Content-Type": "application/merge-patch+json"}
-
-
-def _path(kind: str, key: str) -> str:
-    version, plural = API[kind]
-    namespace, _, name = key.rpartition("/")
-    where = f"/namespaces/{namespace}" if namespace else ""
-    root = "/api" if "/" not in version else "/apis"
-    return f"{root}/{version}{where}/{plural}/{name}"
 
 
 async def bind_volumes(
@@ -62,10 +54,13 @@ async def bind_volumes(
                 "uid": uids.get(claim, ""),
             }
             body = {"spec": {"claimRef": ref}}
-            path, what = _path("PersistentVolume", volume), f"PersistentVolume {volume}"
+            path, what = object_path("PersistentVolume", volume), f"PersistentVolume {volume}"
         else:
             body = {"metadata": {"annotations": {SELECTED_NODE: node}}}
-            path, what = _path("PersistentVolumeClaim", claim), f"PersistentVolumeClaim {claim}"
+            path, what = (
+                object_path("PersistentVolumeClaim", claim),
+                f"PersistentVolumeClaim {claim}",
+            )
         try:
             reply = await http.patch(path, json=body, headers=MERGE)
         except httpx.HTTPError as exc:
