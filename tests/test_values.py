@@ -372,6 +372,8 @@ CASES: dict[type, Case] = {
             "mig_slices": {"1g.10gb": 6},
             "extended": {},
             "gpu_memory_mib": 81_920,
+            "gpu_unit": 0.25,
+            "physical_gpus": 2,
         },
     ),
     GpuMemory: Case(GpuMemory),
@@ -393,6 +395,7 @@ CASES: dict[type, Case] = {
             "mig_profile": Also("3g.40gb", {"num_gpu": 0, "gpu_milli": 0}),
             "placement": None,
             "volumes": ("ml/data",),
+            "gpu_charge": 0.5,
         },
     ),
     LabelSelector: Case(selector),
@@ -676,9 +679,11 @@ def test_a_placed_pod_copies_every_field() -> None:
         uid="u",
         resource_version="9",
         demand_milli=400,
+        demand_unit=0.25,
     )
     copied = {"key", "spec", "queue", "group", "priority", "can_preempt", "created", "managed"}
     copied |= {"claims", "blocked", "claim_gpus", "uid", "resource_version", "demand_milli"}
+    copied |= {"demand_unit"}
     assert {f.name for f in fields(PodInfo)} == copied | {"node", "gpus", "started"}
     bound = pod.placed("n1", (3,), 42.0)
     expected = replace(pod, node="n1", gpus=(3,), started=42.0)

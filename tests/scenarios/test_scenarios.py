@@ -5,11 +5,14 @@ document of ``kind: Expectation`` that gpufleet's loader skips:
 
 * ``now``: the time of the cycle;
 * ``bindings``: every pod that must be bound, with its node (``"*"``: any node, a list: one
-  of those) or a mapping of ``node``/``gpus``/``pipelined``;
+  of those) or a mapping of ``node``/``gpus``/``pipelined``/``device`` (text of what each
+  GPU it takes is, where the node's are MIG slices or time-sliced replicas);
 * ``evictions``: every evicted pod and the action;
 * ``pending``: every pending pod and a piece of text its reason must contain;
 * ``warnings``: a piece of text of each warning the loader must give (none may be given that
   is not named, but the one that says the Expectation itself was skipped);
+* ``hourly_cost``: what the cluster and each named queue cost per hour after the cycle
+  under the bundled price sheet (``cluster``, ``queues: {name: amount}``), to the cent;
 * ``schedulers``: the ``spec.schedulerName`` values whose pods are scheduled (default:
   gpufleet's own), as ``--scheduler-name`` gives them.
 
@@ -26,7 +29,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gpufleet.compose import schedule_snapshot
+from gpufleet.compose import schedule_snapshot, schedule_snapshot_costed
+from gpufleet.load.prices import DEFAULT_SHEET, load_price_sheet
 from gpufleet.load.snapshot import load_snapshot
 from gpufleet.report.reasons import why_text
 from gpufleet.scheduler.cycle import CycleConfig
@@ -59,6 +63,15 @@ def test_scenario(path: Path) -> None:
     schedulers = expect.get("schedulers") or ["gpufleet"]
     snapshot = load_snapshot(path, warn=warned.append, schedulers=schedulers)
     result = schedule_snapshot(snapshot, when(expect["now"]), config)
+    if "hourly_cost" in expect:
+        sheet = load_price_sheet(DEFAULT_SHEET)
+        costed, cost = schedule_snapshot_costed(snapshot, when(expect["now"]), config, sheet)
+        assert costed.bindings == result.bindings  # the costed cycle decides as the plain one
+        want_cost = expect["hourly_cost"]
+        assert cost.after.cluster.total == pytest.approx(want_cost["cluster"], abs=0.005)
+        queues = {q.name: q.cost.total for q in cost.after.queues}
+        for queue, amount in (want_cost.get("queues") or {}).items():
+            assert queues[queue] == pytest.approx(amount, abs=0.005), queue
 
     warned = [w for w in warned if not w.endswith("does not read: 1 Expectation")]
     want_warned: list[str] = expect.get("warnings") or []
@@ -78,10 +91,15 @@ def test_scenario(path: Path) -> None:
             if "gpus" in want:
                 assert list(got.gpus or ()) == want["gpus"], pod
             assert got.pipelined == want.get("pipelined", got.pipelined), pod
+            assert want.get("device", "") in got.device, (pod, got.device)
         elif isinstance(want, list):
             assert got.node in want, (pod, got.node)
         elif want != "*":
             assert got.node == want, (pod, got.node)
+
+    for pod, got in bound.items():  # a slice or a replica is never taken unannounced
+        want = want_bound[pod]
+        assert bool(got.device) == (isinstance(want, dict) and "device" in want), (pod, got.device)
 
     evicted = {e.pod: e.action for e in result.evictions}
     assert evicted == (expect.get("evictions") or {})

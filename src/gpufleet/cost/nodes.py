@@ -30,7 +30,10 @@ def price_nodes(
     specs: Sequence[NodeSpec], sheet: PriceSheet, device_gpus: Mapping[str, float] = EMPTY
 ) -> Nodes:
     """``specs`` priced under ``sheet`` (module docstring), existing over the whole window.
-    A node's GPUs are those it publishes whole, the GPUs its static MIG slices count as
+    A node's GPUs are those it publishes whole (its physical GPUs where the GPU operator
+    advertises MIG slices or time-sliced replicas as ``nvidia.com/gpu``: they are what is
+    bought, and a price sheet's ``gpuProduct`` matches the GPU without GFD's suffixes), the
+    GPUs its static MIG slices count as
     (their compute slices out of 7, as a pod's slices are charged) and those its DRA devices
     count as (``device_gpus``, by node name). Once per cluster, not per cycle: one look-up
     per node."""
@@ -48,7 +51,8 @@ def price_nodes(
             )
         cores, gib = spec.cpu_milli / 1000.0, spec.memory_mib / 1024.0
         static_mig = sum(mig_gpus(profile, n) for profile, n in spec.mig_slices.items())
-        gpus = spec.gpus + static_mig + device_gpus.get(spec.name, 0.0)
+        whole = spec.gpus if spec.physical_gpus is None else spec.physical_gpus
+        gpus = whole + static_mig + device_gpus.get(spec.name, 0.0)
         split = entry.prices(gpus, cores, gib, sheet.base)
         types.append(entry.name)
         categories.append(entry.category)

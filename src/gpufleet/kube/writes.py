@@ -164,6 +164,8 @@ class ResultWriter(Telling):
                         self.cache.forget(rest.pod)
                     return
                 note = f"Successfully assigned {binding.pod} to {binding.node}"
+                if binding.device:
+                    note += f" (each GPU a {binding.device})"
                 told.append(
                     self.events.record(
                         self._regarding(binding.pod), "Normal", "Scheduled", "Binding", note

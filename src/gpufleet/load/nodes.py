@@ -1,7 +1,8 @@
 """Read Nodes, and the NUMA zones of their NodeResourceTopology, into NodeSpecs.
 
 A Node's allocatable cpu, memory, GPUs, MIG slices, extended resources and pods; its
-labels (the GPU product, memory per GPU, dynamic MIG) and taints (``spec.unschedulable``
+labels (the GPU product, memory per GPU, dynamic MIG, and what one advertised GPU is under
+the GPU operator's MIG single strategy, time-slicing or MPS: load/gpu_operator.py) and taints (``spec.unschedulable``
 acting as ``node.kubernetes.io/unschedulable``). A NodeResourceTopology adds which zone
 each GPU is in, each zone's CPU and whether the kubelet keeps a pod in one zone; one that
 does not account for every GPU gives no zones rather than a guess.
@@ -14,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from decimal import Decimal
 
+from gpufleet.load.gpu_operator import gpu_devices
 from gpufleet.load.reader import Reader
 from gpufleet.load.vocabulary import (
     GPU_MEMORY_LABEL,
@@ -27,6 +29,7 @@ from gpufleet.load.vocabulary import (
 )
 from gpufleet.model.cluster import MAX_GPUS_PER_NODE, NodeSpec
 from gpufleet.model.mig import table_for
+from gpufleet.model.pod import SHARED_GPU_RESOURCE
 from gpufleet.model.selectors import Taint
 
 SINGLE_NUMA_POLICIES = frozenset(
@@ -81,8 +84,11 @@ def read_node(r: Reader) -> NodeSpec:
         elif resource not in NODE_RESOURCES:
             extended[str(resource)] = math.floor(r.quantity(field, raw))
     max_pods = r.count("status.allocatable.pods", allocatable.get("pods", KUBELET_MAX_PODS), "pods")
-    product = labels.get(GPU_PRODUCT_LABEL)
-    dynamic = labels.get(MIG_DYNAMIC_LABEL) == "true" and not slices and gpus > 0
+    devices = gpu_devices(r, labels, gpus or extended.get(SHARED_GPU_RESOURCE, 0))
+    product = devices.product
+    dynamic = (
+        labels.get(MIG_DYNAMIC_LABEL) == "true" and not slices and gpus > 0 and devices.unit == 1
+    )
     if dynamic and table_for(product) is None:
         raise r.fail(
             f"metadata.labels.{MIG_DYNAMIC_LABEL}",
@@ -106,6 +112,9 @@ def read_node(r: Reader) -> NodeSpec:
         uid=uid,
         resource_version=version,
         gpu_memory_mib=_gpu_memory(r, labels),
+        gpu_unit=float(devices.unit),
+        gpu_sharing=devices.kind,
+        physical_gpus=devices.physical,
     )
 
 

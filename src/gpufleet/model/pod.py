@@ -27,6 +27,10 @@ from gpufleet.model.devices import mig_gpus
 from gpufleet.model.interpod import PodPlacement
 from gpufleet.model.selectors import NodeConstraint
 
+SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"
+"""The resource NVIDIA's device plugin advertises time-sliced or MPS replicas as when it
+renames them (``renameByDefault``); a pod asks for it as an extended resource."""
+
 
 @dataclass(frozen=True, slots=True)
 class PodSpec:
@@ -58,6 +62,10 @@ class PodSpec:
     placement: PodPlacement | None = None
     """Namespace, labels and required inter-pod terms, spread constraints and host ports
     (:mod:`gpufleet.model.interpod`; None: a pod of a trace, which no other pod selects)."""
+    gpu_charge: float | None = None
+    """GPUs the pod is charged where its advertised GPUs are worth less than whole ones (MIG
+    slices of the single strategy, time-sliced or MPS replicas: :meth:`NodeRows.as_run`);
+    None: as it asks."""
 
     def __post_init__(self) -> None:
         if min(self.cpu_milli, self.memory_mib, self.num_gpu, self.gpu_milli) < 0:
@@ -102,6 +110,7 @@ class PodSpec:
             self.gpu_memory_mib,
             self.volumes,
             self.placement if self.placement is not None and self.placement.constrained else None,
+            self.gpu_charge,
         )
 
     @property
@@ -112,10 +121,35 @@ class PodSpec:
     @property
     def gpu_equivalent(self) -> float:
         """GPUs the pod takes from its queue: whole GPUs, a share, or its MIG slices' compute
-        slices out of 7."""
+        slices out of 7; where it runs on GPUs worth less than whole ones, ``gpu_charge``."""
+        if self.gpu_charge is not None:
+            return self.gpu_charge
         if self.mig_profile is not None:
             return mig_gpus(self.mig_profile, self.mig_count)
         return self.total_gpu_milli / MILLI
+
+    @property
+    def shared_gpus(self) -> int:
+        """Replicas of ``nvidia.com/gpu.shared`` the pod asks for (0: none)."""
+        for name, amount in self.extended:
+            if name == SHARED_GPU_RESOURCE:
+                return amount
+        return 0
+
+    @property
+    def advertised_gpus(self) -> int:
+        """Whole advertised GPUs the pod takes (``nvidia.com/gpu`` or its shared replicas),
+        which a node whose GPUs are not whole ones charges at their worth; 0 for a share of
+        a GPU (gpufleet's) and for MIG slices."""
+        if self.num_gpu and self.gpu_milli == MILLI:
+            return self.num_gpu
+        return self.shared_gpus
+
+    def charged(self, unit: float) -> PodSpec:
+        """The pod where each advertised GPU it takes is worth ``unit`` physical GPUs."""
+        if unit == 1.0 or not self.advertised_gpus:
+            return self
+        return dataclasses.replace(self, gpu_charge=self.advertised_gpus * unit)
 
     @property
     def is_gpu_share(self) -> bool:

@@ -19,9 +19,11 @@ from typing import TYPE_CHECKING, Self
 
 import numpy as np
 
-from gpufleet.model.arrays import MILLI, BoolArray, IntArray
+from gpufleet.model.arrays import MILLI, BoolArray, FloatArray, IntArray
+from gpufleet.model.devices import mig_gpus
 from gpufleet.model.interpod import PodIndex
 from gpufleet.model.mig import MigLayouts, table_for
+from gpufleet.model.pod import SHARED_GPU_RESOURCE
 from gpufleet.model.selectors import NodeLabels, Taint
 from gpufleet.model.values import EMPTY, frozen_map
 from gpufleet.model.volumes import VolumeState
@@ -75,11 +77,32 @@ class NodeSpec:
     gpu_memory_mib: int | None = None
     """Memory of each of the node's GPUs, MiB (label ``nvidia.com/gpu.memory``; None: unknown).
     It sizes the shares pods ask for by GPU memory (:meth:`PodSpec.sized_for`)."""
+    gpu_unit: float = 1.0
+    """Physical GPUs one advertised GPU (``nvidia.com/gpu``, or ``nvidia.com/gpu.shared``)
+    counts as: 1 for a whole GPU, less for a MIG slice of the single strategy or a time-sliced
+    or MPS replica (load/gpu_operator.py). Placement takes advertised GPUs, as Kubernetes
+    does; queues and cost count them at this worth."""
+    gpu_sharing: str = ""
+    """What one advertised GPU is where it is not a whole GPU (``MIG 1g.5gb slice (1/7 of an
+    NVIDIA-A100-SXM4-40GB)``); empty for whole GPUs."""
+    physical_gpus: int | None = None
+    """Physical GPUs of the node where they differ from the advertised ones (what it is
+    priced by); None: one per advertised GPU."""
     uid: str = field(default="", compare=False)
     """``metadata.uid`` (empty: not read from a cluster). Like ``resource_version`` it says
     which object this is, not what it holds: neither takes part in ``==`` or ``hash``."""
     resource_version: str = field(default="", compare=False)
     """``metadata.resourceVersion``: which write of the object this is."""
+
+    @property
+    def gpu_worth(self) -> float:
+        """The GPUs the node's pods can be charged in all: its advertised GPUs (and shared
+        replicas) at their worth, and its static MIG slices at their compute slices out
+        of 7."""
+        advertised = self.gpus + self.extended.get(SHARED_GPU_RESOURCE, 0)
+        return advertised * self.gpu_unit + sum(
+            mig_gpus(profile, n) for profile, n in self.mig_slices.items()
+        )
 
     @property
     def capacity_key(self) -> tuple[object, ...]:
@@ -98,6 +121,8 @@ class NodeSpec:
             tuple(sorted(self.extended.items())),
             self.max_pods,
             self.gpu_memory_mib,
+            self.gpu_unit,
+            self.gpu_sharing,
         )
 
     def __post_init__(self) -> None:
@@ -121,6 +146,12 @@ class NodeRows:
         gpu_whole_free: ``(N,)`` fully free GPUs per node.
         model_id: ``(N,)`` index into ``models``, ``NO_MODEL`` for nodes without GPUs.
         gpu_memory: ``(N,)`` MiB of each GPU of the node, 0 where unknown.
+        gpu_unit: ``(N,)`` physical GPUs one advertised GPU of the node counts as (1: whole;
+            a MIG slice of the single strategy or a time-sliced replica less);
+            ``gpu_sharing`` per node what such a GPU is (empty: whole), ``divided_gpus``
+            whether any node's are not whole.
+        gpu_worth: ``(N,)`` GPUs the node's pods can be charged in all
+            (:attr:`NodeSpec.gpu_worth`).
         models: GPU model names, sorted.
         node_labels: labels and taints, with cached masks (shared by copies).
         mig_profiles: static MIG profiles of the cluster; ``mig_free`` ``(N, P)`` free slices.
@@ -158,7 +189,11 @@ class NodeRows:
         "gpu_memory",
         "gpu_pod_kinds",
         "gpu_present",
+        "gpu_sharing",
+        "gpu_unit",
         "gpu_whole_free",
+        "gpu_worth",
+        "divided_gpus",
         "gpu_zone",
         "memory_capacity",
         "memory_free",
@@ -203,6 +238,10 @@ class NodeRows:
         self.gpu_memory: IntArray = np.array(
             [(node.gpu_memory_mib or 0) if node.gpus else 0 for node in nodes], dtype=np.int64
         )
+        self.gpu_unit: FloatArray = np.array([node.gpu_unit for node in nodes], dtype=np.float64)
+        self.gpu_sharing: tuple[str, ...] = tuple(node.gpu_sharing for node in nodes)
+        self.divided_gpus = bool((self.gpu_unit != 1.0).any())
+        self.gpu_worth: FloatArray = np.array([node.gpu_worth for node in nodes])
         self.gpu_present: BoolArray = np.arange(g)[None, :] < self.gpu_count[:, None]
         self.cpu_free: IntArray = self.cpu_capacity.copy()
         self.memory_free: IntArray = self.memory_capacity.copy()
@@ -271,6 +310,12 @@ class NodeRows:
         return int(self.gpu_count.sum())
 
     @property
+    def chargeable_gpus(self) -> float:
+        """The GPUs pods can be charged on all nodes: advertised GPUs at their worth, static
+        MIG slices at their compute slices out of 7 (what queues' fair shares divide)."""
+        return float(self.gpu_worth.sum())
+
+    @property
     def total_gpu_milli(self) -> int:
         return self.total_gpus * MILLI
 
@@ -321,6 +366,30 @@ class NodeRows:
         memory = self.gpu_memory[self.allowed(pod)]
         sized = pod.sized_for(int(memory.max()) if memory.size else 0)
         return sized if sized is not None else pod.with_share(MILLI)
+
+    def demand_unit(self, pod: PodSpec) -> float:
+        """What one advertised GPU ``pod`` asks for counts as toward its queue while it waits:
+        the most any node it is :meth:`allowed` on and that advertises what it asks
+        (``nvidia.com/gpu``, or ``nvidia.com/gpu.shared``) charges — a whole GPU if any of
+        them has whole ones, so that a queue never admits more than it may run."""
+        mask = self.allowed(pod)
+        if not pod.num_gpu:  # replicas the device plugin renamed: on nodes without nvidia.com/gpu
+            mask &= (self.gpu_count == 0) & (self.gpu_unit != 1.0)
+        units = self.gpu_unit[mask]
+        return float(units.max()) if units.size else 1.0
+
+    def as_run(self, pod: PodSpec, node: int) -> PodSpec | None:
+        """``pod`` as it runs on ``node``: a share sized by GPU memory sized for the node's
+        GPUs (None where they lack the memory), and the advertised GPUs it takes charged at
+        their worth there (:attr:`gpu_unit`). Other pods are returned as they are."""
+        if pod.sized_by_memory:
+            sized = pod.sized_for(int(self.gpu_memory[node]))
+            if sized is None:
+                return None
+            pod = sized
+        if self.divided_gpus:
+            pod = pod.charged(float(self.gpu_unit[node]))
+        return pod
 
     def pins_cpu(self, node: int, pod: PodSpec) -> bool:
         """Whether ``pod`` takes pinned CPUs from one NUMA zone of ``node`` with its GPUs."""

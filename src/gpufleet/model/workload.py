@@ -55,10 +55,13 @@ def pods_request(pods: Iterable[PodInfo]) -> FloatArray:
 
 def with_demand(pod: PodInfo, state: ClusterState) -> PodInfo:
     """Pending ``pod`` with the milli-GPU its queue counts a share sized by GPU memory at
-    (:meth:`ClusterState.demand`); other pods as they are."""
-    if not pod.spec.sized_by_memory:
-        return pod
-    return replace(pod, demand_milli=state.demand(pod.spec).gpu_milli)
+    (:meth:`ClusterState.demand`), or what its advertised GPUs count as where some nodes'
+    are not whole ones (:meth:`ClusterState.demand_unit`); other pods as they are."""
+    if pod.spec.sized_by_memory:
+        return replace(pod, demand_milli=state.demand(pod.spec).gpu_milli)
+    if state.divided_gpus and pod.spec.advertised_gpus:
+        return replace(pod, demand_unit=state.demand_unit(pod.spec))
+    return pod
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -130,14 +133,18 @@ class PodInfo:
     """For a pending pod whose share is sized by GPU memory: the milli-GPU its queue counts
     it at (:func:`with_demand`; set by the cycle). A bound pod counts the share it takes on
     its node instead."""
+    demand_unit: float = 1.0
+    """For a pending pod asking advertised GPUs: what one counts as toward its queue
+    (:func:`with_demand`; set by the cycle). A bound pod counts its node's worth instead."""
 
     @property
     def demand(self) -> PodSpec:
         """What the pod asks of its queue while it waits: its spec, with a share sized by GPU
-        memory at ``demand_milli`` (an error if the cycle did not set it)."""
-        if not self.spec.sized_by_memory:
-            return self.spec
-        return self.spec.with_share(self.demand_milli)
+        memory at ``demand_milli`` (an error if the cycle did not set it) and advertised GPUs
+        at ``demand_unit``."""
+        if self.spec.sized_by_memory:
+            return self.spec.with_share(self.demand_milli)
+        return self.spec.charged(self.demand_unit)
 
     @property
     def gang(self) -> str:
@@ -169,6 +176,7 @@ class PodInfo:
             self.uid,
             self.resource_version,
             self.demand_milli,
+            self.demand_unit,
         )
 
 

@@ -3,7 +3,9 @@
 A pod of ``n`` whole GPUs needs ``n`` fully free GPUs; a pod asking for a share of one GPU
 needs one GPU with at least that much free (the ``Open-Gpu-Share`` filter of the FGD
 simulator). A node whose GPU model the pod does not allow is rejected for good
-(UnschedulableAndUnresolvable: no eviction changes a node's GPU model).
+(UnschedulableAndUnresolvable: no eviction changes a node's GPU model). A share of a GPU
+(gpufleet's) never goes where the device plugin advertises MIG slices or time-sliced
+replicas as ``nvidia.com/gpu``: those are not GPUs gpufleet can divide (unresolvable too).
 """
 
 from __future__ import annotations
@@ -35,6 +37,19 @@ def gpu_capacity_fits(state: ClusterState, pod: PodSpec, rows: Rows = ALL) -> Bo
     return np.asarray(fitting >= pod.num_gpu)
 
 
+DIVIDED = (
+    "node(s) advertise MIG slices or time-sliced replicas as nvidia.com/gpu, which a share of "
+    "a GPU cannot divide"
+)
+
+
+def _divisible(state: ClusterState, pod: PodSpec) -> BoolArray | None:
+    """For a share of a GPU, the nodes whose advertised GPUs are whole ones (None: any)."""
+    if not pod.is_gpu_share or not state.divided_gpus:
+        return None
+    return np.asarray(state.gpu_unit == 1.0)
+
+
 class GpuFit:
     name = NAME
 
@@ -46,18 +61,23 @@ class GpuFit:
             lacking = f"Insufficient GPU share ({pod.gpu_milli}m free on one GPU)"
         else:
             lacking = "Insufficient nvidia.com/gpu"
-        if pod.gpu_models is None:
-            return FilterVerdict(capacity_ok, ((lacking, ~capacity_ok),))
-        models = "|".join(sorted(pod.gpu_models))
-        model_ok = state.model_mask(pod.gpu_models)
-        lacking_capacity = model_ok & ~capacity_ok
+        failures = []
+        kind_ok = _divisible(state, pod)
+        if kind_ok is not None:
+            failures.append((DIVIDED, ~kind_ok))
+        else:
+            kind_ok = np.ones(state.size, dtype=np.bool_)
+        if pod.gpu_models is not None:
+            models = "|".join(sorted(pod.gpu_models))
+            model_ok = state.model_mask(pod.gpu_models)
+            failures.append((f"node(s) didn't match Pod's GPU model ({models})", kind_ok & ~model_ok))
+            kind_ok = kind_ok & model_ok
+        lacking_capacity = kind_ok & ~capacity_ok
+        failures.append((lacking, lacking_capacity))
         return FilterVerdict(
-            model_ok & capacity_ok,
-            (
-                (f"node(s) didn't match Pod's GPU model ({models})", ~model_ok),
-                (lacking, lacking_capacity),
-            ),
-            unresolvable=not lacking_capacity.any(),
+            kind_ok & capacity_ok,
+            tuple(failures),
+            unresolvable=len(failures) > 1 and not lacking_capacity.any(),
         )
 
     def fits_rows(self, state: ClusterState, pod: PodSpec, rows: Rows) -> BoolArray | None:
@@ -66,6 +86,9 @@ class GpuFit:
         ok = gpu_capacity_fits(state, pod, rows)
         if pod.gpu_models is not None:
             ok &= state.model_mask(pod.gpu_models)[rows]
+        kind_ok = _divisible(state, pod)
+        if kind_ok is not None:
+            ok &= kind_ok[rows]
         return ok
 
     def count(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> IntArray:

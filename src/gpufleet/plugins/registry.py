@@ -38,6 +38,7 @@ from gpufleet.plugins import (
     volume_binding,
     volume_restrictions,
     volume_zone,
+    whole_gpus,
 )
 
 
@@ -61,6 +62,7 @@ def plugin_registry() -> Registry[PluginFactory]:
     registry.register(gpu_choice.BEST_FIT, partial(gpu_choice.new_best_fit, gpu_choice.Args()))
     registry.register(gpu_choice.RANDOM, partial(gpu_choice.new_random, gpu_choice.Args()))
     registry.register(random_score.NAME, partial(random_score.new, random_score.Args()))
+    registry.register(whole_gpus.NAME, partial(whole_gpus.new, whole_gpus.Args()))
     registry.register(dot_product.NAME, partial(dot_product.new, dot_product.Args()))
     registry.register(gpu_clustering.NAME, partial(gpu_clustering.new, gpu_clustering.Args()))
     registry.register(gpu_packing.NAME, partial(gpu_packing.new, gpu_packing.Args()))
@@ -109,10 +111,19 @@ policy here keeps that ratio against its own main score: ``2 x`` the weight of o
 it (kube-default's resource scores 1, a published policy's 1000, gpufleet's FGD 10)."""
 
 
-def _preferences(point: int) -> tuple[tuple[str, int], ...]:
-    """The preference scores for a policy whose main score weighs ``point`` per point."""
+WHOLE_GPU_WEIGHT = 1_000_000
+"""gpufleet's policies put a pod asking whole GPUs on whole physical GPUs before MIG slices
+or time-sliced replicas advertised as ``nvidia.com/gpu`` (:mod:`gpufleet.plugins.whole_gpus`):
+one point of that score outweighs any sum of the others (each policy's scores add up to well
+under 10**6 a point). kube-default, stock kube-scheduler, has no such score."""
+
+
+def _preferences(point: int, *, whole: bool = True) -> tuple[tuple[str, int], ...]:
+    """The preference scores for a policy whose main score weighs ``point`` per point, and
+    (``whole``) whole GPUs before divided ones."""
     weight = PREFERENCE_WEIGHT * point
-    return ((inter_pod_affinity.NAME, weight), (pod_topology_spread.NAME, weight))
+    pods = ((inter_pod_affinity.NAME, weight), (pod_topology_spread.NAME, weight))
+    return (*pods, (whole_gpus.NAME, WHOLE_GPU_WEIGHT)) if whole else pods
 
 
 GPUFLEET_FGD_WEIGHT = 10
@@ -152,7 +163,7 @@ def policy_registry() -> Registry[Profile]:
             (
                 (kube_default.LEAST_ALLOCATED, 1),
                 (kube_default.BALANCED_ALLOCATION, 1),
-                *_preferences(1),
+                *_preferences(1, whole=False),
             ),
             gpu_choice.BEST_FIT,
             whole_gpus_only=True,

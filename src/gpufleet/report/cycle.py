@@ -41,6 +41,8 @@ def binding_json(binding: Binding) -> dict[str, object]:
     if binding.gpus is not None:
         out["gpus"] = list(binding.gpus)
     out["pipelined"] = binding.pipelined
+    if binding.device:
+        out["device"] = binding.device
     if binding.claims:
         out["claims"] = {
             key: [
@@ -82,11 +84,13 @@ def cycle_json(result: CycleResult, cost: CycleCost | None = None) -> str:
 
 def cycle_tables(result: CycleResult) -> list[Table]:
     bindings = Table(title=f"bindings ({len(result.bindings)})")
-    for column in ("pod", "node", "gpus", "pipelined"):
+    devices = any(b.device for b in result.bindings)
+    for column in ("pod", "node", "gpus", "pipelined", *(("each GPU is",) if devices else ())):
         bindings.add_column(column)
     for b in result.bindings:
         gpus = "" if b.gpus is None else ",".join(map(str, b.gpus))
-        bindings.add_row(b.pod, b.node, gpus, "yes" if b.pipelined else "")
+        row = (b.pod, b.node, gpus, "yes" if b.pipelined else "")
+        bindings.add_row(*row, *((b.device,) if devices else ()))
     evictions = Table(title=f"evictions ({len(result.evictions)})")
     for column in ("pod", "action", "for"):
         evictions.add_column(column)
@@ -212,6 +216,8 @@ def pod_outcome(result: CycleResult, info: PodInfo) -> dict[str, object]:
     elif binding is not None:
         out["status"], out["node"], out["gpus"] = "bound", binding.node, _gpus(binding.gpus)
         out["pipelined"] = binding.pipelined
+        if binding.device:
+            out["device"] = binding.device
     elif info.bound:
         out["status"] = "bound"
     elif pending is not None:
@@ -262,6 +268,11 @@ def explain_lines(
             gpus = f" GPUs {list(binding.gpus)}" if binding.gpus is not None else ""
             how = " (pipelined: on capacity freed by evictions)" if binding.pipelined else ""
             lines.append(f"  bound to {binding.node}{gpus}{how}")
+            if binding.device:
+                lines.append(
+                    f"  each GPU it takes there is a {binding.device}; its queue is charged "
+                    "what that is worth (whole GPUs come first wherever they fit)"
+                )
             for key, results in (binding.claims or {}).items():
                 lines += claim_status_lines(key, results, result.claim_status.get(key))
     for pending in result.pending:

@@ -47,6 +47,7 @@ class Commit:
                 or (not gpus and node in self.evicted_nodes),
                 self.ledger.book.pod_claims.get(pod.key),
                 self._volumes(spec),
+                self.ledger.state.gpu_sharing[node] if spec.advertised_gpus else "",
             )
         )
 

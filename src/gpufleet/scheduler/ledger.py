@@ -141,7 +141,7 @@ class Ledger:
     def capacity(self) -> FloatArray:
         """The cluster's GPUs (devices of DRA claims included), milli-CPU and MiB."""
         return vector(
-            self.state.total_gpus + self.book.gpu_capacity(),
+            self.state.chargeable_gpus + self.book.gpu_capacity(),
             float(self.state.cpu_capacity.sum()),
             float(self.state.memory_capacity.sum()),
         )
@@ -164,7 +164,7 @@ class Ledger:
         if node is None:
             raise SnapshotError(f"Pod {pod.key} is bound to node {pod.node}, which does not exist")
         state = self.state
-        spec = pod.spec.sized_for(int(state.gpu_memory[node]))
+        spec = state.as_run(pod.spec, node)
         if spec is None:
             raise SnapshotError(
                 f"Pod {pod.key} asks for {pod.spec.gpu_memory_mib} MiB of one GPU and runs on "

@@ -160,6 +160,10 @@ class Binding:
     volumes: dict[str, str] | None = None
     """The pod's unbound PersistentVolumeClaims and the volume each is to be bound to ("":
     one to provision on the node, which the claim is annotated with before the bind)."""
+    device: str = ""
+    """What each GPU the pod takes is where the node advertises MIG slices or time-sliced
+    replicas as GPUs (``MIG 1g.5gb slice (1/7 of an NVIDIA-A100-SXM4-40GB)``); empty for
+    whole GPUs and pods without any."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,8 @@ value; committing the placement to the state is the caller's effect.
 
 A share sized by GPU memory is placed as the share it takes on the chosen node
 (:func:`on_node`): the placement, and so the binding and what the pod's queue is charged,
-carry that node's milli-GPU.
+carry that node's milli-GPU; a pod placed on GPUs that are not whole ones (MIG slices of the
+single strategy, time-sliced replicas) carries what they are worth.
 """
 
 from __future__ import annotations
@@ -51,12 +52,11 @@ def place(
 
 def on_node(state: ClusterState, pod: PodSpec, node: int) -> PodSpec:
     """``pod`` as it runs on ``node`` (which its filters let through): a share sized by GPU
-    memory is sized for the node's GPUs; other pods are as they are."""
-    if not pod.sized_by_memory:
-        return pod
-    sized = pod.sized_for(int(state.gpu_memory[node]))
-    assert sized is not None, "GpuMemory let only nodes with enough GPU memory through"
-    return sized
+    memory is sized for the node's GPUs, advertised GPUs are charged at their worth there
+    (:meth:`ClusterState.as_run`)."""
+    run = state.as_run(pod, node)
+    assert run is not None, "GpuMemory let only nodes with enough GPU memory through"
+    return run
 
 
 def share_over(state: ClusterState, pod: PodSpec, cap: int) -> BoolArray:
