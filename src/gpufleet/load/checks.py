@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 
 from gpufleet.load.devices import allocation, claim_spec
 from gpufleet.load.errors import InputError
+from gpufleet.load.foreign import KAI_POD_GROUP, VOLCANO_POD_GROUP, VOLCANO_QUEUE
 from gpufleet.load.kinds import Warn
 from gpufleet.load.pod_fields import PREFERENCES, REFUSED, used_fields
 from gpufleet.load.reader import Reader, each
@@ -52,6 +53,45 @@ def check_fields(by_kind: Mapping[str, list[Reader]], warn: Warn) -> None:
             f'{readers[0].where}{also}: unknown field "{field}" '
             "(gpufleet does not read it: misspelt?)"
         )
+
+
+HIERARCHY = "its levels are not Queues; gpufleet builds the tree from spec.parent"
+UNREAD: Mapping[str, tuple[tuple[tuple[str, ...], str], ...]] = {
+    VOLCANO_QUEUE.key: (
+        (("metadata", "annotations", "volcano.sh/hierarchy"), HIERARCHY),
+        (("metadata", "annotations", "volcano.sh/hierarchy-weights"), HIERARCHY),
+    ),
+    VOLCANO_POD_GROUP.key: (
+        (("spec", "minTaskMember"), "the gang needs spec.minMember pods, of any task"),
+        (("spec", "networkTopology"), "use gpufleet.io/topology-required or -preferred"),
+    ),
+    KAI_POD_GROUP.key: (
+        (("spec", "preemptibility"), "preemptible is a priority below the non-preemptible one"),
+    ),
+}
+"""Fields of other schedulers' objects that change what those schedulers decide and that
+gpufleet does not read, each with what gpufleet does instead: a warning where they are set."""
+
+
+def foreign_fields(by_kind: Mapping[str, list[Reader]], warn: Warn) -> None:
+    """One warning per field of :data:`UNREAD` set on any object (naming the first)."""
+    for kind, fields in UNREAD.items():
+        for path, instead in fields:
+            setting = [r for r in by_kind.get(kind, []) if _found(r.obj, path)]
+            if setting:
+                also = f" (and {len(setting) - 1} more)" if len(setting) > 1 else ""
+                warn(
+                    f'{setting[0].where}{also}: field "{".".join(path)}" is not read by '
+                    f"gpufleet: {instead}"
+                )
+
+
+def _found(obj: object, path: tuple[str, ...]) -> bool:
+    for part in path:
+        if not isinstance(obj, Mapping) or part not in obj:
+            return False
+        obj = obj[part]
+    return obj not in (None, "", [], {})
 
 
 def _check_names(r: Reader, kind: str, *, strict: bool, warn: Warn) -> None:

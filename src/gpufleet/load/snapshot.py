@@ -49,6 +49,7 @@ from typing import TypeVar
 
 from gpufleet.load.checks import (
     check_fields,
+    foreign_fields,
     check_levels,
     missing_classes,
     namespace_labels,
@@ -169,6 +170,7 @@ def _parse(
         for kind, objs in sort_objects(objects, source, warn, vocabularies).items()
     }
     check_fields(by_kind, warn)
+    foreign_fields(by_kind, warn)
     pools = each(by_kind.get("NodePool", []), read_node_pool)
     for _, pool_nodes in pools:
         by_kind.setdefault("Node", []).extend(pool_nodes)

@@ -17,8 +17,13 @@ three and no other resource:
   Volcano lists, is not a queue of gpufleet's (it stands for the cluster), so it is not
   read.
 
-``spec.reclaimable``, the older hierarchy (the annotations ``volcano.sh/hierarchy`` and
-``volcano.sh/hierarchy-weights``, whose levels are not Queues) and ``status`` are not read.
+* ``spec.reclaimable: false`` (default true): no pod of the queue is ever a reclaim victim,
+  even above its deserved share, as in Volcano's reclaim action; gpufleet gives the queue an
+  infinite reclaim minimum runtime (preemption inside the queue is not affected).
+
+The older hierarchy (the annotations ``volcano.sh/hierarchy`` and
+``volcano.sh/hierarchy-weights``, whose levels are not Queues) and ``status`` are not read;
+a Queue carrying the annotations is a warning (load/checks.py).
 
 Volcano's PodGroup: ``spec.minMember`` (0 or absent: 1), ``spec.queue`` (default
 ``default``) and ``spec.minResources`` (its GPUs, CPU and memory, as a Queue's): the gang is
@@ -81,11 +86,19 @@ def read_volcano_queue(r: Reader) -> tuple[QueueSpec, tuple[bool, ...]]:
         vector(*quotas),
         vector(*limits),
         vector(*([float(weight)] * len(LIST_RESOURCES))),
+        reclaim_min_runtime_s=math.inf if _reclaimable(r) is False else 0.0,
         quota_set=flags,
         uid=uid,
         resource_version=version,
     )
     return spec, flags
+
+
+def _reclaimable(r: Reader) -> bool:
+    value = r.get("spec.reclaimable", True)
+    if not isinstance(value, bool):
+        raise r.fail("spec.reclaimable", "true or false", value)
+    return value
 
 
 def read_volcano_group(r: Reader) -> GroupSpec:
