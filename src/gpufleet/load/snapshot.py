@@ -49,8 +49,8 @@ from typing import TypeVar
 
 from gpufleet.load.checks import (
     check_fields,
-    foreign_fields,
     check_levels,
+    foreign_fields,
     missing_classes,
     namespace_labels,
     other_schedulers,

@@ -70,7 +70,9 @@ class GpuFit:
         if pod.gpu_models is not None:
             models = "|".join(sorted(pod.gpu_models))
             model_ok = state.model_mask(pod.gpu_models)
-            failures.append((f"node(s) didn't match Pod's GPU model ({models})", kind_ok & ~model_ok))
+            failures.append(
+                (f"node(s) didn't match Pod's GPU model ({models})", kind_ok & ~model_ok)
+            )
             kind_ok = kind_ok & model_ok
         lacking_capacity = kind_ok & ~capacity_ok
         failures.append((lacking, lacking_capacity))

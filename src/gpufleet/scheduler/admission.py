@@ -34,19 +34,21 @@ class QueueAdmission:
         self.ledger = ledger
         self.non_preemptible_priority = non_preemptible_priority
 
-    def blocked(self, job: Job, request: FloatArray) -> Why | None:
-        """Why the job's queues cannot take ``request`` now (limit, quota), or None."""
+    def blocked(self, job: Job, request: FloatArray, freed: FloatArray | None = None) -> Why | None:
+        """Why the job's queues cannot take ``request`` now (limit, quota), or None;
+        ``freed``: preemptible work of the job's own queue counted as gone (limit only)."""
         tree, alloc, alloc_np = self.ledger.tree, self.ledger.alloc, self.ledger.alloc_np
         for q in tree.paths[job.queue]:
             spec = tree.queues[q]
-            over = alloc[q] + request > spec.limit + EPS
+            used = alloc[q] if freed is None else alloc[q] - freed
+            over = used + request > spec.limit + EPS
             if over.any():
                 return why(
                     WhyCode.QUEUE_LIMIT,
                     queue=q,
                     resource=int(np.flatnonzero(over)[0]),
                     limit=_values(spec.limit),
-                    in_use=_values(alloc[q]),
+                    in_use=_values(used),
                     needs=_values(request),
                     over=tuple(bool(o) for o in over),
                 )

@@ -47,6 +47,7 @@ from gpufleet.model.workload import (
 )
 from gpufleet.scheduler.actions.allocate import Allocation
 from gpufleet.scheduler.actions.stale_gang import release_stale
+from gpufleet.scheduler.actions.under_limit import preempt_under_limit
 from gpufleet.scheduler.backlog import Backlog
 from gpufleet.scheduler.commit import Commit
 from gpufleet.scheduler.fairshare import EPS
@@ -72,6 +73,7 @@ from gpufleet.scheduler.pool import VictimPool
 from gpufleet.scheduler.room import Room
 from gpufleet.scheduler.serve import serve, settled
 from gpufleet.scheduler.transaction import Running, Transaction
+from gpufleet.scheduler.victims import VictimSearch
 
 if TYPE_CHECKING:
     from gpufleet.model.arrays import BoolArray, FloatArray
@@ -351,6 +353,21 @@ class Cycle:
                 or self.min_resources.queue_short(job)
                 or self._claims_full(job.core)
             )
+            plan = None
+            if blocked is not None and self.act:
+                self.allocation.caps = self.admission.share_caps(job, core, request)
+                plan = preempt_under_limit(
+                    VictimSearch(self, job, held),
+                    request,
+                    admission=self.admission,
+                    alloc=self.alloc,
+                    place_core=self.allocation.job,
+                )
+            if plan is not None:
+                self._apply(job, plan)
+                self._extras(job, held)
+                self.journal.record(job, record, "bound", notes)
+                return True
             if blocked is not None:
                 self.journal.pend(
                     job, job.pods, self._stale(job, blocked), notes=notes, record=record

@@ -51,8 +51,9 @@ class QueueRule(Protocol):
 class AdmissionRule(Protocol):
     """Whether a job's queues may take what it asks for."""
 
-    def blocked(self, job: Job, request: FloatArray) -> Why | None:
-        """Why the queues cannot take ``request`` now, or None."""
+    def blocked(self, job: Job, request: FloatArray, freed: FloatArray | None = None) -> Why | None:
+        """Why the queues cannot take ``request`` now, or None (``freed``: preemptible work
+        of the job's own queue counted as gone)."""
 
     def share_caps(self, job: Job, pods: Sequence[PodInfo], request: FloatArray) -> dict[str, int]:
         """The most milli-GPU each share sized by GPU memory among ``pods`` may take."""

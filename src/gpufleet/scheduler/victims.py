@@ -137,7 +137,7 @@ class VictimSearch:
             return False
         return self.pod is None or not self.pod.claims or self.cycle.claims_fit(self.pod, node)
 
-    def _evict(self, txn: Transaction, running: Running) -> None:
+    def evict(self, txn: Transaction, running: Running) -> None:
         """Take a victim's capacity and the devices of the claims only it uses."""
         txn.release(running)
         self.cycle.book.release(running.pod, self.cycle.running.values(), txn)
@@ -179,7 +179,7 @@ class VictimSearch:
                 return None
             node, chosen = best
             for r in chosen:
-                self._evict(txn, r)
+                self.evict(txn, r)
                 victims.append(r)
             spec = on_node(self.state, spec, node)
             gpus = choose_gpus(self.framework, self.state, spec, node)
@@ -277,7 +277,7 @@ class VictimSearch:
             if not all(eligible(m.pod.key) for m in unit) or not accept(unit, taken + flat):
                 continue
             for m in unit:
-                self._evict(txn, m)
+                self.evict(txn, m)
             chosen.append(unit)
             if self.fits(spec, node):
                 fitted = True
