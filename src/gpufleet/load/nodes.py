@@ -3,9 +3,10 @@
 A Node's allocatable cpu, memory, GPUs, MIG slices, extended resources and pods; its
 labels (the GPU product, memory per GPU, dynamic MIG, and what one advertised GPU is under
 the GPU operator's MIG single strategy, time-slicing or MPS: load/gpu_operator.py) and
-taints (``spec.unschedulable`` acting as ``node.kubernetes.io/unschedulable``). A NodeResourceTopology adds which zone
-each GPU is in, each zone's CPU and whether the kubelet keeps a pod in one zone; one that
-does not account for every GPU gives no zones rather than a guess.
+taints (``spec.unschedulable`` acting as ``node.kubernetes.io/unschedulable``). A
+NodeResourceTopology adds which zone each GPU is in, each zone's CPU and whether the kubelet
+keeps a pod in one zone; one that does not account for every GPU gives no zones rather than
+a guess.
 """
 
 from __future__ import annotations
