@@ -124,7 +124,7 @@ def test_a_gang_that_requires_a_rack_is_placed_in_one() -> None:
 def test_elastic_pods_of_a_gang_that_requires_a_rack_stay_in_it() -> None:
     cycle, allocation = racked("required")
     cycle.ledger.bind(info("ns/g-9").gpus(1).gang("ns/g").on("n3", 0).obj())
-    held = allocation.extras_held(job_of(cycle, "ns/g"), None)
+    held = allocation.extras_held(job_of(cycle, "ns/g"), None, info("ns/g-8").obj())
     assert held is not None
     assert held.mask.tolist() == [True, True, False, False]
     assert held.message == "node(s) outside the gang's rack"

@@ -57,6 +57,41 @@ def kai_pod(
     }
 
 
+def kai_group(subgroups: list[Any], **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.run.ai/v2alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": "job", "namespace": "ml"},
+        "spec": {"subGroups": subgroups, **spec},
+    }
+
+
+def test_subgroups_and_topology_constraints_are_read_as_kai_reads_them() -> None:
+    group = kai_group(
+        [
+            {"name": "c", "minMember": 3, "topologyConstraint": {"requiredTopologyLevel": "rack"}},
+            {"name": "a", "parent": "ab"},
+            {"name": "ab", "topologyConstraint": {"preferredTopologyLevel": "spine"}},
+            {"name": "b", "minMember": 2, "parent": "ab"},
+        ],
+        topologyConstraint={"topology": "t", "requiredTopologyLevel": "zone"},
+    )
+    snap = read(
+        group,
+        kai_pod(
+            "p", annotations={"pod-group-name": "job"}, labels={"kai.scheduler/subgroup-name": "b"}
+        ),
+    )
+    (gang,) = snap.groups
+    assert gang.min_member == 6  # no minMember of its own: the leaves' 3 + 1 + 2
+    assert gang.topology_required == "zone"
+    assert [s.name for s in gang.subgroups] == ["c", "ab", "a", "b"]  # parents first
+    assert [s.name for s in gang.leaves] == ["c", "b", "a"]  # confined first, then larger
+    ab = next(s for s in gang.subgroups if s.name == "ab")
+    assert (ab.required, ab.preferred, ab.min_member) == (None, "spine", 1)
+    assert snap.pods[0].subgroup == "b"
+
+
 def read(*objects: dict[str, Any]) -> Snapshot:
     """The snapshot of ``objects`` and a node, every vocabulary read (the default)."""
     warned: list[str] = []
@@ -225,6 +260,32 @@ def test_a_kai_gang_and_a_coscheduling_gang_of_one_name_collide() -> None:
             "spec.minMember",
             "expected an integer, got 'two'",
         ),
+        (kai_group([{"minMember": 2}]), "spec.subGroups[0].name", "expected a subgroup name"),
+        (
+            kai_group([{"name": "w"}, {"name": "w"}]),
+            "spec.subGroups[1].name",
+            "expected a name no other subgroup has, got 'w'",
+        ),
+        (
+            kai_group([{"name": "w", "parent": "ps"}]),
+            "spec.subGroups[0].parent",
+            "expected the name of another subgroup, got 'ps'",
+        ),
+        (
+            kai_group([{"name": "a", "parent": "b"}, {"name": "b", "parent": "a"}]),
+            "spec.subGroups[0].parent",
+            "expected parents without a cycle",
+        ),
+        (
+            kai_group([{"name": "w", "minMember": -1}]),
+            "spec.subGroups[0].minMember",
+            "expected an integer >= 0, got -1",
+        ),
+        (
+            kai_group([{"name": "w", "topologyConstraint": {"requiredTopologyLevel": 3}}]),
+            "spec.subGroups[0].topologyConstraint.requiredTopologyLevel",
+            "expected a node label key, got 3",
+        ),
     ],
     ids=[
         "limit-not-a-number",
@@ -236,6 +297,12 @@ def test_a_kai_gang_and_a_coscheduling_gang_of_one_name_collide() -> None:
         "fraction-above-one",
         "unknown-priority-class-label",
         "min-member-not-an-integer",
+        "subgroup-without-a-name",
+        "subgroup-name-twice",
+        "subgroup-parent-missing",
+        "subgroup-parents-in-a-cycle",
+        "subgroup-min-member-negative",
+        "topology-level-not-a-key",
     ],
 )
 def test_bad_input_names_object_field_and_expectation(

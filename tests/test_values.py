@@ -72,6 +72,7 @@ from gpufleet.model.workload import (
     QueueSpec,
     ReplayJob,
     Snapshot,
+    SubGroup,
     vector,
 )
 
@@ -411,7 +412,8 @@ CASES: dict[type, Case] = {
     ),
     QueueSpec: Case(queue_spec, {"parent": None, "quota_set": (True, True, False)}),
     PodInfo: Case(pod_info, {"spec": replace(pod_spec(), cpu_milli=1), "node": None}),
-    GroupSpec: Case(group_spec),
+    GroupSpec: Case(group_spec, {"subgroups": (SubGroup("workers", 2),)}),
+    SubGroup: Case(lambda: SubGroup("workers", 2, "job", "rack", "zone")),
     ReplayJob: Case(
         lambda: ReplayJob("job-1", "team-a", 10.0, 600.0, pod_spec(), 2),
         {"spec": replace(pod_spec(), memory_mib=1)},
@@ -680,10 +682,11 @@ def test_a_placed_pod_copies_every_field() -> None:
         resource_version="9",
         demand_milli=400,
         demand_unit=0.25,
+        subgroup="workers",
     )
     copied = {"key", "spec", "queue", "group", "priority", "can_preempt", "created", "managed"}
     copied |= {"claims", "blocked", "claim_gpus", "uid", "resource_version", "demand_milli"}
-    copied |= {"demand_unit"}
+    copied |= {"demand_unit", "subgroup"}
     assert {f.name for f in fields(PodInfo)} == copied | {"node", "gpus", "started"}
     bound = pod.placed("n1", (3,), 42.0)
     expected = replace(pod, node="n1", gpus=(3,), started=42.0)

@@ -55,6 +55,7 @@ def check_fields(by_kind: Mapping[str, list[Reader]], warn: Warn) -> None:
         )
 
 
+MIN_SUBGROUP = "every subgroup must start: the gang starts only once all of them fit"
 HIERARCHY = "its levels are not Queues; gpufleet builds the tree from spec.parent"
 UNREAD: Mapping[str, tuple[tuple[tuple[str, ...], str], ...]] = {
     VOLCANO_QUEUE.key: (
@@ -67,6 +68,8 @@ UNREAD: Mapping[str, tuple[tuple[tuple[str, ...], str], ...]] = {
     ),
     KAI_POD_GROUP.key: (
         (("spec", "preemptibility"), "preemptible is a priority below the non-preemptible one"),
+        (("spec", "minSubGroup"), MIN_SUBGROUP),
+        (("spec", "subGroups", "*", "minSubGroup"), MIN_SUBGROUP),
     ),
 }
 """Fields of other schedulers' objects that change what those schedulers decide and that
@@ -87,11 +90,13 @@ def foreign_fields(by_kind: Mapping[str, list[Reader]], warn: Warn) -> None:
 
 
 def _found(obj: object, path: tuple[str, ...]) -> bool:
-    for part in path:
-        if not isinstance(obj, Mapping) or part not in obj:
-            return False
-        obj = obj[part]
-    return obj not in (None, "", [], {})
+    """Whether ``obj`` has a value at ``path`` (``*``: in any item of a list)."""
+    if not path:
+        return obj not in (None, "", [], {})
+    part, rest = path[0], path[1:]
+    if part == "*":
+        return isinstance(obj, list) and any(_found(item, rest) for item in obj)
+    return isinstance(obj, Mapping) and part in obj and _found(obj[part], rest)
 
 
 def _check_names(r: Reader, kind: str, *, strict: bool, warn: Warn) -> None:
@@ -248,15 +253,22 @@ def queue_tree(
 def check_levels(groups: list[GroupSpec], levels: tuple[str, ...], source: str) -> None:
     """Every topology a PodGroup asks for is one of the cluster's levels (if it has any)."""
     for group in groups:
-        for annotation, key in (
-            (TOPOLOGY_REQUIRED, group.topology_required),
-            (TOPOLOGY_PREFERRED, group.topology_preferred),
-        ):
+        asked = [
+            (f"metadata.annotations.{TOPOLOGY_REQUIRED}", group.topology_required),
+            (f"metadata.annotations.{TOPOLOGY_PREFERRED}", group.topology_preferred),
+        ]
+        for sub in group.subgroups:
+            at = f"spec.subGroups[{sub.name}].topologyConstraint"
+            asked += [
+                (f"{at}.requiredTopologyLevel", sub.required),
+                (f"{at}.preferredTopologyLevel", sub.preferred),
+            ]
+        for field, key in asked:
             if key is not None and levels and key not in levels:
                 raise InputError(
                     f"{source}: PodGroup {group.key}",
                     f"expected one of the Topology's levels ({', '.join(levels)}), got {key!r}",
-                    field=f"metadata.annotations.{annotation}",
+                    field=field,
                 )
 
 

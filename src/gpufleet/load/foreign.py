@@ -100,6 +100,8 @@ FOREIGN: Mapping[tuple[str, str], ForeignKind] = {
 KAI_QUEUE_LABELS = ("kai.scheduler/queue", "runai/queue")
 """A pod's queue in KAI: the label, then the one older releases used."""
 KAI_GROUP_ANNOTATION = "pod-group-name"
+KAI_SUBGROUP_LABEL = "kai.scheduler/subgroup-name"
+"""The subgroup of its PodGroup (``spec.subGroups``) a pod belongs to in KAI."""
 KAI_FRACTION_ANNOTATION = "gpu-fraction"
 KAI_GPU_MEMORY_ANNOTATION = "gpu-memory"
 """A share of one GPU in KAI: a fraction (``"0.5"``) or MiB of GPU memory (``"2000"``)."""
@@ -155,6 +157,8 @@ class PodNames:
     fraction_annotations: tuple[str, ...] = ()
     memory_mib_annotations: tuple[str, ...] = ()
     priority_labels: tuple[str, ...] = ()
+    subgroup_labels: tuple[str, ...] = ()
+    """Labels naming the part of its gang a pod belongs to (KAI's subgroups)."""
 
 
 def pod_names(vocabularies: frozenset[str]) -> PodNames:
@@ -170,6 +174,7 @@ def pod_names(vocabularies: frozenset[str]) -> PodNames:
         fraction_annotations=(KAI_FRACTION_ANNOTATION,) if kai else (),
         memory_mib_annotations=(KAI_GPU_MEMORY_ANNOTATION,) if kai else (),
         priority_labels=(KAI_PRIORITY_LABEL,) if kai else (),
+        subgroup_labels=(KAI_SUBGROUP_LABEL,) if kai else (),
     )
 
 

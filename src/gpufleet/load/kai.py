@@ -15,9 +15,24 @@ units and defaults, all as KAI's scheduler reads them:
 ``spec.priority`` (default 100), ``spec.parentQueue`` and the two minimum runtimes mean
 what gpufleet's do. ``spec.displayName`` is a label for people, not the queue's name.
 
-KAI's ``scheduling.run.ai/v2alpha2`` PodGroup: ``spec.minMember`` (default 1) and
-``spec.queue``; ``spec.priorityClassName``, sub-groups and topology constraints are not read
-(docs/migration.md says what does not map).
+KAI's ``scheduling.run.ai/v2alpha2`` PodGroup, as KAI's scheduler reads it
+(``pkg/scheduler/api/podgroup_info/subgroup_info``, docs/topology/multilevel.md):
+
+* ``spec.minMember`` (0 or absent: 1) and ``spec.queue``;
+* ``spec.topologyConstraint``: ``requiredTopologyLevel`` (every pod of the gang in one
+  domain of that node-label key) and ``preferredTopologyLevel`` (one domain if any holds
+  it), gpufleet's required and preferred levels; ``topology`` names KAI's Topology object,
+  whose levels are the same node-label keys;
+* ``spec.subGroups``: each ``name`` (unique), ``minMember`` (0 or absent: 1), ``parent``
+  (another subgroup; none: the PodGroup) and ``topologyConstraint`` (confining every pod
+  under the subgroup). Pods name their subgroup with the label
+  ``kai.scheduler/subgroup-name``. A subgroup no other names as parent is a leaf: at least
+  its ``minMember`` pods start together with the rest of the gang, or none does; the gang
+  needs at least the sum of its leaves' ``minMember``. A parent that does not exist, or a
+  cycle of parents, is refused as KAI refuses it.
+
+``spec.priorityClassName`` is not read: each pod's own priority class orders and preempts.
+``spec.preemptibility`` is a warning (load/checks.py).
 """
 
 from __future__ import annotations
@@ -26,7 +41,7 @@ import math
 
 from gpufleet.load.reader import Reader
 from gpufleet.load.vocabulary import MIB
-from gpufleet.model.workload import DEFAULT_QUEUE, GroupSpec, QueueSpec, vector
+from gpufleet.model.workload import DEFAULT_QUEUE, GroupSpec, QueueSpec, SubGroup, vector
 
 RESOURCES = ("gpu", "cpu", "memory")
 MEGABYTE = 10**6
@@ -86,15 +101,87 @@ def read_kai_queue(r: Reader) -> tuple[QueueSpec, tuple[bool, ...]]:
     return spec, flags
 
 
+MAX_SUBGROUPS = 1024
+"""Subgroups one PodGroup may have: more is a typo (each is a level of the gang's search)."""
+
+
 def read_kai_group(r: Reader) -> GroupSpec:
-    """A KAI PodGroup as a gang: ``minMember`` pods together, in ``spec.queue``."""
+    """A KAI PodGroup as a gang (see the module's docstring)."""
     queue = r.string("spec.queue")
     uid, version = r.identity()
+    required, preferred = _constraint(
+        r, "spec.topologyConstraint", r.get("spec.topologyConstraint")
+    )
+    subgroups = _subgroups(r)
+    leaves = GroupSpec("", subgroups=subgroups).leaves
     return GroupSpec(
         r.key,
-        max(1, r.integer("spec.minMember", 1, minimum=0)),  # 0: KAI's "not set"
+        max(1, r.integer("spec.minMember", 1, minimum=0), sum(s.min_member for s in leaves)),
         queue or DEFAULT_QUEUE,
         r.time("metadata.creationTimestamp") or 0.0,
+        topology_required=required,
+        topology_preferred=preferred,
+        subgroups=subgroups,
         uid=uid,
         resource_version=version,
     )
+
+
+def _constraint(r: Reader, path: str, raw: object) -> tuple[str | None, str | None]:
+    """The required and preferred levels of a ``topologyConstraint`` (absent: none)."""
+    if raw is None:
+        return None, None
+    if not isinstance(raw, dict):
+        raise r.fail(path, "a topologyConstraint mapping", raw)
+    out = []
+    for name in ("requiredTopologyLevel", "preferredTopologyLevel"):
+        value = raw.get(name)
+        if value is not None and not isinstance(value, str):
+            raise r.fail(f"{path}.{name}", "a node label key", value)
+        out.append(value or None)
+    return out[0], out[1]
+
+
+def _subgroups(r: Reader) -> tuple[SubGroup, ...]:
+    """``spec.subGroups``, parents before children (refused: a duplicate name, a parent that
+    does not exist, a cycle)."""
+    raw = r.sequence("spec.subGroups")
+    if len(raw) > MAX_SUBGROUPS:
+        raise r.fail("spec.subGroups", f"at most {MAX_SUBGROUPS} subgroups", f"{len(raw)}")
+    found: dict[str, SubGroup] = {}
+    for i, item in enumerate(raw):
+        path = f"spec.subGroups[{i}]"
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"]:
+            raise r.fail(f"{path}.name", "a subgroup name", item)
+        name = item["name"]
+        if name in found:
+            raise r.fail(f"{path}.name", "a name no other subgroup has", name)
+        members = item.get("minMember", 0)
+        if isinstance(members, bool) or not isinstance(members, int) or members < 0:
+            raise r.fail(f"{path}.minMember", "an integer >= 0", members)
+        parent = item.get("parent")
+        if parent is not None and (not isinstance(parent, str) or not parent):
+            raise r.fail(f"{path}.parent", "the name of another subgroup", parent)
+        required, preferred = _constraint(
+            r, f"{path}.topologyConstraint", item.get("topologyConstraint")
+        )
+        found[name] = SubGroup(name, max(1, members), parent, required, preferred)
+    ordered: list[SubGroup] = []
+    placed: set[str] = set()
+    for i, sub in enumerate(found.values()):
+        chain: list[str] = []
+        at: SubGroup | None = sub
+        while at is not None and at.name not in placed:
+            if at.name in chain:
+                raise r.fail(f"spec.subGroups[{i}].parent", "parents without a cycle", at.name)
+            chain.append(at.name)
+            if at.parent is not None and at.parent not in found:
+                j = list(found).index(at.name)
+                raise r.fail(
+                    f"spec.subGroups[{j}].parent", "the name of another subgroup", at.parent
+                )
+            at = found.get(at.parent) if at.parent is not None else None
+        for name in reversed(chain):
+            ordered.append(found[name])
+            placed.add(name)
+    return tuple(ordered)

@@ -420,6 +420,7 @@ def read_pod(
         blocked,
         uid=uid,
         resource_version=version,
+        subgroup=labels.get(_first(labels, names.subgroup_labels) or "", "") if group else "",
     )
 
 

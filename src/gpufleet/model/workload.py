@@ -133,6 +133,8 @@ class PodInfo:
     """For a pending pod whose share is sized by GPU memory: the milli-GPU its queue counts
     it at (:func:`with_demand`; set by the cycle). A bound pod counts the share it takes on
     its node instead."""
+    subgroup: str = ""
+    """The gang's subgroup the pod belongs to (:class:`SubGroup`; empty: none)."""
     demand_unit: float = 1.0
     """For a pending pod asking advertised GPUs: what one counts as toward its queue
     (:func:`with_demand`; set by the cycle). A bound pod counts its node's worth instead."""
@@ -176,8 +178,24 @@ class PodInfo:
             self.uid,
             self.resource_version,
             self.demand_milli,
+            self.subgroup,
             self.demand_unit,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class SubGroup:
+    """A named part of a gang (KAI's PodGroup ``spec.subGroups``): pods name theirs (KAI's
+    label ``kai.scheduler/subgroup-name``). A subgroup no other names as ``parent`` is a
+    leaf: at least ``min_member`` of its pods run together or the gang does not start. A
+    subgroup's topology levels (node-label keys) confine all pods under it, its
+    descendants' included, as a PodGroup's confine the whole gang."""
+
+    name: str
+    min_member: int = 1
+    parent: str | None = None
+    required: str | None = None
+    preferred: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,10 +227,59 @@ class GroupSpec:
     succeeded: int = 0
     """Pods of the gang that succeeded (``status.phase``). A gang one of whose pods finished
     is never stale: its other members finish at their own pace (KAI's rule)."""
+    subgroups: tuple[SubGroup, ...] = ()
+    """The gang's parts (:class:`SubGroup`), parents before children; ``min_member`` is at
+    least the sum of its leaves'."""
     uid: str = field(default="", compare=False)
     """``metadata.uid`` (empty: not read from a cluster); not compared, as for queues."""
     resource_version: str = field(default="", compare=False)
     """``metadata.resourceVersion``; not compared."""
+
+    def children(self, parent: str | None) -> tuple[SubGroup, ...]:
+        """The subgroups under ``parent`` (None: the gang), in the order they are placed:
+        those confined to a domain (or with a confined one below) first, then the larger
+        (more pods needed below), then as listed."""
+        subs = [s for s in self.subgroups if s.parent == parent]
+
+        def key(item: tuple[int, SubGroup]) -> tuple[bool, int, int]:
+            i, sub = item
+            below = self._below(sub.name)
+            confined = any(s.required or s.preferred for s in below)
+            leaves = {s.parent for s in self.subgroups}
+            size = sum(s.min_member for s in below if s.name not in leaves)
+            return (not confined, -size, i)
+
+        return tuple(s for _, s in sorted(enumerate(subs), key=key))
+
+    def _below(self, name: str) -> list[SubGroup]:
+        """The subgroup ``name`` and every one under it."""
+        out = [s for s in self.subgroups if s.name == name]
+        for sub in self.subgroups:  # parents come before children
+            if sub.parent in {o.name for o in out}:
+                out.append(sub)
+        return out
+
+    @property
+    def leaves(self) -> tuple[SubGroup, ...]:
+        """The subgroups no other one names as its parent, in placement order (depth first
+        by :meth:`children`): the leaves under any one subgroup are next to one another."""
+        parents = {s.parent for s in self.subgroups}
+        out: list[SubGroup] = []
+
+        def walk(parent: str | None) -> None:
+            for sub in self.children(parent):
+                if sub.name in parents:
+                    walk(sub.name)
+                else:
+                    out.append(sub)
+
+        walk(None)
+        return tuple(out)
+
+    @property
+    def sub_constrained(self) -> bool:
+        """Whether a subgroup confines its pods to a topology domain."""
+        return any(s.required or s.preferred for s in self.subgroups)
 
 
 @dataclass(frozen=True, slots=True)

@@ -83,6 +83,15 @@ if TYPE_CHECKING:
     from gpufleet.scheduler.view import Plan
 
 
+def incomplete_reason(job: Job) -> Why:
+    """Why ``job`` cannot start: fewer pods than its ``minMember``, or than a subgroup's."""
+    gang, pods, least = job.key, job.running + len(job.pods), job.min_member
+    if job.short is not None:
+        name, pods, least = job.short
+        gang = f"{job.key} subgroup {name}"
+    return why(WhyCode.GANG_INCOMPLETE, gang=gang, pods=pods, min_member=least)
+
+
 @dataclass(frozen=True, slots=True)
 class CycleConfig:
     policy: str = "gpufleet"
@@ -340,10 +349,7 @@ class Cycle:
         notes: list[Note] = []
         core = job.core
         if job.incomplete:
-            pods = job.running + len(job.pods)
-            reason = why(
-                WhyCode.GANG_INCOMPLETE, gang=job.key, pods=pods, min_member=job.min_member
-            )
+            reason = incomplete_reason(job)
             self.journal.pend(job, job.pods, self._stale(job, reason), notes=notes, record=record)
             return False
         if core:
@@ -353,16 +359,7 @@ class Cycle:
                 or self.min_resources.queue_short(job)
                 or self._claims_full(job.core)
             )
-            plan = None
-            if blocked is not None and self.act:
-                self.allocation.caps = self.admission.share_caps(job, core, request)
-                plan = preempt_under_limit(
-                    VictimSearch(self, job, held),
-                    request,
-                    admission=self.admission,
-                    alloc=self.alloc,
-                    place_core=self.allocation.job,
-                )
+            plan = self._under_limit(job, request, held) if blocked is not None else None
             if plan is not None:
                 self._apply(job, plan)
                 self._extras(job, held)
@@ -399,13 +396,27 @@ class Cycle:
         self.journal.record(job, record, "bound" if core else "elastic", notes)
         return True
 
+    def _under_limit(self, job: Job, request: FloatArray, held: Held | None) -> Plan | None:
+        """Room under the job's queue limit, made by preempting its queue's lower-priority
+        work (``actions/under_limit.py``), or None."""
+        if not self.act:
+            return None
+        self.allocation.caps = self.admission.share_caps(job, job.core, request)
+        return preempt_under_limit(
+            VictimSearch(self, job, held),
+            request,
+            admission=self.admission,
+            alloc=self.alloc,
+            place_core=self.allocation.job,
+        )
+
     def _extras(self, job: Job, held: Held | None) -> None:
         for pod in job.extras:
             request = pods_request((pod,))
             blocked = self.admission.blocked(job, request) or self._claims_full((pod,))
             if blocked is None:
                 self.allocation.caps = self.admission.share_caps(job, (pod,), request)
-                where = self.allocation.capped(pod, self.allocation.extras_held(job, held))
+                where = self.allocation.capped(pod, self.allocation.extras_held(job, held, pod))
                 outcome = place(self.framework, self.state, pod.spec, where)
                 if isinstance(outcome, Placement):
                     self.state.reserve(outcome.node, outcome.pod, outcome.gpus)

@@ -30,6 +30,8 @@ class Job:
     """Pending pods, core first."""
     running: int
     can_preempt: bool
+    short: tuple[str, int, int] | None = None
+    """A subgroup of the gang with fewer pods than its ``minMember``: (name, pods, minMember)."""
 
     @property
     def need(self) -> int:
@@ -37,8 +39,9 @@ class Job:
 
     @property
     def incomplete(self) -> bool:
-        """Fewer pods exist (running and pending) than ``minMember``: it cannot start."""
-        return self.running + len(self.pods) < self.min_member
+        """Fewer pods exist (running and pending) than ``minMember``, or than a subgroup's:
+        it cannot start."""
+        return self.running + len(self.pods) < self.min_member or self.short is not None
 
     @property
     def core(self) -> tuple[PodInfo, ...]:
@@ -73,9 +76,12 @@ def build_jobs(
         if not pod.bound and pod.managed and not pod.blocked:
             pending[pod.gang].append(with_demand(pod, state))
     jobs = []
-    for key, members in pending.items():
+    for key, found in pending.items():
         group = groups.get(key)
-        members.sort(key=lambda p: (-p.priority, p.created, p.key))
+        members = sorted(found, key=lambda p: (-p.priority, p.created, p.key))
+        short = None
+        if group is not None and group.subgroups:
+            members, short = by_subgroup(group, members, bool(running.get(key)))
         first = members[0]
         jobs.append(
             Job(
@@ -87,9 +93,34 @@ def build_jobs(
                 tuple(members),
                 len(running.get(key, ())),
                 all(p.can_preempt for p in members),
+                short,
             )
         )
     return jobs
+
+
+def by_subgroup(
+    group: GroupSpec, members: list[PodInfo], running: bool
+) -> tuple[list[PodInfo], tuple[str, int, int] | None]:
+    """A gang's pending pods in the order its subgroups are placed in (leaves depth first,
+    as :func:`~gpufleet.scheduler.topology.gang_tree` walks them; pods of no leaf last).
+    A gang none of whose pods runs yet has each leaf's first ``minMember`` pods first — the
+    core every leaf needs — and is short of the first leaf that has fewer pods than that,
+    given as (name, pods, minMember). A gang that runs pods keeps them leaf by leaf: its
+    core is whatever it lacks of ``minMember``."""
+    by_leaf = {leaf.name: [p for p in members if p.subgroup == leaf.name] for leaf in group.leaves}
+    rest = [p for p in members if p.subgroup not in by_leaf]
+    if running:
+        return [p for pods in by_leaf.values() for p in pods] + rest, None
+    core: list[PodInfo] = []
+    extras: list[PodInfo] = []
+    for leaf in group.leaves:
+        mine = by_leaf[leaf.name]
+        if len(mine) < leaf.min_member:
+            return members, (leaf.name, len(mine), leaf.min_member)
+        core.extend(mine[: leaf.min_member])
+        extras.extend(mine[leaf.min_member :])
+    return [*core, *rest, *extras], None
 
 
 def snapshot_jobs(snapshot: Snapshot, state: ClusterState) -> list[Job]:

@@ -91,8 +91,12 @@ class TopologyRule(Protocol):
         group: GroupSpec | None,
         running: Sequence[int],
         held: Held | None,
+        *,
+        subgroup: str = "",
+        placed: Mapping[str, Sequence[int]] = ...,
     ) -> Held | None:
-        """Where the gang's elastic pods may go, given the nodes its pods run on."""
+        """Where the gang's elastic pods may go, given the nodes its pods run on (and, for
+        a pod of ``subgroup``, the nodes each subgroup's pods run on: ``placed``)."""
 
 
 if TYPE_CHECKING:

@@ -14,11 +14,20 @@ sharing a value of it. A PodGroup asks for one of two things:
 Among the domains that can hold the gang, the fullest wins (the least free GPU that still
 fits): whole racks stay free for the next large gang, as best-fit does for nodes. Inside
 the domain the placement policy chooses nodes and GPUs as for any pod.
+
+A gang whose subgroups confine their pods (KAI's ``spec.subGroups[].topologyConstraint``,
+:class:`~gpufleet.model.workload.SubGroup`) is placed as a tree, widest first: the gang in
+a domain of its own level (if any), inside it each subgroup in a domain of its level, and
+so on down to the leaves, whose pods are placed as any gang's. At each level the domains
+are tried fullest first; a subgroup that fits in none fails its parent's domain, and the
+parent's next domain is tried (a preferred level falls back to no domain). Elastic pods of
+such a gang go into the domains its running pods of the same subgroups are in. No victims
+are sought for such a gang (a victim search places pods one by one): it waits for room.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -26,7 +35,7 @@ import numpy as np
 
 from gpufleet.framework.runtime import Held
 from gpufleet.framework.status import Code, Status
-from gpufleet.model.values import frozen_map
+from gpufleet.model.values import EMPTY, frozen_map
 from gpufleet.scheduler.outcome import Why, WhyCode
 
 if TYPE_CHECKING:
@@ -245,6 +254,98 @@ class GangPlacement:
         return Failure(pod, status, 0, Why(WhyCode.TOPOLOGY, frozen_map(found)))
 
 
+@dataclass(frozen=True, slots=True)
+class Branch:
+    """One subgroup of a gang as its placement walks it: its level, its own pods (those
+    that name it) and its children."""
+
+    name: str
+    required: str | None
+    preferred: str | None
+    pods: tuple[PodInfo, ...]
+    children: tuple[Branch, ...]
+
+    @property
+    def all_pods(self) -> tuple[PodInfo, ...]:
+        return self.pods + tuple(p for c in self.children for p in c.all_pods)
+
+
+def gang_tree(group: GroupSpec, pods: Sequence[PodInfo]) -> Branch:
+    """The subgroups of ``group`` with ``pods`` in them, children in the order the gang
+    lists them; the root is the gang, whose own pods are those of no leaf subgroup. Its
+    walk (children first, depth first, then a branch's own pods) places pods in the order
+    :func:`~gpufleet.scheduler.job.by_subgroup` gives the job's core."""
+    leaves = {s.name for s in group.leaves}
+
+    def branch(name: str | None, required: str | None, preferred: str | None) -> Branch:
+        children = tuple(branch(s.name, s.required, s.preferred) for s in group.children(name))
+        if name is None:
+            mine = tuple(p for p in pods if p.subgroup not in leaves)
+        else:
+            mine = tuple(p for p in pods if p.subgroup == name and name in leaves)
+        return Branch(name or "", required, preferred, mine, children)
+
+    return branch(None, group.topology_required, group.topology_preferred)
+
+
+class TreePlacement:
+    """A gang placed subgroup by subgroup inside the domains each asks for (module doc)."""
+
+    def __init__(self, place_all: PlaceAll, txn: Transaction, held: Held | None, gang: str) -> None:
+        self.place_all, self.txn, self.held, self.gang = place_all, txn, held, gang
+        self.state = txn.state
+
+    def place(self, branch: Branch, held: Held | None) -> Failure | None:
+        """``branch``'s pods (its descendants' too) within ``held``, or the first failure."""
+        level = branch.required or branch.preferred
+        if level is None:
+            return self.inside(branch, held)
+        domains = Domains.of(self.state, level)
+        pods = branch.all_pods
+        needed = sum(p.demand.total_gpu_milli for p in pods)
+        counts: dict[int, int] = {}
+        last: Failure | None = None
+        for d in domain_order(domains, self.state, needed):
+            mark = self.txn.mark()
+            scope = restrict(held, domains.outside(d), f"node(s) outside {domains.short}")
+            failure = self.inside(branch, scope)
+            if failure is None:
+                return None
+            counts[d] = self.txn.reserved_since(mark)
+            last = failure
+            self.txn.rollback(mark)
+        if branch.required is None:  # preferred: anywhere, when no domain holds it
+            return self.inside(branch, held)
+        free = domains.free_milli(self.state)
+        untried = sorted(
+            (d for d in range(len(domains.names)) if d not in counts), key=lambda d: -int(free[d])
+        )
+        for d in untried[: max(0, SHOWN_DOMAINS - len(counts))]:
+            mark = self.txn.mark()  # how many of its pods each of the largest could hold
+            scope = restrict(held, domains.outside(d), f"node(s) outside {domains.short}")
+            self.inside(branch, scope)
+            counts[d] = self.txn.reserved_since(mark)
+            self.txn.rollback(mark)
+        facts = per_domain_facts(domains, counts) if domains.names else {"missing": True}
+        found = {"short": "", "counts": (), "more": 0, "missing": False, **facts}
+        subgroup = f" of subgroup {branch.name}" if branch.name else ""
+        found.update(kind="required", level=f"{level}{subgroup}", pods=len(pods))
+        status = (
+            last.status
+            if last is not None
+            else Status(Code.UNSCHEDULABLE, total_nodes=self.state.size)
+        )
+        return Failure(pods[0], status, 0, Why(WhyCode.TOPOLOGY, frozen_map(found)))
+
+    def inside(self, branch: Branch, held: Held | None) -> Failure | None:
+        """The children, then the branch's own pods, within ``held``."""
+        for child in branch.children:
+            failure = self.place(child, held)
+            if failure is not None:
+                return failure
+        return self.place_all(branch.pods, self.txn, held) if branch.pods else None
+
+
 class DomainTopology:
     """gpufleet's topology rule (:class:`~gpufleet.scheduler.rules.TopologyRule`): the
     required and preferred levels of this module, over the cluster's ``levels`` (its
@@ -254,7 +355,9 @@ class DomainTopology:
         self.levels = levels
 
     def constrains(self, group: GroupSpec | None) -> bool:
-        return group is not None and levels_for(group, self.levels) is not None
+        return group is not None and (
+            levels_for(group, self.levels) is not None or group.sub_constrained
+        )
 
     def place_gang(
         self,
@@ -266,13 +369,22 @@ class DomainTopology:
         held: Held | None,
         running: Sequence[int],
     ) -> Failure | None:
+        if group.sub_constrained:
+            scope = self.extras_scope(txn.state, group, running, held)
+            return TreePlacement(place_all, txn, scope, group.key).place(
+                gang_tree(group, pods), scope
+            )
         return GangPlacement(place_all, pods, txn, held).allocate(group, self.levels, running)
 
     def room_scopes(
         self, state: ClusterState, group: GroupSpec | None, held: Held | None
     ) -> list[tuple[Where, Held | None]]:
         """Inside each of the largest domains of the gang's first level (by GPUs), then —
-        if the level is only preferred — anywhere; anywhere for other jobs."""
+        if the level is only preferred — anywhere; anywhere for other jobs. Nowhere for a
+        gang whose subgroups are confined to domains: the victim search places pods one by
+        one and cannot keep a subgroup together, so such a gang waits for room instead."""
+        if group is not None and group.sub_constrained:
+            return []
         plan = levels_for(group, self.levels) if group is not None else None
         if plan is None:
             return [((None, False), held)]
@@ -298,13 +410,41 @@ class DomainTopology:
         group: GroupSpec | None,
         running: Sequence[int],
         held: Held | None,
+        *,
+        subgroup: str = "",
+        placed: Mapping[str, Sequence[int]] = EMPTY,
     ) -> Held | None:
-        """The domain of the gang's running pods, if the gang has to keep one."""
+        """The domain of the gang's running pods, if the gang has to keep one; for a pod of
+        ``subgroup``, also the domain of each subgroup above it (itself included) that
+        requires one and whose pods run somewhere (``placed``: nodes per subgroup)."""
         plan = levels_for(group, self.levels) if group is not None else None
-        if plan is None or plan[0] != "required" or not running:
+        if plan is not None and plan[0] == "required" and running:
+            domains = Domains.of(state, plan[1][0])
+            domain = int(domains.ids[running[0]])
+            held = restrict(
+                held, domains.outside(domain), f"node(s) outside the gang's {domains.short}"
+            )
+        if group is None or not group.sub_constrained:
             return held
-        domains = Domains.of(state, plan[1][0])
-        domain = int(domains.ids[running[0]])
-        return restrict(
-            held, domains.outside(domain), f"node(s) outside the gang's {domains.short}"
-        )
+        subs = {s.name: s for s in group.subgroups}
+        at = subs.get(subgroup)
+        while at is not None:
+            below = [n for name in _subtree(group, at.name) for n in placed.get(name, ())]
+            if at.required and below:
+                domains = Domains.of(state, at.required)
+                held = restrict(
+                    held,
+                    domains.outside(int(domains.ids[below[0]])),
+                    f"node(s) outside subgroup {at.name}'s {domains.short}",
+                )
+            at = subs.get(at.parent) if at.parent is not None else None
+        return held
+
+
+def _subtree(group: GroupSpec, name: str) -> list[str]:
+    """``name`` and every subgroup below it."""
+    out = [name]
+    for sub in group.subgroups:  # parents come before children
+        if sub.parent in out:
+            out.append(sub.name)
+    return out

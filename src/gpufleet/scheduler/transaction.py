@@ -56,6 +56,10 @@ class Transaction:
         """What this transaction reserved and still holds, in order."""
         return [entry[1:] for entry in self._log if isinstance(entry, tuple) and entry[0]]
 
+    def reserved_since(self, mark: int) -> int:
+        """How many reservations were made since ``mark()`` returned ``mark`` and are held."""
+        return sum(1 for entry in self._log[mark:] if isinstance(entry, tuple) and entry[0])
+
     def mark(self) -> int:
         return len(self._log)
 

@@ -157,10 +157,20 @@ class Allocation:
         running = self.cycle.running
         return sorted({running[k].node for k in self.cycle.gang_running.get(gang, ())})
 
-    def extras_held(self, job: Job, held: Held | None) -> Held | None:
-        """Where the job's elastic pods may go: its topology domain, if it has to keep one."""
+    def extras_held(self, job: Job, held: Held | None, pod: PodInfo) -> Held | None:
+        """Where an elastic pod of the job may go: its gang's topology domain, and its
+        subgroups' (if it has to keep them)."""
         group = self.cycle.groups.get(job.key)
-        return self.topology.extras_scope(self.cycle.state, group, self.gang_nodes(job.key), held)
+        nodes = self.gang_nodes(job.key)
+        if group is None or not group.sub_constrained:
+            return self.topology.extras_scope(self.cycle.state, group, nodes, held)
+        placed: dict[str, list[int]] = {}
+        running = self.cycle.running
+        for key in self.cycle.gang_running.get(job.key, ()):
+            placed.setdefault(running[key].pod.subgroup, []).append(running[key].node)
+        return self.topology.extras_scope(
+            self.cycle.state, group, nodes, held, subgroup=pod.subgroup, placed=placed
+        )
 
 
 def _equals_selector(attribute: str, value: object) -> str:
