@@ -242,3 +242,39 @@ def test_reclaim_refusal_is_a_whole_sentence(tmp_path: Path) -> None:
     assert line.endswith(
         "with this job; reclaim takes GPUs only for a queue that stays within its fair share"
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(
+            ("schedule", "--bogus"),
+            "gpufleet schedule: error: No such option: --bogus",
+            id="unknown-option",
+        ),
+        pytest.param(
+            ("schedule", "-f", LIMIT_BLOCKS, "-o", "xml"),
+            "gpufleet schedule: error: Invalid value: -o must be json or table, got 'xml'",
+            id="bad-value",
+        ),
+        pytest.param(("nope",), "gpufleet: error: No such command 'nope'", id="unknown-command"),
+        pytest.param(
+            ("cost", "--results", ".", "--focus", "."),
+            "gpufleet cost: error: Invalid value: --focus .: is a directory, not a file",
+            id="focus-is-a-directory",
+        ),
+        pytest.param(
+            ("cost", "--results", ".", "--focus", "missing/x.csv"),
+            "--focus missing/x.csv: its directory does not exist",
+            id="focus-without-its-directory",
+        ),
+    ],
+)
+def test_a_wrong_command_line_is_one_line_and_exit_2(
+    tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
+    done = gpufleet(*args, cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1, done.stderr  # one line: no usage box, no traceback
+    assert message in done.stderr
+    assert done.stdout == ""

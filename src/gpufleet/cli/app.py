@@ -58,10 +58,34 @@ app.command()(serve)
 app.command()(cost)
 
 
+CommandLineError: type[Exception] = next(
+    c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException"
+)
+"""The base of every error the command line parser raises (an unknown option, a bad value):
+click's ``ClickException``, which typer vendors without exporting; found through the one
+subclass it does export."""
+
+
 def main() -> None:
-    """Console entry point: bad input is one line on stderr and exit code 2."""
+    """Console entry point: bad input and a wrong command line are one line on stderr and
+    exit code 2 (``gpufleet`` alone prints its help)."""
     try:
-        app()
+        code = app(standalone_mode=False)
     except InputError as exc:
         sys.stderr.write(f"gpufleet: error: {exc}\n")
         raise SystemExit(2) from None
+    except CommandLineError as exc:
+        show = getattr(exc, "show", None)
+        if type(exc).__name__ == "NoArgsIsHelpError" and show is not None:
+            show()
+        else:
+            ctx = getattr(exc, "ctx", None)
+            where = ctx.command_path if ctx is not None else "gpufleet"
+            formatter = getattr(exc, "format_message", None)
+            message = formatter() if formatter is not None else str(exc)
+            sys.stderr.write(f"{where}: error: {message} (see '{where} --help')\n")
+        raise SystemExit(getattr(exc, "exit_code", 2)) from None
+    except typer.Abort:
+        sys.stderr.write("gpufleet: aborted\n")
+        raise SystemExit(1) from None
+    raise SystemExit(code if isinstance(code, int) else 0)

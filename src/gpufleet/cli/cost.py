@@ -34,6 +34,7 @@ from gpufleet.load.cost_runs import load_cost_runs
 from gpufleet.load.errors import InputError
 from gpufleet.load.prices import DEFAULT_SHEET, load_price_sheet
 from gpufleet.load.prometheus import DEFAULT_EXPERIMENT_LABEL, ENGINE_ACTIVE, read_cluster
+from gpufleet.report.files import OutputPathError, check_file
 from gpufleet.report.focus import write_focus
 
 DIMENSIONS = ("namespace", "queue", "experiment", "pod", "node")
@@ -155,18 +156,7 @@ def cost(
     Reads requests and node capacity from kube-state-metrics, GPU utilisation from
     dcgm-exporter, CPU and memory usage from cAdvisor, all through --prometheus.
     """
-    if output not in {"table", "json"}:
-        raise typer.BadParameter(f"expected table or json, got {output!r}", param_hint="'-o'")
-    for d in by or ():
-        if d not in DIMENSIONS:
-            raise typer.BadParameter(
-                f"expected one of {', '.join(DIMENSIONS)}, got {d!r}", param_hint="'--by'"
-            )
-    if not 0 <= idle_threshold <= 1:
-        raise typer.BadParameter(
-            f"expected engine activity from 0 to 1, got {idle_threshold}",
-            param_hint="'--idle-threshold'",
-        )
+    _check_options(output, by, idle_threshold, focus)
     idle = IdleArgs(idle_threshold, duration(idle_window, "'--idle-window'"))
     sheet = load_price_sheet(prices or DEFAULT_SHEET)
     if results is not None:
@@ -190,6 +180,29 @@ def cost(
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
         return
     print_cost(make_console(), alloc, costing, sheet, dims, share_idle=share_idle, idle=idle)
+
+
+def _check_options(
+    output: str, by: list[str] | None, idle_threshold: float, focus: Path | None
+) -> None:
+    """The options' values, and the --focus file, before anything is read or costed."""
+    if output not in {"table", "json"}:
+        raise typer.BadParameter(f"expected table or json, got {output!r}", param_hint="'-o'")
+    for d in by or ():
+        if d not in DIMENSIONS:
+            raise typer.BadParameter(
+                f"expected one of {', '.join(DIMENSIONS)}, got {d!r}", param_hint="'--by'"
+            )
+    if not 0 <= idle_threshold <= 1:
+        raise typer.BadParameter(
+            f"expected engine activity from 0 to 1, got {idle_threshold}",
+            param_hint="'--idle-threshold'",
+        )
+    if focus is not None:
+        try:
+            check_file(focus, "--focus")
+        except OutputPathError as exc:
+            raise typer.BadParameter(str(exc)) from None
 
 
 def _dimensions(costing: Costing, by: list[str] | None) -> list[str]:
