@@ -64,6 +64,7 @@ UNREAD: Mapping[str, tuple[tuple[tuple[str, ...], str], ...]] = {
     ),
     VOLCANO_POD_GROUP.key: (
         (("spec", "minTaskMember"), "the gang needs spec.minMember pods, of any task"),
+        (("spec", "subGroupPolicy"), "the gang needs spec.minMember pods, of any task"),
         (("spec", "networkTopology"), "use gpufleet.io/topology-required or -preferred"),
     ),
     KAI_POD_GROUP.key: (
