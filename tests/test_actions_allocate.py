@@ -6,7 +6,7 @@ is tried value by value."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -17,6 +17,7 @@ from gpufleet.framework.runtime import Held
 from gpufleet.framework.status import Code
 from gpufleet.model.cluster import ClusterState
 from gpufleet.model.devices import Claim, Device, DeviceClass, Pool, Request, Subrequest
+from gpufleet.model.values import EMPTY
 from gpufleet.model.workload import GroupSpec, PodInfo, Snapshot
 from gpufleet.report.reasons import status_text, why_text
 from gpufleet.scheduler.actions.allocate import Allocation
@@ -276,6 +277,7 @@ class OneNode:
         *,
         held: Held | None,
         running: Sequence[int],
+        placed: Mapping[str, Sequence[int]] = EMPTY,
     ) -> Failure | None:
         last = None
         for n in range(txn.state.size):
@@ -302,6 +304,9 @@ class OneNode:
         group: GroupSpec | None,
         running: Sequence[int],
         held: Held | None,
+        *,
+        subgroup: str = "",
+        placed: Mapping[str, Sequence[int]] = EMPTY,
     ) -> Held | None:
         return held
 

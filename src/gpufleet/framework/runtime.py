@@ -138,7 +138,7 @@ class Framework:
             (f, f.fits_rows if isinstance(f, RowFilter) else None) for f in self.filters
         ]
         self._for_pod: dict[
-            tuple[bool, bool], tuple[list[FilterPlugin], list[OneNode], list[Weighted]]
+            tuple[bool, bool, bool], tuple[list[FilterPlugin], list[OneNode], list[Weighted]]
         ] = {}
         """Per kind of pod (:func:`pod_kind`): the filters, one-node checks and scores that
         apply to it (a plugin that ``needs`` pod fields the pod lacks is left out)."""
@@ -329,16 +329,16 @@ def _unschedulable(verdicts: Verdicts, total_nodes: int) -> Status:
 OneNode = tuple[FilterPlugin, "Callable[[ClusterState, PodSpec, slice], BoolArray | None] | None"]
 Weighted = tuple[ScorePlugin, float]
 
-NEEDS = ("placement", "volumes")
+NEEDS = ("placement", "volumes", "advertised_gpus")
 """The pod fields a plugin may say it ``needs`` (:class:`~gpufleet.framework.protocols.Gated`)."""
 
 
-def pod_kind(pod: PodSpec) -> tuple[bool, bool]:
+def pod_kind(pod: PodSpec) -> tuple[bool, bool, bool]:
     """Which of :data:`NEEDS` ``pod`` has."""
-    return pod.placement is not None, bool(pod.volumes)
+    return pod.placement is not None, bool(pod.volumes), pod.advertised_gpus > 0
 
 
-def _applies(plugin: object, kind: tuple[bool, bool]) -> bool:
+def _applies(plugin: object, kind: tuple[bool, bool, bool]) -> bool:
     """Whether ``plugin`` judges a pod of ``kind``: it needs nothing, or a field it has."""
     needs = getattr(plugin, "needs", ())
     return not needs or any(has for name, has in zip(NEEDS, kind, strict=True) if name in needs)

@@ -28,8 +28,10 @@ KAI's ``scheduling.run.ai/v2alpha2`` PodGroup, as KAI's scheduler reads it
   under the subgroup). Pods name their subgroup with the label
   ``kai.scheduler/subgroup-name``. A subgroup no other names as parent is a leaf: at least
   its ``minMember`` pods start together with the rest of the gang, or none does; the gang
-  needs at least the sum of its leaves' ``minMember``. A parent that does not exist, or a
-  cycle of parents, is refused as KAI refuses it.
+  needs the sum of its leaves' ``minMember`` (KAI reads no ``spec.minMember`` of a gang
+  with subgroups). Pods that name no leaf subgroup are never scheduled, as in KAI. A parent
+  that does not exist, or a cycle of parents, is refused as KAI refuses it; so are more
+  than 16 levels.
 
 ``spec.priorityClassName`` is not read: each pod's own priority class orders and preempts.
 ``spec.preemptibility`` is a warning (load/checks.py).
@@ -102,7 +104,10 @@ def read_kai_queue(r: Reader) -> tuple[QueueSpec, tuple[bool, ...]]:
 
 
 MAX_SUBGROUPS = 1024
-"""Subgroups one PodGroup may have: more is a typo (each is a level of the gang's search)."""
+"""Subgroups one PodGroup may have: more is a typo."""
+MAX_DEPTH = 16
+"""Levels of subgroups one PodGroup may nest (rack in spine in zone... is a handful): each is
+a level of the gang's placement."""
 
 
 def read_kai_group(r: Reader) -> GroupSpec:
@@ -113,10 +118,12 @@ def read_kai_group(r: Reader) -> GroupSpec:
         r, "spec.topologyConstraint", r.get("spec.topologyConstraint")
     )
     subgroups = _subgroups(r)
-    leaves = GroupSpec("", subgroups=subgroups).leaves
+    members = max(1, r.integer("spec.minMember", 1, minimum=0))  # 0: KAI's "not set"
+    if subgroups:  # KAI needs each leaf's minMember, and reads no minMember of the gang
+        members = sum(s.min_member for s in GroupSpec("", subgroups=subgroups).leaves)
     return GroupSpec(
         r.key,
-        max(1, r.integer("spec.minMember", 1, minimum=0), sum(s.min_member for s in leaves)),
+        members,
         queue or DEFAULT_QUEUE,
         r.time("metadata.creationTimestamp") or 0.0,
         topology_required=required,
@@ -168,6 +175,7 @@ def _subgroups(r: Reader) -> tuple[SubGroup, ...]:
         found[name] = SubGroup(name, max(1, members), parent, required, preferred)
     ordered: list[SubGroup] = []
     placed: set[str] = set()
+    depth: dict[str, int] = {}
     for i, sub in enumerate(found.values()):
         chain: list[str] = []
         at: SubGroup | None = sub
@@ -184,4 +192,10 @@ def _subgroups(r: Reader) -> tuple[SubGroup, ...]:
         for name in reversed(chain):
             ordered.append(found[name])
             placed.add(name)
+            depth[name] = 1 + depth.get(found[name].parent or "", 0)
+            if depth[name] > MAX_DEPTH:
+                j = list(found).index(name)
+                raise r.fail(
+                    f"spec.subGroups[{j}].parent", f"at most {MAX_DEPTH} levels of subgroups", name
+                )
     return tuple(ordered)

@@ -239,42 +239,44 @@ class GroupSpec:
         """The subgroups under ``parent`` (None: the gang), in the order they are placed:
         those confined to a domain (or with a confined one below) first, then the larger
         (more pods needed below), then as listed."""
-        subs = [s for s in self.subgroups if s.parent == parent]
+        return self._tree()[0].get(parent, ())
 
-        def key(item: tuple[int, SubGroup]) -> tuple[bool, int, int]:
-            i, sub = item
-            below = self._below(sub.name)
-            confined = any(s.required or s.preferred for s in below)
-            leaves = {s.parent for s in self.subgroups}
-            size = sum(s.min_member for s in below if s.name not in leaves)
-            return (not confined, -size, i)
-
-        return tuple(s for _, s in sorted(enumerate(subs), key=key))
-
-    def _below(self, name: str) -> list[SubGroup]:
-        """The subgroup ``name`` and every one under it."""
-        out = [s for s in self.subgroups if s.name == name]
-        for sub in self.subgroups:  # parents come before children
-            if sub.parent in {o.name for o in out}:
-                out.append(sub)
-        return out
+    def _tree(self) -> tuple[dict[str | None, tuple[SubGroup, ...]], tuple[SubGroup, ...]]:
+        """Children per parent in placement order, and the leaves depth first in that order
+        (one pass each way over the subgroups, which come parents first; no recursion)."""
+        under: dict[str | None, list[SubGroup]] = {}
+        for sub in self.subgroups:
+            under.setdefault(sub.parent, []).append(sub)
+        size: dict[str, int] = {}
+        confined: dict[str, bool] = {}
+        for sub in reversed(self.subgroups):  # children before their parents
+            below = under.get(sub.name, [])
+            size[sub.name] = sum(size[c.name] for c in below) if below else sub.min_member
+            confined[sub.name] = bool(sub.required or sub.preferred) or any(
+                confined[c.name] for c in below
+            )
+        order = {s.name: i for i, s in enumerate(self.subgroups)}
+        ordered = {
+            parent: tuple(
+                sorted(subs, key=lambda s: (not confined[s.name], -size[s.name], order[s.name]))
+            )
+            for parent, subs in under.items()
+        }
+        leaves: list[SubGroup] = []
+        stack = list(reversed(ordered.get(None, ())))
+        while stack:
+            sub = stack.pop()
+            if sub.name in ordered:
+                stack.extend(reversed(ordered[sub.name]))
+            else:
+                leaves.append(sub)
+        return ordered, tuple(leaves)
 
     @property
     def leaves(self) -> tuple[SubGroup, ...]:
         """The subgroups no other one names as its parent, in placement order (depth first
         by :meth:`children`): the leaves under any one subgroup are next to one another."""
-        parents = {s.parent for s in self.subgroups}
-        out: list[SubGroup] = []
-
-        def walk(parent: str | None) -> None:
-            for sub in self.children(parent):
-                if sub.name in parents:
-                    walk(sub.name)
-                else:
-                    out.append(sub)
-
-        walk(None)
-        return tuple(out)
+        return self._tree()[1]
 
     @property
     def sub_constrained(self) -> bool:

@@ -61,25 +61,23 @@ class GpuFit:
             lacking = f"Insufficient GPU share ({pod.gpu_milli}m free on one GPU)"
         else:
             lacking = "Insufficient nvidia.com/gpu"
-        failures = []
         kind_ok = _divisible(state, pod)
+        if kind_ok is None and pod.gpu_models is None:  # the common case: capacity alone
+            return FilterVerdict(capacity_ok, ((lacking, ~capacity_ok),))
+        failures = []
         if kind_ok is not None:
             failures.append((DIVIDED, ~kind_ok))
-        else:
-            kind_ok = np.ones(state.size, dtype=np.bool_)
         if pod.gpu_models is not None:
             models = "|".join(sorted(pod.gpu_models))
             model_ok = state.model_mask(pod.gpu_models)
-            failures.append(
-                (f"node(s) didn't match Pod's GPU model ({models})", kind_ok & ~model_ok)
-            )
-            kind_ok = kind_ok & model_ok
+            mismatch = ~model_ok if kind_ok is None else kind_ok & ~model_ok
+            failures.append((f"node(s) didn't match Pod's GPU model ({models})", mismatch))
+            kind_ok = model_ok if kind_ok is None else kind_ok & model_ok
+        assert kind_ok is not None
         lacking_capacity = kind_ok & ~capacity_ok
         failures.append((lacking, lacking_capacity))
         return FilterVerdict(
-            kind_ok & capacity_ok,
-            tuple(failures),
-            unresolvable=len(failures) > 1 and not lacking_capacity.any(),
+            kind_ok & capacity_ok, tuple(failures), unresolvable=not lacking_capacity.any()
         )
 
     def fits_rows(self, state: ClusterState, pod: PodSpec, rows: Rows) -> BoolArray | None:

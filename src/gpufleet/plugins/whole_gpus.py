@@ -34,6 +34,7 @@ class Args:
 
 class WholeGpus:
     name = NAME
+    needs = ("advertised_gpus",)
 
     def score(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> FloatArray:
         if not state.divided_gpus or not pod.advertised_gpus:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -46,6 +46,7 @@ from gpufleet.model.workload import (
     vector,
 )
 from gpufleet.scheduler.actions.allocate import Allocation
+from gpufleet.scheduler.actions.preempt import NAME as PREEMPT
 from gpufleet.scheduler.actions.stale_gang import release_stale
 from gpufleet.scheduler.actions.under_limit import preempt_under_limit
 from gpufleet.scheduler.backlog import Backlog
@@ -81,6 +82,9 @@ if TYPE_CHECKING:
     from gpufleet.model.pod import PodSpec
     from gpufleet.scheduler.components import Components
     from gpufleet.scheduler.view import Plan
+
+
+LIMIT = WhyCode.QUEUE_LIMIT
 
 
 def incomplete_reason(job: Job) -> Why:
@@ -168,6 +172,8 @@ class Cycle:
         self.leaving: Collection[str] = frozenset()
         """Pods evicted and terminating: a stale gang's release does not evict them again."""
         self.cycles = 0
+        self._limit_failures: dict[Hashable, tuple[int, int]] = {}
+        """Preemption under a limit that found nothing, by job shape, with its epoch."""
         self.order = components.queue_rule(ledger)
         self.admission = components.admission_rule(ledger, config.non_preemptible_priority)
         self.min_resources = MinResources(ledger)
@@ -342,6 +348,8 @@ class Cycle:
             return self._schedule(job, self.holds.against(job))
 
     def _schedule(self, job: Job, held: Held | None) -> bool:
+        if job.strays:
+            job = self._set_aside_strays(job)
         record = None
         if self.config.records:
             fair = self.fair.get(job.queue, vector())
@@ -359,7 +367,7 @@ class Cycle:
                 or self.min_resources.queue_short(job)
                 or self._claims_full(job.core)
             )
-            plan = self._under_limit(job, request, held) if blocked is not None else None
+            plan = self._under_limit(job, request, blocked, held) if blocked is not None else None
             if plan is not None:
                 self._apply(job, plan)
                 self._extras(job, held)
@@ -396,19 +404,48 @@ class Cycle:
         self.journal.record(job, record, "bound" if core else "elastic", notes)
         return True
 
-    def _under_limit(self, job: Job, request: FloatArray, held: Held | None) -> Plan | None:
+    def _set_aside_strays(self, job: Job) -> Job:
+        """``job`` without the pods that name no leaf subgroup of its gang; they wait, told
+        why (KAI schedules no such pod either)."""
+        group = self.groups.get(job.key)
+        leaves = ", ".join(s.name for s in group.leaves) if group is not None else ""
+        for pod in job.pods:
+            if pod.key in job.strays:
+                named = f"subgroup {pod.subgroup}" if pod.subgroup else "no subgroup"
+                detail = (
+                    f"the pod names {named}, which is not a leaf subgroup of PodGroup "
+                    f"{job.key} (its leaves: {leaves}): it is not scheduled"
+                )
+                self.journal.pending.append(Pending(pod.key, why(WhyCode.BLOCKED, detail=detail)))
+        kept = tuple(p for p in job.pods if p.key not in job.strays)
+        return replace(job, pods=kept, strays=frozenset())
+
+    def _under_limit(
+        self, job: Job, request: FloatArray, blocked: Why, held: Held | None
+    ) -> Plan | None:
         """Room under the job's queue limit, made by preempting its queue's lower-priority
-        work (``actions/under_limit.py``), or None."""
-        if not self.act:
+        work (``actions/under_limit.py``) where the profile preempts, or None. A search that
+        failed fails again for a job of the same queue, priority and request until capacity
+        is freed: bindings of the cycle only take room and are never victims."""
+        if not self.act or PREEMPT not in self.config.actions or blocked.code is not LIMIT:
+            return None
+        if self.min_resources.queue_short(job) or self._claims_full(job.core):
+            return None  # held back by more than the limit: evicting would not start it
+        shape = (job.queue, job.priority, job.can_preempt, tuple(request.tolist()))
+        epoch = (self.cycles, self.released)
+        if self._limit_failures.get(shape) == epoch:
             return None
         self.allocation.caps = self.admission.share_caps(job, job.core, request)
-        return preempt_under_limit(
+        plan = preempt_under_limit(
             VictimSearch(self, job, held),
             request,
             admission=self.admission,
             alloc=self.alloc,
             place_core=self.allocation.job,
         )
+        if plan is None:
+            self._limit_failures[shape] = epoch
+        return plan
 
     def _extras(self, job: Job, held: Held | None) -> None:
         for pod in job.extras:

@@ -146,6 +146,10 @@ class Ledger:
             float(self.state.memory_capacity.sum()),
         )
 
+    def subgroup_of(self, key: str) -> str:
+        """The subgroup of running pod ``key`` (``""``: none)."""
+        return self.running[key].pod.subgroup
+
     def preemptible(self, pod: PodInfo) -> bool:
         return pod.priority < self.non_preemptible_priority
 

@@ -74,10 +74,12 @@ class TopologyRule(Protocol):
         *,
         held: Held | None,
         running: Sequence[int],
+        placed: Mapping[str, Sequence[int]] = ...,
     ) -> Failure | None:
         """Place ``pods`` of a constrained gang all or nothing with ``place_all`` (the
         cycle's placement within the nodes a ``Held`` leaves); ``running``: the nodes where
-        pods of the gang already run. On failure the first pod that did not fit, and why."""
+        pods of the gang already run (``placed``: per subgroup). On failure the first pod
+        that did not fit, and why."""
 
     def room_scopes(
         self, state: ClusterState, group: GroupSpec | None, held: Held | None

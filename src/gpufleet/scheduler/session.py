@@ -63,7 +63,9 @@ class Session:
             now,
             ledger=ledger,
             pool=pool,
-            jobs=build_jobs(pending, ledger.groups, ledger.gang_running, ledger.state),
+            jobs=build_jobs(
+                pending, ledger.groups, ledger.gang_running, ledger.state, ledger.subgroup_of
+            ),
             framework=cache.framework(config.policy, ledger.state, np.random.default_rng(0)),
             components=cache.components,
         )
@@ -125,7 +127,9 @@ class Scheduler:
         cache.pending_changes()  # every pending pod is read below
         self._left.clear()
         self.backlog = backlog = Backlog(skip_failed=True)
-        jobs = build_jobs(cache.pending(), ledger.groups, ledger.gang_running, ledger.state)
+        jobs = build_jobs(
+            cache.pending(), ledger.groups, ledger.gang_running, ledger.state, ledger.subgroup_of
+        )
         for job in sorted(jobs, key=order_key):
             backlog.add(job, self._shape(job))
         return Cycle(
@@ -169,7 +173,9 @@ class Scheduler:
         pods = self.cache.pending_of(gang)
         if not pods and gang not in backlog:
             return  # the common case: its pods were bound or deleted
-        found = build_jobs(pods, ledger.groups, ledger.gang_running, ledger.state)
+        found = build_jobs(
+            pods, ledger.groups, ledger.gang_running, ledger.state, ledger.subgroup_of
+        )
         entry = (found[0], self._shape(found[0])) if found else None
         known = backlog.entry(gang)
         if known == entry:

@@ -264,6 +264,8 @@ class Branch:
     preferred: str | None
     pods: tuple[PodInfo, ...]
     children: tuple[Branch, ...]
+    names: frozenset[str]
+    """The subgroups under it, its own included (the gang's: every one, and ``""``)."""
 
     @property
     def all_pods(self) -> tuple[PodInfo, ...]:
@@ -283,7 +285,8 @@ def gang_tree(group: GroupSpec, pods: Sequence[PodInfo]) -> Branch:
             mine = tuple(p for p in pods if p.subgroup not in leaves)
         else:
             mine = tuple(p for p in pods if p.subgroup == name and name in leaves)
-        return Branch(name or "", required, preferred, mine, children)
+        names = frozenset({name or "", *(n for c in children for n in c.names)})
+        return Branch(name or "", required, preferred, mine, children, names)
 
     return branch(None, group.topology_required, group.topology_preferred)
 
@@ -291,8 +294,11 @@ def gang_tree(group: GroupSpec, pods: Sequence[PodInfo]) -> Branch:
 class TreePlacement:
     """A gang placed subgroup by subgroup inside the domains each asks for (module doc)."""
 
-    def __init__(self, place_all: PlaceAll, txn: Transaction, held: Held | None, gang: str) -> None:
-        self.place_all, self.txn, self.held, self.gang = place_all, txn, held, gang
+    def __init__(
+        self, place_all: PlaceAll, txn: Transaction, placed: Mapping[str, Sequence[int]] = EMPTY
+    ) -> None:
+        self.place_all, self.txn, self.placed = place_all, txn, placed
+        """``placed``: per subgroup (``""``: none), the nodes its running pods are on."""
         self.state = txn.state
 
     def place(self, branch: Branch, held: Held | None) -> Failure | None:
@@ -305,7 +311,18 @@ class TreePlacement:
         needed = sum(p.demand.total_gpu_milli for p in pods)
         counts: dict[int, int] = {}
         last: Failure | None = None
-        for d in domain_order(domains, self.state, needed):
+        order = domain_order(domains, self.state, needed)
+        home = sorted(
+            {
+                int(domains.ids[n])
+                for name in branch.names
+                for n in self.placed.get(name, ())
+                if domains.ids[n] >= 0
+            }
+        )
+        if home:  # its pods that run keep the rest in their domain (first, if preferred)
+            order = home if branch.required else [*home, *(d for d in order if d not in home)]
+        for d in order:
             mark = self.txn.mark()
             scope = restrict(held, domains.outside(d), f"node(s) outside {domains.short}")
             failure = self.inside(branch, scope)
@@ -317,9 +334,8 @@ class TreePlacement:
         if branch.required is None:  # preferred: anywhere, when no domain holds it
             return self.inside(branch, held)
         free = domains.free_milli(self.state)
-        untried = sorted(
-            (d for d in range(len(domains.names)) if d not in counts), key=lambda d: -int(free[d])
-        )
+        allowed = home or range(len(domains.names))  # its running pods' domain, if any
+        untried = sorted((d for d in allowed if d not in counts), key=lambda d: -int(free[d]))
         for d in untried[: max(0, SHOWN_DOMAINS - len(counts))]:
             mark = self.txn.mark()  # how many of its pods each of the largest could hold
             scope = restrict(held, domains.outside(d), f"node(s) outside {domains.short}")
@@ -368,12 +384,12 @@ class DomainTopology:
         *,
         held: Held | None,
         running: Sequence[int],
+        placed: Mapping[str, Sequence[int]] = EMPTY,
     ) -> Failure | None:
         if group.sub_constrained:
             scope = self.extras_scope(txn.state, group, running, held)
-            return TreePlacement(place_all, txn, scope, group.key).place(
-                gang_tree(group, pods), scope
-            )
+            tree = gang_tree(group, pods)
+            return TreePlacement(place_all, txn, placed).place(tree, scope)
         return GangPlacement(place_all, pods, txn, held).allocate(group, self.levels, running)
 
     def room_scopes(

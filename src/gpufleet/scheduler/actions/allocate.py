@@ -121,7 +121,10 @@ class Allocation:
         group = cycle.groups.get(job.key)
         if group is not None and self.topology.constrains(group):
             running = self.gang_nodes(job.key)
-            return self.topology.place_gang(self.pods, group, core, txn, held=held, running=running)
+            placed = self.subgroup_nodes(job.key) if group.subgroups else {}
+            return self.topology.place_gang(
+                self.pods, group, core, txn, held=held, running=running, placed=placed
+            )
         return self.pods(core, txn, held)
 
     def for_claims(self, pod: PodInfo, held: Held | None) -> Held | None:
@@ -164,13 +167,18 @@ class Allocation:
         nodes = self.gang_nodes(job.key)
         if group is None or not group.sub_constrained:
             return self.topology.extras_scope(self.cycle.state, group, nodes, held)
-        placed: dict[str, list[int]] = {}
-        running = self.cycle.running
-        for key in self.cycle.gang_running.get(job.key, ()):
-            placed.setdefault(running[key].pod.subgroup, []).append(running[key].node)
+        placed = self.subgroup_nodes(job.key)
         return self.topology.extras_scope(
             self.cycle.state, group, nodes, held, subgroup=pod.subgroup, placed=placed
         )
+
+    def subgroup_nodes(self, gang: str) -> dict[str, list[int]]:
+        """Per subgroup of the gang (``""``: none), the nodes its running pods are on."""
+        placed: dict[str, list[int]] = {}
+        running = self.cycle.running
+        for key in self.cycle.gang_running.get(gang, ()):
+            placed.setdefault(running[key].pod.subgroup, []).append(running[key].node)
+        return placed
 
 
 def _equals_selector(attribute: str, value: object) -> str:

@@ -25,7 +25,6 @@ import numpy as np
 
 from gpufleet.model.workload import request_vector, vector
 from gpufleet.scheduler.fairshare import EPS
-from gpufleet.scheduler.outcome import WhyCode
 from gpufleet.scheduler.transaction import Transaction
 from gpufleet.scheduler.view import Plan
 
@@ -66,10 +65,10 @@ def preempt_under_limit(
     place_core: Callable[[Job, Transaction, Held | None], Failure | None],
 ) -> Plan | None:
     """A plan that evicts lower-priority work of the job's queue so that the job fits under
-    its queues' limits and in the cluster (the module's rule), or None."""
+    its queues' limits and in the cluster (the module's rule), or None. The job is one its
+    queue's limit holds back (the caller's to know)."""
     cycle, job = search.cycle, search.job
-    blocked = admission.blocked(job, request)
-    if blocked is None or blocked.code is not WhyCode.QUEUE_LIMIT or not job.can_preempt:
+    if not job.can_preempt:
         return None
     need = over_limit(job, request, alloc, cycle.tree)
     pool = cycle.pool
@@ -121,6 +120,9 @@ def _cover(
     else:
         return None
     for unit in sorted(chosen[:-1], key=search.cost, reverse=True):
+        gang = unit[0].pod.gang
+        if any(u is not unit and u[0].pod.gang == gang for u in chosen):
+            continue  # the units of one gang were judged together: keep them together
         rest = [u for u in chosen if u is not unit]
         if covered(rest):
             chosen = rest
