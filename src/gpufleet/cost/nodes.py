@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from gpufleet.cost.allocation import Nodes
 from gpufleet.model.devices import mig_gpus
+from gpufleet.model.pod import SHARED_GPU_RESOURCE
 from gpufleet.model.values import EMPTY
 
 if TYPE_CHECKING:
@@ -51,7 +52,9 @@ def price_nodes(
             )
         cores, gib = spec.cpu_milli / 1000.0, spec.memory_mib / 1024.0
         static_mig = sum(mig_gpus(profile, n) for profile, n in spec.mig_slices.items())
-        whole = spec.gpus if spec.physical_gpus is None else spec.physical_gpus
+        whole = spec.physical_gpus
+        if whole is None:  # one GPU per advertised one (renamed replicas of no known count too)
+            whole = spec.gpus + spec.extended.get(SHARED_GPU_RESOURCE, 0)
         gpus = whole + static_mig + device_gpus.get(spec.name, 0.0)
         split = entry.prices(gpus, cores, gib, sheet.base)
         types.append(entry.name)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from decimal import Decimal
 
-from gpufleet.load.gpu_operator import gpu_devices
+from gpufleet.load.gpu_operator import MAX_ADVERTISED, gpu_devices
 from gpufleet.load.reader import Reader
 from gpufleet.load.vocabulary import (
     GPU_MEMORY_LABEL,
@@ -70,10 +70,6 @@ def read_node(r: Reader) -> NodeSpec:
     memory = r.quantity("status.allocatable.memory", allocatable["memory"])
     gpu_field = f"status.allocatable.{GPU_RESOURCE}"
     gpus = r.count(gpu_field, allocatable.get(GPU_RESOURCE, 0), "GPUs")
-    if gpus > MAX_GPUS_PER_NODE:
-        raise r.fail(
-            gpu_field, f"at most {MAX_GPUS_PER_NODE} GPUs on one node", allocatable[GPU_RESOURCE]
-        )
     labels = r.strings("metadata.labels")
     slices: dict[str, int] = {}
     extended: dict[str, int] = {}
@@ -86,6 +82,10 @@ def read_node(r: Reader) -> NodeSpec:
             extended[str(resource)] = math.floor(r.quantity(field, raw))
     max_pods = r.count("status.allocatable.pods", allocatable.get("pods", KUBELET_MAX_PODS), "pods")
     devices = gpu_devices(r, labels, gpus or extended.get(SHARED_GPU_RESOURCE, 0))
+    cap = MAX_GPUS_PER_NODE if devices.unit == 1 else MAX_ADVERTISED
+    if gpus > cap:
+        what = "GPUs" if devices.unit == 1 else "MIG slices or replicas"
+        raise r.fail(gpu_field, f"at most {cap} {what} on one node", allocatable[GPU_RESOURCE])
     product = devices.product
     dynamic = (
         labels.get(MIG_DYNAMIC_LABEL) == "true" and not slices and gpus > 0 and devices.unit == 1
@@ -116,6 +116,7 @@ def read_node(r: Reader) -> NodeSpec:
         gpu_unit=float(devices.unit),
         gpu_sharing=devices.kind,
         physical_gpus=devices.physical,
+        gpu_one_per_pod=devices.one_per_pod,
     )
 
 
@@ -159,10 +160,11 @@ def with_numa(
 
 
 def _gpu_memory(r: Reader, labels: Mapping[str, str]) -> int | None:
-    """MiB of each of the node's GPUs (label ``nvidia.com/gpu.memory``), None without it."""
+    """MiB of each of the node's GPUs (label ``nvidia.com/gpu.memory``), None without it or
+    where it is 0 (what GFD writes for a node whose MIG configuration is invalid)."""
     raw = labels.get(GPU_MEMORY_LABEL)
     if raw is None:
         return None
-    if not INTEGER.fullmatch(raw) or int(raw) <= 0 or len(raw) > 9:
-        raise r.fail(f"metadata.labels.{GPU_MEMORY_LABEL}", "MiB as a positive integer", raw)
-    return int(raw)
+    if not INTEGER.fullmatch(raw) or int(raw) < 0 or len(raw) > 9:
+        raise r.fail(f"metadata.labels.{GPU_MEMORY_LABEL}", "MiB as an integer >= 0", raw)
+    return int(raw) or None

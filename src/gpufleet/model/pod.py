@@ -146,9 +146,11 @@ class PodSpec:
         return self.shared_gpus
 
     def charged(self, unit: float) -> PodSpec:
-        """The pod where each advertised GPU it takes is worth ``unit`` physical GPUs."""
-        if unit == 1.0 or not self.advertised_gpus:
-            return self
+        """The pod where each advertised GPU it takes is worth ``unit`` physical GPUs (a
+        whole GPU at 1: no charge of its own but for ``nvidia.com/gpu.shared``, which its
+        request does not count)."""
+        if not self.advertised_gpus or (unit == 1.0 and self.num_gpu):
+            return self if self.gpu_charge is None else dataclasses.replace(self, gpu_charge=None)
         return dataclasses.replace(self, gpu_charge=self.advertised_gpus * unit)
 
     @property

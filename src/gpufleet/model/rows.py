@@ -88,6 +88,8 @@ class NodeSpec:
     physical_gpus: int | None = None
     """Physical GPUs of the node where they differ from the advertised ones (what it is
     priced by); None: one per advertised GPU."""
+    gpu_one_per_pod: bool = False
+    """The device plugin gives a pod at most one of the node's advertised GPUs (MPS)."""
     uid: str = field(default="", compare=False)
     """``metadata.uid`` (empty: not read from a cluster). Like ``resource_version`` it says
     which object this is, not what it holds: neither takes part in ``==`` or ``hash``."""
@@ -123,6 +125,8 @@ class NodeSpec:
             self.gpu_memory_mib,
             self.gpu_unit,
             self.gpu_sharing,
+            self.physical_gpus,
+            self.gpu_one_per_pod,
         )
 
     def __post_init__(self) -> None:
@@ -149,7 +153,9 @@ class NodeRows:
         gpu_unit: ``(N,)`` physical GPUs one advertised GPU of the node counts as (1: whole;
             a MIG slice of the single strategy or a time-sliced replica less);
             ``gpu_sharing`` per node what such a GPU is (empty: whole), ``divided_gpus``
-            whether any node's are not whole.
+            whether any node's are not whole; ``one_per_pod`` ``(N,)`` nodes that give a
+            pod at most one (MPS), ``renamed_gpus`` ``(N,)`` nodes that advertise
+            ``nvidia.com/gpu.shared``.
         gpu_worth: ``(N,)`` GPUs the node's pods can be charged in all
             (:attr:`NodeSpec.gpu_worth`).
         models: GPU model names, sorted.
@@ -204,9 +210,11 @@ class NodeRows:
         "models",
         "names",
         "node_labels",
+        "one_per_pod",
         "pod_index",
         "pods_free",
         "pods_limited",
+        "renamed_gpus",
         "single_numa",
         "uid",
         "volumes",
@@ -241,6 +249,12 @@ class NodeRows:
         self.gpu_unit: FloatArray = np.array([node.gpu_unit for node in nodes], dtype=np.float64)
         self.gpu_sharing: tuple[str, ...] = tuple(node.gpu_sharing for node in nodes)
         self.divided_gpus = bool((self.gpu_unit != 1.0).any())
+        self.one_per_pod: BoolArray = np.array(
+            [node.gpu_one_per_pod for node in nodes], dtype=np.bool_
+        )
+        self.renamed_gpus: BoolArray = np.array(
+            [node.extended.get(SHARED_GPU_RESOURCE, 0) > 0 for node in nodes], dtype=np.bool_
+        )
         self.gpu_worth: FloatArray = np.array([node.gpu_worth for node in nodes])
         self.gpu_present: BoolArray = np.arange(g)[None, :] < self.gpu_count[:, None]
         self.cpu_free: IntArray = self.cpu_capacity.copy()
@@ -373,8 +387,8 @@ class NodeRows:
         (``nvidia.com/gpu``, or ``nvidia.com/gpu.shared``) charges — a whole GPU if any of
         them has whole ones, so that a queue never admits more than it may run."""
         mask = self.allowed(pod)
-        if not pod.num_gpu:  # replicas the device plugin renamed: on nodes without nvidia.com/gpu
-            mask &= (self.gpu_count == 0) & (self.gpu_unit != 1.0)
+        if not pod.num_gpu:  # replicas the device plugin renamed nvidia.com/gpu.shared
+            mask &= self.renamed_gpus
         units = self.gpu_unit[mask]
         return float(units.max()) if units.size else 1.0
 
@@ -387,7 +401,7 @@ class NodeRows:
             if sized is None:
                 return None
             pod = sized
-        if self.divided_gpus:
+        if self.divided_gpus or pod.shared_gpus:
             pod = pod.charged(float(self.gpu_unit[node]))
         return pod
 

@@ -61,7 +61,7 @@ def with_demand(pod: PodInfo, state: ClusterState) -> PodInfo:
         return replace(pod, demand_milli=state.demand(pod.spec).gpu_milli)
     if state.divided_gpus and pod.spec.advertised_gpus:
         return replace(pod, demand_unit=state.demand_unit(pod.spec))
-    return pod
+    return pod  # demand_unit 1: nvidia.com/gpu.shared counts whole (PodSpec.charged)
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -5,7 +5,9 @@ needs one GPU with at least that much free (the ``Open-Gpu-Share`` filter of the
 simulator). A node whose GPU model the pod does not allow is rejected for good
 (UnschedulableAndUnresolvable: no eviction changes a node's GPU model). A share of a GPU
 (gpufleet's) never goes where the device plugin advertises MIG slices or time-sliced
-replicas as ``nvidia.com/gpu``: those are not GPUs gpufleet can divide (unresolvable too).
+replicas as ``nvidia.com/gpu``: those are not GPUs gpufleet can divide; nor does a pod of
+several GPUs go where they are MPS replicas, of which the device plugin gives a pod one
+(both unresolvable too).
 """
 
 from __future__ import annotations
@@ -43,11 +45,21 @@ DIVIDED = (
 )
 
 
+ONE_PER_POD = (
+    "node(s) give a Pod at most one MPS replica of nvidia.com/gpu (the device plugin refuses more)"
+)
+
+
 def _divisible(state: ClusterState, pod: PodSpec) -> BoolArray | None:
-    """For a share of a GPU, the nodes whose advertised GPUs are whole ones (None: any)."""
-    if not pod.is_gpu_share or not state.divided_gpus:
+    """For a share of a GPU, the nodes whose advertised GPUs are whole ones; for a pod of
+    several advertised GPUs, the nodes that give a pod more than one (None: any)."""
+    if not state.divided_gpus:
         return None
-    return np.asarray(state.gpu_unit == 1.0)
+    if pod.is_gpu_share:
+        return np.asarray(state.gpu_unit == 1.0)
+    if pod.num_gpu > 1:
+        return np.asarray(~state.one_per_pod)
+    return None
 
 
 class GpuFit:
@@ -55,6 +67,9 @@ class GpuFit:
 
     def filter(self, state: ClusterState, pod: PodSpec) -> FilterVerdict:
         if pod.num_gpu == 0:
+            if pod.shared_gpus > 1 and state.divided_gpus:  # renamed replicas: as above
+                ok = ~state.one_per_pod
+                return FilterVerdict(ok, ((ONE_PER_POD, ~ok),), unresolvable=True)
             return FilterVerdict.pass_all(state.size)
         capacity_ok = gpu_capacity_fits(state, pod)
         if pod.is_gpu_share:
@@ -66,7 +81,7 @@ class GpuFit:
             return FilterVerdict(capacity_ok, ((lacking, ~capacity_ok),))
         failures = []
         if kind_ok is not None:
-            failures.append((DIVIDED, ~kind_ok))
+            failures.append((DIVIDED if pod.is_gpu_share else ONE_PER_POD, ~kind_ok))
         if pod.gpu_models is not None:
             models = "|".join(sorted(pod.gpu_models))
             model_ok = state.model_mask(pod.gpu_models)
@@ -82,6 +97,8 @@ class GpuFit:
 
     def fits_rows(self, state: ClusterState, pod: PodSpec, rows: Rows) -> BoolArray | None:
         if pod.num_gpu == 0:
+            if pod.shared_gpus > 1 and state.divided_gpus:
+                return np.asarray(~state.one_per_pod[rows])
             return None
         ok = gpu_capacity_fits(state, pod, rows)
         if pod.gpu_models is not None:

@@ -54,7 +54,7 @@ def on_node(state: ClusterState, pod: PodSpec, node: int) -> PodSpec:
     """``pod`` as it runs on ``node`` (which its filters let through): a share sized by GPU
     memory is sized for the node's GPUs, advertised GPUs are charged at their worth there
     (:meth:`ClusterState.as_run`)."""
-    if not pod.sized_by_memory and not state.divided_gpus:
+    if not pod.sized_by_memory and not state.divided_gpus and not pod.shared_gpus:
         return pod
     run = state.as_run(pod, node)
     assert run is not None, "GpuMemory let only nodes with enough GPU memory through"

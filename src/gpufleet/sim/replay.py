@@ -321,13 +321,15 @@ class Replay:
         i = self.pod_job[key]
         progress, job = self.progress[i], self.jobs[i]
         spec = job.spec
-        self.meter.started(key, self._tenant(job), spec.gpu_equivalent, now)
+        running = self.cache.ledger().running.get(key)
+        gpus = (running.spec if running is not None else spec).gpu_equivalent  # at its worth
+        self.meter.started(key, self._tenant(job), gpus, now)
         if self.runlog is not None:
             self.runlog.started(
                 key,
                 self.node_index[binding.node],
                 now,
-                spec.gpu_equivalent,
+                gpus,
                 spec.cpu_milli / 1000.0,
                 spec.memory_mib / 1024.0,
                 i,

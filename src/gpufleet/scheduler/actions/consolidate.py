@@ -72,7 +72,11 @@ def movable(search: SearchView) -> tuple[BoolArray, ClusterState]:
     key = (cycle.consolidation_epoch(), None if held is None else held.mask.tobytes())
     known = cycle.movable
     if known is None or known[0] != key:
-        mask = _relocatable_alone(search, pool.alive & pool.single & ~pool.claims)
+        candidates = pool.alive & pool.single & ~pool.claims
+        state = search.state
+        if state.divided_gpus:  # a pod on MIG slices or replicas stays: its charge would change
+            candidates &= state.gpu_unit[pool.node] == 1.0
+        mask = _relocatable_alone(search, candidates)
         known = cycle.movable = (key, mask, pool.freed(search.state, mask))
     return known[1], known[2]
 
