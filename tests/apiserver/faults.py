@@ -14,6 +14,8 @@ in the URL path) and spent after ``n`` matching requests (``n=None``: until ``cl
 * ``expire_next_watch`` — the next watches get an ``ERROR`` event with a 410 ``Expired``
   Status, as for a watch from a compacted resourceVersion.
 * ``drop_watches`` — cut every open watch connection now.
+* ``watch_lines`` — the next watch of a matching path gets these raw lines first (events
+  shaped wrongly, lines that are no JSON), as a buggy or hostile server might send them.
 * ``freeze`` — answer nothing (requests wait, watches send nothing) for ``seconds``.
 
 The rules are set from the test's thread and read on the server's loop, under one lock.
@@ -64,6 +66,7 @@ class Faults:
         self._lock = threading.Lock()
         self._rules: list[Rule] = []
         self._expire_watches = 0
+        self._lines: list[tuple[re.Pattern[str], list[str]]] = []
         self.frozen_until = 0.0
         self.on_drop_watches: Callable[[], None] = lambda: None
         self.taken: Counter[str] = Counter()
@@ -131,6 +134,20 @@ class Faults:
                     self.taken[action] += 1
                     return rule
         return None
+
+    def watch_lines(self, lines: list[str], *, path: str = "") -> None:
+        """The next watch whose path matches ``path`` sends ``lines`` first, as they are."""
+        with self._lock:
+            self._lines.append((re.compile(path), list(lines)))
+
+    def take_watch_lines(self, path: str) -> list[str]:
+        with self._lock:
+            for i, (pattern, lines) in enumerate(self._lines):
+                if pattern.search(path):
+                    del self._lines[i]
+                    self.taken["watch_lines"] += 1
+                    return lines
+        return []
 
     def take_expired_watch(self) -> bool:
         with self._lock:

@@ -154,6 +154,8 @@ async def serve(
                     await response.write(encode("ADDED", obj))
             if spec.initial_events:
                 await response.write(_bookmark(spec.resource, start, initial_end=True))
+        for line in faults.take_watch_lines(request.path):
+            await response.write(line.encode() + b"\n")
         await _follow(
             response,
             spec,

@@ -108,6 +108,16 @@ def serve(
             help="Time between cycles when nothing happens (seconds, or 1s).",
         ),
     ] = 1.0,
+    watch_down_grace: Annotated[
+        float,
+        typer.Option(
+            min=1.0,
+            parser=duration,
+            metavar="DURATION",
+            help="How long a watch of a kind the cycle needs may be down before /readyz "
+            "fails (seconds, or 1m).",
+        ),
+    ] = 60.0,
     log_format: Annotated[str, typer.Option(help="text (key=value) or json.")] = "text",
     leader_elect: Annotated[
         str,
@@ -196,6 +206,7 @@ def serve(
         dry_run_events=dry_run_events,
         vocabularies=vocabularies,
         price_sheet=sheet,
+        watch_down_grace_s=watch_down_grace,
     )
     asyncio.run(_serve(config, context, options, lease, address, port))
 

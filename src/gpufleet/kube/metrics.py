@@ -160,6 +160,12 @@ class Metrics:
             ["kind"],
             registry=registry,
         )
+        self.watch_bad_objects = Counter(
+            "gpufleet_watch_bad_objects",
+            "Watch events and objects that could not be read: each reported and skipped.",
+            ["resource"],
+            registry=registry,
+        )
 
     def cycle(
         self,

@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from gpufleet.kube.definitions import Definitions, Settled
 from gpufleet.kube.devices import (
@@ -56,6 +56,7 @@ from gpufleet.load.foreign import (
     KAI_QUEUE,
     VOLCANO_POD_GROUP,
     VOLCANO_QUEUE,
+    PodNames,
     installed_classes,
     pod_names,
 )
@@ -68,7 +69,14 @@ from gpufleet.load.reader import Obj, Reader
 from gpufleet.load.snapshot import described
 from gpufleet.load.storage import read_claim as read_volume_claim
 from gpufleet.load.storage import read_csi_node, read_storage_class, read_volume
-from gpufleet.load.vocabulary import POD_GROUP_LABEL, SCHEDULER_NAME
+from gpufleet.load.vocabulary import (
+    FRACTION_ANNOTATION,
+    GPU_INDEX_ANNOTATION,
+    GPU_MEMORY_ANNOTATION,
+    GPU_RESOURCE,
+    POD_GROUP_LABEL,
+    SCHEDULER_NAME,
+)
 from gpufleet.load.volcano import ROOT as VOLCANO_ROOT
 from gpufleet.load.volcano import read_volcano_group, read_volcano_queue
 from gpufleet.model.cluster import NodeSpec
@@ -382,6 +390,8 @@ class ObjectStore:
             except (TypeError, ValueError, AttributeError, KeyError, ArithmeticError) as exc:
                 problems.append(_problem(kind, raw, f"unexpected structure: {exc}"))
                 made = None
+        if kind == "Pod" and raw is not None and _bound_to(raw):
+            made = self._holding(key, raw, made, problems)  # type: ignore[arg-type]
         if isinstance(made, GroupSpec):
             done = self._succeeded(key)
             made = replace(made, succeeded=done) if done else made
@@ -398,6 +408,31 @@ class ObjectStore:
         if kind in CONTEXT or becomes(kind) in {"Queue", "PodGroup"}:
             return  # not kept by the cache as such (context; a definition, above)
         self._made(kind, key, made, events)  # type: ignore[arg-type]
+
+    def _holding(
+        self, key: str, raw: Obj, made: PodInfo | None, problems: list[Problem]
+    ) -> PodInfo | None:
+        """A bound pod holds what it was bound with: once read bound to its node, a change
+        of what it asks (its GPU annotations: the API server validates requests, not them)
+        is reported and not trusted, whether it can be read or not; a bound pod first read
+        with annotations gpufleet cannot read holds what its container requests name, each
+        share of a GPU a whole GPU — never nothing, which would give its GPUs out again."""
+        before = self.made["Pod"].get(key)
+        held = isinstance(before, PodInfo) and before.bound and before.node == _bound_to(raw)
+        if held and isinstance(before, PodInfo) and before.uid == str(_meta(raw).get("uid", "")):
+            if made is None:
+                return before
+            if (made.spec, made.gpus) != (before.spec, before.gpus):
+                problems.append(_problem("Pod", raw, CHANGED_AFTER_BIND))
+                return replace(made, spec=before.spec, gpus=before.gpus)
+            return made
+        if made is not None:
+            return made
+        try:
+            conservative = self._read("Pod", Reader(SOURCE, _requests_only(raw, self.names)))
+        except (InputError, TypeError, ValueError, AttributeError, KeyError, ArithmeticError):
+            return None  # not even its requests: the problem above says why
+        return conservative if isinstance(conservative, PodInfo) else None
 
     def _define(
         self,
@@ -535,6 +570,55 @@ _READERS: Mapping[str, Callable[[ObjectStore, Reader], CacheObject | Context | N
     KAI_POD_GROUP.key: lambda _store, r: read_kai_group(r),
     VOLCANO_POD_GROUP.key: lambda _store, r: read_volcano_group(r),
 }
+
+
+CHANGED_AFTER_BIND = (
+    "its GPU annotations or requests changed after it was bound: gpufleet keeps counting what "
+    "it was bound with"
+)
+
+
+def _meta(obj: Obj) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _bound_to(obj: Obj) -> str:
+    """The node a pod that holds resources is bound to (empty: none, or it finished)."""
+    spec, status = obj.get("spec"), obj.get("status")
+    node = spec.get("nodeName") if isinstance(spec, Mapping) else None
+    phase = status.get("phase") if isinstance(status, Mapping) else None
+    return node if isinstance(node, str) and phase not in {"Succeeded", "Failed"} else ""
+
+
+def _requests_only(obj: Obj, names: PodNames) -> Obj:
+    """``obj`` without the annotations that share GPUs or name them (gpufleet's, and those
+    of the vocabularies read), a share counted as one whole GPU of its first container
+    where no container asks for GPUs itself."""
+    meta = dict(_meta(obj))
+    notes = dict(meta.get("annotations") or {})
+    shares: tuple[str, ...] = (FRACTION_ANNOTATION, GPU_MEMORY_ANNOTATION)
+    shares += names.fraction_annotations + names.memory_mib_annotations
+    shared = any(a in notes for a in shares)
+    for name in (*shares, GPU_INDEX_ANNOTATION):
+        notes.pop(name, None)
+    meta["annotations"] = notes
+    out = {**obj, "metadata": meta}
+    if shared:
+        spec = dict(obj.get("spec") or {})
+        containers = [dict(c) for c in spec.get("containers") or []]
+        asks = any(GPU_RESOURCE in str(c.get("resources")) for c in containers)
+        if containers and not asks:  # one that asks GPUs holds those
+            resources = dict(containers[0].get("resources") or {})
+            for part in ("requests", "limits"):
+                listed = dict(resources.get(part) or {})
+                if part == "limits" or listed:
+                    listed[GPU_RESOURCE] = "1"
+                resources[part] = listed
+            containers[0]["resources"] = resources
+            spec["containers"] = containers
+            out["spec"] = spec
+    return out
 
 
 def _key(kind: str, obj: Obj) -> str:

@@ -32,6 +32,8 @@ class ServeOptions:
     vocabularies: frozenset[str] = frozenset()
     """Other schedulers' vocabularies read (``load/foreign.py``; those of
     :data:`~gpufleet.kube.kinds.LIVE_VOCABULARIES`): none by default, gpufleet's own only."""
+    watch_down_grace_s: float = 60.0
+    """How long the watch of a kind the cycle needs may be down before ``/readyz`` fails."""
 
 
 @dataclass

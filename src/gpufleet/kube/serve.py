@@ -100,11 +100,19 @@ class LiveScheduler(ResultWriter):
         self.pending_log = PendingLog()
         self._unreported: list[Problem] = []
         self._lists = {r.kind.kind: 0 for r in self.reflectors}
+        self._bad = {r.kind.kind: 0 for r in self.reflectors}
 
     @property
     def ready(self) -> bool:
-        """Every kind has been listed once (``/readyz``)."""
-        return all(r.synced.is_set() for r in self.reflectors)
+        """Every kind has been listed once, and no watch of a kind the cycle needs has been
+        down for longer than ``watch_down_grace_s`` (``/readyz``)."""
+        now = time.monotonic()
+        grace = self.options.watch_down_grace_s
+        return all(
+            r.synced.is_set()
+            and (r.kind.optional or r.stats.down_since is None or now - r.stats.down_since < grace)
+            for r in self.reflectors
+        )
 
     def stalled(self) -> float | None:
         """Seconds since the loop last started a cycle, once more than :data:`STALL_S` or
@@ -196,6 +204,12 @@ class LiveScheduler(ResultWriter):
             if lists > 1 and lists > self._lists[kind]:
                 self.metrics.watch_restarts.labels(kind).inc(lists - max(self._lists[kind], 1))
             self._lists[kind] = lists
+            bad = reflector.stats.bad_objects
+            if bad > self._bad[kind]:
+                self.metrics.watch_bad_objects.labels(reflector.kind.path).inc(
+                    bad - self._bad[kind]
+                )
+                self._bad[kind] = bad
 
 
 async def _wait(stop: asyncio.Event, seconds: float) -> None:

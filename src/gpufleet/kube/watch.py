@@ -106,6 +106,11 @@ class WatchStats:
     gone: int = 0
     errors: int = 0
     refused: list[str] = field(default_factory=list)
+    bad_objects: int = 0
+    """Watch lines and objects that could not be read: each reported and skipped."""
+    down_since: float | None = None
+    """When (monotonic) the kind was last listed or watched successfully before its watch
+    failed; None while it is up (``/readyz`` turns false after ``--watch-down-grace``)."""
 
 
 class Reflector:
@@ -134,38 +139,58 @@ class Reflector:
         self.stats = WatchStats()
 
     async def run(self, stop: asyncio.Event) -> None:
-        """List and watch until ``stop`` is set."""
+        """List and watch until ``stop`` is set: whatever fails, the kind is listed and
+        watched again after a backoff (only ``stop`` ends it)."""
         while not stop.is_set():
             started = time.monotonic()
             try:
-                if not self.version:
-                    await self.relist()
-                await self.watch(stop)
-                if time.monotonic() - started < QUICK_S:  # a server that ends watches at once
-                    await _sleep(stop, self.backoff.next())
-                else:
-                    self.backoff.reset()
-            except GoneError:
-                self.stats.gone += 1
-                self.version = ""
-            except RetryableError as exc:
-                self.stats.errors += 1
-                await _sleep(stop, self.backoff.next(exc.retry_after))
-            except NotServedError as exc:
-                if not self.kind.optional:
-                    self._refused(exc)
-                elif not self.synced.is_set() or self.known:
-                    log.info("%s: not served; none of them are read", self.kind.kind)
-                    self._absent()
-                await _sleep(stop, self.backoff.cap_s)
-            except RefusedError as exc:
-                self._refused(exc)
-                await _sleep(stop, self.backoff.cap_s)
-            except ValueError as exc:  # a body or line that is not JSON: list again
+                await self._round(stop, started)
+            except Exception:  # a fault of ours or a server's: the watch goes on
                 self.stats.errors += 1
                 self.version = ""
-                log.warning("%s: unreadable reply (%s); listing again", self.kind.kind, exc)
+                self._down()
+                log.exception("%s: watch failed; listing again", self.kind.kind)
                 await _sleep(stop, self.backoff.next())
+
+    def _down(self) -> None:
+        if self.stats.down_since is None:
+            self.stats.down_since = time.monotonic()
+
+    async def _round(self, stop: asyncio.Event, started: float) -> None:
+        """One list (if needed) and watch, and what its failures mean."""
+        try:
+            if not self.version:
+                await self.relist()
+            await self.watch(stop)
+            if time.monotonic() - started < QUICK_S:  # a server that ends watches at once
+                await _sleep(stop, self.backoff.next())
+            else:
+                self.backoff.reset()
+        except GoneError:
+            self.stats.gone += 1
+            self.version = ""
+        except RetryableError as exc:
+            self.stats.errors += 1
+            self._down()
+            await _sleep(stop, self.backoff.next(exc.retry_after))
+        except NotServedError as exc:
+            if not self.kind.optional:
+                self._down()
+                self._refused(exc)
+            elif not self.synced.is_set() or self.known:
+                log.info("%s: not served; none of them are read", self.kind.kind)
+                self._absent()
+            await _sleep(stop, self.backoff.cap_s)
+        except RefusedError as exc:
+            self._down()
+            self._refused(exc)
+            await _sleep(stop, self.backoff.cap_s)
+        except ValueError as exc:  # a list body that is not JSON: list again
+            self.stats.errors += 1
+            self.version = ""
+            self._down()
+            log.warning("%s: unreadable reply (%s); listing again", self.kind.kind, exc)
+            await _sleep(stop, self.backoff.next())
 
     def _refused(self, exc: RefusedError) -> None:
         self.stats.refused.append(str(exc))
@@ -207,6 +232,7 @@ class Reflector:
             elif before != _version(item):
                 self._tell("MODIFIED", item)
         self.version = version
+        self.stats.down_since = None
         self.synced.set()
 
     async def watch(self, stop: asyncio.Event) -> None:
@@ -222,15 +248,33 @@ class Reflector:
             stream = self.http.stream("GET", self.kind.path, params=params, timeout=WATCH_TIMEOUT)
             async with stream as response:
                 await _check(response)
+                self.stats.down_since = None
                 lines = response.aiter_lines()
                 while not stop.is_set():
-                    line = await _next(lines, stop)
+                    line = await _next(lines, stop, self.watch_timeout_s + SILENCE_MARGIN_S)
                     if line is None:
                         return
                     if line.strip():
-                        self._event(json.loads(line))
+                        self._line(line)
         except httpx.HTTPError as exc:
             raise RetryableError(f"watch of {self.kind.kind}: {exc}") from exc
+
+    def _line(self, line: str) -> None:
+        """One watch event: decoded, checked and told on its own. One that cannot be read
+        is reported and skipped; the stream goes on."""
+        try:
+            event = json.loads(line)
+        except ValueError as exc:
+            self._bad(f"a line that is not JSON ({exc}): {line[:SHOWN]!r}")
+            return
+        if not isinstance(event, Mapping) or not isinstance(event.get("object"), Mapping):
+            self._bad(f"an event that is not a {{type, object}} mapping: {line[:SHOWN]!r}")
+            return
+        self._event(event)
+
+    def _bad(self, what: str) -> None:
+        self.stats.bad_objects += 1
+        log.warning("%s watch: skipped %s", self.kind.kind, what)
 
     def _event(self, event: Mapping[str, Any]) -> None:
         kind, obj = event.get("type"), event.get("object") or {}
@@ -239,7 +283,7 @@ class Reflector:
             if code == 410:
                 raise GoneError(str(obj.get("message", "")))
             raise RetryableError(f"watch of {self.kind.kind}: {obj.get('message', obj)}")
-        version = str((obj.get("metadata") or {}).get("resourceVersion") or self.version)
+        version = _version(obj) or self.version
         if kind == "BOOKMARK":
             self.version = version
             return
@@ -248,14 +292,21 @@ class Reflector:
             self.version = version
 
     def _tell(self, type_: str, obj: Obj) -> None:
-        key = _key(obj)
+        try:
+            key = _key(obj)
+        except (TypeError, ValueError, AttributeError) as exc:
+            self._bad(f"an object without a readable name ({exc})")
+            return
         if type_ == "DELETED":
             self.known.pop(key, None)
             self.objects.pop(key, None)
         else:
             self.known[key] = _version(obj)
             self.objects[key] = obj
-        self.sink(type_, obj)
+        try:
+            self.sink(type_, obj)
+        except Exception as exc:  # noqa: BLE001 (one object's fault never ends the watch)
+            self._bad(f"{type_} {key}: {exc!r}")
 
     async def _get_json(self, path: str, params: Mapping[str, str]) -> Mapping[str, Any]:
         try:
@@ -291,13 +342,23 @@ def _retry_after(response: httpx.Response) -> float | None:
         return None
 
 
-async def _next(lines: Any, stop: asyncio.Event) -> str | None:
-    """The next line of a watch, or None when it ended or ``stop`` was set."""
+SHOWN = 200
+"""Characters of an unreadable line a log shows."""
+SILENCE_MARGIN_S = 30
+"""A watch that has sent nothing (not even a bookmark) this long past its timeout is dead."""
+
+
+async def _next(lines: Any, stop: asyncio.Event, silence_s: float | None = None) -> str | None:
+    """The next line of a watch, or None when it ended, ``stop`` was set, or nothing came
+    for ``silence_s`` seconds (a dead watch: it is begun again)."""
     reader = asyncio.ensure_future(lines.__anext__())
     stopper = asyncio.ensure_future(stop.wait())
-    done, _ = await asyncio.wait({reader, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    done, _ = await asyncio.wait(
+        {reader, stopper}, timeout=silence_s, return_when=asyncio.FIRST_COMPLETED
+    )
     if reader not in done:
         reader.cancel()
+        stopper.cancel()
         return None
     stopper.cancel()
     try:
@@ -316,10 +377,13 @@ async def _sleep(stop: asyncio.Event, seconds: float) -> None:
 
 def _key(obj: Obj) -> str:
     meta = obj.get("metadata") or {}
+    if not isinstance(meta, Mapping):
+        raise TypeError(f"metadata is {type(meta).__name__}, not a mapping")
     namespace = meta.get("namespace")
     name = str(meta.get("name", ""))
     return f"{namespace}/{name}" if namespace else name
 
 
 def _version(obj: Obj) -> str:
-    return str((obj.get("metadata") or {}).get("resourceVersion", ""))
+    meta = obj.get("metadata") or {}
+    return str(meta.get("resourceVersion", "")) if isinstance(meta, Mapping) else ""

@@ -1,0 +1,111 @@
+"""A bound pod holds what it was bound with, live, over real HTTP against the API emulator:
+an annotation gpufleet cannot read — put on a running pod after its bind, or on another
+scheduler's running pod, or a GPU index out of range — is reported (FailedToRead) and frees
+nothing, so the next pod is never bound onto GPUs that are taken."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gpufleet.kube.serve import LiveScheduler
+from tests.apiserver.server import Emulator
+from tests.kube.test_serve import add_node, add_pod, bound, events, pods, serve
+
+JSON = dict[str, Any]
+
+
+def running(
+    emulator: Emulator, name: str, gpus: int, *, scheduler: str = "gpufleet", notes: JSON
+) -> None:
+    """A pod bound to n0 and running, with ``notes`` as its annotations."""
+    container = {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}
+    obj = {
+        "metadata": {"name": name, "annotations": notes},
+        "spec": {"schedulerName": scheduler, "nodeName": "n0", "containers": [container]},
+        "status": {"phase": "Running", "startTime": "2026-01-01T00:00:00Z"},
+    }
+    emulator.store.create(emulator.store.resource("", "v1", "pods"), "default", obj)
+
+
+def unreadable(emulator: Emulator) -> set[str]:
+    return {e["regarding"]["name"] for e in events(emulator) if e["reason"] == "FailedToRead"}
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "notes"),
+    [
+        pytest.param("gpufleet", {"gpufleet.io/gpu-fraction": "oops"}, id="fraction"),
+        pytest.param("default-scheduler", {"gpufleet.io/gpu-memory": "lots"}, id="other-scheduler"),
+        pytest.param("gpufleet", {"gpufleet.io/gpu-index": "99"}, id="index-out-of-range"),
+        pytest.param("gpufleet", {"gpufleet.io/gpu-index": "abc"}, id="index-not-a-number"),
+    ],
+)
+def test_a_bound_pod_first_read_unreadable_frees_nothing(
+    emulator: Emulator, scheduler: str, notes: JSON
+) -> None:
+    add_node(emulator, "n0", gpus=8)
+    running(emulator, "mine", 8, scheduler=scheduler, notes=notes)
+    add_pod(emulator, "next", 1)
+
+    def done(live: LiveScheduler) -> bool:
+        return "mine" in unreadable(emulator) and live.stats.cycles > 4
+
+    serve(emulator, done)
+    assert bound(emulator) == {"mine": "n0"}  # next waits: the 8 GPUs are held
+    waiting = pods(emulator)["next"]["status"]["conditions"][0]["message"]
+    assert "Insufficient nvidia.com/gpu" in waiting
+
+
+def test_an_annotation_changed_after_the_bind_is_reported_and_not_trusted(
+    emulator: Emulator,
+) -> None:
+    add_node(emulator, "n0", gpus=8)
+    running(emulator, "mine", 8, notes={})
+    resource = emulator.store.resource("", "v1", "pods")
+    seen: dict[str, int] = {}
+
+    def done(live: LiveScheduler) -> bool:
+        if "changed" not in seen and live.stats.cycles > 2:  # read bound with 8 GPUs: now
+            mine = pods(emulator)["mine"]  # kubectl annotate pod mine gpu-fraction=oops
+            mine["metadata"]["annotations"] = {"gpufleet.io/gpu-fraction": "oops"}
+            emulator.store.update(resource, "default", "mine", mine)
+            add_pod(emulator, "next", 1)
+            seen["changed"] = live.stats.cycles
+        return "changed" in seen and live.stats.cycles > seen["changed"] + 4
+
+    serve(emulator, done)
+    assert bound(emulator) == {"mine": "n0"}
+    assert "mine" in unreadable(emulator)
+
+
+def test_no_event_ends_a_watch(emulator: Emulator) -> None:
+    """Events shaped wrongly — an object whose spec is a string, a line that is a JSON list,
+    an object that is a list, a line that is no JSON — are each reported and skipped: the
+    pods watch goes on, and a pod created after them is bound."""
+    add_node(emulator, "n0", gpus=2)
+    emulator.faults.watch_lines(
+        [
+            '{"type": "ADDED", "object": {"metadata": {"name": "x", "namespace": "default",'
+            ' "resourceVersion": "1"}, "spec": "nope"}}',
+            "[1, 2]",
+            '{"type": "ADDED", "object": [1]}',
+            '{"type": "ADDED", "obj',
+        ],
+        path="/api/v1/pods",
+    )
+    seen: dict[str, int] = {}
+
+    def done(live: LiveScheduler) -> bool:
+        pods_watch = next(r for r in live.reflectors if r.kind.kind == "Pod")
+        if "added" not in seen and pods_watch.stats.bad_objects >= 3:
+            add_pod(emulator, "after", 1)
+            seen["added"] = 1
+        return "after" in bound(emulator)
+
+    live = serve(emulator, done)
+    pods_watch = next(r for r in live.reflectors if r.kind.kind == "Pod")
+    assert pods_watch.stats.bad_objects >= 3
+    assert emulator.faults.taken["watch_lines"] == 1
+    assert live.ready
