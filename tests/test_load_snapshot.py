@@ -237,7 +237,7 @@ POD = "apiVersion: v1\nkind: Pod\nmetadata: {{name: p, namespace: ml{meta}}}\nsp
                 "apiVersion: gpufleet.io/v1alpha1\nkind: Queue\nmetadata: {name: b}\n"
                 "spec: {parentQueue: a}",
             ],
-            "parent queues form a cycle",
+            "is in a cycle of parent queues: a → b → a",
             id="queue-cycle",
         ),
         pytest.param(

@@ -69,6 +69,7 @@ from gpufleet.model.volumes import CsiNode, PersistentVolume, Storage, StorageCl
 from gpufleet.model.workload import (
     GroupSpec,
     PodInfo,
+    QueueProblem,
     QueueSpec,
     ReplayJob,
     Snapshot,
@@ -414,6 +415,7 @@ CASES: dict[type, Case] = {
     PodInfo: Case(pod_info, {"spec": replace(pod_spec(), cpu_milli=1), "node": None}),
     GroupSpec: Case(group_spec, {"subgroups": (SubGroup("workers", 2),)}),
     SubGroup: Case(lambda: SubGroup("workers", 2, "job", "rack", "zone")),
+    QueueProblem: Case(lambda: QueueProblem("cycle", "a", ("a", "b", "a"))),
     ReplayJob: Case(
         lambda: ReplayJob("job-1", "team-a", 10.0, 600.0, pod_spec(), 2),
         {"spec": replace(pod_spec(), memory_mib=1)},

@@ -109,3 +109,49 @@ def test_no_event_ends_a_watch(emulator: Emulator) -> None:
     assert pods_watch.stats.bad_objects >= 3
     assert emulator.faults.taken["watch_lines"] == 1
     assert live.ready
+
+
+def queue(emulator: Emulator, name: str, parent: str | None = None) -> None:
+    spec = {"parentQueue": parent} if parent else {}
+    resource = emulator.store.resource("gpufleet.io", "v1alpha1", "queues")
+    emulator.store.create(resource, "", {"metadata": {"name": name}, "spec": spec})
+
+
+def test_one_bad_queue_stops_no_other(emulator: Emulator) -> None:
+    """A Queue whose parent does not exist yet, two that are each other's parent, and the
+    bottom of a chain of 1,000: each is reported on the Queue and its pod waits naming it;
+    every other queue's pod is bound, no cycle fails, and once the missing parent is created
+    the child's pod is bound too."""
+    add_node(emulator, "n0", gpus=8)
+    queue(emulator, "child", "team")  # as `kubectl apply -f queues/` makes it, child first
+    queue(emulator, "qa", "qb")
+    queue(emulator, "qb", "qa")
+    queue(emulator, "c0")
+    for i in range(1, 1000):
+        queue(emulator, f"c{i}", f"c{i - 1}")
+    queue(emulator, "fine")
+    for name, in_queue in (("p-child", "child"), ("p-qa", "qa"), ("p-deep", "c999")):
+        add_pod(emulator, name, 1, labels={"gpufleet.io/queue": in_queue})
+    add_pod(emulator, "p-fine", 1, labels={"gpufleet.io/queue": "fine"})
+    seen: dict[str, int] = {}
+
+    def done(live: LiveScheduler) -> bool:
+        told = unreadable(emulator)
+        if "team" not in seen and {"child", "qa", "qb", "c999"} <= told and live.stats.cycles > 3:
+            queue(emulator, "team")
+            seen["team"] = live.stats.cycles
+        return "team" in seen and "p-child" in bound(emulator)
+
+    live = serve(emulator, done, timeout=30.0)
+    assert live.stats.cycle_errors == 0
+    assert set(bound(emulator)) == {"p-fine", "p-child"}
+    notes = {
+        e["regarding"]["name"]: e["note"] for e in events(emulator) if e["reason"] == "FailedToRead"
+    }
+    assert "names parent queue 'team', which does not exist" in notes["child"]
+    assert "is in a cycle of parent queues" in notes["qa"]
+    assert "more than 64 levels of parent queues" in notes["c999"]
+    waiting = {n: p["status"]["conditions"][0]["message"] for n, p in pods(emulator).items()
+               if n in {"p-qa", "p-deep"}}  # fmt: skip
+    assert "queue qa is not valid: it is in a cycle of parent queues" in waiting["p-qa"]
+    assert "queue c999 is not valid" in waiting["p-deep"]

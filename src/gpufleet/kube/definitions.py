@@ -75,6 +75,11 @@ class Definitions:
         order = sorted(defs, key=precedence)
         return Settled(name, order[0], defs[order[0]], tuple(order[1:]))
 
+    def definer(self, cache_kind: str, name: str) -> Definer | None:
+        """The object queue or gang ``name`` is read from (None: none)."""
+        defs = self._by_name[cache_kind].get(name)
+        return min(defs, key=precedence) if defs else None
+
     def read_from(self, cache_kind: str, name: str) -> str | None:
         """The store kind of the object queue or gang ``name`` is read from (None: none)."""
         defs = self._by_name[cache_kind].get(name)

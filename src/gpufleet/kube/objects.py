@@ -81,7 +81,7 @@ from gpufleet.load.volcano import ROOT as VOLCANO_ROOT
 from gpufleet.load.volcano import read_volcano_group, read_volcano_queue
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.devices import Claim
-from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec
+from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, queue_problems
 from gpufleet.scheduler.events import Event, Namespace, Topology
 
 if TYPE_CHECKING:
@@ -461,6 +461,20 @@ class ObjectStore:
                     problems.append(_problem(other_kind, other, message))
             self._context_of(cache_kind, settled)
             self._made(cache_kind, name, settled.made, events)
+        if cache_kind == "Queue":
+            self._check_queues(problems)
+
+    def _check_queues(self, problems: list[Problem]) -> None:
+        """Report each queue whose parents are missing, in a cycle or too deep, on the object
+        it is read from, as the what-if refuses it: the cycle leaves it out and its pods wait
+        (``scheduler/ledger.py``), every other queue schedules on."""
+        queues = [q for q in self.made["Queue"].values() if isinstance(q, QueueSpec)]
+        for name, problem in sorted(queue_problems(queues).items()):
+            definer = self.definitions.definer("Queue", name)
+            raw = self.raw[definer[0]].get(definer[1]) if definer is not None else None
+            if raw is not None:
+                message = f"not valid: it {problem.text()}; its pods wait until it is fixed"
+                problems.append(_problem(definer[0], raw, message))  # type: ignore[index]
 
     def _context_of(self, cache_kind: str, settled: Settled) -> None:
         """What pods read of a settled queue or gang: a gang's queue; an ElasticQuota's

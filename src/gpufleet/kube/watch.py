@@ -358,6 +358,7 @@ async def _next(lines: Any, stop: asyncio.Event, silence_s: float | None = None)
     )
     if reader not in done:
         reader.cancel()
+        reader.add_done_callback(_retrieved)  # a read that failed as it was cancelled
         stopper.cancel()
         return None
     stopper.cancel()
@@ -366,6 +367,13 @@ async def _next(lines: Any, stop: asyncio.Event, silence_s: float | None = None)
     except StopAsyncIteration:
         return None
     return line
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    """Take the outcome of a task no one waits for any more, so that asyncio does not log it
+    as "never retrieved" (a watch's read cut off by a shutdown)."""
+    if not task.cancelled():
+        task.exception()
 
 
 async def _sleep(stop: asyncio.Event, seconds: float) -> None:

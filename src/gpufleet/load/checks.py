@@ -23,7 +23,7 @@ from gpufleet.load.reader import Reader, each
 from gpufleet.load.schema import LENIENT, STRICT, name_problem, unknown_fields
 from gpufleet.load.vocabulary import DEFAULT_SCHEDULER, TOPOLOGY_PREFERRED, TOPOLOGY_REQUIRED
 from gpufleet.model.devices import Allocation, Claim
-from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec
+from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, queue_problems
 
 T = TypeVar("T")
 
@@ -229,25 +229,12 @@ def queue_tree(
     queue whose vocabulary names its parent otherwise (Volcano's ``spec.parent``), that
     field, for the error to name."""
     queues = {spec.name: spec for spec, _ in unique(specs, lambda s: s[0].name, "Queue", source)}
-    for spec in queues.values():
-        field = (parent_fields or {}).get(spec.name, "spec.parentQueue")
-        seen = {spec.name}
-        parent = spec.parent
-        while parent is not None:
-            if parent not in queues:
-                raise InputError(
-                    f"{source}: Queue {spec.name}",
-                    f"names parent queue {parent!r}, which is not in the snapshot",
-                    field=field,
-                )
-            if parent in seen:
-                raise InputError(
-                    f"{source}: Queue {spec.name}",
-                    "parent queues form a cycle",
-                    field=field,
-                )
-            seen.add(parent)
-            parent = queues[parent].parent
+    for name, problem in sorted(queue_problems(queues.values()).items()):
+        raise InputError(
+            f"{source}: Queue {name}",
+            problem.text("which is not in the snapshot"),
+            field=(parent_fields or {}).get(name, "spec.parentQueue"),
+        )
     return tuple(queues[name] for name in sorted(queues))
 
 

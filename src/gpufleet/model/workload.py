@@ -183,6 +183,99 @@ class PodInfo:
         )
 
 
+MAX_QUEUE_DEPTH = 64
+"""Levels of parent queues a queue may have under it (organisations nest a handful): a
+deeper one is not valid, so no walk over the tree is longer."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueProblem:
+    """Why a queue is not valid: its chain of parents breaks (``missing``: its parent
+    ``parent`` does not exist; ``cycle``: it is in ``chain``, which comes back to itself;
+    ``under``: it is under ``parent``, which is not valid; ``deep``: more than
+    :data:`MAX_QUEUE_DEPTH` levels are above it)."""
+
+    kind: str
+    parent: str = ""
+    chain: tuple[str, ...] = ()
+
+    def text(self, missing: str = "which does not exist") -> str:
+        if self.kind == "missing":
+            return f"names parent queue {self.parent!r}, {missing}"
+        if self.kind == "cycle":
+            return f"is in a cycle of parent queues: {' → '.join(self.chain)}"
+        if self.kind == "under":
+            return f"is under queue {self.parent!r}, which is not valid"
+        return f"has more than {MAX_QUEUE_DEPTH} levels of parent queues above it"
+
+
+def queue_problems(queues: Iterable[QueueSpec]) -> dict[str, QueueProblem]:
+    """The queues whose chain of parents does not end at a top-level queue within
+    :data:`MAX_QUEUE_DEPTH` levels, and why. Each queue is walked once (what a walk finds
+    is kept for the queues below): no recursion, linear in the queues whatever they say."""
+    by_name = {q.name: q for q in queues}
+    depth: dict[str, int] = {}
+    """Valid queues: how many parents are above each."""
+    bad: dict[str, QueueProblem] = {}
+    for name in by_name:
+        chain, found, above, at = _walk(name, by_name, depth, bad)
+        if found is not None:
+            _blame(chain, found, at if at in bad else None, bad)
+            continue
+        for i, queue_name in enumerate(reversed(chain)):  # the top of the chain first
+            if above + 1 + i > MAX_QUEUE_DEPTH:
+                bad[queue_name] = QueueProblem("deep")
+            else:
+                depth[queue_name] = above + 1 + i
+    return bad
+
+
+def _walk(
+    name: str,
+    by_name: Mapping[str, QueueSpec],
+    depth: Mapping[str, int],
+    bad: Mapping[str, QueueProblem],
+) -> tuple[list[str], QueueProblem | None, int, str | None]:
+    """From ``name`` up to a queue judged already, the top or a break: the queues walked,
+    the problem found (None: none), the parents above the last one walked (valid chains)
+    and where the walk stopped."""
+    chain: list[str] = []
+    at: str | None = name
+    while at is not None:
+        if at in depth:
+            return chain, None, depth[at], at
+        if at in bad:
+            return chain, bad[at], 0, at
+        if at in chain:
+            return chain, QueueProblem("cycle", at, (*chain[chain.index(at) :], at)), 0, at
+        queue = by_name.get(at)
+        if queue is None:
+            return chain, QueueProblem("missing", at, tuple(chain)), 0, at
+        chain.append(at)
+        at = queue.parent
+    return chain, None, -1, None
+
+
+def _blame(
+    chain: list[str], found: QueueProblem, judged: str | None, bad: dict[str, QueueProblem]
+) -> None:
+    """Give the queues of ``chain`` their problem: the queue naming a missing parent and
+    the members of a cycle have it; those below them (or below ``judged``, a queue found
+    invalid before) are under it; below a queue too deep, all are too deep."""
+    if judged is not None:
+        own: set[str] = set()
+        root = judged
+    elif found.kind == "cycle":
+        own, root = set(found.chain[:-1]), found.parent
+    else:
+        own, root = {chain[-1]}, chain[-1]
+    for queue_name in chain:
+        if found.kind == "deep" or queue_name in own:
+            bad[queue_name] = found
+        else:
+            bad[queue_name] = QueueProblem("under", root)
+
+
 @dataclass(frozen=True, slots=True)
 class SubGroup:
     """A named part of a gang (KAI's PodGroup ``spec.subGroups``): pods name theirs (KAI's

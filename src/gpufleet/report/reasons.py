@@ -197,7 +197,12 @@ def _starving(why: Why) -> str:
 
 _RENDER: dict[WhyCode, Callable[[Why], str]] = {
     WhyCode.BLOCKED: lambda w: str(w.facts["detail"]),
-    WhyCode.QUEUE_MISSING: lambda w: f"queue {w.facts['queue']} does not exist",
+    WhyCode.QUEUE_MISSING: lambda w: (
+        f"queue {w.facts['queue']} is not valid: it {w.facts['invalid']}; its pods wait until "
+        "it is fixed"
+        if w.facts.get("invalid")
+        else f"queue {w.facts['queue']} does not exist"
+    ),
     WhyCode.GANG_INCOMPLETE: lambda w: (
         f"gang {w.facts['gang']} has {w.facts['pods']} pod(s), fewer than its minMember "
         f"{w.facts['min_member']}; waiting for the rest to be created"

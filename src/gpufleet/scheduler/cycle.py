@@ -311,8 +311,11 @@ class Cycle:
         )
         unknown = [q for q in backlog.queues() if q not in self.tree.queues]
         for queue in unknown:
+            problem = self.ledger.invalid_queues.get(queue)
+            invalid = problem.text() if problem is not None else ""
             for job in backlog.behind(queue):
-                self.journal.pend(job, job.pods, why(WhyCode.QUEUE_MISSING, queue=job.queue))
+                reason = why(WhyCode.QUEUE_MISSING, queue=job.queue, invalid=invalid)
+                self.journal.pend(job, job.pods, reason)
         for gang in sorted(self.partial):
             if gang not in backlog:
                 self._stale_judged.add(gang)

@@ -23,7 +23,13 @@ from gpufleet.model.arrays import MILLI
 from gpufleet.model.cluster import ClusterState
 from gpufleet.model.values import EMPTY
 from gpufleet.model.volumes import NO_STORAGE, Storage, VolumeCatalog, VolumeState
-from gpufleet.model.workload import DEFAULT_QUEUE, QueueSpec, request_vector, vector
+from gpufleet.model.workload import (
+    DEFAULT_QUEUE,
+    QueueSpec,
+    queue_problems,
+    request_vector,
+    vector,
+)
 from gpufleet.plugins.gpu_pick import first_free_gpus, tightest_gpu
 from gpufleet.scheduler.claims import ClaimBook
 from gpufleet.scheduler.fairshare import QueueTree
@@ -50,11 +56,15 @@ def ledger_order(pods: Sequence[PodInfo]) -> list[PodInfo]:
     return sorted(bound, key=lambda p: (not p.gpus, -p.spec.cpu_milli, p.key))
 
 
-def queue_tree(queues: Sequence[QueueSpec]) -> QueueTree:
-    """The queues, with ``default`` added where missing (pods without a queue go there)."""
-    if DEFAULT_QUEUE not in {q.name for q in queues}:
-        queues = (*queues, QueueSpec(DEFAULT_QUEUE))
-    return QueueTree.of(queues)
+def queue_tree(queues: Sequence[QueueSpec], bad: Mapping[str, object] | None = None) -> QueueTree:
+    """The valid queues (:func:`~gpufleet.model.workload.queue_problems`: one whose parents
+    are missing, in a cycle or too deep is left out, and its pods wait), with ``default``
+    added where missing (pods without a queue go there)."""
+    bad = queue_problems(queues) if bad is None else bad
+    valid = [q for q in queues if q.name not in bad]
+    if DEFAULT_QUEUE not in {q.name for q in valid}:
+        valid.append(QueueSpec(DEFAULT_QUEUE))
+    return QueueTree.of(valid)
 
 
 class Ledger:
@@ -94,7 +104,9 @@ class Ledger:
             self.state.volumes = VolumeState(self.state.size, catalog)
             self.empty.volumes = VolumeState(self.state.size, catalog)
         self.node_index = {name: i for i, name in enumerate(self.state.names)}
-        self.tree = queue_tree(queues)
+        self.invalid_queues = queue_problems(queues)
+        """Queues left out of the tree, and why (their pods wait, told so)."""
+        self.tree = queue_tree(queues, self.invalid_queues)
         self.groups = dict(groups)
         self.book = book
         self.non_preemptible_priority = non_preemptible_priority
