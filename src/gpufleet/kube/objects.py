@@ -268,15 +268,17 @@ class ObjectStore:
             self.readers[read].discard(key)
         if deleted:
             return
-        meta = obj.get("metadata") or {}
         reads: list[tuple[str, str]] = []
-        group = self._group_name(meta)
+        group = self._group_name(_meta(obj))
         if group is not None:
             reads.append(("PodGroup", f"{key.split('/', 1)[0]}/{group}"))
-        node = (obj.get("spec") or {}).get("nodeName")
+        node = _mapping(obj, "spec").get("nodeName")
         if isinstance(node, str):
             reads.append(("Node", node))
-        claims, templates = claim_reads(obj)
+        try:
+            claims, templates = claim_reads(obj)
+        except (TypeError, ValueError, AttributeError, KeyError):  # the pod's problem says why
+            claims, templates = set(), set()
         reads += [("ResourceClaim", c) for c in sorted(claims)]
         reads += [("ResourceClaimTemplate", t) for t in sorted(templates)]
         for read in reads:
@@ -285,9 +287,9 @@ class ObjectStore:
 
     def _finished(self, raw: Obj | None) -> str:
         """The gang of raw pod ``raw`` if it succeeded (empty: it did not, or names none)."""
-        if raw is None or (raw.get("status") or {}).get("phase") != "Succeeded":
+        if raw is None or _mapping(raw, "status").get("phase") != "Succeeded":
             return ""
-        group = self._group_name(raw.get("metadata") or {})
+        group = self._group_name(_meta(raw))
         return "" if group is None else f"{_key('Pod', raw).split('/', 1)[0]}/{group}"
 
     def _succeeded(self, gang: str) -> int:
@@ -592,9 +594,15 @@ CHANGED_AFTER_BIND = (
 )
 
 
+def _mapping(obj: Obj, name: str) -> Mapping[str, Any]:
+    """Field ``name`` of ``obj`` where it is a mapping, else an empty one (the object's
+    reader reports a field of the wrong shape; indexing it must not fail first)."""
+    value = obj.get(name)
+    return value if isinstance(value, Mapping) else {}
+
+
 def _meta(obj: Obj) -> Mapping[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, Mapping) else {}
+    return _mapping(obj, "metadata")
 
 
 def _bound_to(obj: Obj) -> str:
@@ -636,7 +644,7 @@ def _requests_only(obj: Obj, names: PodNames) -> Obj:
 
 
 def _key(kind: str, obj: Obj) -> str:
-    meta = obj.get("metadata") or {}
+    meta = _meta(obj)
     name = str(meta.get("name", ""))
     if kind in NAMESPACED:
         return f"{meta.get('namespace') or 'default'}/{name}"
