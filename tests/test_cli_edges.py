@@ -4,6 +4,9 @@ for pods no node can hold, and ``explain`` of pods the cycle evicts (a real subp
 from __future__ import annotations
 
 import json
+import resource
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -278,3 +281,91 @@ def test_a_wrong_command_line_is_one_line_and_exit_2(
     assert done.stderr.count("\n") == 1, done.stderr  # one line: no usage box, no traceback
     assert message in done.stderr
     assert done.stdout == ""
+
+
+BOMB = "\n".join(
+    [
+        'a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]',
+        *(
+            f"{b}: &{b} [{', '.join([f'*{a}'] * 9)}]"
+            for a, b in zip("abcdefgh", "bcdefghi", strict=True)
+        ),
+    ]
+)
+"""604 bytes that stand for 9**9 strings through aliases."""
+
+
+def limited(
+    args: tuple[str, ...], cwd: Path, address_space: int
+) -> subprocess.CompletedProcess[str]:
+    """``gpufleet ARGS`` under an address-space limit (bytes), as a hostile input's test."""
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+
+    return subprocess.run(
+        [sys.executable, "-m", "gpufleet", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        check=False,
+        timeout=300,
+        preexec_fn=limit,
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param(BOMB, "its aliases expand one document to more than", id="alias-bomb"),
+        pytest.param("a: &a [*a]\n", "an alias refers to a value that contains it", id="recursive"),
+    ],
+)
+def test_an_input_that_would_exhaust_the_machine_is_refused(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    (tmp_path / "bomb.yaml").write_text(text)
+    done = limited(("schedule", "-f", "bomb.yaml"), tmp_path, 200 * 1024 * 1024)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr
+    assert done.stderr.count("\n") == 1
+
+
+def test_a_device_is_no_input_file(tmp_path: Path) -> None:
+    for args in (("schedule", "-f", "/dev/zero"), ("simulate", "--nodes", "/dev/zero")):
+        done = limited(args, tmp_path, 400 * 1024 * 1024)
+        assert done.returncode == 2, done.stderr
+        assert "/dev/zero: is not a regular file" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("cell", "field"),
+    [
+        pytest.param("1_0", "cpu_milli", id="underscore"),
+        pytest.param("٣", "cpu_milli", id="arabic"),
+    ],
+)
+def test_numbers_are_ascii_digits_as_kubernetes_writes_them(
+    tmp_path: Path, cell: str, field: str
+) -> None:
+    pods = tmp_path / "pods.csv"
+    pods.write_text(
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
+        f"deletion_time,scheduled_time\np0,{cell},1024,1,1000,,BE,Running,0,,\n",
+        encoding="utf-8",
+    )
+    done = gpufleet("simulate", "--workload", str(pods), cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert f"field '{field}': expected a non-negative integer, got '{cell}'" in done.stderr
+
+
+def test_a_price_beyond_reason_is_refused(tmp_path: Path) -> None:
+    sheet = tmp_path / "prices.yaml"
+    sheet.write_text(
+        "apiVersion: gpufleet.io/v1alpha1\nkind: PriceSheet\nmetadata: {name: s}\n"
+        "spec:\n  title: a test\n  currency: USD\n  default:\n    category: on-demand\n"
+        "    prices: {gpuHour: 1.0e+308, vcpuHour: 0, ramGiBHour: 0}\n"
+    )
+    done = gpufleet("schedule", "-f", LIMIT_BLOCKS, "--prices", str(sheet), NOW, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "expected a price from 0 to 1,000,000 per hour" in done.stderr

@@ -55,7 +55,7 @@ BAD = [
         "    prices: {gpuHour: 3.0, vcpuHour: 0.05, ramGiBHour: 0.01}",
         "    prices: {gpuHour: -3.0, vcpuHour: 0.05, ramGiBHour: 0.01}",
         "PriceSheet fixture entry h100: field 'spec.nodeTypes[0].prices.gpuHour': "
-        "expected a price of 0 or more, got -3.0",
+        "expected a price from 0 to 1,000,000 per hour, got -3.0",
     ),
     (
         "    nodeHour: 12.0",

@@ -82,7 +82,8 @@ def test_a_bad_sheet_exits_2_with_one_line(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr == (
         f"gpufleet: error: {prices}: PriceSheet a100-list entry a100: field "
-        "'spec.nodeTypes[0].prices.gpuHour': expected a price of 0 or more, got -1.0\n"
+        "'spec.nodeTypes[0].prices.gpuHour': expected a price from 0 to 1,000,000 per hour, "
+        "got -1.0\n"
     )
 
 

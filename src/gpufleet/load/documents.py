@@ -7,6 +7,7 @@ as the YAML spec says; a file that is not YAML is an :class:`InputError` with it
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -19,9 +20,66 @@ from gpufleet.load.reader import Obj
 MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
+MAX_YAML_VALUES = 2_000_000
+"""The most values one YAML document may expand to through its aliases (a million-pod
+snapshot is some tens of millions of values written out, not through aliases: a document
+whose aliases multiply it past this is an alias bomb). ``GPUFLEET_MAX_YAML_VALUES``
+overrides it."""
+
+
+def max_yaml_values() -> int:
+    raw = os.environ.get("GPUFLEET_MAX_YAML_VALUES", "")
+    return int(raw) if raw.isascii() and raw.isdigit() else MAX_YAML_VALUES
+
+
+def expanded_size(root: yaml.Node, limit: int) -> int:
+    """How many values the node graph ``root`` stands for once its aliases are expanded
+    (counted up to ``limit + 1``), each shared node walked once. Raises ValueError for an
+    alias to a node that contains it (a value without end)."""
+    size: dict[int, int] = {}
+    entered: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, leaving = stack.pop()
+        key = id(node)
+        kids: list[yaml.Node] = []
+        if isinstance(node, yaml.MappingNode):
+            kids = [n for pair in node.value for n in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            kids = list(node.value)
+        if leaving:
+            entered.discard(key)
+            size[key] = min(limit + 1, 1 + sum(size[id(k)] for k in kids))
+        elif key not in size:
+            if key in entered:
+                raise ValueError("an alias refers to a value that contains it")
+            entered.add(key)
+            stack.append((node, True))
+            stack.extend((k, False) for k in kids if id(k) not in size)
+    return size[id(root)]
+
+
 class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
     """YAML's safe loader, refusing a mapping that repeats a key: the YAML spec forbids it,
-    and last-wins would drop the first value (a whole pod, say) without a word."""
+    and last-wins would drop the first value (a whole pod, say) without a word — and a
+    document whose aliases expand it beyond :func:`max_yaml_values`, or refer to a value
+    that contains them, before anything is built from it."""
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        limit = max_yaml_values()
+        try:
+            values = expanded_size(node, limit)
+        except ValueError as exc:
+            line = node.start_mark.line + 1
+            raise InputError(self.name, f"is refused: {exc}", line=line) from None
+        if values > limit:
+            raise InputError(
+                self.name,
+                f"is refused: its aliases expand one document to more than {limit:,} values "
+                "(set GPUFLEET_MAX_YAML_VALUES to read more)",
+                line=node.start_mark.line + 1,
+            )
+        return super().construct_document(node)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[tuple[str, str]] = set()

@@ -13,6 +13,7 @@ the file, the line (the header is line 1) and the field — no row is dropped si
 from __future__ import annotations
 
 import csv
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -75,11 +76,18 @@ MAX_VALUE = 1 << 52
 """Values beyond this (milli-CPU, MiB, GPUs) are typos, and overflow the model's arrays."""
 
 
+ASCII_INTEGER = re.compile(r"-?[0-9]+")
+
+
 def _int(source: str, line: int, row: dict[str, str], field: str) -> int:
     raw = row.get(field)
     if raw is None:
         raise InputError(source, "missing value (row too short)", line=line, field=field)
     text = raw.strip()
+    if not ASCII_INTEGER.fullmatch(text):  # int() takes "1_0" and "٣": a CSV means neither
+        raise InputError(
+            source, f"expected a non-negative integer, got {raw!r}", line=line, field=field
+        )
     try:
         value = int(text)
     except ValueError:

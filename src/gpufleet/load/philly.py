@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import math
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -107,12 +108,14 @@ def load_philly(path: Path) -> list[TraceJob]:
     return jobs
 
 
+NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?")
+
+
 def _number(source: str, line: int, row: dict[str, str], field: str) -> float:
     raw = row.get(field)
-    try:
-        value = float(raw) if raw is not None else math.nan
-    except ValueError:
-        value = math.nan
+    text = (raw or "").strip()
+    number = NUMBER.fullmatch(text) is not None  # float() takes "1_0", "٣" and "inf"
+    value = float(text) if number else math.nan
     if not math.isfinite(value) or value < 0:
         raise InputError(
             source, f"expected a non-negative number, got {raw!r}", line=line, field=field

@@ -190,6 +190,11 @@ def _components(r: Reader, raw: object, field: str) -> Components:
 def _price(r: Reader, raw: object, field: str) -> float:
     if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
         raise r.fail(field, "a price, a number", raw)
-    if raw < 0:
-        raise r.fail(field, "a price of 0 or more", raw)
+    if not 0 <= raw <= MAX_PRICE:
+        raise r.fail(field, f"a price from 0 to {MAX_PRICE:,} per hour", raw)
     return float(raw)
+
+
+MAX_PRICE = 1_000_000
+"""The most one GPU, vCPU or GiB of memory may cost per hour: more is a typo, and costs
+summed over a cluster and a window must stay finite numbers (JSON has no Infinity)."""

@@ -20,7 +20,10 @@ from lightkube.utils.quantity import parse_quantity
 
 from gpufleet.load.errors import InputError
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|h|m|s)")
+PLAIN_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
+"""A number as Kubernetes and Go write one in text: ASCII digits, no sign, no ``_``."""
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 _DURATION_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 MAX_QUANTITY = Decimal(2) ** 52
 """Quantities beyond this (in bytes, cores or devices) are typos, not clusters."""
@@ -34,20 +37,59 @@ RESOURCE_VERSION = "resourceVersion"
 T = TypeVar("T")
 
 
-def shown(value: object) -> str:
+SHOWN_CHARS = 200
+"""Characters of a value an error message shows at most (an input is never echoed whole)."""
+
+
+def shown(value: object, limit: int = SHOWN_CHARS) -> str:
     """A value as the user wrote it: ``2.5`` for a quantity (not ``Decimal('2.500')``),
-    ``'x'`` for a string, YAML-like lists and mappings."""
+    ``'x'`` for a string, YAML-like lists and mappings — at most ``limit`` characters, then
+    ``…``: written piece by piece, so a value of any size (a YAML alias bomb) costs only
+    what is shown."""
+    out: list[str] = []
+    size = 0
+    stack: list[object] = [value]
+    while stack and size <= limit:
+        item = stack.pop()
+        if isinstance(item, _Text):
+            piece = item.text
+        elif isinstance(item, list):
+            parts: list[object] = [_Text("[")]
+            for i, v in enumerate(item):
+                parts += [_Text(", ")] if i else []
+                parts.append(v)
+            stack.extend(reversed([*parts, _Text("]")]))
+            continue
+        elif isinstance(item, Mapping):
+            parts = [_Text("{")]
+            for i, (k, v) in enumerate(item.items()):
+                parts += [_Text(f"{', ' if i else ''}{k}: "), v]
+            stack.extend(reversed([*parts, _Text("}")]))
+            continue
+        else:
+            piece = _scalar(item)
+        out.append(piece)
+        size += len(piece)
+    text = "".join(out)
+    return text if size <= limit and not stack else text[:limit] + "…"
+
+
+class _Text:
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _scalar(value: object) -> str:
     if isinstance(value, Decimal):
         return format(value.normalize(), "f") if abs(value) < MAX_QUANTITY else str(value)
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, list):
-        return "[" + ", ".join(shown(v) for v in value) + "]"
-    if isinstance(value, Mapping):
-        return "{" + ", ".join(f"{k}: {shown(v)}" for k, v in value.items()) + "}"
     if value is None:
         return "nothing"
-    return repr(value)
+    text = repr(value)
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…"
 
 
 class Reader:
@@ -111,12 +153,18 @@ class Reader:
             out.append(value)
         return out
 
-    def integer(self, path: str, default: int, *, minimum: int | None = None) -> int:
+    def integer(
+        self, path: str, default: int, *, minimum: int | None = None, maximum: int = INT32_MAX
+    ) -> int:
+        """An integer field; Kubernetes' are int32 (``maximum`` unless said otherwise)."""
         value = self.get(path, default)
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.fail(path, "an integer", value)
-        if minimum is not None and value < minimum:
-            raise self.fail(path, f"an integer >= {minimum}", value)
+        low = INT32_MIN if minimum is None else minimum
+        if value < low:
+            raise self.fail(path, f"an integer >= {low}", value)
+        if value > maximum:
+            raise self.fail(path, f"an integer <= {maximum}", value)
         return value
 
     def quantity(self, path: str, value: object) -> Decimal:
@@ -192,10 +240,7 @@ class Reader:
 def duration_seconds(text: str) -> float | None:
     """Seconds of a duration as Kubernetes and Go write it (``90s``, ``10m``, ``1h30m``,
     ``500ms``), or of a plain number of seconds (``90``, ``1.5``); None if it is neither."""
-    try:
-        plain = float(text)
-    except ValueError:
-        plain = None
+    plain = float(text) if PLAIN_NUMBER.fullmatch(text) else None  # no "1_0", no "٣"
     if plain is not None:
         return plain if math.isfinite(plain) and plain >= 0 else None
     parts = _DURATION.findall(text)
