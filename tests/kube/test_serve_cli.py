@@ -93,6 +93,14 @@ def test_a_missing_kubeconfig_is_one_line_and_exit_2(tmp_path: Path) -> None:
             "--leader-elect-renew-deadline must be shorter than --leader-elect-lease-duration",
         ),
         (
+            ("--leader-elect-retry-period", "9s"),
+            "--leader-elect-renew-deadline must be longer than 1.2 x --leader-elect-retry-period",
+        ),
+        (
+            ("--leader-elect-resource-name", "a/b"),
+            "--leader-elect-resource-name must be a Kubernetes name",
+        ),
+        (
             ("--vocabulary", "kai", "--vocabulary", "lsf"),
             "Invalid value for '--vocabulary': lsf is not read by the live scheduler; it "
             "reads capacityscheduling, kai, volcano",
@@ -138,3 +146,65 @@ def test_a_dry_run_elects_on_a_lease_of_its_own(emulator: Emulator, tmp_path: Pa
     names = {lease["metadata"]["name"] for lease in emulator.store.list(leases)[0]}
     assert names == {"gpufleet-dry-run"}
     assert bound(emulator) == {}
+
+
+def start_serving(emulator: Emulator, tmp_path: Path) -> tuple[subprocess.Popen[str], str]:
+    """``gpufleet serve`` against ``emulator``, once it reports ready."""
+    kubeconfig = emulator.kubeconfig(tmp_path / "kubeconfig")
+    port = free_port()
+    command = [sys.executable, "-m", "gpufleet", "serve", "--kubeconfig", str(kubeconfig)]
+    command += ["--address", "127.0.0.1", "--port", str(port), "--leader-elect=false"]
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 20
+    while True:
+        assert time.monotonic() < deadline, "never ready"
+        assert process.poll() is None, process.stderr.read() if process.stderr else ""
+        try:
+            if httpx.get(f"{base}/readyz").status_code == 200:
+                return process, base
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+
+
+def test_sigterm_ends_serve_while_the_api_server_hangs(emulator: Emulator, tmp_path: Path) -> None:
+    add_node(emulator, "n0")
+    process, _ = start_serving(emulator, tmp_path)
+    emulator.faults.freeze(60)  # every request and watch waits a minute
+    time.sleep(1.0)
+    process.send_signal(signal.SIGTERM)
+    try:
+        _, stderr = process.communicate(timeout=10)  # the kubelet's patience is 30 s
+    finally:
+        emulator.faults.frozen_until = 0.0
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, stderr
+    assert "ERROR" not in stderr
+    assert "Traceback" not in stderr
+
+
+def test_a_clean_shutdown_logs_no_error(emulator: Emulator, tmp_path: Path) -> None:
+    add_node(emulator, "n0")
+    process, _ = start_serving(emulator, tmp_path)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=15)
+    assert process.returncode == 0, stderr
+    assert "ERROR" not in stderr
+    assert "never retrieved" not in stderr
+
+
+def test_refused_credentials_are_one_line_and_exit_1(tmp_path: Path) -> None:
+    locked = Emulator(require_token=True).start()
+    try:
+        kubeconfig = locked.kubeconfig(tmp_path / "kubeconfig", token="wrong")
+        command = [sys.executable, "-m", "gpufleet", "serve", "--kubeconfig", str(kubeconfig)]
+        command += ["--port", "0", "--address", "127.0.0.1", "--leader-elect=false"]
+        done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=60)
+    finally:
+        locked.stop()
+    assert done.returncode == 1, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert "cannot reach the API server" in line
+    assert "HTTP 401 for GET /api: the credentials were refused" in line

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import signal
 import socket
 import sys
@@ -32,6 +33,12 @@ from gpufleet.kube import endpoints
 from gpufleet.kube.connect import IN_CLUSTER, http_client, load_config
 from gpufleet.kube.kinds import LIVE_VOCABULARIES
 from gpufleet.kube.leader import LeaseConfig
+from gpufleet.kube.lifecycle import (
+    SHUTDOWN_GRACE_S,
+    UnreachableError,
+    reachable,
+    until_stopped,
+)
 from gpufleet.kube.logs import LineFormatter
 from gpufleet.kube.options import ServeOptions
 from gpufleet.kube.serve import Replica
@@ -179,10 +186,12 @@ def serve(
     sheet = load_price_sheet(prices)  # a bad sheet: one line, exit 2, before connecting
     if leader_elect not in {"true", "false"}:
         raise typer.BadParameter(f"--leader-elect must be true or false, got {leader_elect!r}")
-    if not leader_elect_renew_deadline < leader_elect_lease_duration:
-        raise typer.BadParameter(
-            "--leader-elect-renew-deadline must be shorter than --leader-elect-lease-duration"
-        )
+    _check_lease(
+        leader_elect_lease_duration,
+        leader_elect_renew_deadline,
+        leader_elect_retry_period,
+        (leader_elect_resource_name, leader_elect_resource_namespace),
+    )
     lease = None
     if leader_elect == "true":
         lease = LeaseConfig(
@@ -208,7 +217,42 @@ def serve(
         price_sheet=sheet,
         watch_down_grace_s=watch_down_grace,
     )
-    asyncio.run(_serve(config, context, options, lease, address, port))
+    try:
+        asyncio.run(_serve(config, context, options, lease, address, port))
+    except UnreachableError as exc:
+        logging.getLogger("gpufleet.serve").error("%s", exc)  # noqa: TRY400 (one line, not a trace)
+        raise SystemExit(1) from None
+
+
+JITTER_FACTOR = 1.2
+"""client-go's leader election jitters its retries by up to this factor."""
+DNS_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def _check_lease(
+    duration: float, deadline: float, retry: float, names: tuple[str | None, str | None]
+) -> None:
+    """The Lease's times as client-go's leader election checks them, and its name and
+    namespace as Kubernetes names (they are part of the Lease's API path)."""
+    if not deadline < duration:
+        raise typer.BadParameter(
+            "--leader-elect-renew-deadline must be shorter than --leader-elect-lease-duration"
+        )
+    if not retry * JITTER_FACTOR < deadline:
+        raise typer.BadParameter(
+            f"--leader-elect-renew-deadline must be longer than {JITTER_FACTOR} x "
+            "--leader-elect-retry-period (client-go's jitter)"
+        )
+    name, namespace = names
+    for option, value, limit in (
+        ("--leader-elect-resource-name", name, 253),
+        ("--leader-elect-resource-namespace", namespace, 63),
+    ):
+        if value is not None and (len(value) > limit or not DNS_NAME.fullmatch(value)):
+            raise typer.BadParameter(
+                f"{option} must be a Kubernetes name (lowercase letters, digits, '-' and "
+                f"'.', at most {limit} characters), got {value!r}"
+            )
 
 
 def _own_namespace() -> str:
@@ -229,13 +273,13 @@ async def _serve(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    log = logging.getLogger("gpufleet.serve")
     async with http_client(config, context) as http:
+        await reachable(http, stop)
         replica = Replica(http, options, lease)
         runner = await endpoints.start(replica, address, port)
-        logging.getLogger("gpufleet.serve").info(
-            "serving scheduler %s, endpoints on %s:%d", options.scheduler_name, address, port
-        )
+        log.info("serving scheduler %s, endpoints on %s:%d", options.scheduler_name, address, port)
         try:
-            await replica.run(stop)
+            await until_stopped(replica.run(stop), stop, SHUTDOWN_GRACE_S)
         finally:
-            await runner.cleanup()
+            await asyncio.wait_for(runner.cleanup(), SHUTDOWN_GRACE_S)

@@ -353,15 +353,17 @@ async def _next(lines: Any, stop: asyncio.Event, silence_s: float | None = None)
     for ``silence_s`` seconds (a dead watch: it is begun again)."""
     reader = asyncio.ensure_future(lines.__anext__())
     stopper = asyncio.ensure_future(stop.wait())
-    done, _ = await asyncio.wait(
-        {reader, stopper}, timeout=silence_s, return_when=asyncio.FIRST_COMPLETED
-    )
-    if reader not in done:
-        reader.cancel()
-        reader.add_done_callback(_retrieved)  # a read that failed as it was cancelled
+    try:
+        done, _ = await asyncio.wait(
+            {reader, stopper}, timeout=silence_s, return_when=asyncio.FIRST_COMPLETED
+        )
+    finally:  # returned, or the watch itself cancelled: no read is left behind unwatched
         stopper.cancel()
+        if not reader.done():
+            reader.cancel()
+        reader.add_done_callback(_retrieved)  # its failure is taken, whoever reads it
+    if reader not in done:
         return None
-    stopper.cancel()
     try:
         line: str = reader.result()
     except StopAsyncIteration:
