@@ -369,3 +369,21 @@ def test_a_price_beyond_reason_is_refused(tmp_path: Path) -> None:
     done = gpufleet("schedule", "-f", LIMIT_BLOCKS, "--prices", str(sheet), NOW, cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert "expected a price from 0 to 1,000,000 per hour" in done.stderr
+
+
+def test_a_job_larger_than_the_cluster_never_starts_and_costs_nothing_to_read(
+    tmp_path: Path,
+) -> None:
+    """A Philly row of 1e15 GPUs is a job that waits for good (counted, never started); no
+    pod of it is made, so the replay runs within a small memory limit."""
+    trace = tmp_path / "philly.csv"
+    trace.write_text(
+        "timestamp,duration,num_gpus,gpu_time,cluster\n"
+        "2017-10-09 07:01:55,66.0,1e15,66.0,c1\n"
+        "2017-10-09 07:02:55,66.0,1,66.0,c1\n"
+    )
+    args = ("simulate", "--protocol", "replay", "--workload", str(trace), "--out", "out")
+    done = limited(args, tmp_path, 1024 * 1024 * 1024)
+    assert done.returncode == 0, done.stderr
+    for run in json.loads((tmp_path / "out" / "results.json").read_text())["runs"]:
+        assert (run["jobs"], run["finished_jobs"], run["pending_jobs"]) == (2, 1, 1)

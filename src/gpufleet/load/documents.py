@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from gpufleet.load.errors import InputError, reading
-from gpufleet.load.reader import Obj
+from gpufleet.load.reader import Obj, shown
 
 MERGE_TAG = "tag:yaml.org,2002:merge"
 
@@ -116,17 +116,20 @@ def documents(path: Path) -> Iterator[Any]:
 
 
 def objects_of(doc: Any, source: str) -> Iterator[Obj]:
-    if doc is None:
-        return
-    if not isinstance(doc, Mapping):
-        raise InputError(source, f"expected Kubernetes objects (mappings), got {doc!r}")
-    if doc.get("kind") == "List" or (
-        isinstance(doc.get("kind"), str) and str(doc.get("kind")).endswith("List")
-    ):
-        items = doc.get("items") or []
-        if not isinstance(items, list):
-            raise InputError(source, "expected a list", field="List.items")
-        for item in items:
-            yield from objects_of(item, source)
-        return
-    yield doc
+    """The objects of one document, lists of lists flattened (without recursion: a list's
+    depth is the file's to choose)."""
+    stack = [doc]
+    while stack:
+        item = stack.pop()
+        if item is None:
+            continue
+        if not isinstance(item, Mapping):
+            raise InputError(source, f"expected Kubernetes objects (mappings), got {shown(item)}")
+        kind = item.get("kind")
+        if isinstance(kind, str) and kind.endswith("List"):
+            items = item.get("items") or []
+            if not isinstance(items, list):
+                raise InputError(source, "expected a list", field="List.items")
+            stack.extend(reversed(items))
+            continue
+        yield item

@@ -245,6 +245,11 @@ class Replay:
     def _arrive(self, i: int, now: float) -> None:
         job = self.jobs[i]
         self.meter.arrived(job.name, self._tenant(job), now)
+        if job.gpus > self.capacity and (self._gang(job) or job.pods > self.capacity):
+            # It can never start (a gang larger than the cluster; without gangs, more pods
+            # than GPUs): it waits for good, counted as never started, and none of its pods
+            # is made — a trace row of 1e15 GPUs would be as many pods.
+            return
         if self._gang(job):
             queue = self._cycle_queue(job)
             preferred = self.topology[0] if self.policy.topology and self.topology else None
