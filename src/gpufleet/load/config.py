@@ -10,6 +10,7 @@ kube-scheduler reads a ``KubeSchedulerConfiguration``. The file is one YAML docu
     period: 1s
     starvationAfter: 30m
     staleGrace: 60s
+    watchDownGrace: 1m
     nonPreemptiblePriority: 100
     vocabularies: [kai, volcano]
     prices: /etc/gpufleet/prices.yaml
@@ -51,6 +52,7 @@ _DURATIONS = {
     "period": ("period", 0.05),
     "starvationAfter": ("starvation_after", 0.0),
     "staleGrace": ("stale_grace", 0.0),
+    "watchDownGrace": ("watch_down_grace", 1.0),
     "leaderElection.leaseDuration": ("leader_elect_lease_duration", 1.0),
     "leaderElection.renewDeadline": ("leader_elect_renew_deadline", 0.5),
     "leaderElection.retryPeriod": ("leader_elect_retry_period", 0.1),
