@@ -12,6 +12,7 @@ import pytest
 from gpufleet.kube.serve import LiveScheduler
 from tests.apiserver.server import Emulator
 from tests.kube.test_serve import add_node, add_pod, bound, events, pods, serve
+from tests.kube.test_serve_queues import status
 
 JSON = dict[str, Any]
 
@@ -155,3 +156,7 @@ def test_one_bad_queue_stops_no_other(emulator: Emulator) -> None:
                if n in {"p-qa", "p-deep"}}  # fmt: skip
     assert "queue qa is not valid: it is in a cycle of parent queues" in waiting["p-qa"]
     assert "queue c999 is not valid" in waiting["p-deep"]
+    conditions = {name: status(emulator, name).get("conditions") for name in ("qa", "fine")}
+    [qa] = conditions["qa"]
+    assert (qa["type"], qa["status"], qa["reason"]) == ("Valid", "False", "ParentCycle")
+    assert conditions["fine"][0]["status"] == "True"

@@ -10,7 +10,11 @@ cluster has, the fields ``kubectl get queues`` shows (the CRD's printer columns,
 * ``fairShare`` — per resource its fair share in the cycle (``gpufleet_queue_fair_share``;
   0 where the cycle computed none);
 * ``pendingJobs`` and ``pendingPods`` — the gangs (a pod without a PodGroup is one) and the
-  pods of the queue that wait.
+  pods of the queue that wait;
+* ``conditions`` — ``Valid``: ``True``, or ``False`` with the reason (``ParentMissing``,
+  ``ParentCycle``, ``TooDeep``, ``UnderInvalidQueue``) and the message the queue's event
+  gives: an invalid queue is left out of the cycle and its pods wait
+  (``model/workload.py`` ``queue_problems``).
 
 As for PodGroups (``podgroups.py``), a status is written as a merge patch of ``/status`` only
 when it differs from the one last written (or, after a restart, from the object's), and
@@ -19,6 +23,7 @@ remembered once the server took it.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any
@@ -26,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from gpufleet.kube.status import JSON, StatusWriter
-from gpufleet.model.workload import RESOURCES
+from gpufleet.model.workload import RESOURCES, QueueProblem
 
 if TYPE_CHECKING:
     from gpufleet.kube.objects import ObjectStore
@@ -35,7 +40,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gpufleet.serve")
 
-FIELDS = ("allocated", "fairShare", "pendingJobs", "pendingPods")
+FIELDS = ("allocated", "fairShare", "pendingJobs", "pendingPods", "conditions")
+REASONS = {
+    "missing": "ParentMissing",
+    "cycle": "ParentCycle",
+    "deep": "TooDeep",
+    "under": "UnderInvalidQueue",
+}
 """The fields of a Queue's status that gpufleet writes."""
 
 
@@ -50,9 +61,17 @@ def amounts(vector: Any) -> JSON:
     return out
 
 
-def statuses(names: Collection[str], cache: ClusterCache, result: CycleResult) -> dict[str, JSON]:
-    """The status of each Queue of ``names`` (module docstring)."""
-    alloc = cache.ledger().alloc
+def statuses(
+    names: Collection[str],
+    cache: ClusterCache,
+    result: CycleResult,
+    since: dict[str, tuple[str, str]] | None = None,
+) -> dict[str, JSON]:
+    """The status of each Queue of ``names`` (module docstring); ``since`` keeps, per queue,
+    its Valid condition's reason and when it last changed (now where it changed)."""
+    ledger = cache.ledger()
+    alloc = ledger.alloc
+    since = {} if since is None else since
     pods: dict[str, int] = {}
     jobs: dict[str, set[str]] = {}
     for pod in cache.pending():
@@ -64,9 +83,30 @@ def statuses(names: Collection[str], cache: ClusterCache, result: CycleResult) -
             "fairShare": amounts(result.fair_shares.get(name)),
             "pendingJobs": len(jobs.get(name, ())),
             "pendingPods": pods.get(name, 0),
+            "conditions": [_valid(name, ledger.invalid_queues.get(name), since)],
         }
         for name in names
     }
+
+
+def _valid(name: str, problem: QueueProblem | None, since: dict[str, tuple[str, str]]) -> JSON:
+    reason = "Valid" if problem is None else REASONS[problem.kind]
+    before = since.get(name)
+    when = before[1] if before is not None and before[0] == reason else _now()
+    since[name] = (reason, when)
+    condition: JSON = {"type": "Valid", "status": "True" if problem is None else "False"}
+    condition["reason"] = reason
+    condition["message"] = (
+        "its parent queues reach the top"
+        if problem is None
+        else f"it {problem.text()}; its pods wait until it is fixed"
+    )
+    condition["lastTransitionTime"] = when
+    return condition
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class QueueStatus(StatusWriter):
@@ -74,6 +114,8 @@ class QueueStatus(StatusWriter):
 
     def __init__(self, http: httpx.AsyncClient) -> None:
         super().__init__(http, "Queue")
+        self.since: dict[str, tuple[str, str]] = {}
+        """Per queue, its Valid condition's reason and when it last changed."""
 
     async def write(
         self,
@@ -89,7 +131,7 @@ class QueueStatus(StatusWriter):
             if store.defined_by("Queue", key) == "Queue"
         }
         self.keep_only(queues)
-        for name, status in sorted(statuses(queues, cache, result).items()):
+        for name, status in sorted(statuses(queues, cache, result, self.since).items()):
             own = queues[name].get("status") or {}
             if not await self.put(name, status, {f: own.get(f) for f in FIELDS}, may_act):
                 return

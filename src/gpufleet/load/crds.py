@@ -327,6 +327,24 @@ KINDS: tuple[Kind, ...] = (
                 "fairShare": {**_PER_RESOURCE, "description": "Its fair share, last cycle."},
                 "pendingJobs": {"type": "integer", "description": "Jobs (gangs) waiting."},
                 "pendingPods": {"type": "integer", "description": "Pods waiting."},
+                "conditions": {
+                    "type": "array",
+                    "x-kubernetes-list-type": "map",
+                    "x-kubernetes-list-map-keys": ["type"],
+                    "description": "Valid: False where its parent queues are missing, in a "
+                    "cycle or too deep (its pods wait), with the reason.",
+                    "items": {
+                        "type": "object",
+                        "required": ["type", "status"],
+                        "properties": {
+                            "type": {"type": "string", "minLength": 1},
+                            "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+                            "reason": {"type": "string"},
+                            "message": {"type": "string"},
+                            "lastTransitionTime": {"type": "string", "format": "date-time"},
+                        },
+                    },
+                },
             },
         },
     ),
