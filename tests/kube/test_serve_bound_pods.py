@@ -156,7 +156,9 @@ def test_one_bad_queue_stops_no_other(emulator: Emulator) -> None:
                if n in {"p-qa", "p-deep"}}  # fmt: skip
     assert "queue qa is not valid: it is in a cycle of parent queues" in waiting["p-qa"]
     assert "queue c999 is not valid" in waiting["p-deep"]
-    conditions = {name: status(emulator, name).get("conditions") for name in ("qa", "fine")}
+    conditions: dict[str, list[JSON]] = {
+        name: status(emulator, name).get("conditions") or [] for name in ("qa", "fine")
+    }
     [qa] = conditions["qa"]
     assert (qa["type"], qa["status"], qa["reason"]) == ("Valid", "False", "ParentCycle")
     assert conditions["fine"][0]["status"] == "True"
