@@ -19,7 +19,7 @@ from decimal import Decimal
 from typing import Any
 
 from gpufleet.dra.cel import Semver
-from gpufleet.load.reader import Reader
+from gpufleet.load.reader import INT64_MAX, Reader
 from gpufleet.model.devices import (
     GPUS_PER_DEVICE,
     Allocation,
@@ -172,8 +172,8 @@ def pools(slices: list[Reader], node_labels: Mapping[str, Mapping[str, str]]) ->
             raise r.fail("spec.driver" if not driver else "spec.pool.name", "a name", None)
         grouped[driver, name].append(
             (
-                r.integer("spec.pool.generation", 0, minimum=0),
-                r.integer("spec.pool.resourceSliceCount", 1, minimum=1),
+                r.integer("spec.pool.generation", 0, minimum=0, maximum=INT64_MAX),  # int64
+                r.integer("spec.pool.resourceSliceCount", 1, minimum=1, maximum=INT64_MAX),
                 r,
             )
         )

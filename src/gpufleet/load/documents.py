@@ -65,7 +65,13 @@ class _UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: 
     document whose aliases expand it beyond :func:`max_yaml_values`, or refer to a value
     that contains them, before anything is built from it."""
 
+    anchored = True
+    """Whether the text may hold anchors (an ``&``): without any, no alias can multiply it,
+    and a large snapshot is not walked twice."""
+
     def construct_document(self, node: yaml.Node) -> Any:
+        if not self.anchored:
+            return super().construct_document(node)
         limit = max_yaml_values()
         try:
             values = expanded_size(node, limit)
@@ -104,6 +110,7 @@ def documents(path: Path) -> Iterator[Any]:
         text = path.read_text(encoding="utf-8")
     loader = _UniqueKeyLoader(text)
     loader.name = source
+    loader.anchored = "&" in text
     try:
         while loader.check_data():
             yield loader.get_data()

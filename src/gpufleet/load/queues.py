@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-from gpufleet.load.reader import Reader
+from gpufleet.load.reader import INT64_MAX, Reader
 from gpufleet.load.vocabulary import (
     DEVICE_MATCH,
     LIST_RESOURCES,
@@ -118,7 +118,7 @@ def read_schedule_timeout(r: Reader) -> float | None:
     """``spec.scheduleTimeoutSeconds`` as the gang's stale grace; None where it is absent or
     0 (coscheduling then waits its own default, ``permitWaitingTimeSeconds``)."""
     field = "spec.scheduleTimeoutSeconds"
-    seconds = r.integer(field, 0, minimum=0, maximum=2**63)  # checked below, in its words
+    seconds = r.integer(field, 0, minimum=0, maximum=INT64_MAX)  # checked below, in its words
     if seconds > MAX_TIMEOUT_S:
         raise r.fail(field, f"an integer of seconds from 0 to {MAX_TIMEOUT_S}", seconds)
     return float(seconds) if seconds else None

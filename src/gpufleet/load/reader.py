@@ -24,6 +24,7 @@ _DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|h|m|s)")
 PLAIN_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
 """A number as Kubernetes and Go write one in text: ASCII digits, no sign, no ``_``."""
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+INT64_MAX = 2**63 - 1
 _DURATION_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 MAX_QUANTITY = Decimal(2) ** 52
 """Quantities beyond this (in bytes, cores or devices) are typos, not clusters."""
