@@ -105,6 +105,16 @@ def _valid(name: str, problem: QueueProblem | None, since: dict[str, tuple[str, 
     return condition
 
 
+def _written_valid(obj: Mapping[str, Any]) -> tuple[str, str]:
+    """The Valid condition's reason and transition time in a Queue's status ("" if none)."""
+    status = obj.get("status")
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    for condition in conditions if isinstance(conditions, list) else ():
+        if isinstance(condition, Mapping) and condition.get("type") == "Valid":
+            return str(condition.get("reason", "")), str(condition.get("lastTransitionTime", ""))
+    return "", ""
+
+
 def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -131,6 +141,9 @@ class QueueStatus(StatusWriter):
             if store.defined_by("Queue", key) == "Queue"
         }
         self.keep_only(queues)
+        for name, obj in queues.items():  # after a restart: the condition as last written
+            if name not in self.since:
+                self.since[name] = _written_valid(obj)
         for name, status in sorted(statuses(queues, cache, result, self.since).items()):
             own = queues[name].get("status") or {}
             if not await self.put(name, status, {f: own.get(f) for f in FIELDS}, may_act):
