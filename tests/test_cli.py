@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,10 @@ import pytest
 from tests.builders import node, pod, write_nodes_csv, write_pods_csv
 
 
-def gpufleet(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def gpufleet(
+    *args: str, cwd: Path, preexec: Callable[[], None] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``gpufleet ARGS`` in ``cwd`` (``preexec``: run in the child before it starts)."""
     return subprocess.run(
         [sys.executable, "-m", "gpufleet", *args],
         capture_output=True,
@@ -20,6 +24,7 @@ def gpufleet(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         cwd=cwd,
         check=False,
         timeout=300,
+        preexec_fn=preexec,
     )
 
 

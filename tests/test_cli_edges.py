@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import resource
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -303,15 +302,7 @@ def limited(
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
 
-    return subprocess.run(
-        [sys.executable, "-m", "gpufleet", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        check=False,
-        timeout=300,
-        preexec_fn=limit,
-    )
+    return gpufleet(*args, cwd=cwd, preexec=limit)
 
 
 @pytest.mark.parametrize(
