@@ -328,15 +328,14 @@ class GroupSpec:
     resource_version: str = field(default="", compare=False)
     """``metadata.resourceVersion``; not compared."""
 
-    def children(self, parent: str | None) -> tuple[SubGroup, ...]:
-        """The subgroups under ``parent`` (None: the gang), in the order they are placed:
+    def placement_order(
+        self,
+    ) -> tuple[dict[str | None, tuple[SubGroup, ...]], tuple[SubGroup, ...]]:
+        """The subgroups under each parent (None: the gang) in the order they are placed —
         those confined to a domain (or with a confined one below) first, then the larger
-        (more pods needed below), then as listed."""
-        return self._tree()[0].get(parent, ())
-
-    def _tree(self) -> tuple[dict[str | None, tuple[SubGroup, ...]], tuple[SubGroup, ...]]:
-        """Children per parent in placement order, and the leaves depth first in that order
-        (one pass each way over the subgroups, which come parents first; no recursion)."""
+        (more pods needed below), then as listed — and the leaves depth first in that
+        order (one pass each way over the subgroups, which come parents first; no
+        recursion). A walk of the tree asks this once."""
         under: dict[str | None, list[SubGroup]] = {}
         for sub in self.subgroups:
             under.setdefault(sub.parent, []).append(sub)
@@ -368,8 +367,9 @@ class GroupSpec:
     @property
     def leaves(self) -> tuple[SubGroup, ...]:
         """The subgroups no other one names as its parent, in placement order (depth first
-        by :meth:`children`): the leaves under any one subgroup are next to one another."""
-        return self._tree()[1]
+        by :meth:`placement_order`): the leaves under any one subgroup are next to one
+        another."""
+        return self.placement_order()[1]
 
     @property
     def sub_constrained(self) -> bool:

@@ -137,6 +137,28 @@ def per_domain_facts(domains: Domains, counts: dict[int, int]) -> dict[str, obje
     return {"short": domains.short, "counts": shown, "more": len(ranked) - len(shown)}
 
 
+def count_largest(
+    domains: Domains,
+    txn: Transaction,
+    counts: dict[int, int],
+    fitted: Callable[[int], int],
+    *,
+    limit: int,
+    among: Sequence[int] | None = None,
+) -> dict[int, int]:
+    """``counts`` completed, for the reason of a gang that fits no domain, with how many of
+    its pods the ``limit`` untried domains (of ``among``, or all) with the most free GPU
+    could hold: ``fitted`` tries one, and what it placed is taken back."""
+    free = domains.free_milli(txn.state)
+    candidates = range(len(domains.names)) if among is None else among
+    untried = sorted((d for d in candidates if d not in counts), key=lambda d: -int(free[d]))
+    for d in untried[:limit]:
+        mark = txn.mark()
+        counts[d] = fitted(d)
+        txn.rollback(mark)
+    return counts
+
+
 class GangPlacement:
     """One gang's pods, placed all or nothing inside the domains its PodGroup asks for."""
 
@@ -175,16 +197,12 @@ class GangPlacement:
 
     def count_untried(self, domains: Domains, counts: dict[int, int]) -> dict[int, int]:
         """How many pods the untried domains with the most free GPU could hold (for the reason)."""
-        free = domains.free_milli(self.state)
-        untried = sorted(
-            (d for d in range(len(domains.names)) if d not in counts), key=lambda d: -int(free[d])
-        )
-        for d in untried[:4]:
-            mark = self.txn.mark()
+
+        def fitted(d: int) -> int:
             failure = self.within(domains, d, self.pods)
-            counts[d] = len(self.pods) if failure is None else failure.fitted
-            self.txn.rollback(mark)
-        return counts
+            return len(self.pods) if failure is None else failure.fitted
+
+        return count_largest(domains, self.txn, counts, fitted, limit=SHOWN_DOMAINS)
 
     def spread_fewest(self, domains: Domains) -> Failure | None:
         """Each pod in the domain with the most free GPU that holds it, else anywhere."""
@@ -277,10 +295,11 @@ def gang_tree(group: GroupSpec, pods: Sequence[PodInfo]) -> Branch:
     lists them; the root is the gang, whose own pods are those of no leaf subgroup. Its
     walk (children first, depth first, then a branch's own pods) places pods in the order
     :func:`~gpufleet.scheduler.job.by_subgroup` gives the job's core."""
-    leaves = {s.name for s in group.leaves}
+    under, ordered_leaves = group.placement_order()
+    leaves = {s.name for s in ordered_leaves}
 
     def branch(name: str | None, required: str | None, preferred: str | None) -> Branch:
-        children = tuple(branch(s.name, s.required, s.preferred) for s in group.children(name))
+        children = tuple(branch(s.name, s.required, s.preferred) for s in under.get(name, ()))
         if name is None:
             mine = tuple(p for p in pods if p.subgroup not in leaves)
         else:
@@ -333,15 +352,16 @@ class TreePlacement:
             self.txn.rollback(mark)
         if branch.required is None:  # preferred: anywhere, when no domain holds it
             return self.inside(branch, held)
-        free = domains.free_milli(self.state)
-        allowed = home or range(len(domains.names))  # its running pods' domain, if any
-        untried = sorted((d for d in allowed if d not in counts), key=lambda d: -int(free[d]))
-        for d in untried[: max(0, SHOWN_DOMAINS - len(counts))]:
-            mark = self.txn.mark()  # how many of its pods each of the largest could hold
-            scope = restrict(held, domains.outside(d), f"node(s) outside {domains.short}")
-            self.inside(branch, scope)
-            counts[d] = self.txn.reserved_since(mark)
-            self.txn.rollback(mark)
+
+        def fitted(d: int) -> int:  # how many of its pods the domain could hold
+            mark = self.txn.mark()
+            self.inside(
+                branch, restrict(held, domains.outside(d), f"node(s) outside {domains.short}")
+            )
+            return self.txn.reserved_since(mark)
+
+        shown = max(0, SHOWN_DOMAINS - len(counts))
+        count_largest(domains, self.txn, counts, fitted, limit=shown, among=home or None)
         facts = per_domain_facts(domains, counts) if domains.names else {"missing": True}
         found = {"short": "", "counts": (), "more": 0, "missing": False, **facts}
         subgroup = f" of subgroup {branch.name}" if branch.name else ""
