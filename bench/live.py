@@ -166,8 +166,8 @@ class Serve:
 
     def __init__(self, kubeconfig: Path, *flags: str) -> None:
         self.command = [sys.executable, "-m", "gpufleet", "serve", "--kubeconfig", str(kubeconfig)]
-        self.command += ["--address", "127.0.0.1", "--port", str(_free_port()), *flags]
-        self.port = int(self.command[self.command.index("--port") + 1])
+        self.port = _free_port()
+        self.command += ["--bind-address", "127.0.0.1", "--secure-port", str(self.port), *flags]
         self.leading = False
         self.tail: list[str] = []
         self.process: asyncio.subprocess.Process | None = None
@@ -197,12 +197,13 @@ class Serve:
 
     async def ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
-        async with httpx.AsyncClient() as http:
+        # its self-signed certificate, and /readyz is served without credentials
+        async with httpx.AsyncClient(verify=False) as http:
             while time.monotonic() < deadline:
                 if self.process is not None and self.process.returncode is not None:
                     break
                 with contextlib.suppress(httpx.HTTPError):
-                    if (await http.get(f"http://127.0.0.1:{self.port}/readyz")).status_code == 200:
+                    if (await http.get(f"https://127.0.0.1:{self.port}/readyz")).status_code == 200:
                         return
                 await asyncio.sleep(0.1)
         raise RuntimeError("gpufleet serve never became ready:\n" + "\n".join(self.tail))

@@ -84,7 +84,13 @@ def _entry(resource: Resource) -> JSON:
         "singularName": resource.kind.lower(),
         "namespaced": resource.namespaced,
         "kind": resource.kind,
-        "verbs": [*VERBS, "deletecollection"] if resource.namespaced else VERBS,
+        "verbs": (
+            ["create"]
+            if resource.review
+            else [*VERBS, "deletecollection"]
+            if resource.namespaced
+            else VERBS
+        ),
     }
     if resource.short_names:
         entry["shortNames"] = list(resource.short_names)

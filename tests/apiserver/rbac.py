@@ -174,20 +174,28 @@ class Authorizer:
 
     def authorize(self, identity: Identity, request: Attributes) -> None:
         """Record the request as used, or raise its 403."""
-        allowed = not request.resource and request.path.startswith(DISCOVERY)
-        allowed = allowed or any(
+        if not request.resource and request.path.startswith(DISCOVERY):
+            with self._lock:
+                self.used.append(request)
+        elif not self.allowed(identity, request):
+            with self._lock:
+                self.denied.append((identity, request))
+            raise forbidden(identity, request)
+
+    def allowed(self, identity: Identity, request: Attributes) -> bool:
+        """Whether a rule bound to ``identity`` grants the request (a SubjectAccessReview
+        asks this of the requests of a delegating server); what it allows counts as used."""
+        allowed = any(
             self._subject(subject, identity)
             and (not grant.namespace or grant.namespace == request.namespace)
             and any(allows(rule, request) for rule in grant.rules)
             for subjects, grant in self.bindings
             for subject in subjects
         )
-        with self._lock:
-            if allowed:
+        if allowed:
+            with self._lock:
                 self.used.append(request)
-                return
-            self.denied.append((identity, request))
-        raise forbidden(identity, request)
+        return allowed
 
     @staticmethod
     def _subject(subject: Mapping[str, Any], identity: Identity) -> bool:
@@ -199,15 +207,26 @@ class Authorizer:
         return kind == "Group" and name in identity.groups
 
 
+NON_RESOURCE = "nonResourceURLs"
+"""The group of a permission on a non-resource URL (its resource is the URL)."""
+
+
 def expand(role: Mapping[str, Any]) -> set[Rule]:
-    """A role's rules, one permission each."""
-    return {
+    """A role's rules, one permission each; a non-resource URL's as
+    ``(NON_RESOURCE, url, verb, "")``."""
+    resources = {
         (group, resource, verb, name)
         for rule in role.get("rules") or []
         for group in rule.get("apiGroups") or []
         for resource in rule.get("resources") or []
         for verb in rule.get("verbs") or []
         for name in rule.get("resourceNames") or [""]
+    }
+    return resources | {
+        (NON_RESOURCE, url, verb, "")
+        for rule in role.get("rules") or []
+        for url in rule.get("nonResourceURLs") or []
+        for verb in rule.get("verbs") or []
     }
 
 
@@ -217,6 +236,9 @@ def unused(granted: Iterable[Rule], used: Iterable[Attributes]) -> set[Rule]:
 
     def exercised(permission: Rule) -> bool:
         group, resource, verb_, name = permission
+        if group == NON_RESOURCE:
+            url = {"nonResourceURLs": [resource], "verbs": [verb_]}
+            return any(allows(url, request) for request in used if not request.resource)
         rule = {
             "apiGroups": [group],
             "resources": [resource],

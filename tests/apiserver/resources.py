@@ -20,6 +20,8 @@ Behaviour that differs between kinds is a column, never a branch on a name elsew
   ``Status`` of success (pods and namespaces do; most kinds answer with a Status).
 * ``storage`` — two resources that are views of one stored collection (``events.k8s.io/v1``
   Events are ``v1`` Events, "Event v1 events.k8s.io" API reference); see ``events.py``.
+* ``review`` — a review (TokenReview, SubjectAccessReview): ``create`` only, answered and
+  never stored (``reviews.py``).
 * ``short_names`` and ``categories`` — what discovery lists for ``kubectl get po`` and
   ``kubectl get all``. A custom resource whose CRD gpufleet generates (``gpufleet.load.crds``)
   takes them from that CRD's ``spec.names``, as apiserver serves a CRD's, so ``kubectl get
@@ -52,6 +54,8 @@ class Resource:
     returns_object_on_delete: bool = False
     initial_status: dict[str, Any] | None = field(default_factory=dict)
     storage: str = ""
+    review: bool = False
+    """Create-only and never stored: the object comes back with its status (``reviews.py``)."""
 
     @property
     def api_version(self) -> str:
@@ -99,6 +103,10 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("storage.k8s.io", "v1", "csinodes", "CSINode", False),
     Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, ("status",),
              ("pdb",)),
+    Resource("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", False,
+             review=True),
+    Resource("authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview",
+             False, review=True),
     Resource("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, (), ("pc",)),
     Resource("coordination.k8s.io", "v1", "leases", "Lease", True),
     Resource("events.k8s.io", "v1", "events", "Event", True, (), ("ev",), storage="/events"),

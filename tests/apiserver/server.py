@@ -8,7 +8,8 @@ HTTP, so the kubeconfig's token is only for clients that do), authorization when
 is given (``rbac.py``: a request must then carry the emulator's own token, which stays
 unrestricted so that tests can seed and read, or a token of the authorizer's, whose
 identity gets only what its roles grant), the injected failures and delays, then the
-routes: discovery (``discovery.py``), the resource paths (``handlers.py``, ``watch.py``)
+routes: discovery (``discovery.py``), the resource paths (``handlers.py``, ``watch.py``,
+``reviews.py`` for TokenReview and SubjectAccessReview)
 and ``/_emulator/`` — a path no apiserver has — for the fault controls
 (``POST /_emulator/faults`` with a fault's JSON) and the write log
 (``GET /_emulator/writes``). Failures become ``Status`` bodies (``errors.py``).
@@ -29,7 +30,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from tests.apiserver import discovery, errors, handlers, tables
+from tests.apiserver import discovery, errors, handlers, reviews, tables
 from tests.apiserver.faults import Faults
 from tests.apiserver.rbac import Attributes, Authorizer, verb
 from tests.apiserver.resources import Resource
@@ -251,6 +252,8 @@ class Emulator:
                 watches=self._watches,
                 bookmark_interval=self.bookmark_interval,
             )
+        if target.resource.review:
+            return await reviews.handle(request, target, self.rbac, self.token)
         return await handlers.handle(request, self.store, target)
 
     @staticmethod

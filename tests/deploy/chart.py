@@ -55,6 +55,9 @@ def service_account(objects: list[JSON]) -> Identity:
     return Identity.service_account(meta["namespace"], meta["name"])
 
 
-def authorizer(objects: list[JSON], token: str) -> Authorizer:
-    """RBAC as the rendered objects grant it, ``token`` being the ServiceAccount's."""
-    return Authorizer(objects, {token: service_account(objects)})
+def authorizer(
+    objects: list[JSON], token: str, others: dict[str, Identity] | None = None
+) -> Authorizer:
+    """RBAC as the rendered objects grant it, ``token`` being the ServiceAccount's and
+    ``others`` other identities' (a scraper's)."""
+    return Authorizer(objects, {**(others or {}), token: service_account(objects)})

@@ -20,7 +20,7 @@ from gpufleet.load.config import read_configuration
 from gpufleet.load.crds import definitions
 from gpufleet.load.prices import load_price_sheet
 from gpufleet.plugins.registry import POLICIES
-from tests.deploy.conftest import CHART, NAMESPACE, Render
+from tests.deploy.conftest import CHART, NAMESPACE, RELEASE, Render
 
 Rule = tuple[str, str, str, str]
 """(apiGroup, resource, verb, resourceName or "") — one permission."""
@@ -54,6 +54,10 @@ SCHEDULER_RULES: set[Rule] = {
     # kube/events.py: POST an event, PATCH its series when it repeats.
     ("events.k8s.io", "events", "create", ""),
     ("events.k8s.io", "events", "patch", ""),
+    # kube/delegated.py: a scraper of /metrics reviewed (POST a TokenReview, then a
+    # SubjectAccessReview).
+    ("authentication.k8s.io", "tokenreviews", "create", ""),
+    ("authorization.k8s.io", "subjectaccessreviews", "create", ""),
 }
 """The ClusterRole: everything gpufleet serve does to the API outside its Lease."""
 
@@ -107,6 +111,16 @@ def rules(role: dict[str, Any]) -> set[Rule]:
     }
 
 
+def scheduler_role(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ClusterRole the scheduler runs with (the other is the metrics readers')."""
+    (found,) = [
+        o
+        for o in objects
+        if o["kind"] == "ClusterRole" and not o["metadata"]["name"].endswith("-metrics-reader")
+    ]
+    return found
+
+
 def container(objects: list[dict[str, Any]]) -> dict[str, Any]:
     found: dict[str, Any]
     (found,) = one(objects, "Deployment")["spec"]["template"]["spec"]["containers"]
@@ -136,13 +150,16 @@ def test_by_default_two_replicas_elect_a_leader_on_a_lease_in_the_release_namesp
 def test_probes_ports_and_resources(render: Render) -> None:
     objects = render()
     c = container(objects)
-    assert c["ports"] == [{"name": "http-metrics", "containerPort": 10251, "protocol": "TCP"}]
-    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "http-metrics"}
-    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http-metrics"}
-    assert "--port=10251" in c["args"]
+    assert c["ports"] == [{"name": "https-metrics", "containerPort": 10259, "protocol": "TCP"}]
+    probe = {"port": "https-metrics", "scheme": "HTTPS"}
+    assert c["livenessProbe"]["httpGet"] == {"path": "/livez", **probe}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", **probe}
+    assert "--secure-port=10259" in c["args"]
+    # The probes carry no credentials: their paths must be served without.
+    assert "--authorization-always-allow-paths=/healthz,/readyz,/livez" in c["args"]
     assert set(c["resources"]["requests"]) == {"cpu", "memory"}
     service = one(objects, "Service")
-    assert service["spec"]["ports"][0]["targetPort"] == "http-metrics"
+    assert service["spec"]["ports"][0]["targetPort"] == "https-metrics"
     pod_labels = one(objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= pod_labels.items()
 
@@ -168,15 +185,18 @@ def test_the_pod_runs_restricted(render: Render) -> None:
 
 def test_rbac_grants_exactly_what_the_scheduler_does(render: Render) -> None:
     objects = render()
-    assert rules(one(objects, "ClusterRole")) == SCHEDULER_RULES
+    assert rules(scheduler_role(objects)) == SCHEDULER_RULES
     role = one(objects, "Role")
     assert role["metadata"]["namespace"] == NAMESPACE
     assert rules(role) == LEASE_RULES
     account = one(objects, "ServiceAccount")["metadata"]
-    for binding, target in (("ClusterRoleBinding", "ClusterRole"), ("RoleBinding", "Role")):
+    for binding, role in (
+        ("ClusterRoleBinding", scheduler_role(objects)),
+        ("RoleBinding", one(objects, "Role")),
+    ):
         bound = one(objects, binding)
-        assert bound["roleRef"]["kind"] == target
-        assert bound["roleRef"]["name"] == one(objects, target)["metadata"]["name"]
+        assert bound["roleRef"]["kind"] == role["kind"]
+        assert bound["roleRef"]["name"] == role["metadata"]["name"]
         assert bound["subjects"] == [
             {"kind": "ServiceAccount", "name": account["name"], "namespace": NAMESPACE}
         ]
@@ -195,7 +215,7 @@ def test_each_vocabulary_adds_list_and_watch_of_its_kinds_and_nothing_else(
             for verb in ("list", "watch")
         }
         assert added
-        assert rules(one(objects, "ClusterRole")) == SCHEDULER_RULES | added
+        assert rules(scheduler_role(objects)) == SCHEDULER_RULES | added
 
 
 def test_the_mounted_configuration_is_one_serve_reads(render: Render, tmp_path: Path) -> None:
@@ -237,7 +257,7 @@ def test_non_default_values_reach_the_objects(render: Render, tmp_path: Path) ->
     assert c["image"] == "registry.example.com/gpufleet:1.2.3"
     assert c["resources"] == {"requests": {"cpu": 2, "memory": "4Gi"}, "limits": {"memory": "8Gi"}}
     assert "--leader-elect-resource-name=gpufleet-east" in c["args"]
-    assert "--port=9090" in c["args"]
+    assert "--secure-port=9090" in c["args"]
     assert c["ports"][0]["containerPort"] == 9090
     assert ("coordination.k8s.io", "leases", "update", "gpufleet-east") in rules(
         one(objects, "Role")
@@ -302,8 +322,8 @@ def test_a_shadow_elects_on_a_lease_of_its_own(render: Render) -> None:
 
 
 def test_an_ipv6_cluster_can_have_the_endpoints_listen_on_ipv6(render: Render) -> None:
-    assert "--address=0.0.0.0" in container(render())["args"]
-    assert "--address=::" in container(render("metrics.address=::"))["args"]
+    assert "--bind-address=0.0.0.0" in container(render())["args"]
+    assert "--bind-address=::" in container(render("metrics.address=::"))["args"]
 
 
 def test_a_price_sheet_in_values_is_mounted_and_passed_and_reads(
@@ -330,3 +350,54 @@ def test_a_price_sheet_in_values_is_mounted_and_passed_and_reads(
     assert (sheet.name, sheet.currency) == ("ours", "EUR")
     [h100] = sheet.types
     assert (h100.category, h100.per_node) == ("committed", 20.0)
+
+
+def test_the_service_monitor_scrapes_over_https_with_prometheus_token(render: Render) -> None:
+    monitor = one(render("serviceMonitor.enabled=true"), "ServiceMonitor")
+    [endpoint] = monitor["spec"]["endpoints"]
+    assert endpoint["scheme"] == "https"
+    assert endpoint["port"] == "https-metrics"
+    assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    assert endpoint["tlsConfig"] == {"insecureSkipVerify": True}  # the self-signed certificate
+
+
+def test_the_metrics_reader_role_grants_get_on_metrics_to_the_subjects_given(
+    render: Render,
+) -> None:
+    objects = render()
+    (reader,) = [
+        o for o in objects if o["metadata"]["name"] == f"{RELEASE}-gpufleet-metrics-reader"
+    ]
+    assert reader["kind"] == "ClusterRole"
+    assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    assert len([o for o in objects if o["kind"] == "ClusterRoleBinding"]) == 1  # no subjects
+    subject = "metrics.reader.subjects[0]"
+    objects = render(
+        f"{subject}.kind=ServiceAccount",
+        f"{subject}.name=prometheus-k8s",
+        f"{subject}.namespace=monitoring",
+    )
+    (binding,) = [
+        o
+        for o in objects
+        if o["kind"] == "ClusterRoleBinding" and o["metadata"]["name"] == reader["metadata"]["name"]
+    ]
+    assert binding["roleRef"]["name"] == reader["metadata"]["name"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": "monitoring"}
+    ]
+
+
+def test_a_tls_secret_is_mounted_and_served(render: Render) -> None:
+    assert not any(a.startswith("--tls-") for a in container(render())["args"])
+    objects = render("metrics.tls.secretName=gpufleet-serving")
+    c = container(objects)
+    (mount,) = [m for m in c["volumeMounts"] if m["name"] == "tls"]
+    assert f"--tls-cert-file={mount['mountPath']}/tls.crt" in c["args"]
+    assert f"--tls-private-key-file={mount['mountPath']}/tls.key" in c["args"]
+    (volume,) = [
+        v
+        for v in one(objects, "Deployment")["spec"]["template"]["spec"]["volumes"]
+        if v["name"] == "tls"
+    ]
+    assert volume["secret"] == {"secretName": "gpufleet-serving"}

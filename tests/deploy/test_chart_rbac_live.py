@@ -9,20 +9,24 @@ scheduler is refused, says so and goes on."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
+from gpufleet.kube import endpoints
+from gpufleet.kube.certs import server_context
 from gpufleet.kube.kinds import LIVE_VOCABULARIES
 from gpufleet.kube.leader import LeaseConfig
 from gpufleet.kube.options import ServeOptions
 from gpufleet.kube.serve import LiveScheduler, Replica
 from gpufleet.load.config import read_configuration
 from gpufleet.plugins.registry import POLICIES
-from tests.apiserver.rbac import expand, unused
+from tests.apiserver.rbac import Identity, expand, unused
 from tests.apiserver.server import Emulator
 from tests.deploy.chart import authorizer
 from tests.deploy.conftest import NAMESPACE, Render
@@ -36,6 +40,15 @@ from tests.kube.test_serve_volumes import mounting, storage
 
 JSON = dict[str, Any]
 TOKEN = "service-account-token"
+SCRAPER = Identity.service_account("monitoring", "prometheus-k8s")
+SCRAPER_TOKEN = "prometheus-token"
+READER = "metrics.reader.subjects[0]"
+WITH_SCRAPER = (
+    f"{READER}.kind=ServiceAccount",
+    f"{READER}.name=prometheus-k8s",
+    f"{READER}.namespace=monitoring",
+)
+"""The chart's metrics-reader ClusterRole bound to a Prometheus' ServiceAccount."""
 INTENTIONALLY_UNUSED: set[tuple[str, str, str, str]] = set()
 """Permissions the chart grants that no path of the scheduler exercises here: none."""
 
@@ -43,7 +56,8 @@ INTENTIONALLY_UNUSED: set[tuple[str, str, str, str]] = set()
 @contextmanager
 def secured(objects: list[JSON]) -> Iterator[Emulator]:
     """An emulator that grants the ServiceAccount's token what ``objects`` bind to it."""
-    server = Emulator(seed=7, bookmark_interval=0.2, rbac=authorizer(objects, TOKEN)).start()
+    rbac = authorizer(objects, TOKEN, {SCRAPER_TOKEN: SCRAPER})
+    server = Emulator(seed=7, bookmark_interval=0.2, rbac=rbac).start()
     namespaces = server.store.resource("", "v1", "namespaces")
     server.store.create(namespaces, "", {"metadata": {"name": NAMESPACE}})
     try:
@@ -54,7 +68,7 @@ def secured(objects: list[JSON]) -> Iterator[Emulator]:
 
 @pytest.fixture
 def chart(render: Render) -> list[JSON]:
-    return render()
+    return render(*WITH_SCRAPER)
 
 
 @pytest.fixture
@@ -63,23 +77,52 @@ def emulator(chart: list[JSON]) -> Iterator[Emulator]:
         yield server
 
 
+class Scraped:
+    """A replica with its endpoints, served as ``gpufleet serve`` serves them, whose
+    ``/metrics`` is scraped with the scraper's token once it runs."""
+
+    def __init__(self, http: httpx.AsyncClient, replica: Replica) -> None:
+        self.http, self.replica = http, replica
+        self.scrapes: list[int] = []
+
+    async def run(self, stop: asyncio.Event) -> None:
+        tls = server_context(None, None, None, ["127.0.0.1"])
+        serving = endpoints.Serving("127.0.0.1", 0, tls)
+        async with endpoints.served(self.replica, self.http, serving) as (host, port):
+            task = asyncio.create_task(self.replica.run(stop))
+            async with httpx.AsyncClient(verify=False) as scraper:
+                for token in (SCRAPER_TOKEN, TOKEN):  # the scheduler's own may not read it
+                    headers = {"Authorization": f"Bearer {token}"}
+                    reply = await scraper.get(f"https://{host}:{port}/metrics", headers=headers)
+                    self.scrapes.append(reply.status_code)
+            await task
+
+
 def serve_as_the_chart(
     emulator: Emulator, done: Callable[[LiveScheduler], bool], timeout: float = 30.0
 ) -> LiveScheduler:
     """Run one replica, electing itself on the chart's Lease, with the ServiceAccount's token,
-    until ``done`` holds of the scheduler it runs while it leads."""
+    until ``done`` holds of the scheduler it runs while it leads; its endpoints are scraped
+    once, by the chart's metrics reader and by the scheduler's own account."""
     options = ServeOptions(period_s=0.2, batch_s=0.01)
     lease = LeaseConfig(NAMESPACE, "gpufleet", "replica-0", 2.0, 1.5, 0.1)
+    made: list[Scraped] = []
+
+    def make(http: httpx.AsyncClient) -> Scraped:
+        made.append(Scraped(http, Replica(http, options, lease)))
+        return made[-1]
 
     headers = {"Authorization": f"Bearer {TOKEN}"}
-    return run_until(
+    live = run_until(
         emulator,
-        lambda http: Replica(http, options, lease),
-        lambda replica: replica.live,
-        done,
+        make,
+        lambda scraped: scraped.replica.live,
+        lambda live: done(live) and len(made[0].scrapes) == 2,
         timeout=timeout,
         headers=headers,
     )
+    assert made[0].scrapes == [200, 403]
+    return live
 
 
 def add_preemption(emulator: Emulator) -> None:
@@ -208,6 +251,8 @@ def test_without_the_binding_permission_the_pod_stays_pending_and_is_reported(
 
 
 def without(rule: JSON, resource: str) -> JSON:
+    if "resources" not in rule:
+        return rule  # a non-resource URL's
     return {**rule, "resources": [r for r in rule["resources"] if r != resource]}
 
 

@@ -433,7 +433,7 @@ def test_a_stalled_loop_fails_the_liveness_probe(emulator: Emulator) -> None:
     assert live.stalled() is None
 
     async def probe() -> tuple[int, str]:
-        runner = await endpoints.start(live, "127.0.0.1", 0)
+        runner = await endpoints.start(live, "127.0.0.1", 0, guard=None, tls=None)
         host, port = runner.addresses[0][:2]
         try:
             async with httpx.AsyncClient() as http:

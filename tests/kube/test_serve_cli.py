@@ -41,12 +41,13 @@ def test_serve_binds_reports_ready_and_exports_its_metrics(
     process, base = start_serving(emulator, tmp_path, "--period", "0.2", env=env)
     deadline = time.monotonic() + 20
     try:
-        assert httpx.get(f"{base}/healthz").text == "ok"
+        assert httpx.get(f"{base}/healthz", verify=False).text == "ok"
         add_pod(emulator, "a", 2)
         while "a" not in bound(emulator):
             assert time.monotonic() < deadline, "never bound"
             time.sleep(0.1)
-        names = metric_names(httpx.get(f"{base}/metrics").text)
+        admin = {"Authorization": f"Bearer {emulator.token}"}
+        names = metric_names(httpx.get(f"{base}/metrics", headers=admin, verify=False).text)
         assert names == GOLDEN.read_text().split()
     finally:
         process.send_signal(signal.SIGTERM)
@@ -114,7 +115,7 @@ def test_a_dry_run_elects_on_a_lease_of_its_own(emulator: Emulator, tmp_path: Pa
     add_pod(emulator, "a", 1)
     kubeconfig = emulator.kubeconfig(tmp_path / "kubeconfig")
     command = [sys.executable, "-m", "gpufleet", "serve", "--kubeconfig", str(kubeconfig)]
-    command += ["--dry-run", "--address", "127.0.0.1", "--port", "0", "--period", "0.2"]
+    command += ["--dry-run", "--secure-port", "0", "--period", "0.2"]
     env = {**os.environ, "KUBECONFIG": "/nonexistent"}
     process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
     leases = emulator.store.resource("coordination.k8s.io", "v1", "leases")
@@ -141,15 +142,15 @@ def start_serving(
     kubeconfig = emulator.kubeconfig(tmp_path / "kubeconfig")
     port = free_port()
     command = [sys.executable, "-m", "gpufleet", "serve", "--kubeconfig", str(kubeconfig)]
-    command += ["--address", "127.0.0.1", "--port", str(port), *args]
+    command += ["--bind-address", "127.0.0.1", "--secure-port", str(port), *args]
     process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
-    base = f"http://127.0.0.1:{port}"
+    base = f"https://127.0.0.1:{port}"
     deadline = time.monotonic() + 20
     while True:
         assert time.monotonic() < deadline, "never ready"
         assert process.poll() is None, process.stderr.read() if process.stderr else ""
         try:
-            if httpx.get(f"{base}/readyz").status_code == 200:
+            if httpx.get(f"{base}/readyz", verify=False).status_code == 200:
                 return process, base
         except httpx.HTTPError:
             pass
@@ -188,7 +189,7 @@ def test_refused_credentials_are_one_line_and_exit_1(tmp_path: Path) -> None:
     try:
         kubeconfig = locked.kubeconfig(tmp_path / "kubeconfig", token="wrong")
         command = [sys.executable, "-m", "gpufleet", "serve", "--kubeconfig", str(kubeconfig)]
-        command += ["--port", "0", "--address", "127.0.0.1", "--leader-elect=false"]
+        command += ["--secure-port", "0", "--leader-elect=false"]
         done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=60)
     finally:
         locked.stop()

@@ -41,7 +41,7 @@ def test_the_file_sets_what_no_flag_does_and_a_flag_wins(
     kubeconfig = emulator.kubeconfig(tmp_path / "kubeconfig")
     command = [sys.executable, "-m", "gpufleet", "serve", "--config", str(config)]
     command += ["--kubeconfig", str(kubeconfig), "--scheduler-name", "gpufleet"]
-    command += ["--address", "127.0.0.1", "--port", "0"]
+    command += ["--secure-port", "0"]
     env = {**os.environ, "KUBECONFIG": "/nonexistent"}
     process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
     leases = emulator.store.resource("coordination.k8s.io", "v1", "leases")

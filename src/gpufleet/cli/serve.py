@@ -3,19 +3,22 @@
 It connects as kubectl does (``--kubeconfig``, ``KUBECONFIG``, ``~/.kube/config``, then the
 in-cluster service account), lists and watches the cluster, schedules on the cluster cache
 and writes bindings, evictions and pod conditions back (``kube/serve.py``); ``--dry-run``
-writes nothing and logs what it would do. ``/healthz``, ``/readyz`` and ``/metrics`` are
-served on ``--address:--port``. It stops on SIGTERM or SIGINT.
+writes nothing and logs what it would do. ``/healthz``, ``/livez``, ``/readyz`` and
+``/metrics`` are served over HTTPS on ``--bind-address:--secure-port``, ``/metrics`` to
+those the API server authorizes (``kube/delegated.py``). It stops on SIGTERM or SIGINT.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import re
 import signal
 import socket
 import sys
 import uuid
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -30,7 +33,9 @@ from gpufleet.cli.cycle import (
 )
 from gpufleet.cli.options import duration
 from gpufleet.kube import endpoints
+from gpufleet.kube.certs import server_context, serving_hosts
 from gpufleet.kube.connect import IN_CLUSTER, http_client, load_config
+from gpufleet.kube.delegated import ALWAYS_ALLOW_PATHS
 from gpufleet.kube.kinds import LIVE_VOCABULARIES
 from gpufleet.kube.leader import LeaseConfig
 from gpufleet.kube.lifecycle import (
@@ -48,6 +53,9 @@ from gpufleet.plugins.registry import POLICIES
 
 if TYPE_CHECKING:
     from lightkube.config.kubeconfig import KubeConfig
+
+SECURE_PORT = 10259
+"""kube-scheduler's --secure-port."""
 
 
 def _read_config(ctx: typer.Context, path: Path | None) -> Path | None:
@@ -100,12 +108,43 @@ def serve(
             "only log.",
         ),
     ] = True,
-    address: Annotated[
-        str, typer.Option(help="Address of /healthz, /readyz, /metrics.")
+    bind_address: Annotated[
+        str,
+        typer.Option(
+            help="Address of /healthz, /livez, /readyz and /metrics (HTTPS); 127.0.0.1 for a "
+            "local run."
+        ),
     ] = "0.0.0.0",  # noqa: S104 (a pod's probes reach it)
-    port: Annotated[
-        int, typer.Option(min=0, max=65535, help="Port of the endpoints (0: any).")
-    ] = 10251,
+    secure_port: Annotated[
+        int,
+        typer.Option(min=0, max=65535, help="HTTPS port of the endpoints (0: not served)."),
+    ] = SECURE_PORT,
+    tls_cert_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="PEM certificate (and chain) the endpoints serve; default: a self-signed one."
+        ),
+    ] = None,
+    tls_private_key_file: Annotated[
+        Path | None, typer.Option(help="PEM private key of --tls-cert-file.")
+    ] = None,
+    cert_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="Where the self-signed certificate is kept across restarts (ignored with "
+            "--tls-cert-file); default: in memory, a new one each start."
+        ),
+    ] = None,
+    authorization_always_allow_paths: Annotated[
+        str,
+        typer.Option(
+            help="Comma-separated paths served without credentials (a trailing * matches a "
+            "prefix); every other path needs a token the API server authenticates and "
+            "authorizes."
+        ),
+    ] = ",".join(ALWAYS_ALLOW_PATHS),
+    address: Annotated[str | None, typer.Option(hidden=True)] = None,
+    port: Annotated[str | None, typer.Option(hidden=True)] = None,
     period: Annotated[
         float,
         typer.Option(
@@ -174,6 +213,22 @@ def serve(
 ) -> None:
     """Run gpufleet as a secondary scheduler on a live cluster (binds, evicts, explains)."""
     del config_file  # its settings are the other options' defaults (_read_config)
+    for removed, value, instead in (
+        ("--address", address, "--bind-address"),
+        ("--port", port, "--secure-port"),
+    ):
+        if value is not None:
+            raise typer.BadParameter(
+                f"{removed} was removed: the endpoints are served over HTTPS, on "
+                f"--bind-address:--secure-port (default 0.0.0.0:{SECURE_PORT}); use {instead}",
+                param_hint=f"'{removed}'",
+            )
+    serving = _serving(
+        bind_address,
+        secure_port,
+        (tls_cert_file, tls_private_key_file, cert_dir),
+        authorization_always_allow_paths,
+    )
     if log_format not in {"text", "json"}:
         raise typer.BadParameter(f"--log-format must be text or json, got {log_format!r}")
     vocabularies = frozenset(vocabulary or ()) - {"gpufleet"}
@@ -218,7 +273,7 @@ def serve(
         watch_down_grace_s=watch_down_grace,
     )
     try:
-        asyncio.run(_serve(config, context, options, lease, address, port))
+        asyncio.run(_serve(config, context, options, lease, serving))
     except UnreachableError as exc:
         logging.getLogger("gpufleet.serve").error("%s", exc)  # noqa: TRY400 (one line, not a trace)
         raise SystemExit(1) from None
@@ -255,6 +310,34 @@ def _check_lease(
             )
 
 
+def _serving(
+    address: str,
+    port: int,
+    files: tuple[Path | None, Path | None, Path | None],
+    always_allow: str,
+) -> endpoints.Serving | None:
+    """The endpoints' settings, checked before connecting: None with port 0."""
+    cert, key, cert_dir = files
+    if (cert is None) != (key is None):
+        raise typer.BadParameter(
+            "--tls-cert-file and --tls-private-key-file must be given together"
+        )
+    paths = tuple(p.strip() for p in always_allow.split(",") if p.strip())
+    if bad := [p for p in paths if not p.startswith("/") or "*" in p[:-1]]:
+        raise typer.BadParameter(
+            f"each path must start with / (a * only at its end), got {bad[0]!r}",
+            param_hint="'--authorization-always-allow-paths'",
+        )
+    try:
+        ipaddress.ip_address(address)
+    except ValueError:
+        raise typer.BadParameter(f"--bind-address must be an IP address, got {address!r}") from None
+    if port == 0:
+        return None
+    tls = server_context(cert, key, cert_dir, serving_hosts(address))
+    return endpoints.Serving(address, port, tls, paths)
+
+
 def _own_namespace() -> str:
     """The pod's namespace in a cluster (its service account says), else kube-system."""
     path = IN_CLUSTER / "namespace"
@@ -266,8 +349,7 @@ async def _serve(
     context: str | None,
     options: ServeOptions,
     lease: LeaseConfig | None,
-    address: str,
-    port: int,
+    serving: endpoints.Serving | None,
 ) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -277,9 +359,10 @@ async def _serve(
     async with http_client(config, context) as http:
         await reachable(http, stop)
         replica = Replica(http, options, lease)
-        runner = await endpoints.start(replica, address, port)
-        log.info("serving scheduler %s, endpoints on %s:%d", options.scheduler_name, address, port)
-        try:
+        async with AsyncExitStack() as stack:
+            where = "no endpoints (--secure-port=0)"
+            if serving is not None:
+                await stack.enter_async_context(endpoints.served(replica, http, serving))
+                where = f"endpoints on https://{serving.address}:{serving.port}"
+            log.info("serving scheduler %s, %s", options.scheduler_name, where)
             await until_stopped(replica.run(stop), stop, SHUTDOWN_GRACE_S)
-        finally:
-            await asyncio.wait_for(runner.cleanup(), SHUTDOWN_GRACE_S)
