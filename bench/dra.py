@@ -5,7 +5,9 @@ node has 8, tried on each of 200 nodes of 64 devices (8 NUMA nodes of 8) — uns
 kubernetes/kubernetes#131730 reports upstream's depth-first search running for over 30 s
 on such claims. (b) the same claim for 8 GPUs — satisfiable on every node. (c) allocation
 throughput: 1,000 pods with one single-GPU claim each on 500 nodes of 8 GPUs, each pod on
-the first node with a free GPU.
+the first node with a free GPU. (d) CEL: a request's selector on product name and memory
+(``startsWith`` on an attribute, ``compareTo`` of a capacity quantity), evaluated on 10,000
+devices by the metered interpreter — the price of the cost limit.
 
     python -m bench.dra
 """
@@ -18,6 +20,7 @@ from decimal import Decimal
 
 from bench.docs import publish_table
 from gpufleet.dra.allocator import Allocator, Unsatisfiable
+from gpufleet.dra.cel import compile_selector
 from gpufleet.model.devices import Claim, Constraint, Device, DeviceClass, Pool, Request, Subrequest
 
 SECTION = "dra"
@@ -80,6 +83,26 @@ def throughput(pods: int, nodes: int) -> tuple[float, int]:
     return time.perf_counter() - started, allocated
 
 
+SELECTOR = (
+    f'device.attributes["{DRIVER}"].productName.startsWith("NVIDIA H100") && '
+    f'device.capacity["{DRIVER}"].memory.compareTo(quantity("40Gi")) >= 0'
+)
+
+
+def selector_rate(devices: int) -> tuple[float, int]:
+    """Seconds to evaluate ``SELECTOR`` on ``devices`` devices (each its own memory, so no
+    device map is shared), and how many it selected."""
+    selector = compile_selector(SELECTOR)
+    pool = [
+        Device(DRIVER, "p", f"gpu-{d}", capacity={f"{DRIVER}/memory": Decimal(40 * 2**30 + d)},
+               attributes={f"{DRIVER}/productName": "NVIDIA H100 80GB HBM3"})
+        for d in range(devices)
+    ]  # fmt: skip
+    started = time.perf_counter()
+    selected = sum(selector.matches(device) for device in pool)
+    return time.perf_counter() - started, selected
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-docs", action="store_true")
@@ -91,6 +114,7 @@ def main() -> int:
     unsat_s, unsat_ok = every_node(allocator, numa_claim(9), nodes)
     sat_s, sat_ok = every_node(allocator, numa_claim(8), nodes)
     tp_s, tp_pods = throughput(1000, 500)
+    cel_s, cel_ok = selector_rate(10_000)
     lines = [
         "| case | nodes | satisfied | seconds | per node |",
         "|---|---|---|---|---|",
@@ -103,6 +127,9 @@ def main() -> int:
         "",
         f"(c) {tp_pods} pods with one single-GPU claim on 500 nodes x 8 GPUs: {tp_s:.2f} s, "
         f"{tp_pods / tp_s:,.0f} pods/s.",
+        "",
+        f"(d) a CEL selector on 10,000 devices ({cel_ok:,} selected): {cel_s:.2f} s, "
+        f"{cel_ok / cel_s:,.0f} evaluations/s.",
     ]
     return publish_table("bench.dra", SECTION, lines, write_docs=not args.no_docs)
 

@@ -378,3 +378,52 @@ def test_a_job_larger_than_the_cluster_never_starts_and_costs_nothing_to_read(
     assert done.returncode == 0, done.stderr
     for run in json.loads((tmp_path / "out" / "results.json").read_text())["runs"]:
         assert (run["jobs"], run["finished_jobs"], run["pending_jobs"]) == (2, 1, 1)
+
+
+def hostile_selector_snapshot(expression: str) -> str:
+    """One node with one device, a DeviceClass selecting by ``expression``, a pod claiming
+    one device of it."""
+    return (
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n"
+        "status: {allocatable: {cpu: '8', memory: 8Gi}}\n---\n"
+        "apiVersion: resource.k8s.io/v1\nkind: DeviceClass\nmetadata: {name: g}\n"
+        f"spec: {{selectors: [{{cel: {{expression: {json.dumps(expression)}}}}}]}}\n---\n"
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceSlice\nmetadata: {name: s}\n"
+        "spec: {driver: d, nodeName: n1, pool: {name: n1}, devices: [{name: gpu-0}]}\n---\n"
+        "apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\n"
+        "metadata: {name: one, namespace: ml}\n"
+        "spec: {spec: {devices: {requests: [{name: r, exactly: {deviceClassName: g}}]}}}\n---\n"
+        "apiVersion: v1\nkind: Pod\n"
+        "metadata: {name: p, namespace: ml, creationTimestamp: '2026-01-01T00:00:00Z'}\n"
+        "spec:\n  schedulerName: gpufleet\n"
+        "  containers: [{name: main, resources: {requests: {cpu: '1'}}}]\n"
+        "  resourceClaims: [{name: gpu, resourceClaimTemplateName: one}]\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        pytest.param(
+            '"x,x,x,x,x,x,x,x,x,x,x,x,x,x,x,x,x,x,x,x".split(",").exists(a, '
+            '"x,x,x,x,x,x,x,x,x,x,x,x,x,x,x,x,x,x,x,x".split(",").exists(b, '
+            '"x,x,x,x,x,x,x,x,x,x,x,x,x,x,x,x,x,x,x,x".split(",").exists(c, '
+            '"x,x,x,x,x,x,x,x,x,x,x,x,x,x,x,x,x,x,x,x".split(",").exists(e, '
+            'a + b + c + e == "z"))))',
+            id="nested-macros",
+        ),
+        pytest.param(
+            '"aaaaaaaaaa"' + '.replace("a", "aaaaaaaaaa")' * 12 + ' != ""', id="replace-chain"
+        ),
+    ],
+)
+def test_a_selector_beyond_the_cel_cost_limit_keeps_its_pod_pending(
+    tmp_path: Path, expression: str
+) -> None:
+    (tmp_path / "snapshot.yaml").write_text(hostile_selector_snapshot(expression))
+    args = ("schedule", "-f", "snapshot.yaml", "-o", "json", NOW)
+    done = limited(args, tmp_path, 400 * 1024 * 1024)
+    assert done.returncode == 0, done.stderr
+    [pending] = json.loads(done.stdout)["pending"]
+    assert pending["pod"] == "ml/p"
+    assert "exceeded the cost limit of 1,000,000 units" in json.dumps(pending)

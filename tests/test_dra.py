@@ -21,7 +21,12 @@ from hypothesis import strategies as st
 from gpufleet.compose import schedule_snapshot
 from gpufleet.dra import cel
 from gpufleet.dra.allocator import Allocator, Unsatisfiable
-from gpufleet.dra.cel import SelectorError, compile_selector
+from gpufleet.dra.cel import (
+    MAX_EXPRESSION_LENGTH,
+    CostLimitError,
+    SelectorError,
+    compile_selector,
+)
 from gpufleet.load.errors import InputError
 from gpufleet.load.snapshot import load_snapshot
 from gpufleet.model.devices import (
@@ -609,3 +614,50 @@ def test_an_elastic_gang_s_extras_keep_the_256_limit(tmp_path: Path) -> None:
     assert sorted(p.pod for p in result.pending) == ["ml/e1", "ml/e2"]
     for waiting in result.pending:
         assert "has reached its maximum number of consumers" in why_text(waiting.why)
+
+
+LIST = '"' + ",".join(["x"] * 100) + '".split(",")'
+NESTED = f"{LIST}.exists(a, {LIST}.exists(b, {LIST}.exists(c, a + b + c == 'zzz')))"
+"""A million evaluations of the innermost body: cut off by the cost limit."""
+REPLACED = '"aaaaaaaaaa"' + '.replace("a", "aaaaaaaaaa")' * 12 + ".size() > 0"
+"""A string of 10**13 characters, were it built."""
+
+
+@pytest.mark.parametrize("expression", [NESTED, REPLACED], ids=["nested-macros", "replace-chain"])
+def test_a_selector_stops_at_the_cost_limit_and_is_refused_after(expression: str) -> None:
+    selector = compile_selector(expression)
+    device = Device("gpu.nvidia.com", "p", "g0")
+    with pytest.raises(CostLimitError, match="exceeded the cost limit of 1,000,000 units"):
+        selector.matches(device)
+    with pytest.raises(CostLimitError):  # at once: the budget is not spent again
+        selector.matches(Device("gpu.nvidia.com", "p", "g1"))
+
+
+def test_a_selector_within_the_limit_evaluates() -> None:
+    square = f"{LIST}.map(a, {LIST}.map(b, a + b)).size() == 100"
+    assert compile_selector(square).matches(Device("gpu.nvidia.com", "p", "g0"))
+
+
+def test_a_selector_longer_than_kubernetes_allows_is_refused() -> None:
+    expression = 'device.driver == "' + "x" * (MAX_EXPRESSION_LENGTH) + '"'
+    with pytest.raises(SelectorError, match="longer than 10240 characters") as error:
+        compile_selector(expression)
+    assert len(str(error.value)) < 200
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        ('"abc".split("") == ["a", "b", "c"]', True),
+        ('"abc".split("", 2) == ["a", "bc"]', True),
+        ('"a,b,c".split(",", 2) == ["a", "b,c"]', True),
+        ('"abc".split("", 0) == []', True),
+        ('["a", "b"].join("-") == "a-b"', True),
+        ('"aXbX".replace("X", "") == "ab"', True),
+        ('"ab".replace("", "-") == "-a-b-"', True),
+    ],
+)
+def test_string_functions_keep_cel_semantics_under_the_meter(
+    expression: str, expected: bool
+) -> None:
+    assert compile_selector(expression).matches(Device("d", "p", "g")) is expected

@@ -17,11 +17,22 @@ string functions and Kubernetes' string library (``lowerAscii``, ``upperAscii``,
 Each expression is compiled once while it is in use (the caches are bounded: a long run
 that meets ever new expressions or devices must not grow without end); a broken one raises
 :class:`SelectorError`, which the allocator turns into a failure of the claims that use it.
+
+Work is bounded as the API server bounds it: an expression longer than 10 KiB
+(``CELSelectorExpressionMaxLength``) is refused, and an evaluation stops with
+:class:`CostLimitError` once it has spent ``RUNTIME_COST_LIMIT`` units
+(``CELSelectorExpressionMaxCost``: 1,000,000) — one per step of the interpreter, and for the
+string functions one per 10 characters they read or make, charged before a string is built,
+so that neither nested macros over ``split`` lists nor chained ``replace`` calls can take
+unbounded time or memory. A step of cel-python's tree interpreter is finer than one of
+cel-go's cost units (an operation is several steps), so an expression is cut off here at a
+tenth or so of what Kubernetes allows; a selector a driver or user writes spends hundreds.
 """
 
 from __future__ import annotations
 
 import re
+from contextvars import ContextVar
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
@@ -29,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import celpy
 from celpy import celtypes
+from celpy.evaluation import Evaluator
 
 if TYPE_CHECKING:
     from gpufleet.model.devices import Device
@@ -67,8 +79,70 @@ _SEMVER = re.compile(
 )
 
 
+RUNTIME_COST_LIMIT = 1_000_000
+"""Units one evaluation may spend (module docstring)."""
+MAX_EXPRESSION_LENGTH = 10 * 1024
+"""Kubernetes' ``CELSelectorExpressionMaxLength``."""
+CHARACTERS_PER_UNIT = 10
+"""cel-go charges string traversal at 0.1 unit per character."""
+
+
 class SelectorError(Exception):
     """A selector that does not compile or cannot be evaluated."""
+
+
+class CostLimitError(SelectorError):
+    """An evaluation that spent more than ``RUNTIME_COST_LIMIT``."""
+
+
+class _Budget:
+    __slots__ = ("left",)
+
+    def __init__(self, limit: int) -> None:
+        self.left = limit
+
+    def charge(self, units: int) -> None:
+        self.left -= units
+        if self.left < 0:
+            raise CostLimitError(
+                f"the evaluation exceeded the cost limit of {RUNTIME_COST_LIMIT:,} units"
+            )
+
+
+_BUDGET: ContextVar[_Budget | None] = ContextVar("cel_budget", default=None)
+
+
+def _charge_characters(count: int) -> None:
+    """Charge the evaluation under way for ``count`` characters read or made."""
+    budget = _BUDGET.get()
+    if budget is not None:
+        budget.charge(1 + count // CHARACTERS_PER_UNIT)
+
+
+class _Metered(Evaluator):
+    """cel-python's interpreter, charging one unit per tree node it evaluates; a macro's
+    body is evaluated by a sub-evaluator, which charges the same budget."""
+
+    def __init__(self, ast: Any, activation: Any, budget: _Budget) -> None:
+        super().__init__(ast, activation)
+        self.budget = budget
+
+    def sub_evaluator(self, ast: Any) -> Evaluator:
+        return _Metered(ast, self.activation, self.budget)
+
+    def _visit_tree(self, tree: Any) -> Any:  # lark's one entry for every node
+        self.budget.charge(1)
+        return super()._visit_tree(tree)
+
+
+class _MeteredRunner(celpy.InterpretedRunner):
+    def evaluate(self, context: Any) -> Any:
+        budget = _Budget(RUNTIME_COST_LIMIT)
+        token = _BUDGET.set(budget)
+        try:
+            return _Metered(self.ast, self.new_activation(), budget).evaluate(context)
+        finally:
+            _BUDGET.reset(token)
 
 
 def parse_quantity(text: str) -> Decimal:
@@ -154,18 +228,39 @@ def _quantity(text: Any) -> Quantity:
 
 
 def _str(value: Any) -> celtypes.StringType:
-    return celtypes.StringType(str(value))
+    text = str(value)
+    _charge_characters(len(text))
+    return celtypes.StringType(text)
 
 
 def _replace(text: Any, old: Any, new: Any, count: Any = -1) -> celtypes.StringType:
-    return _str(str(text).replace(str(old), str(new), int(count)))
+    value, before, after, limit = str(text), str(old), str(new), int(count)
+    found = value.count(before) if before else len(value) + 1
+    if limit >= 0:
+        found = min(found, limit)
+    _charge_characters(len(value) + found * len(after))  # before the string is made
+    return celtypes.StringType(value.replace(before, after, limit))
 
 
 def _split(text: Any, sep: Any, limit: Any = -1) -> celtypes.ListType:
-    parts = (
-        str(text).split(str(sep)) if int(limit) < 0 else str(text).split(str(sep), int(limit) - 1)
-    )
-    return celtypes.ListType([_str(p) for p in parts])
+    value, separator, most = str(text), str(sep), int(limit)
+    _charge_characters(2 * len(value))
+    if most == 0:
+        return celtypes.ListType([])
+    if separator:
+        parts = value.split(separator) if most < 0 else value.split(separator, most - 1)
+    else:  # CEL's split("") splits into characters, the last part keeping the rest
+        parts = list(value)
+        if 0 < most < len(parts):
+            parts = [*parts[: most - 1], value[most - 1 :]]
+    return celtypes.ListType([celtypes.StringType(p) for p in parts])
+
+
+def _join(items: Any, sep: Any = "") -> celtypes.StringType:
+    parts = [str(i) for i in items]
+    separator = str(sep)
+    _charge_characters(sum(map(len, parts)) + len(separator) * max(len(parts) - 1, 0))
+    return celtypes.StringType(separator.join(parts))
 
 
 def _substring(text: Any, start: Any, end: Any = None) -> celtypes.StringType:
@@ -179,7 +274,7 @@ STRING_FUNCTIONS: dict[str, Any] = {
     "trim": lambda t: _str(str(t).strip()),
     "replace": _replace,
     "split": _split,
-    "join": lambda items, sep="": _str(str(sep).join(str(i) for i in items)),
+    "join": _join,
     "indexOf": lambda t, s: celtypes.IntType(str(t).find(str(s))),
     "lastIndexOf": lambda t, s: celtypes.IntType(str(t).rfind(str(s))),
     "substring": _substring,
@@ -207,42 +302,70 @@ FUNCTIONS: dict[str, Any] = {
 def _env() -> celpy.Environment:
     """The CEL environment, built on first use: building its parser takes a third of a
     second that a snapshot without selectors should not pay."""
-    return celpy.Environment()
+    return celpy.Environment(runner_class=_MeteredRunner)
 
 
 _DRIVER_IS = re.compile(r'\s*device\.driver\s*==\s*"([^"\\]+)"\s*')
 """The most common selector (a DeviceClass's), evaluated without the interpreter."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(eq=False, slots=True)
 class Selector:
     expression: str
     program: Any
     driver: str | None = None
     """Set when the expression is exactly ``device.driver == "<driver>"``."""
+    too_costly: str = ""
+    """Set once an evaluation ran out of budget: the expression is refused thereafter, at no
+    cost, rather than spending the whole budget again on every device and every cycle."""
 
     def matches(self, device: Device) -> bool:
         """Whether the device satisfies the expression (errors raise :class:`SelectorError`)."""
         if self.driver is not None:
             return device.driver == self.driver
+        if self.too_costly:
+            raise CostLimitError(self.too_costly)
         try:
             result = self.program.evaluate(activation(device))
+        except CostLimitError as exc:
+            self.too_costly = f"{_quoted(self.expression)}: {exc}"
+            raise CostLimitError(self.too_costly) from None
         except Exception as exc:  # noqa: BLE001 (celpy raises many types; all mean "broken")
-            raise SelectorError(f"{self.expression!r}: {exc}") from None
+            raise SelectorError(f"{_quoted(self.expression)}: {_clipped(exc)}") from None
         if isinstance(result, Exception) or not isinstance(result, celtypes.BoolType | bool):
-            raise SelectorError(f"{self.expression!r} did not evaluate to a bool ({result!r})")
+            raise SelectorError(
+                f"{_quoted(self.expression)} did not evaluate to a bool ({_clipped(result)})"
+            )
         return bool(result)
+
+
+SHOWN = 100
+"""Characters of an expression, or of what it made, an error message shows."""
+
+
+def _quoted(expression: str) -> str:
+    return repr(expression if len(expression) <= SHOWN else f"{expression[:SHOWN]}...")
+
+
+def _clipped(what: object) -> str:
+    text = str(what)
+    return text if len(text) <= SHOWN else f"{text[:SHOWN]}..."
 
 
 @lru_cache(maxsize=COMPILED_SELECTORS)
 def compile_selector(expression: str) -> Selector:
     """The compiled selector (cached: see ``COMPILED_SELECTORS``)."""
+    if len(expression) > MAX_EXPRESSION_LENGTH:
+        raise SelectorError(
+            f"{_quoted(expression)}: longer than {MAX_EXPRESSION_LENGTH} characters "
+            f"({len(expression)})"
+        )
     try:
         ast = _env().compile(expression)
         program = _env().program(ast, functions=FUNCTIONS)
     except Exception as exc:  # noqa: BLE001 (parse and type errors come as several types)
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise SelectorError(f"{expression!r}: {first}") from None
+        raise SelectorError(f"{_quoted(expression)}: {_clipped(first)}") from None
     simple = _DRIVER_IS.fullmatch(expression)
     return Selector(expression, program, simple.group(1) if simple else None)
 
