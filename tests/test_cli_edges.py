@@ -427,3 +427,68 @@ def test_a_selector_beyond_the_cel_cost_limit_keeps_its_pod_pending(
     [pending] = json.loads(done.stdout)["pending"]
     assert pending["pod"] == "ml/p"
     assert "exceeded the cost limit of 1,000,000 units" in json.dumps(pending)
+
+
+def ageless_snapshot(created: str) -> str:
+    """A node whose one GPU is taken, and a pod waiting for it, ``created`` as given (empty:
+    no creationTimestamp)."""
+    stamp = f", creationTimestamp: '{created}'" if created else ""
+    return (
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n"
+        "status: {allocatable: {cpu: '8', memory: 8Gi, nvidia.com/gpu: '1'}}\n---\n"
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: busy, namespace: ml, "
+        "creationTimestamp: '2026-01-01T00:00:00Z'}\n"
+        "spec:\n  schedulerName: gpufleet\n  nodeName: n1\n  priority: 100\n"
+        "  containers: [{name: c, resources: {limits: {nvidia.com/gpu: '1'}}}]\n"
+        "status: {phase: Running, startTime: '2026-01-01T00:00:00Z'}\n---\n"
+        f"apiVersion: v1\nkind: Pod\nmetadata: {{name: waits, namespace: ml{stamp}}}\n"
+        "spec:\n  schedulerName: gpufleet\n"
+        "  containers: [{name: c, resources: {limits: {nvidia.com/gpu: '1'}}}]\n"
+    )
+
+
+@pytest.mark.parametrize(("created", "starving"), [("", False), ("2026-01-01T00:00:00Z", True)])
+def test_a_pod_without_creation_time_has_an_unknown_age_not_one_since_1970(
+    tmp_path: Path, created: str, starving: bool
+) -> None:
+    (tmp_path / "snapshot.yaml").write_text(ageless_snapshot(created))
+    done = gpufleet(
+        "explain", "-f", "snapshot.yaml", "ml/waits", "--now", "2026-01-02T00:00:00Z",
+        "--starvation-after", "30m", cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert ("Waiting 86400s" in done.stdout) is starving, done.stdout
+    assert "holding node(s)" in done.stdout if starving else "holding" not in done.stdout
+
+
+DRA_SCENARIO = Path(__file__).parent / "scenarios" / "dra-per-device-node-selection.yaml"
+TEMPLATE_SPEC = """spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly: {deviceClassName: gpu.nvidia.com, count: 1}"""
+
+
+def test_a_claim_template_without_its_spec_is_refused_naming_the_field(tmp_path: Path) -> None:
+    text = DRA_SCENARIO.read_text()
+    assert TEMPLATE_SPEC in text
+    (tmp_path / "snapshot.yaml").write_text(text.replace(TEMPLATE_SPEC, ""))
+    done = gpufleet("schedule", "-f", "snapshot.yaml", NOW, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert (
+        "ResourceClaimTemplate one: field 'spec.spec': expected a ResourceClaimSpec (required)"
+        in done.stderr
+    )
+    assert "Traceback" not in done.stderr
+
+
+def test_a_claim_of_no_devices_is_allocated_nothing(tmp_path: Path) -> None:
+    """The API allows a ResourceClaimSpec without requests: the pod binds, its claim
+    allocated no device (this crashed the cycle: one result list per claim was missing)."""
+    text = DRA_SCENARIO.read_text().replace(TEMPLATE_SPEC, "spec: {spec: {}}")
+    (tmp_path / "snapshot.yaml").write_text(text)
+    done = gpufleet("schedule", "-f", "snapshot.yaml", "-o", "json", NOW, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    [binding] = json.loads(done.stdout)["bindings"]
+    assert binding["claims"] == {"ml/p-gpu": []}

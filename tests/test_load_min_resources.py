@@ -15,7 +15,7 @@ import pytest
 
 from gpufleet.load.errors import InputError
 from gpufleet.load.snapshot import load_snapshot
-from gpufleet.model.workload import GroupSpec
+from gpufleet.model.workload import UNKNOWN_AGE, GroupSpec
 from tests.test_cli import gpufleet
 
 NODE = """apiVersion: v1
@@ -80,7 +80,8 @@ def test_volcano_pod_group_min_resources_are_judged_in_its_queue_too(tmp_path: P
 
 
 def test_without_the_fields_a_group_is_what_it_was(tmp_path: Path) -> None:
-    assert read_group(tmp_path, "{minMember: 2}") == GroupSpec("ml/g", 2)
+    # No creationTimestamp in the test's object: its age is unknown.
+    assert read_group(tmp_path, "{minMember: 2}") == GroupSpec("ml/g", 2, created=UNKNOWN_AGE)
 
 
 BAD = [

@@ -8,6 +8,7 @@ through the composition root; ``schedule`` prints its bindings, evictions and pe
 from __future__ import annotations
 
 import datetime as dt
+import math
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -62,13 +63,15 @@ def _rfc3339(seconds: float) -> str:
 def _check_now(now: float, snapshot: Snapshot, source: Path, given: bool) -> None:
     """A cycle before every object of the snapshot was created has nothing real to judge.
 
-    Pods and PodGroups carry their ``creationTimestamp`` (0 when the object has none);
+    Pods and PodGroups carry their ``creationTimestamp`` (an unknown age without one);
     ``--now`` must not be earlier than the earliest of them. The wall clock is not checked:
     a snapshot from a cluster whose clock runs ahead is still scheduled."""
     if not given:
         return
-    stamps = [(p.created, f"Pod {p.key}") for p in snapshot.pods if p.created > 0]
-    stamps += [(g.created, f"PodGroup {g.key}") for g in snapshot.groups if g.created > 0]
+    stamps = [(p.created, f"Pod {p.key}") for p in snapshot.pods if math.isfinite(p.created)]
+    stamps += [
+        (g.created, f"PodGroup {g.key}") for g in snapshot.groups if math.isfinite(g.created)
+    ]
     if stamps and now < min(stamps)[0]:
         first, name = min(stamps)
         raise InputError(

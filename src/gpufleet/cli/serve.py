@@ -33,7 +33,6 @@ from gpufleet.cli.cycle import (
 )
 from gpufleet.cli.options import duration
 from gpufleet.kube import endpoints
-from gpufleet.kube.certs import server_context, serving_hosts
 from gpufleet.kube.connect import IN_CLUSTER, http_client, load_config
 from gpufleet.kube.delegated import ALWAYS_ALLOW_PATHS
 from gpufleet.kube.kinds import LIVE_VOCABULARIES
@@ -334,6 +333,9 @@ def _serving(
         raise typer.BadParameter(f"--bind-address must be an IP address, got {address!r}") from None
     if port == 0:
         return None
+    # Here, not at the top: cryptography is loaded by serve alone, not by every command.
+    from gpufleet.kube.certs import server_context, serving_hosts
+
     tls = server_context(cert, key, cert_dir, serving_hosts(address))
     return endpoints.Serving(address, port, tls, paths)
 

@@ -109,7 +109,10 @@ class Allocator(Inventory):
             if isinstance(found, Unsatisfiable):
                 last = found
                 continue
-            return found
+            # One list per claim, in the claims' order; a claim of no requests (its
+            # spec.devices empty, as the API allows) gets no device.
+            got = dict(zip(dict.fromkeys(s.claim.key for s in choice), found, strict=True))
+            return [got.get(claim.key, []) for claim in claims]
         return last
 
     def _alternatives(

@@ -312,6 +312,11 @@ def _subrequest(r: Reader, path: str, raw: Mapping[str, Any], name: str) -> Subr
 
 
 def claim_spec(r: Reader, path: str, key: str) -> Claim:
+    """The claim that ``path`` of ``r`` specifies (a ResourceClaim's ``spec``, a template's
+    ``spec.spec``: required by the API, so a missing one is refused, never read as a claim
+    of no devices)."""
+    if not isinstance(r.get(path), Mapping):
+        raise r.fail(path, "a ResourceClaimSpec (required)", r.get(path))
     requests = []
     for i, raw in enumerate(r.sequence(f"{path}.devices.requests")):
         where = f"{path}.devices.requests[{i}]"

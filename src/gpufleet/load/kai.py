@@ -125,7 +125,7 @@ def read_kai_group(r: Reader) -> GroupSpec:
         r.key,
         members,
         queue or DEFAULT_QUEUE,
-        r.time("metadata.creationTimestamp") or 0.0,
+        r.created(),
         topology_required=required,
         topology_preferred=preferred,
         subgroups=subgroups,

@@ -401,7 +401,7 @@ def read_pod(
                 f"{wanted} GPU index(es) of node {node} (0..{node_gpus[node] - 1})",
                 raw,
             )
-    created = r.time("metadata.creationTimestamp") or 0.0
+    created = r.created()
     blocked = "" if node is not None else _blocked(r, group, group_queues, group_field, lost)
     uid, version = r.identity()
     return PodInfo(
@@ -414,7 +414,7 @@ def read_pod(
         created,
         node,
         gpus,
-        r.time("status.startTime") or created,
+        _started(r, created),
         managed,
         _pod_claims(r),
         blocked,
@@ -538,3 +538,13 @@ def generated_claims(r: Reader) -> dict[str, str]:
         if claim:
             out[entry["name"]] = claim
     return out
+
+
+def _started(r: Reader, created: float) -> float:
+    """When a bound pod started: ``status.startTime``, else its creation; with neither
+    (a hand-written snapshot) the epoch, as before — the most work a move would lose, so
+    consolidation never judges such a pod's eviction cheap."""
+    started = r.time("status.startTime")
+    if started is not None:
+        return started
+    return created if math.isfinite(created) else 0.0

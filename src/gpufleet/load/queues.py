@@ -135,7 +135,7 @@ def read_group(r: Reader) -> GroupSpec:
         r.key,
         r.integer("spec.minMember", 1, minimum=1),
         labels.get(QUEUE_LABEL, DEFAULT_QUEUE),
-        r.time("metadata.creationTimestamp") or 0.0,
+        r.created(),
         stale,
         annotations.get(TOPOLOGY_REQUIRED) or None,
         annotations.get(TOPOLOGY_PREFERRED) or None,

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from lightkube.utils.quantity import parse_quantity
 
 from gpufleet.load.errors import InputError
+from gpufleet.model.workload import UNKNOWN_AGE
 
 _DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|h|m|s)")
 PLAIN_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+")
@@ -207,6 +208,11 @@ class Reader:
 
     def time(self, path: str) -> float | None:
         return self.time_of(path, self.get(path))
+
+    def created(self) -> float:
+        """``metadata.creationTimestamp``, or :data:`UNKNOWN_AGE` without one."""
+        stamp = self.time("metadata.creationTimestamp")
+        return UNKNOWN_AGE if stamp is None else stamp
 
     def time_of(self, path: str, value: object) -> float | None:
         if value is None:

@@ -110,7 +110,7 @@ def read_volcano_group(r: Reader) -> GroupSpec:
         r.key,
         max(1, r.integer("spec.minMember", 1, minimum=0)),  # 0: a group without a gang
         queue or DEFAULT_QUEUE,
-        r.time("metadata.creationTimestamp") or 0.0,
+        r.created(),
         min_resources=read_min_resources(r),
         min_resources_in_queue=True,
         uid=uid,

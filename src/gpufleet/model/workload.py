@@ -10,6 +10,7 @@ Time is seconds since the epoch, as floats; the cycle is handed ``now``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
@@ -62,6 +63,12 @@ def with_demand(pod: PodInfo, state: ClusterState) -> PodInfo:
     if state.divided_gpus and pod.spec.advertised_gpus:
         return replace(pod, demand_unit=state.demand_unit(pod.spec))
     return pod  # demand_unit 1: nvidia.com/gpu.shared counts whole (PodSpec.charged)
+
+
+UNKNOWN_AGE = math.inf
+"""``created`` of an object without ``metadata.creationTimestamp`` (every object the API
+server serves has one; a hand-written snapshot may not): its age is unknown, not 56 years —
+it never counts as starving and sorts after every object of its priority whose age is known."""
 
 
 @dataclass(frozen=True, slots=True, eq=False)
