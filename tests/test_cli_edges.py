@@ -492,3 +492,18 @@ def test_a_claim_of_no_devices_is_allocated_nothing(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     [binding] = json.loads(done.stdout)["bindings"]
     assert binding["claims"] == {"ml/p-gpu": []}
+
+
+def test_a_fill_of_tiny_gpu_shares_is_refused_before_it_runs(tmp_path: Path) -> None:
+    """One pod of a thousandth of a GPU would take millions of copies to fill the bundled
+    cluster: refused by the fill's pod bound, in one line, under 400 MB."""
+    pods = tmp_path / "pods.csv"
+    pods.write_text(
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
+        "deletion_time,scheduled_time\np0,1000,1024,1,1,,BE,Running,0,,\n",
+        encoding="utf-8",
+    )
+    done = limited(("simulate", "--workload", str(pods), "--seeds", "42"), tmp_path, 400 * 2**20)
+    assert done.returncode == 2, done.stderr
+    assert "takes more than 200,000 pods of this workload (its pods ask 0.001 GPU" in done.stderr
+    assert done.stderr.count("\n") == 1

@@ -7,6 +7,7 @@ writes the report: the summary table, ``results.json``, the plot and ``index.htm
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 
@@ -16,7 +17,10 @@ from rich.progress import Progress, TaskID
 
 from gpufleet.cli.options import positive
 from gpufleet.cli.output import make_progress, warn
+from gpufleet.load.errors import InputError
 from gpufleet.load.openb import BUNDLED_NODES, BUNDLED_WORKLOAD, bundled, load_nodes, load_pods
+from gpufleet.model.cluster import ClusterState, NodeSpec
+from gpufleet.model.pod import PodSpec
 from gpufleet.model.results import FillRun
 from gpufleet.plugins.registry import POLICIES
 from gpufleet.report.files import write_text
@@ -24,7 +28,7 @@ from gpufleet.report.html import report_html
 from gpufleet.report.results import results_json
 from gpufleet.report.summary import summarise
 from gpufleet.report.table import summary_table
-from gpufleet.sim.fill import run_fill
+from gpufleet.sim.fill import FillTooLargeError, check_size, run_fill
 from gpufleet.sim.unfit import unfit_pods
 
 DEFAULT_POLICIES = ("kube-default", "best-fit", "fgd", "gpufleet")
@@ -40,6 +44,34 @@ def check_policies(names: list[str] | None) -> list[str]:
 
 def _advance(progress: Progress, task: TaskID, done: int) -> None:
     progress.update(task, completed=done)
+
+
+def _fill_all(
+    name: str,
+    pods: Sequence[PodSpec],
+    node_specs: Sequence[NodeSpec],
+    policies: list[str],
+    seed_list: list[int],
+    inflate: float,
+    runs: list[FillRun],
+) -> None:
+    """Fill once per policy and seed, each run appended to ``runs`` as it ends."""
+    with make_progress() as progress:
+        for policy in policies:
+            for seed in seed_list:
+                task = progress.add_task(f"{name} · {policy} · seed {seed}", total=None)
+                runs.append(
+                    run_fill(
+                        node_specs,
+                        pods,
+                        POLICIES[policy],
+                        workload=name,
+                        seed=seed,
+                        inflate=inflate,
+                        progress=partial(_advance, progress, task),
+                    )
+                )
+                progress.remove_task(task)
 
 
 def simulate_fill(
@@ -63,22 +95,11 @@ def simulate_fill(
             "fill runs and counts them as failed"
         )
     runs: list[FillRun] = []
-    with make_progress() as progress:
-        for name in policies:
-            for seed in seed_list:
-                task = progress.add_task(f"{pods.name} · {name} · seed {seed}", total=None)
-                runs.append(
-                    run_fill(
-                        node_specs,
-                        pods.pods,
-                        POLICIES[name],
-                        workload=pods.name,
-                        seed=seed,
-                        inflate=inflate,
-                        progress=partial(_advance, progress, task),
-                    )
-                )
-                progress.remove_task(task)
+    try:
+        check_size(pods.pods, inflate, ClusterState(node_specs).total_gpu_milli)
+        _fill_all(pods.name, pods.pods, node_specs, policies, seed_list, inflate, runs)
+    except FillTooLargeError as exc:
+        raise InputError(str(workload or pods.name), str(exc)) from None
 
     summaries = summarise(runs)
     console.print(summary_table(summaries))

@@ -22,6 +22,7 @@ policy's own choices, so that every policy sees the same pods in the same order 
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Callable, Sequence
 
@@ -40,6 +41,41 @@ from gpufleet.sim.curves import discretise
 
 Progress = Callable[[int], None]
 PROGRESS_EVERY = 256
+MAX_FILL_PODS = 200_000
+"""The most pods one fill places (about 20 times what the largest openb workload needs at
+its default inflate); ``GPUFLEET_MAX_FILL_PODS`` overrides it. A workload of tiny GPU
+shares (a thousandth of a GPU each) would otherwise need millions to fill a cluster."""
+
+
+def max_fill_pods() -> int:
+    raw = os.environ.get("GPUFLEET_MAX_FILL_PODS", "")
+    return int(raw) if raw.isascii() and raw.isdigit() else MAX_FILL_PODS
+
+
+class FillTooLargeError(Exception):
+    """A fill that would place more than :func:`max_fill_pods` pods."""
+
+
+def _too_many(
+    count: int, pods: Sequence[PodSpec], capacity_milli: int, inflate: float
+) -> FillTooLargeError:
+    mean = sum(p.total_gpu_milli for p in pods) / len(pods) / 1000
+    return FillTooLargeError(
+        f"filling to {inflate:g} x the cluster's {capacity_milli / 1000:,.0f} GPUs takes more "
+        f"than {count:,} pods of this workload (its pods ask {mean:.3g} GPU on average); set "
+        "GPUFLEET_MAX_FILL_PODS to place more",
+    )
+
+
+def check_size(pods: Sequence[PodSpec], inflate: float, capacity_milli: int) -> None:
+    """Raise :class:`FillTooLargeError` when tuning ``pods`` to ``inflate`` x capacity is
+    expected to take more than :func:`max_fill_pods` pods (a uniform draw adds the
+    workload's mean GPU milli per pod)."""
+    total = sum(p.total_gpu_milli for p in pods)
+    target = inflate * capacity_milli
+    limit = max_fill_pods()
+    if inflate > 0 and 0 < total < target and len(pods) * target / total > limit:
+        raise _too_many(limit, pods, capacity_milli, inflate)
 
 
 def tune(
@@ -52,9 +88,13 @@ def tune(
     target = inflate * capacity_milli
     if inflate <= 0 or total == 0:
         return order
+    check_size(pods, inflate, capacity_milli)
+    limit = max_fill_pods()
     if total < target:
         tuned = 0
         while True:
+            if len(order) >= limit:
+                raise _too_many(limit, pods, capacity_milli, inflate)
             pod = by_name[int(rng.integers(len(by_name)))]
             if total + pod.gpu_milli > target:
                 break
