@@ -312,13 +312,15 @@ def test_a_node_whose_pods_contradict_each_other_is_fenced_not_fatal(emulator: E
     add_node(emulator, "n1", gpus=2)
     pods_resource = emulator.store.resource("", "v1", "pods")
     container = {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
-    for name in ("x", "y"):  # another scheduler put both on GPU 0 of n0
+    # Both recorded on GPU 0 of n0 (two replicas that both thought they led). Another
+    # scheduler's pods could not do this: they count by their requests alone.
+    for name in ("x", "y"):
         emulator.store.create(
             pods_resource,
             "default",
             {
                 "metadata": {"name": name, "annotations": {"gpufleet.io/gpu-index": "0"}},
-                "spec": {"nodeName": "n0", "containers": [container]},
+                "spec": {"schedulerName": "gpufleet", "nodeName": "n0", "containers": [container]},
                 "status": {"phase": "Running"},
             },
             keep_status=True,

@@ -59,6 +59,27 @@ def test_a_bound_pod_first_read_unreadable_frees_nothing(
     assert "Insufficient nvidia.com/gpu" in waiting
 
 
+@pytest.mark.parametrize(
+    ("scheduler", "limit", "notes"),
+    [
+        # The device plugin gave each a whole GPU: a share annotation frees none of it.
+        pytest.param("default-scheduler", 1, {"gpufleet.io/gpu-fraction": "0.1"}, id="other"),
+        pytest.param("gpufleet", 1, {"gpufleet.io/gpu-fraction": "0.1"}, id="restarted"),
+        # A share gpufleet cannot read, beside a request of 0 GPUs, holds a whole GPU.
+        pytest.param("gpufleet", 0, {"gpufleet.io/gpu-fraction": "oops"}, id="zero-request"),
+    ],
+)
+def test_bound_pods_hold_at_least_what_their_requests_name(
+    emulator: Emulator, scheduler: str, limit: int, notes: JSON
+) -> None:
+    add_node(emulator, "n0", gpus=8)
+    for i in range(8):
+        running(emulator, f"held-{i}", limit, scheduler=scheduler, notes=notes)
+    add_pod(emulator, "next", 1)
+    serve(emulator, lambda live: live.stats.cycles > 4)
+    assert "next" not in bound(emulator)  # the 8 GPUs are held
+
+
 def test_an_annotation_changed_after_the_bind_is_reported_and_not_trusted(
     emulator: Emulator,
 ) -> None:
@@ -162,3 +183,16 @@ def test_one_bad_queue_stops_no_other(emulator: Emulator) -> None:
     [qa] = conditions["qa"]
     assert (qa["type"], qa["status"], qa["reason"]) == ("Valid", "False", "ParentCycle")
     assert conditions["fine"][0]["status"] == "True"
+
+
+def test_a_valid_tree_listed_children_first_raises_no_alarm(emulator: Emulator) -> None:
+    """The API lists queues by name: children before their parent. The tree is judged
+    once every kind is listed, before a cycle, never per event: no false report."""
+    add_node(emulator, "n0", gpus=8)
+    for i in range(30):
+        queue(emulator, f"a-team-{i:02d}", "zeta-org")
+    queue(emulator, "zeta-org")
+    add_pod(emulator, "p", 1, labels={"gpufleet.io/queue": "a-team-00"})
+    live = serve(emulator, lambda live: "p" in bound(emulator) and live.stats.cycles > 2)
+    assert unreadable(emulator) == set()
+    assert live.stats.problems == 0

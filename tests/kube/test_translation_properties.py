@@ -29,6 +29,11 @@ UNREADABLE = [
     {"gpufleet.io/gpu-index": "abc"},
     {"gpufleet.io/gpu-fraction": "0.5"},  # readable, but not what the pod was bound with
 ]
+READABLE_SHARES = [
+    {"gpufleet.io/gpu-fraction": "0.1"},  # beside whole GPUs: frees none of them
+    {"gpufleet.io/gpu-memory": "1Gi"},
+    {"gpufleet.io/gpu-fraction": "0.1", "gpufleet.io/gpu-index": "0"},
+]
 
 
 def node(name: str, gpus: int) -> Obj:
@@ -37,9 +42,17 @@ def node(name: str, gpus: int) -> Obj:
     return {"kind": "Node", "metadata": meta, "status": {"allocatable": allocatable}}
 
 
-def pod(name: str, version: int, *, gpus: int, node_name: str | None, notes: Obj) -> Obj:
+def pod(
+    name: str,
+    version: int,
+    *,
+    gpus: int,
+    node_name: str | None,
+    notes: Obj,
+    scheduler: str = "gpufleet",
+) -> Obj:
     spec: Obj = {
-        "schedulerName": "gpufleet",
+        "schedulerName": scheduler,
         "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}],
     }
     if node_name is not None:
@@ -57,7 +70,9 @@ def pod(name: str, version: int, *, gpus: int, node_name: str | None, notes: Obj
 
 OPS = st.one_of(
     st.tuples(st.just("bind"), st.sampled_from(NAMES), st.sampled_from(sorted(NODES)),
-              st.integers(1, 4), st.sampled_from([{}, *UNREADABLE])),
+              st.integers(1, 4), st.sampled_from([{}, *UNREADABLE, *READABLE_SHARES]),
+              st.sampled_from(["gpufleet", "default-scheduler"])),
+    st.tuples(st.just("restart"), st.just("")),
     st.tuples(st.just("annotate"), st.sampled_from(NAMES), st.sampled_from(UNREADABLE)),
     st.tuples(st.just("misshape"), st.sampled_from(NAMES), st.sampled_from(["nope", [1], 3])),
     st.tuples(st.just("pending"), st.sampled_from(NAMES), st.integers(1, 4)),
@@ -96,7 +111,14 @@ class Feed:
             spec = {"parentQueue": op[2]} if op[2] else {}
             self.tell("ADDED", "Queue", {"kind": "Queue", "metadata": meta, "spec": spec})
         elif kind == "bind" and before is None:
-            self.bind(name, op[2], op[3], op[4])
+            self.bind(name, op[2], op[3], op[4], op[5])
+        elif kind == "restart":  # a new scheduler lists what is there: each pod read first
+            self.store = ObjectStore(schedulers=("gpufleet",))
+            self.cache = new_cache(CycleConfig(), strict=False)
+            for node_name, gpus in NODES.items():
+                self.tell("ADDED", "Node", node(node_name, gpus))
+            for obj in self.live.values():
+                self.tell("ADDED", "Pod", obj)
         elif kind == "annotate" and before is not None:
             meta = {
                 **before["metadata"],
@@ -115,14 +137,17 @@ class Feed:
             self.live.pop(name)
             self.oracle.pop(name, None)
 
-    def bind(self, name: str, node_name: str, gpus: int, notes: Obj) -> None:
-        """A pod bound (a readable share is a pod of its own kind, not this test's; the API
-        never over-commits a node)."""
+    def bind(self, name: str, node_name: str, gpus: int, notes: Obj, scheduler: str) -> None:
+        """A pod bound by ``scheduler`` (the kubelet never over-commits a node's devices: a
+        pod asking whole GPUs holds them, whatever share its annotations name)."""
         held = sum(g for n, g in self.oracle.values() if n == node_name)
-        if notes.get("gpufleet.io/gpu-fraction") == "0.5" or held + gpus > NODES[node_name]:
+        if held + gpus > NODES[node_name]:
             return
         self.oracle[name] = (node_name, gpus)  # held by its requests, whatever it says
-        self.pod(name, pod(name, self.version, gpus=gpus, node_name=node_name, notes=notes))
+        made = pod(
+            name, self.version, gpus=gpus, node_name=node_name, notes=notes, scheduler=scheduler
+        )
+        self.pod(name, made)
 
     def check(self, op: tuple[Any, ...]) -> None:
         state = self.cache.ledger().state

@@ -31,10 +31,14 @@ translation, if there was one, is deleted); every other object goes on being rea
 
 from __future__ import annotations
 
+import contextlib
 from collections import defaultdict
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, TypeAlias
+
+from lightkube.utils.quantity import parse_quantity
 
 from gpufleet.kube.definitions import Definitions, Settled
 from gpufleet.kube.devices import (
@@ -79,6 +83,7 @@ from gpufleet.load.vocabulary import (
 )
 from gpufleet.load.volcano import ROOT as VOLCANO_ROOT
 from gpufleet.load.volcano import read_volcano_group, read_volcano_queue
+from gpufleet.model.arrays import MILLI
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.devices import Claim
 from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, queue_problems
@@ -193,6 +198,8 @@ class ObjectStore:
         """Per (kind, key) of an unreadable object, the words it was reported in."""
         self.held: dict[str, str] = {}
         """Pending pods held back by the live scheduler (a bind backing off), with why."""
+        self.queues_changed = False
+        """A queue was defined, changed or removed since :meth:`check_queues` last ran."""
 
     def apply(self, type_: EventType, kind: str, obj: Obj) -> Changes:
         """The changes of one watch event of ``kind`` (one of :data:`KINDS`)."""
@@ -419,6 +426,8 @@ class ObjectStore:
         is reported and not trusted, whether it can be read or not; a bound pod first read
         with annotations gpufleet cannot read holds what its container requests name, each
         share of a GPU a whole GPU — never nothing, which would give its GPUs out again."""
+        if made is not None and not made.managed:
+            made = self._requests_alone(raw) or made  # another scheduler's pod
         before = self.made["Pod"].get(key)
         held = isinstance(before, PodInfo) and before.bound and before.node == _bound_to(raw)
         if held and isinstance(before, PodInfo) and before.uid == str(_meta(raw).get("uid", "")):
@@ -428,12 +437,19 @@ class ObjectStore:
                 problems.append(_problem("Pod", raw, CHANGED_AFTER_BIND))
                 return replace(made, spec=before.spec, gpus=before.gpus)
             return made
-        if made is not None:
+        if made is not None and _holds_its_requests(made, raw):
             return made
+        # One that cannot be read, or would hold less than its containers ask (the device
+        # plugin gave it whole devices; a share annotation beside them frees nothing).
+        return self._requests_alone(raw) or made
+
+    def _requests_alone(self, raw: Obj) -> PodInfo | None:
+        """The bound pod ``raw`` read by its container requests alone (another scheduler's
+        pods count so; None: not even they can be read, its problem says why)."""
         try:
             conservative = self._read("Pod", Reader(SOURCE, _requests_only(raw, self.names)))
         except (InputError, TypeError, ValueError, AttributeError, KeyError, ArithmeticError):
-            return None  # not even its requests: the problem above says why
+            return None
         return conservative if isinstance(conservative, PodInfo) else None
 
     def _define(
@@ -464,12 +480,19 @@ class ObjectStore:
             self._context_of(cache_kind, settled)
             self._made(cache_kind, name, settled.made, events)
         if cache_kind == "Queue":
-            self._check_queues(problems)
+            self.queues_changed = True  # judged once per cycle (check_queues), not per event
 
-    def _check_queues(self, problems: list[Problem]) -> None:
+    def check_queues(self) -> Changes:
         """Report each queue whose parents are missing, in a cycle or too deep, on the object
         it is read from, as the what-if refuses it: the cycle leaves it out and its pods wait
-        (``scheduler/ledger.py``), every other queue schedules on."""
+        (``scheduler/ledger.py``), every other queue schedules on. Called before each cycle
+        once every kind is listed, and judging the tree only when a queue changed since: a
+        list that names children before their parents raises no false alarm, and a burst of
+        queue events costs one walk of the tree, not one per event."""
+        if not self.queues_changed:
+            return Changes()
+        self.queues_changed = False
+        problems: list[Problem] = []
         queues = [q for q in self.made["Queue"].values() if isinstance(q, QueueSpec)]
         for name, problem in sorted(queue_problems(queues).items()):
             definer = self.definitions.definer("Queue", name)
@@ -477,6 +500,7 @@ class ObjectStore:
             if raw is not None:
                 message = f"not valid: it {problem.text()}; its pods wait until it is fixed"
                 problems.append(_problem(definer[0], raw, message))  # type: ignore[index]
+        return self._changes([], problems)
 
     def _context_of(self, cache_kind: str, settled: Settled) -> None:
         """What pods read of a settled queue or gang: a gang's queue; an ElasticQuota's
@@ -613,6 +637,35 @@ def _bound_to(obj: Obj) -> str:
     return node if isinstance(node, str) and phase not in {"Succeeded", "Failed"} else ""
 
 
+def _whole_gpus(obj: Obj) -> Decimal:
+    """The most ``nvidia.com/gpu`` any one container of ``obj`` requests or is limited to
+    (quantities parsed; an unreadable one counts 0: the pod's own read says why)."""
+    spec = obj.get("spec")
+    containers = spec.get("containers") if isinstance(spec, Mapping) else None
+    most = Decimal(0)
+    for container in containers if isinstance(containers, list) else []:
+        resources = container.get("resources") if isinstance(container, Mapping) else None
+        for part in ("requests", "limits"):
+            listed = resources.get(part) if isinstance(resources, Mapping) else None
+            value = listed.get(GPU_RESOURCE) if isinstance(listed, Mapping) else None
+            if isinstance(value, str | int) and not isinstance(value, bool):
+                with contextlib.suppress(ValueError, ArithmeticError):
+                    most = max(most, parse_quantity(str(value)) or Decimal(0))
+    return most
+
+
+def _holds_its_requests(made: PodInfo, raw: Obj) -> bool:
+    """Whether ``made`` holds at least the whole GPUs its containers ask: a share
+    annotation beside ``nvidia.com/gpu`` does not free what the device plugin gave."""
+    whole = _whole_gpus(raw)
+    if not whole:
+        return True
+    try:
+        return made.spec.total_gpu_milli >= whole * MILLI
+    except ValueError:  # a share sized by memory: no milli-GPU of its own
+        return False
+
+
 def _requests_only(obj: Obj, names: PodNames) -> Obj:
     """``obj`` without the annotations that share GPUs or name them (gpufleet's, and those
     of the vocabularies read), a share counted as one whole GPU of its first container
@@ -629,8 +682,7 @@ def _requests_only(obj: Obj, names: PodNames) -> Obj:
     if shared:
         spec = dict(obj.get("spec") or {})
         containers = [dict(c) for c in spec.get("containers") or []]
-        asks = any(GPU_RESOURCE in str(c.get("resources")) for c in containers)
-        if containers and not asks:  # one that asks GPUs holds those
+        if containers and not _whole_gpus(obj):  # one that asks GPUs holds those
             resources = dict(containers[0].get("resources") or {})
             for part in ("requests", "limits"):
                 listed = dict(resources.get(part) or {})

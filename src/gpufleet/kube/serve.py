@@ -181,6 +181,7 @@ class LiveScheduler(ResultWriter):
         now = self.clock()
         self._release_holds(now)
         self.wake.clear()
+        self._take(self.store.check_queues())
         events, self.buffer = self.buffer, []
         self.cache.apply_all(events)
         if not self.cache.objects["Node"]:

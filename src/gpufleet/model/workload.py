@@ -247,18 +247,20 @@ def _walk(
     the problem found (None: none), the parents above the last one walked (valid chains)
     and where the walk stopped."""
     chain: list[str] = []
+    walked: set[str] = set()  # chain's members: a list's "in" would make the walk quadratic
     at: str | None = name
     while at is not None:
         if at in depth:
             return chain, None, depth[at], at
         if at in bad:
             return chain, bad[at], 0, at
-        if at in chain:
+        if at in walked:
             return chain, QueueProblem("cycle", at, (*chain[chain.index(at) :], at)), 0, at
         queue = by_name.get(at)
         if queue is None:
             return chain, QueueProblem("missing", at, tuple(chain)), 0, at
         chain.append(at)
+        walked.add(at)
         at = queue.parent
     return chain, None, -1, None
 
