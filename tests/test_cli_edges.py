@@ -507,3 +507,52 @@ def test_a_fill_of_tiny_gpu_shares_is_refused_before_it_runs(tmp_path: Path) -> 
     assert done.returncode == 2, done.stderr
     assert "takes more than 200,000 pods of this workload (its pods ask 0.001 GPU" in done.stderr
     assert done.stderr.count("\n") == 1
+
+
+PHILLY_HEADER = "jobid,user,cluster,num_gpus,timestamp,duration,status\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "args", "message"),
+    [
+        pytest.param(
+            "long.csv",
+            PHILLY_HEADER + "j1,u,c1,1," + "x" * 100_000 + ",60,Pass\n",
+            ("--protocol", "replay", "--format", "philly"),
+            "field 'timestamp': expected a time like",
+            id="philly-long-field",
+        ),
+        pytest.param(
+            "huge.csv",
+            PHILLY_HEADER + "j1,u,c1,1,2017-10-09 07:01:55," + "9" * 200_000 + ",Pass\n",
+            ("--protocol", "replay", "--format", "philly"),
+            "not a CSV row: field larger than field limit",
+            id="philly-field-over-the-csv-limit",
+        ),
+        pytest.param(
+            "pods.csv",
+            "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
+            "deletion_time,scheduled_time\np0," + "9" * 100_000 + ",1024,1,1000,,BE,Running,0,,\n",
+            (),
+            "field 'cpu_milli': expected a non-negative integer",
+            id="openb-long-field",
+        ),
+    ],
+)
+def test_an_error_shows_a_bounded_part_of_the_input(
+    tmp_path: Path, name: str, text: str, args: tuple[str, ...], message: str
+) -> None:
+    (tmp_path / name).write_text(text, encoding="utf-8")
+    done = gpufleet("simulate", "--workload", name, *args, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr
+    assert len(done.stderr) < 500
+    assert "Traceback" not in done.stderr
+
+
+def test_a_results_document_nested_too_deeply_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "results.json").write_text("[" * 100_000 + "]" * 100_000)
+    done = gpufleet("cost", "--results", "run", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "nested too deeply" in done.stderr

@@ -92,11 +92,14 @@ def test_probes_need_no_credentials_and_other_paths_do() -> None:
     assert api.calls == []
 
 
-def test_head_is_get_and_other_verbs_are_their_own() -> None:
+def test_the_verb_is_the_method_in_lower_case_as_apiserver_derives_it() -> None:
     guard = Delegated(client(Api()))
-    assert decide(guard, "/metrics", "good", "HEAD").status == 200
-    verdict = decide(guard, "/metrics", "good", "POST")
-    assert verdict == Verdict(403, 'Forbidden: User "alice" cannot post path "/metrics"')
+    assert decide(guard, "/metrics", "good", "GET").status == 200
+    for method in ("HEAD", "POST"):
+        verdict = decide(guard, "/metrics", "good", method)
+        assert verdict == Verdict(
+            403, f'Forbidden: User "alice" cannot {method.lower()} path "/metrics"'
+        )
 
 
 def test_a_reply_that_is_not_a_review_refuses() -> None:
@@ -105,3 +108,34 @@ def test_a_reply_that_is_not_a_review_refuses() -> None:
         assert decide(guard, "/metrics", "good").status == 401, reply
     unnamed = {"status": {"authenticated": True, "user": {"groups": ["system:masters"]}}}
     assert decide(Delegated(client(Api(token_reply=unnamed))), "/metrics", "good").status == 401
+
+
+def test_reviews_beyond_the_slots_are_429_and_one_token_is_reviewed_once() -> None:
+    """A flood of scrapes: at most ``in_flight`` reviews are under way, the rest answered
+    429 at once; requests with one token wait on the one review of it."""
+    api = Api()
+
+    async def main() -> tuple[list[int], list[int], int]:
+        gate = asyncio.Event()
+
+        async def slow(request: httpx.Request) -> httpx.Response:
+            await gate.wait()
+            return api(request)
+
+        http = httpx.AsyncClient(transport=httpx.MockTransport(slow), base_url="https://api")
+        guard = Delegated(http, in_flight=2)
+
+        async def scrape(token: str) -> int:
+            return (await guard.decide("GET", "/metrics", f"Bearer {token}")).status
+
+        same = [asyncio.create_task(scrape("good")) for _ in range(10)]
+        await asyncio.sleep(0.01)
+        others = [asyncio.create_task(scrape(f"good-{i}")) for i in range(10)]
+        await asyncio.sleep(0.01)
+        gate.set()
+        return await asyncio.gather(*same), await asyncio.gather(*others), len(api.calls)
+
+    same, others, calls = asyncio.run(main())
+    assert same == [200] * 10
+    assert sorted(others) == [200] + [429] * 9  # one slot was left beside the shared one
+    assert calls == 3  # two TokenReviews, one SubjectAccessReview (both tokens are alice)

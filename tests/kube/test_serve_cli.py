@@ -197,3 +197,44 @@ def test_refused_credentials_are_one_line_and_exit_1(tmp_path: Path) -> None:
     [line] = done.stderr.strip().splitlines()
     assert "cannot reach the API server" in line
     assert "HTTP 401 for GET /api: the credentials were refused" in line
+
+
+def test_sigterm_while_the_api_server_hangs_at_start_exits_at_once(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    """Before anything is watched, serve proves the API server answers; a server that hangs
+    must not hold a SIGTERM (the kubelet's grace is 30 s)."""
+    kubeconfig = emulator.kubeconfig(tmp_path / "kubeconfig")
+    emulator.faults.freeze(60)
+    command = [sys.executable, "-m", "gpufleet", "serve", "--kubeconfig", str(kubeconfig)]
+    command += ["--secure-port", "0", "--leader-elect=false"]
+    process = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(3.0)  # started, and waiting on GET /api
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=10)
+    finally:
+        emulator.faults.frozen_until = 0.0
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, stderr
+    assert "stopped before the API server answered" in stderr
+    assert "ERROR" not in stderr
+
+
+def test_a_credential_plugin_that_fails_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
+        "users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1beta1, "
+        f"command: {tmp_path / 'no-such-helper'}, "
+        "interactiveMode: Never}}}]\n"
+    )
+    command = [sys.executable, "-m", "gpufleet", "serve", "--kubeconfig", str(kubeconfig)]
+    command += ["--secure-port", "0", "--leader-elect=false"]
+    done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=60)
+    assert done.returncode == 1, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert "the kubeconfig's credentials: FileNotFoundError" in line

@@ -34,7 +34,7 @@ from gpufleet.cli.cycle import (
 from gpufleet.cli.options import duration
 from gpufleet.kube import endpoints
 from gpufleet.kube.connect import IN_CLUSTER, http_client, load_config
-from gpufleet.kube.delegated import ALWAYS_ALLOW_PATHS
+from gpufleet.kube.delegated import ALWAYS_ALLOW_PATHS, REVIEWS_IN_FLIGHT
 from gpufleet.kube.kinds import LIVE_VOCABULARIES
 from gpufleet.kube.leader import LeaseConfig
 from gpufleet.kube.lifecycle import (
@@ -260,6 +260,9 @@ def serve(
     handler.setFormatter(LineFormatter(as_json=log_format == "json"))
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
     logging.getLogger("httpx").setLevel(logging.WARNING)
+    # A malformed request to the endpoints is the client's fault, not the scheduler's:
+    # aiohttp would log each one as an ERROR with a traceback, which anyone can send.
+    logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
     config = load_config(kubeconfig, context)
     options = ServeOptions(
         config=_config(policy, starvation_after, stale_grace, non_preemptible_priority),
@@ -280,6 +283,8 @@ def serve(
 
 JITTER_FACTOR = 1.2
 """client-go's leader election jitters its retries by up to this factor."""
+DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+"""A namespace's name: an RFC 1123 label (no dots)."""
 DNS_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
@@ -298,11 +303,11 @@ def _check_lease(
             "--leader-elect-retry-period (client-go's jitter)"
         )
     name, namespace = names
-    for option, value, limit in (
-        ("--leader-elect-resource-name", name, 253),
-        ("--leader-elect-resource-namespace", namespace, 63),
+    for option, value, limit, pattern in (
+        ("--leader-elect-resource-name", name, 253, DNS_NAME),
+        ("--leader-elect-resource-namespace", namespace, 63, DNS_LABEL),
     ):
-        if value is not None and (len(value) > limit or not DNS_NAME.fullmatch(value)):
+        if value is not None and (len(value) > limit or not pattern.fullmatch(value)):
             raise typer.BadParameter(
                 f"{option} must be a Kubernetes name (lowercase letters, digits, '-' and "
                 f"'.', at most {limit} characters), got {value!r}"
@@ -359,12 +364,19 @@ async def _serve(
         loop.add_signal_handler(sig, stop.set)
     log = logging.getLogger("gpufleet.serve")
     async with http_client(config, context) as http:
-        await reachable(http, stop)
+        if not await reachable(http, stop):
+            log.info("stopped before the API server answered")
+            return
         replica = Replica(http, options, lease)
         async with AsyncExitStack() as stack:
             where = "no endpoints (--secure-port=0)"
             if serving is not None:
-                await stack.enter_async_context(endpoints.served(replica, http, serving))
+                # The reviews of scrapers go through a small client of their own: a flood of
+                # them never takes the connections binds and the Lease need.
+                reviews = await stack.enter_async_context(
+                    http_client(config, context, connections=REVIEWS_IN_FLIGHT)
+                )
+                await stack.enter_async_context(endpoints.served(replica, reviews, serving))
                 where = f"endpoints on https://{serving.address}:{serving.port}"
             log.info("serving scheduler %s, %s", options.scheduler_name, where)
             await until_stopped(replica.run(stop), stop, SHUTDOWN_GRACE_S)

@@ -9,11 +9,15 @@ and kube-rbac-proxy decide it, against the cluster's API server:
 * the token is reviewed by a ``TokenReview`` (``authentication.k8s.io/v1``): not
   authenticated, or a review that fails, is ``401``;
 * the user it names is checked by a ``SubjectAccessReview`` (``authorization.k8s.io/v1``)
-  for the request's non-resource attributes — its path and verb (``get`` for GET and HEAD)
-  — as RBAC grants them with ``nonResourceURLs``: denied is ``403``, a review that fails
-  ``500``.
+  for the request's non-resource attributes — its path and verb (the HTTP method, lower
+  case: ``get``) — as RBAC grants them with ``nonResourceURLs``: denied is ``403``, a
+  review that fails ``500``.
 
-Reviews are cached for ``ttl`` seconds (10 s, kube-scheduler's default for both), in a bounded
+Reviews go through a client of their own (a few connections, never the scheduler's, so a
+flood of scrapes cannot delay a bind or a Lease renewal), at most ``in_flight`` at once — a
+request beyond is answered ``429`` at once rather than queued — and a token or user being
+reviewed is reviewed once for every request that waits on it. Reviews are cached for
+``ttl`` seconds (10 s, kube-scheduler's default for both), in a bounded
 cache keyed by a digest of the token, so a scraper costs two API calls per TTL and a flood
 of random tokens costs memory no larger than the bound. The scheduler's ServiceAccount needs
 ``create`` on ``tokenreviews`` and ``subjectaccessreviews`` (what ``system:auth-delegator``
@@ -40,6 +44,8 @@ ALWAYS_ALLOW_PATHS = ("/healthz", "/readyz", "/livez")
 CACHE_TTL_S = 10.0
 CACHE_SIZE = 4096
 REVIEW_TIMEOUT_S = 10.0
+REVIEWS_IN_FLIGHT = 4
+"""Reviews under way at once (and the connections of the reviews' client)."""
 TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"  # noqa: S105 (a path)
 ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 
@@ -68,6 +74,13 @@ UNAUTHORIZED = Verdict(401, "Unauthorized")
 
 class ReviewError(RuntimeError):
     """A review the API server did not answer."""
+
+
+class BusyError(RuntimeError):
+    """Every review slot is taken."""
+
+
+BUSY = Verdict(429, "Too Many Requests: the API server's reviews are all under way; retry")
 
 
 class _Cache:
@@ -108,19 +121,28 @@ class Delegated:
         ttl: float = CACHE_TTL_S,
         size: int = CACHE_SIZE,
         clock: Callable[[], float] = time.monotonic,
+        in_flight: int = REVIEWS_IN_FLIGHT,
     ) -> None:
         self.http = http
         self.always_allow = tuple(always_allow)
         self.users = _Cache(ttl, size, clock)
         self.decisions = _Cache(ttl, size, clock)
+        self.slots = asyncio.Semaphore(in_flight)
+        self.under_way: dict[Hashable, asyncio.Future[Any]] = {}
 
     async def decide(self, method: str, path: str, authorization: str | None) -> Verdict:
         if always_allowed(path, self.always_allow):
             return ALLOWED
+        try:
+            return await self._decide(method, path, authorization)
+        except BusyError:
+            return BUSY
+
+    async def _decide(self, method: str, path: str, authorization: str | None) -> Verdict:
         user = await self._who(path, authorization)
         if user is None:
             return UNAUTHORIZED
-        verb = "get" if method in {"GET", "HEAD"} else method.lower()
+        verb = method.lower()  # a non-resource request's verb, as apiserver derives it
         try:
             allowed, reason = await self._authorize(user, verb, path)
         except ReviewError as exc:
@@ -149,7 +171,7 @@ class Delegated:
         hit, user = self.users.get(key)
         if hit:
             return user  # type: ignore[no-any-return]
-        status = await self._review(TOKEN_REVIEWS, "TokenReview", {"token": token})
+        status = await self._once(key, TOKEN_REVIEWS, "TokenReview", {"token": token})
         found = _user(status) if status.get("authenticated") is True else None
         self.users.put(key, found)
         return found
@@ -168,11 +190,39 @@ class Delegated:
             spec["uid"] = user.uid
         if user.extra:
             spec["extra"] = {k: list(v) for k, v in user.extra}
-        status = await self._review(ACCESS_REVIEWS, "SubjectAccessReview", spec)
+        status = await self._once(key, ACCESS_REVIEWS, "SubjectAccessReview", spec)
         reason = status.get("reason")
         decision = (status.get("allowed") is True, reason if isinstance(reason, str) else "")
         self.decisions.put(key, decision)
         return decision
+
+    async def _once(
+        self, key: Hashable, path: str, kind: str, spec: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The review of ``key``: the one under way if there is one, else a new one if a
+        slot is free (:class:`BusyError` if none is)."""
+        waiting = self.under_way.get(key)
+        if waiting is not None:
+            return await asyncio.shield(waiting)
+        if self.slots.locked():
+            raise BusyError
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.under_way[key] = future
+        try:
+            async with self.slots:
+                status = await self._review(path, kind, spec)
+        except asyncio.CancelledError:
+            future.cancel()
+            raise
+        except Exception as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved here; each waiter raises it again
+            raise
+        else:
+            future.set_result(status)
+            return status
+        finally:
+            self.under_way.pop(key, None)
 
     async def _review(self, path: str, kind: str, spec: dict[str, Any]) -> dict[str, Any]:
         group_version = path.split("/")[2] + "/v1"

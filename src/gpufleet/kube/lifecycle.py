@@ -18,10 +18,11 @@ import asyncio
 import contextlib
 import logging
 import ssl
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Coroutine
 from typing import Any
 
 import httpx
+from lightkube.core.exceptions import ConfigError
 
 log = logging.getLogger("gpufleet.serve")
 
@@ -35,20 +36,26 @@ class UnreachableError(RuntimeError):
     """The API server could not be reached, or refused gpufleet's credentials, at start."""
 
 
-async def reachable(http: httpx.AsyncClient, stop: asyncio.Event, tries: int = START_TRIES) -> None:
-    """Return once ``GET /api`` answers 200; raise :class:`UnreachableError` naming why after
-    ``tries`` failures (or at once if ``stop`` is set meanwhile)."""
+async def reachable(http: httpx.AsyncClient, stop: asyncio.Event, tries: int = START_TRIES) -> bool:
+    """True once ``GET /api`` answers 200; False as soon as ``stop`` is set (a SIGTERM while
+    the server hangs ends the process at once); :class:`UnreachableError` naming why after
+    ``tries`` failures."""
     why = ""
     for attempt in range(tries):
         try:
-            response = await http.get("/api")
+            response = await _unless_stopped(http.get("/api"), stop)
+        except _StoppedError:
+            return False
+        except (ConfigError, OSError) as exc:  # a credential plugin that fails or is absent
+            why = f"the kubeconfig's credentials: {type(exc).__name__}: {exc}"
+            break
         except httpx.HTTPError as exc:
             why = f"{type(exc).__name__}: {exc}"
             if isinstance(exc.__context__, ssl.SSLError) or "SSL" in str(exc):
                 break  # a certificate does not get better by waiting
         else:
             if response.status_code == 200:
-                return
+                return True
             if response.status_code in {401, 403}:
                 why = f"HTTP {response.status_code} for GET /api: the credentials were refused"
                 break
@@ -58,8 +65,31 @@ async def reachable(http: httpx.AsyncClient, stop: asyncio.Event, tries: int = S
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=float(2**attempt))
             if stop.is_set():
-                break
+                return False
     raise UnreachableError(f"cannot reach the API server at {http.base_url}: {why}")
+
+
+class _StoppedError(Exception):
+    """A stop was asked for while the API server was being reached."""
+
+
+async def _unless_stopped(
+    request: Awaitable[httpx.Response], stop: asyncio.Event
+) -> httpx.Response:
+    """``request``'s reply, or :class:`_StoppedError` as soon as ``stop`` is set (a server
+    that hangs must not hold a SIGTERM)."""
+    task = asyncio.ensure_future(request)
+    stopped = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, httpx.HTTPError):
+            await task
+        raise _StoppedError
+    return task.result()
 
 
 async def until_stopped(

@@ -216,9 +216,14 @@ class Reflector:
             if token:
                 params["continue"] = token
             body = await self._get_json(self.kind.path, params)
-            for item in body.get("items") or []:
-                items[_key(item)] = {"kind": self.kind.kind, **item}
-            meta = body.get("metadata") or {}
+            listed = body.get("items") if isinstance(body, Mapping) else None
+            for item in listed if isinstance(listed, list) else []:
+                try:  # one item that cannot be keyed is skipped, never the whole list
+                    items[_key(item)] = {"kind": self.kind.kind, **item}
+                except (TypeError, ValueError, AttributeError, KeyError) as exc:
+                    self._bad(f"a listed item that cannot be read ({exc}): {str(item)[:SHOWN]!r}")
+            meta = body.get("metadata") if isinstance(body, Mapping) else None
+            meta = meta if isinstance(meta, Mapping) else {}
             version = str(meta.get("resourceVersion") or version)
             token = str(meta.get("continue") or "")
             if not token:

@@ -27,6 +27,7 @@ import numpy as np
 
 from gpufleet.cost.allocation import Nodes, Runs
 from gpufleet.load.errors import InputError, reading
+from gpufleet.load.reader import shown
 from gpufleet.model.arrays import FloatArray
 from gpufleet.model.costs import NODE_COLUMNS, NODES_FILE, RUN_COLUMNS, RUNS_FILE
 from gpufleet.scheduler.runlog import OUTCOMES
@@ -65,6 +66,8 @@ def _choose(
         document = json.loads(text)
     except json.JSONDecodeError as error:
         raise InputError(source, f"is not JSON ({error.msg})", line=error.lineno) from None
+    except RecursionError:
+        raise InputError(source, "is not a results document (nested too deeply)") from None
     runs = document.get("runs") if isinstance(document, dict) else None
     if not isinstance(runs, list):
         raise InputError(source, "expected a results document with a list of runs", field="runs")
@@ -136,7 +139,7 @@ def _floats(
                 values[i, j] = float(row[k])
             except ValueError:
                 raise InputError(
-                    str(path), f"expected a number, got {row[k]!r}", line=n, field=column
+                    str(path), f"expected a number, got {shown(row[k])}", line=n, field=column
                 ) from None
             if math.isnan(values[i, j]):
                 raise InputError(str(path), "expected a number, got nan", line=n, field=column)
@@ -169,12 +172,15 @@ def _runs(path: Path, policy: str, seed: int, nodes: Nodes) -> Runs:
         k = index.get(row[at["node"]])
         if k is None:
             raise InputError(
-                source, f"node {row[at['node']]!r} is not in {NODES_FILE}", line=n, field="node"
+                source,
+                f"node {shown(row[at['node']])} is not in {NODES_FILE}",
+                line=n,
+                field="node",
             )
         if row[at["outcome"]] not in OUTCOMES:
             raise InputError(
                 source,
-                f"expected one of {', '.join(OUTCOMES)}, got {row[at['outcome']]!r}",
+                f"expected one of {', '.join(OUTCOMES)}, got {shown(row[at['outcome']])}",
                 line=n,
                 field="outcome",
             )

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpufleet.load.errors import InputError, reading
+from gpufleet.load.reader import shown
 from gpufleet.model.arrays import MILLI
 from gpufleet.model.cluster import MAX_GPUS_PER_NODE, NodeSpec
 from gpufleet.model.pod import PodSpec
@@ -86,13 +87,13 @@ def _int(source: str, line: int, row: dict[str, str], field: str) -> int:
     text = raw.strip()
     if not ASCII_INTEGER.fullmatch(text):  # int() takes "1_0" and "٣": a CSV means neither
         raise InputError(
-            source, f"expected a non-negative integer, got {raw!r}", line=line, field=field
+            source, f"expected a non-negative integer, got {shown(raw)}", line=line, field=field
         )
     try:
         value = int(text)
     except ValueError:
         raise InputError(
-            source, f"expected a non-negative integer, got {raw!r}", line=line, field=field
+            source, f"expected a non-negative integer, got {shown(raw)}", line=line, field=field
         ) from None
     if value < 0:
         raise InputError(
@@ -185,7 +186,7 @@ def _pods(
                 source, "expected a pod name, got an empty value", line=line, field="name"
             )
         if name in seen:
-            raise InputError(source, f"duplicate pod name {name!r}", line=line, field="name")
+            raise InputError(source, f"duplicate pod name {shown(name)}", line=line, field="name")
         seen.add(name)
         cpu = _int(source, line, row, "cpu_milli")
         memory = _int(source, line, row, "memory_mib")
@@ -233,7 +234,7 @@ def load_nodes(path: Path) -> tuple[NodeSpec, ...]:
                 source, "expected a node name, got an empty value", line=line, field="sn"
             )
         if name in seen:
-            raise InputError(source, f"duplicate node name {name!r}", line=line, field="sn")
+            raise InputError(source, f"duplicate node name {shown(name)}", line=line, field="sn")
         seen.add(name)
         cpu = _int(source, line, row, "cpu_milli")
         memory = _int(source, line, row, "memory_mib")

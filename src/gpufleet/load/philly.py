@@ -16,10 +16,12 @@ import csv
 import datetime as dt
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gpufleet.load.errors import InputError, reading
+from gpufleet.load.reader import shown
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -50,6 +52,19 @@ def gang_shape(gpus: int) -> tuple[int, int]:
     return pods, math.ceil(gpus / pods)
 
 
+def _rows(source: str, reader: csv.DictReader[str]) -> Iterator[tuple[int, dict[str, str]]]:
+    """Each row with its line; a row the csv module refuses (a field over its 128 KiB
+    limit, a NUL) is one error naming the line."""
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise InputError(source, f"not a CSV row: {exc}", line=reader.line_num) from None
+        yield reader.line_num, row
+
+
 def load_philly(path: Path) -> list[TraceJob]:
     """The jobs of a Philly trace CSV, in submission order."""
     source = str(path)
@@ -64,14 +79,13 @@ def load_philly(path: Path) -> list[TraceJob]:
             line=1,
         )
     rows = []
-    for row in reader:
-        line = reader.line_num
+    for line, row in _rows(source, reader):
         try:
             stamp = dt.datetime.strptime(row["timestamp"], "%Y-%m-%d %H:%M:%S")  # noqa: DTZ007
         except (TypeError, ValueError):
             raise InputError(
                 source,
-                f"expected a time like 2017-10-09 07:01:55, got {row['timestamp']!r}",
+                f"expected a time like 2017-10-09 07:01:55, got {shown(row['timestamp'])}",
                 line=line,
                 field="timestamp",
             ) from None
@@ -80,7 +94,7 @@ def load_philly(path: Path) -> list[TraceJob]:
         if gpus != int(gpus) or gpus < 1:
             raise InputError(
                 source,
-                f"expected a whole number of GPUs >= 1, got {row['num_gpus']!r}",
+                f"expected a whole number of GPUs >= 1, got {shown(row['num_gpus'])}",
                 line=line,
                 field="num_gpus",
             )
@@ -118,6 +132,6 @@ def _number(source: str, line: int, row: dict[str, str], field: str) -> float:
     value = float(text) if number else math.nan
     if not math.isfinite(value) or value < 0:
         raise InputError(
-            source, f"expected a non-negative number, got {raw!r}", line=line, field=field
+            source, f"expected a non-negative number, got {shown(raw)}", line=line, field=field
         )
     return value
