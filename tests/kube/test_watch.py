@@ -160,3 +160,39 @@ def test_a_watch_that_the_server_ends_starts_again(emulator: Emulator) -> None:
 
     reflector = watching(emulator, body, timeout_s=1)
     assert reflector.stats.lists == 1  # restarted from its version, no relist
+
+
+def test_one_listed_item_that_cannot_be_read_is_skipped_not_the_list() -> None:
+    """A list whose items include one without a readable ``metadata``: the others are told,
+    the kind is listed (ready), the bad one counted — a relist must not fail for good."""
+    items = [
+        {"metadata": {"name": "ok", "namespace": "d", "resourceVersion": "1"}},
+        {"metadata": "nope"},
+        "not even a mapping",
+    ]
+
+    def reply(request: httpx.Request) -> httpx.Response:
+        if request.url.params.get("watch"):
+            return httpx.Response(200, text="")
+        return httpx.Response(200, json={"items": items, "metadata": {"resourceVersion": "5"}})
+
+    async def main() -> tuple[bool, list[str], int]:
+        told: list[str] = []
+        transport = httpx.MockTransport(reply)
+        async with httpx.AsyncClient(transport=transport, base_url="http://api") as http:
+            reflector = Reflector(
+                http,
+                Kind("Pod", "/api/v1/pods"),
+                lambda _t, obj: told.append(obj["metadata"]["name"]),
+            )
+            stop = asyncio.Event()
+            task = asyncio.create_task(reflector.run(stop))
+            await asyncio.wait_for(reflector.synced.wait(), 10)
+            stop.set()
+            await task
+            return reflector.synced.is_set(), told, reflector.stats.bad_objects
+
+    synced, told, bad = asyncio.run(main())
+    assert synced
+    assert told == ["ok"]
+    assert bad == 2

@@ -37,8 +37,9 @@ from typing import Any
 
 from gpufleet.load.documents import documents
 from gpufleet.load.errors import InputError
-from gpufleet.load.reader import Obj, Reader, shown
+from gpufleet.load.reader import Obj, Reader
 from gpufleet.load.schema import ANY, Schema, unknown_fields
+from gpufleet.load.shown import shown
 
 API_VERSION = "gpufleet.io/v1alpha1"
 KIND = "SchedulerConfiguration"

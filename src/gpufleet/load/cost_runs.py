@@ -27,7 +27,7 @@ import numpy as np
 
 from gpufleet.cost.allocation import Nodes, Runs
 from gpufleet.load.errors import InputError, reading
-from gpufleet.load.reader import shown
+from gpufleet.load.shown import shown
 from gpufleet.model.arrays import FloatArray
 from gpufleet.model.costs import NODE_COLUMNS, NODES_FILE, RUN_COLUMNS, RUNS_FILE
 from gpufleet.scheduler.runlog import OUTCOMES

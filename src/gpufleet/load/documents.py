@@ -15,7 +15,8 @@ from typing import Any
 import yaml
 
 from gpufleet.load.errors import InputError, reading
-from gpufleet.load.reader import Obj, shown
+from gpufleet.load.reader import Obj
+from gpufleet.load.shown import shown
 
 MERGE_TAG = "tag:yaml.org,2002:merge"
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gpufleet.load.errors import InputError, reading
-from gpufleet.load.reader import shown
+from gpufleet.load.shown import shown
 from gpufleet.model.arrays import MILLI
 from gpufleet.model.cluster import MAX_GPUS_PER_NODE, NodeSpec
 from gpufleet.model.pod import PodSpec

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gpufleet.load.errors import InputError, reading
-from gpufleet.load.reader import shown
+from gpufleet.load.shown import shown
 
 if TYPE_CHECKING:
     from pathlib import Path
