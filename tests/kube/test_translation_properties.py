@@ -1,12 +1,14 @@
 """Whatever the watches deliver, the live cache never gives out GPUs a bound pod holds.
 
-Random sequences of watch events — pods bound with readable requests, the same pods later
+Random sequences of watch events — pods bound (by gpufleet or another scheduler, on whole
+GPUs or MIG slices) with readable requests, readable shares beside them, the same pods later
 annotated with what gpufleet cannot read (or first seen so), pods whose spec is the wrong
-shape, pending pods, invalid Queues, deletions — go through the live translation
-(``kube/objects.py``) into the cache, as ``gpufleet serve`` feeds them. An independent
-oracle keeps every bound pod fed in, counted by its container requests at bind time; after
-each event the cache's free GPUs on each node are never more than the oracle's, and no event
-raises (the watch goes on)."""
+shape, pending pods, invalid Queues, deletions, a restart that reads everything afresh — go
+through the live translation (``kube/objects.py``) into the cache, as ``gpufleet serve``
+feeds them. An independent oracle keeps every bound pod fed in, counted by its container
+requests at bind time; after each event the cache's free milli-GPU (whole GPUs and shares)
+and free MIG slices on each node are never more than the oracle's, and no event raises (the
+watch goes on)."""
 
 from __future__ import annotations
 
@@ -20,7 +22,10 @@ from gpufleet.kube.objects import ObjectStore
 from gpufleet.scheduler.cycle import CycleConfig
 
 Obj = dict[str, Any]
-NODES = {"n0": 8, "n1": 4}
+MIG = "nvidia.com/mig-1g.10gb"
+NODES = {"n0": 8, "n1": 4, "m0": 7}
+"""Devices per node: n0 and n1 whole GPUs, m0 static MIG slices (``MIG``)."""
+RESOURCE = {"n0": "nvidia.com/gpu", "n1": "nvidia.com/gpu", "m0": MIG}
 NAMES = [f"p{i}" for i in range(6)]
 UNREADABLE = [
     {"gpufleet.io/gpu-fraction": "oops"},
@@ -37,7 +42,7 @@ READABLE_SHARES = [
 
 
 def node(name: str, gpus: int) -> Obj:
-    allocatable = {"cpu": "64", "memory": "256Gi", "nvidia.com/gpu": str(gpus)}
+    allocatable = {"cpu": "64", "memory": "256Gi", RESOURCE[name]: str(gpus)}
     meta = {"name": name, "uid": f"uid-{name}", "resourceVersion": "1"}
     return {"kind": "Node", "metadata": meta, "status": {"allocatable": allocatable}}
 
@@ -51,9 +56,10 @@ def pod(
     notes: Obj,
     scheduler: str = "gpufleet",
 ) -> Obj:
+    resource = RESOURCE[node_name] if node_name is not None else "nvidia.com/gpu"
     spec: Obj = {
         "schedulerName": scheduler,
-        "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}],
+        "containers": [{"name": "c", "resources": {"limits": {resource: str(gpus)}}}],
     }
     if node_name is not None:
         spec["nodeName"] = node_name
@@ -150,11 +156,18 @@ class Feed:
         self.pod(name, made)
 
     def check(self, op: tuple[Any, ...]) -> None:
+        """Free milli-GPU (whole GPUs and shares) and free MIG slices, node by node, never
+        more than what the oracle's bound pods leave."""
         state = self.cache.ledger().state
         for i, node_name in enumerate(state.names):
             taken = sum(g for n, g in self.oracle.values() if n == node_name)
-            free_whole = int(state.gpu_idle[i]) // 1000
-            assert free_whole <= NODES[node_name] - taken, (op, node_name, self.oracle)
+            left = NODES[node_name] - taken
+            if RESOURCE[node_name] == MIG:
+                free = int(state.mig_free[i].sum())
+                assert free <= left, (op, node_name, self.oracle)
+            else:
+                free_milli = int(state.gpu_idle[i])
+                assert free_milli <= left * 1000, (op, node_name, self.oracle)
 
 
 @settings(max_examples=150, deadline=None)

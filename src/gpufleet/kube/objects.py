@@ -637,8 +637,13 @@ def _bound_to(obj: Obj) -> str:
     return node if isinstance(node, str) and phase not in {"Succeeded", "Failed"} else ""
 
 
-def _whole_gpus(obj: Obj) -> Decimal:
-    """The most ``nvidia.com/gpu`` any one container of ``obj`` requests or is limited to
+NVIDIA_DEVICES = "nvidia.com/"
+"""The prefix of the device plugin's resources: whole GPUs, MIG slices, shared replicas."""
+
+
+def _whole_gpus(obj: Obj, prefix: str = GPU_RESOURCE) -> Decimal:
+    """The most of a resource named ``prefix`` (``nvidia.com/gpu``; or every NVIDIA device:
+    whole GPUs, MIG slices, replicas) any one container of ``obj`` requests or is limited to
     (quantities parsed; an unreadable one counts 0: the pod's own read says why)."""
     spec = obj.get("spec")
     containers = spec.get("containers") if isinstance(spec, Mapping) else None
@@ -647,10 +652,12 @@ def _whole_gpus(obj: Obj) -> Decimal:
         resources = container.get("resources") if isinstance(container, Mapping) else None
         for part in ("requests", "limits"):
             listed = resources.get(part) if isinstance(resources, Mapping) else None
-            value = listed.get(GPU_RESOURCE) if isinstance(listed, Mapping) else None
-            if isinstance(value, str | int) and not isinstance(value, bool):
-                with contextlib.suppress(ValueError, ArithmeticError):
-                    most = max(most, parse_quantity(str(value)) or Decimal(0))
+            for name, value in listed.items() if isinstance(listed, Mapping) else ():
+                if not str(name).startswith(prefix) or isinstance(value, bool):
+                    continue
+                if isinstance(value, str | int):
+                    with contextlib.suppress(ValueError, ArithmeticError):
+                        most = max(most, parse_quantity(str(value)) or Decimal(0))
     return most
 
 
@@ -682,7 +689,7 @@ def _requests_only(obj: Obj, names: PodNames) -> Obj:
     if shared:
         spec = dict(obj.get("spec") or {})
         containers = [dict(c) for c in spec.get("containers") or []]
-        if containers and not _whole_gpus(obj):  # one that asks GPUs holds those
+        if containers and not _whole_gpus(obj, NVIDIA_DEVICES):  # one asking devices holds them
             resources = dict(containers[0].get("resources") or {})
             for part in ("requests", "limits"):
                 listed = dict(resources.get(part) or {})
