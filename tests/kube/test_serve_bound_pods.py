@@ -196,3 +196,30 @@ def test_a_valid_tree_listed_children_first_raises_no_alarm(emulator: Emulator) 
     live = serve(emulator, lambda live: "p" in bound(emulator) and live.stats.cycles > 2)
     assert unreadable(emulator) == set()
     assert live.stats.problems == 0
+
+
+def test_shares_gpufleet_bound_are_held_as_shares_once_read_back(emulator: Emulator) -> None:
+    """Pods asking ``nvidia.com/gpu: 1`` with a fraction, bound by gpufleet as shares of one
+    GPU: read back bound (with the ``gpu-index`` gpufleet wrote), they hold their shares, not
+    a whole GPU each — no conflict, and the GPU left free stays free."""
+    add_node(emulator, "n0", gpus=2)
+    store = emulator.store
+    container = {"name": "c", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+    for i in range(2):
+        store.create(store.resource("", "v1", "pods"), "default", {
+            "metadata": {"name": f"half-{i}", "annotations": {"gpufleet.io/gpu-fraction": "0.5"}},
+            "spec": {"schedulerName": "gpufleet", "containers": [container]},
+        })  # fmt: skip
+
+    def done(live: LiveScheduler) -> bool:
+        if {"half-0", "half-1"} <= set(bound(emulator)) and "whole" not in pods(emulator):
+            add_pod(emulator, "whole", 1)
+        return "whole" in bound(emulator) and live.stats.cycles > 4
+
+    serve(emulator, done)
+    assert [e for e in events(emulator) if e["reason"] == "Conflict"] == []
+    indices = {
+        name: (pods(emulator)[name]["metadata"].get("annotations") or {})["gpufleet.io/gpu-index"]
+        for name in ("half-0", "half-1", "whole")
+    }
+    assert indices["half-0"] == indices["half-1"] != indices["whole"]

@@ -37,8 +37,8 @@ UNREADABLE = [
 READABLE_SHARES = [
     {"gpufleet.io/gpu-fraction": "0.1"},  # beside whole GPUs: frees none of them
     {"gpufleet.io/gpu-memory": "1Gi"},
-    {"gpufleet.io/gpu-fraction": "0.1", "gpufleet.io/gpu-index": "0"},
 ]
+"""Without gpufleet's ``gpu-index``: a share with one is what gpufleet bound (its record)."""
 
 
 def node(name: str, gpus: int) -> Obj:

@@ -663,9 +663,14 @@ def _whole_gpus(obj: Obj, prefix: str = GPU_RESOURCE) -> Decimal:
 
 def _holds_its_requests(made: PodInfo, raw: Obj) -> bool:
     """Whether ``made`` holds at least the whole GPUs its containers ask: a share
-    annotation beside ``nvidia.com/gpu`` does not free what the device plugin gave."""
+    annotation beside ``nvidia.com/gpu`` does not free what the device plugin gave — unless
+    gpufleet bound the pod as a share itself (its ``gpu-index``, written in the Binding,
+    is the record of what it gave)."""
     whole = _whole_gpus(raw)
     if not whole:
+        return True
+    annotations = _meta(raw).get("annotations")
+    if made.managed and isinstance(annotations, Mapping) and GPU_INDEX_ANNOTATION in annotations:
         return True
     try:
         return made.spec.total_gpu_milli >= whole * MILLI
