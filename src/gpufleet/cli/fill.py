@@ -17,7 +17,7 @@ from rich.progress import Progress, TaskID
 
 from gpufleet.cli.options import positive
 from gpufleet.cli.output import make_progress, warn
-from gpufleet.load.errors import InputError
+from gpufleet.load.errors import InputError, limit_from_env
 from gpufleet.load.openb import BUNDLED_NODES, BUNDLED_WORKLOAD, bundled, load_nodes, load_pods
 from gpufleet.model.cluster import ClusterState, NodeSpec
 from gpufleet.model.pod import PodSpec
@@ -28,7 +28,7 @@ from gpufleet.report.html import report_html
 from gpufleet.report.results import results_json
 from gpufleet.report.summary import summarise
 from gpufleet.report.table import summary_table
-from gpufleet.sim.fill import FillTooLargeError, check_size, run_fill
+from gpufleet.sim.fill import MAX_FILL_PODS, FillTooLargeError, check_size, run_fill
 from gpufleet.sim.unfit import unfit_pods
 
 DEFAULT_POLICIES = ("kube-default", "best-fit", "fgd", "gpufleet")
@@ -53,9 +53,10 @@ def _fill_all(
     policies: list[str],
     seed_list: list[int],
     inflate: float,
-    runs: list[FillRun],
-) -> None:
-    """Fill once per policy and seed, each run appended to ``runs`` as it ends."""
+    max_pods: int,
+) -> list[FillRun]:
+    """One fill per policy and seed."""
+    runs: list[FillRun] = []
     with make_progress() as progress:
         for policy in policies:
             for seed in seed_list:
@@ -69,9 +70,11 @@ def _fill_all(
                         seed=seed,
                         inflate=inflate,
                         progress=partial(_advance, progress, task),
+                        max_pods=max_pods,
                     )
                 )
                 progress.remove_task(task)
+    return runs
 
 
 def simulate_fill(
@@ -94,10 +97,10 @@ def simulate_fill(
             f"no node even on an empty cluster (e.g. {unfit.example}: {unfit.reason}); the "
             "fill runs and counts them as failed"
         )
-    runs: list[FillRun] = []
-    try:
-        check_size(pods.pods, inflate, ClusterState(node_specs).total_gpu_milli)
-        _fill_all(pods.name, pods.pods, node_specs, policies, seed_list, inflate, runs)
+    max_pods = limit_from_env("GPUFLEET_MAX_FILL_PODS", MAX_FILL_PODS)
+    try:  # refused before the progress bars start; tune() holds the bound in any case
+        check_size(pods.pods, inflate, ClusterState(node_specs).total_gpu_milli, max_pods)
+        runs = _fill_all(pods.name, pods.pods, node_specs, policies, seed_list, inflate, max_pods)
     except FillTooLargeError as exc:
         raise InputError(str(workload or pods.name), str(exc)) from None
 

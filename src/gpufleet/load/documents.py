@@ -7,14 +7,13 @@ as the YAML spec says; a file that is not YAML is an :class:`InputError` with it
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from gpufleet.load.errors import InputError, reading
+from gpufleet.load.errors import InputError, limit_from_env, reading
 from gpufleet.load.reader import Obj
 from gpufleet.load.shown import shown
 
@@ -29,8 +28,7 @@ overrides it."""
 
 
 def max_yaml_values() -> int:
-    raw = os.environ.get("GPUFLEET_MAX_YAML_VALUES", "")
-    return int(raw) if raw.isascii() and raw.isdigit() else MAX_YAML_VALUES
+    return limit_from_env("GPUFLEET_MAX_YAML_VALUES", MAX_YAML_VALUES)
 
 
 def expanded_size(root: yaml.Node, limit: int) -> int:

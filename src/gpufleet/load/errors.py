@@ -30,9 +30,15 @@ MAX_INPUT_BYTES = 256 * 1024 * 1024
 3.4 MB); ``GPUFLEET_MAX_INPUT_BYTES`` overrides it."""
 
 
+def limit_from_env(variable: str, default: int) -> int:
+    """A bound on work that the environment variable ``variable`` overrides (ASCII digits;
+    anything else leaves ``default``)."""
+    raw = os.environ.get(variable, "")
+    return int(raw) if raw.isascii() and raw.isdigit() else default
+
+
 def max_input_bytes() -> int:
-    raw = os.environ.get("GPUFLEET_MAX_INPUT_BYTES", "")
-    return int(raw) if raw.isascii() and raw.isdigit() else MAX_INPUT_BYTES
+    return limit_from_env("GPUFLEET_MAX_INPUT_BYTES", MAX_INPUT_BYTES)
 
 
 def _readable(path: Path, expected: str) -> None:

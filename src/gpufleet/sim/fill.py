@@ -22,7 +22,6 @@ policy's own choices, so that every policy sees the same pods in the same order 
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from collections.abc import Callable, Sequence
 
@@ -42,18 +41,14 @@ from gpufleet.sim.curves import discretise
 Progress = Callable[[int], None]
 PROGRESS_EVERY = 256
 MAX_FILL_PODS = 200_000
-"""The most pods one fill places (about 20 times what the largest openb workload needs at
-its default inflate); ``GPUFLEET_MAX_FILL_PODS`` overrides it. A workload of tiny GPU
-shares (a thousandth of a GPU each) would otherwise need millions to fill a cluster."""
-
-
-def max_fill_pods() -> int:
-    raw = os.environ.get("GPUFLEET_MAX_FILL_PODS", "")
-    return int(raw) if raw.isascii() and raw.isdigit() else MAX_FILL_PODS
+"""The most pods one fill places by default (about 20 times what the largest openb workload
+needs at its default inflate; the command line's ``GPUFLEET_MAX_FILL_PODS`` overrides it). A
+workload of tiny GPU shares (a thousandth of a GPU each) would otherwise need millions to
+fill a cluster."""
 
 
 class FillTooLargeError(Exception):
-    """A fill that would place more than :func:`max_fill_pods` pods."""
+    """A fill that would place more pods than its limit."""
 
 
 def _too_many(
@@ -67,19 +62,24 @@ def _too_many(
     )
 
 
-def check_size(pods: Sequence[PodSpec], inflate: float, capacity_milli: int) -> None:
+def check_size(
+    pods: Sequence[PodSpec], inflate: float, capacity_milli: int, limit: int = MAX_FILL_PODS
+) -> None:
     """Raise :class:`FillTooLargeError` when tuning ``pods`` to ``inflate`` x capacity is
-    expected to take more than :func:`max_fill_pods` pods (a uniform draw adds the
-    workload's mean GPU milli per pod)."""
+    expected to take more than ``limit`` pods (a uniform draw adds the workload's mean GPU
+    milli per pod)."""
     total = sum(p.total_gpu_milli for p in pods)
     target = inflate * capacity_milli
-    limit = max_fill_pods()
     if inflate > 0 and 0 < total < target and len(pods) * target / total > limit:
         raise _too_many(limit, pods, capacity_milli, inflate)
 
 
 def tune(
-    pods: Sequence[PodSpec], inflate: float, capacity_milli: int, rng: np.random.Generator
+    pods: Sequence[PodSpec],
+    inflate: float,
+    capacity_milli: int,
+    rng: np.random.Generator,
+    limit: int = MAX_FILL_PODS,
 ) -> list[PodSpec]:
     """The arrival order of one fill run: shuffled, then tuned to ``inflate`` x capacity."""
     by_name = sorted(pods, key=lambda p: p.name)
@@ -88,8 +88,7 @@ def tune(
     target = inflate * capacity_milli
     if inflate <= 0 or total == 0:
         return order
-    check_size(pods, inflate, capacity_milli)
-    limit = max_fill_pods()
+    check_size(pods, inflate, capacity_milli, limit)
     if total < target:
         tuned = 0
         while True:
@@ -116,14 +115,16 @@ def run_fill(
     seed: int,
     inflate: float = 1.3,
     progress: Progress | None = None,
+    max_pods: int = MAX_FILL_PODS,
 ) -> FillRun:
-    """One fill run of ``pods`` on ``nodes`` under ``profile``."""
+    """One fill run of ``pods`` on ``nodes`` under ``profile``, of at most ``max_pods``
+    arrivals (:class:`FillTooLargeError` beyond)."""
     started = time.perf_counter()
     order_seed, policy_seed = np.random.SeedSequence(seed).spawn(2)
     state = ClusterState(nodes)
     capacity = state.total_gpu_milli
     order_rng = np.random.default_rng(order_seed)
-    arrivals = tune(pods, inflate, capacity, order_rng)
+    arrivals = tune(pods, inflate, capacity, order_rng, max_pods)
     tie_rank = order_rng.permutation(state.size)
     fragments = FragmentIndex(typical_pods(pods))
     framework = Framework(
