@@ -30,8 +30,8 @@ from bench.docs import publish
 from bench.traces import PHILLY, add_traces_option, require
 from gpufleet.load.prices import DEFAULT_SHEET, load_price_sheet
 from gpufleet.load.traces import load_replay
+from gpufleet.metering.runs import RunLog
 from gpufleet.model.results import ReplayRun
-from gpufleet.scheduler.runlog import RunLog
 from gpufleet.sim.replay import REPLAY_POLICIES, Replay, ReplayPolicy
 
 POLICIES: dict[str, ReplayPolicy] = {

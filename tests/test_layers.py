@@ -317,7 +317,7 @@ def draw(rng: np.random.Generator, seed: int, input: list[int], book: object) ->
 
 def test_the_check_covers_the_packages_of_the_contract() -> None:
     names = {p.name for p in pure_packages()}
-    assert {"model", "framework", "dra", "plugins", "scheduler", "cost"} <= names
+    assert {"model", "framework", "dra", "plugins", "scheduler", "metering", "cost"} <= names
     assert {"os", "time", "random", "threading", "pathlib"} <= impure_modules()
 
 

@@ -28,9 +28,9 @@ import numpy as np
 from gpufleet.cost.allocation import Nodes, Runs
 from gpufleet.load.errors import InputError, reading
 from gpufleet.load.shown import shown
+from gpufleet.metering.runs import OUTCOMES
 from gpufleet.model.arrays import FloatArray
 from gpufleet.model.costs import NODE_COLUMNS, NODES_FILE, RUN_COLUMNS, RUNS_FILE
-from gpufleet.scheduler.runlog import OUTCOMES
 
 RESULTS_FILE = "results.json"
 

@@ -1,1 +1,1 @@
-"""Simulation: the fill protocol of the FGD paper (and later, time-driven replay)."""
+"""Simulation: the fill protocol of the FGD paper, and the time-driven replay of a trace."""

@@ -18,10 +18,10 @@ stops counting in the cache when the cycle evicts it; then its ``DELETED`` event
 and the job goes back to its queue in its old place (new pending pods, created when the
 job arrived), to run again from the start; a pod moved by consolidation is bound again
 elsewhere by the same cycle. What is measured is measured by
-:class:`~gpufleet.scheduler.metering.Meter`, from the facts of these events.
+:class:`~gpufleet.metering.meter.Meter`, from the facts of these events.
 
 Given a price sheet, the replay also costs what ran: a
-:class:`~gpufleet.scheduler.runlog.RunLog` is told the same facts (a pod starts on a node,
+:class:`~gpufleet.metering.runs.RunLog` is told the same facts (a pod starts on a node,
 stops, is evicted), and after the run the cost layer charges its runs over ``[0, end)``
 against the nodes' prices (``cost/allocation.py``, ``cost/summary.py``): the run's
 :attr:`ReplayRun.cost`, and :attr:`Replay.allocation` for whoever writes the runs out.
@@ -54,6 +54,8 @@ from gpufleet.compose import new_cache
 from gpufleet.cost.allocation import Allocation, Runs, allocate
 from gpufleet.cost.nodes import price_nodes
 from gpufleet.cost.summary import summarise
+from gpufleet.metering.meter import Meter
+from gpufleet.metering.runs import OUTCOMES, RunLog
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.results import ReplayRun
 from gpufleet.model.workload import (
@@ -66,8 +68,6 @@ from gpufleet.model.workload import (
 )
 from gpufleet.scheduler.cycle import CycleConfig
 from gpufleet.scheduler.events import Event, Topology
-from gpufleet.scheduler.metering import Meter
-from gpufleet.scheduler.runlog import OUTCOMES, RunLog
 from gpufleet.scheduler.session import Scheduler
 from gpufleet.sim.events import ARRIVAL, COMPLETION, PERIODIC, EventQueue
 

@@ -3,7 +3,7 @@
 The cost layer charges *runs* (``cost/allocation.py``): a pod on a node from a start to an
 end, with its GPUs (a share counts its fraction, a MIG slice its share of the GPU), CPU cores
 and GiB of memory. A :class:`RunLog` records them from the same facts a
-:class:`~gpufleet.scheduler.metering.Meter` is told — a pod starts (is bound), stops
+:class:`~gpufleet.metering.meter.Meter` is told — a pod starts (is bound), stops
 (finished, or evicted) — so that what is costed is what was metered. The replay reports them
 from its events; the live scheduler will from its watch.
 

@@ -8,8 +8,8 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
+from gpufleet.metering.meter import Meter
 from gpufleet.model.workload import QueueSpec, vector
-from gpufleet.scheduler.metering import Meter
 
 Fact = Callable[[Meter], None]
 

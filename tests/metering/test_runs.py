@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from gpufleet.cost.allocation import Nodes, Runs, allocate
-from gpufleet.scheduler.runlog import EVICTED, FINISHED, RUNNING, RunLog
+from gpufleet.metering.runs import EVICTED, FINISHED, RUNNING, RunLog
 
 HOUR = 3600.0
 
