@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpufleet.sim.events import ARRIVAL, COMPLETION, EventQueue
+from gpufleet.sim.clock import ARRIVAL, COMPLETION, EventQueue
 
 
 def test_batches_by_time_then_priority_then_order() -> None:

@@ -40,10 +40,10 @@ from gpufleet.model.costs import (
     Split,
 )
 from gpufleet.model.devices import (
-    Allocation,
     Claim,
     Constraint,
     Device,
+    DeviceAllocation,
     DeviceClass,
     DeviceResult,
     OpaqueConfig,
@@ -248,8 +248,8 @@ def device_result() -> DeviceResult:
     )
 
 
-def allocation() -> Allocation:
-    return Allocation((device_result(),), "node-1")
+def allocation() -> DeviceAllocation:
+    return DeviceAllocation((device_result(),), "node-1")
 
 
 def typical() -> TypicalPods:
@@ -453,7 +453,7 @@ CASES: dict[type, Case] = {
     Request: Case(request),
     Constraint: Case(lambda: Constraint(("gpu",), "numa", "pcie")),
     Claim: Case(claim),
-    Allocation: Case(allocation),
+    DeviceAllocation: Case(allocation),
     DeviceResult: Case(device_result),
     TypicalPods: Case(typical, {"gpu_models": (frozenset({"V100"}), None)}),
     FillRun: Case(lambda: FillRun("default", "fgd", 42, (None, 50.0), (None, 10.0), 3, 100, 2.5)),

@@ -22,7 +22,7 @@ from gpufleet.load.pod_fields import PREFERENCES, REFUSED, used_fields
 from gpufleet.load.reader import Reader, each
 from gpufleet.load.schema import LENIENT, STRICT, name_problem, unknown_fields
 from gpufleet.load.vocabulary import DEFAULT_SCHEDULER, TOPOLOGY_PREFERRED, TOPOLOGY_REQUIRED
-from gpufleet.model.devices import Allocation, Claim
+from gpufleet.model.devices import Claim, DeviceAllocation
 from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, queue_problems
 
 T = TypeVar("T")
@@ -262,7 +262,7 @@ def check_levels(groups: list[GroupSpec], levels: tuple[str, ...], source: str) 
 
 def pod_claims(
     by_kind: dict[str, list[Reader]], pods: list[PodInfo]
-) -> tuple[list[Claim], dict[str, Allocation]]:
+) -> tuple[list[Claim], dict[str, DeviceAllocation]]:
     """Every claim pods use: the ResourceClaims, and the claims made from templates."""
     claims = {}
     allocations = {}

@@ -22,10 +22,10 @@ from gpufleet.dra.cel import Semver
 from gpufleet.load.reader import INT64_MAX, Reader
 from gpufleet.model.devices import (
     GPUS_PER_DEVICE,
-    Allocation,
     Claim,
     Constraint,
     Device,
+    DeviceAllocation,
     DeviceClass,
     DeviceResult,
     DeviceTaint,
@@ -356,7 +356,7 @@ def claim_spec(r: Reader, path: str, key: str) -> Claim:
     )
 
 
-def allocation(r: Reader) -> Allocation | None:
+def allocation(r: Reader) -> DeviceAllocation | None:
     """An existing ``status.allocation`` of a ResourceClaim."""
     raw = r.get("status.allocation")
     if raw is None:
@@ -381,4 +381,4 @@ def allocation(r: Reader) -> Allocation | None:
         for field in (term.get("matchFields") or []) if isinstance(term, Mapping) else []:
             if isinstance(field, Mapping) and field.get("key") == "metadata.name":
                 node = str((field.get("values") or [None])[0])
-    return Allocation(results, node)
+    return DeviceAllocation(results, node)

@@ -37,10 +37,10 @@ from gpufleet.model.values import EMPTY, FrozenMap, frozen_map
 # Device taints and tolerations follow the rules of node taints (model/selectors.py).
 __all__ = [
     "MAX_DEVICES_PER_CLAIM",
-    "Allocation",
     "Claim",
     "Constraint",
     "Device",
+    "DeviceAllocation",
     "DeviceClass",
     "DeviceResult",
     "DeviceTaint",
@@ -198,7 +198,7 @@ class Claim:
 
 
 @dataclass(frozen=True, slots=True)
-class Allocation:
+class DeviceAllocation:
     """A claim's allocation: its devices, and the node they tie its pods to (None: any)."""
 
     results: tuple[DeviceResult, ...]

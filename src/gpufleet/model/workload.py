@@ -18,7 +18,7 @@ import numpy as np
 
 from gpufleet.model.arrays import FloatArray
 from gpufleet.model.cluster import ClusterState, NodeSpec
-from gpufleet.model.devices import Allocation, Claim, DeviceClass, Pool
+from gpufleet.model.devices import Claim, DeviceAllocation, DeviceClass, Pool
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.values import EMPTY, ArrayValue, frozen_map, read_only
 from gpufleet.model.volumes import NO_STORAGE, Storage
@@ -399,7 +399,7 @@ class Snapshot:
     device_classes: tuple[DeviceClass, ...] = ()
     pools: tuple[Pool, ...] = ()
     claims: tuple[Claim, ...] = ()
-    allocations: Mapping[str, Allocation] = EMPTY
+    allocations: Mapping[str, DeviceAllocation] = EMPTY
     """Claims already allocated (by key)."""
     storage: Storage = NO_STORAGE
     """StorageClasses, PersistentVolumes and their claims, CSINodes."""

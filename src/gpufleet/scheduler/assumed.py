@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from gpufleet.model.devices import Allocation
+    from gpufleet.model.devices import DeviceAllocation
     from gpufleet.model.workload import PodInfo
     from gpufleet.scheduler.ledger import Ledger
     from gpufleet.scheduler.outcome import CycleResult
@@ -36,7 +36,7 @@ class Assumptions:
         """Assumed pods as the cycle placed them: the pod (its start), node, GPUs."""
         self.plans: dict[str, tuple[str, ...]] = {}
         """Per evicted pod: the assumed bindings of the plan that evicted it."""
-        self.carried: dict[str, Allocation] = {}
+        self.carried: dict[str, DeviceAllocation] = {}
         """Claim allocations cycles decided that no ResourceClaim event shows yet."""
 
     def __contains__(self, key: str) -> bool:
@@ -91,7 +91,7 @@ class Assumptions:
         placed = (self.placed[k] for k in sorted(self.deadline) if k in self.placed)
         return [replace(pod, node=node, gpus=gpus) for pod, node, gpus in placed]
 
-    def allocations(self, shown: Mapping[str, Allocation]) -> dict[str, Allocation]:
+    def allocations(self, shown: Mapping[str, DeviceAllocation]) -> dict[str, DeviceAllocation]:
         """``shown`` (the claims' objects), with the carried allocations under it."""
         return {**self.carried, **shown}
 

@@ -31,9 +31,9 @@ import numpy as np
 from gpufleet.dra.allocator import Allocator, Unsatisfiable
 from gpufleet.dra.cel import Selector, SelectorError, compile_selector
 from gpufleet.model.devices import (
-    Allocation,
     Claim,
     Device,
+    DeviceAllocation,
     DeviceResult,
     Subrequest,
     consumed_share,
@@ -68,13 +68,13 @@ class ClaimBook:
         self.pools = snapshot.pools
         self.classes = {c.name: c for c in snapshot.device_classes}
         self.initial = dict(snapshot.allocations)
-        self.allocations: dict[str, Allocation] = dict(snapshot.allocations)
+        self.allocations: dict[str, DeviceAllocation] = dict(snapshot.allocations)
         self.allocator = Allocator(snapshot.pools, self.classes) if self.claims else None
         if self.allocator is not None:
             self.allocator.commit([a.results for a in self.allocations.values()])
         self.pod_claims: dict[str, dict[str, tuple[DeviceResult, ...]]] = {}
         """Per pod bound in this cycle, its claims' devices (for the binding)."""
-        self.released: dict[str, dict[str, Allocation]] = {}
+        self.released: dict[str, dict[str, DeviceAllocation]] = {}
         """Claims a victim search gave back, per victim (to reprieve them)."""
         self.evicting: set[str] = set()
         """Pods a victim search has evicted so far (a claim they share goes with the last)."""
@@ -300,7 +300,9 @@ class ClaimBook:
                 self.allocator.devices[r.driver, r.pool, r.device].node is not None
                 for r in claim_results
             )
-            self.allocations[claim.key] = Allocation(tuple(claim_results), node if local else None)
+            self.allocations[claim.key] = DeviceAllocation(
+                tuple(claim_results), node if local else None
+            )
         self.pod_claims[pod.key] = {k: self.allocations[k].results for k in pod.claims}
 
         def undo() -> None:
@@ -347,7 +349,7 @@ class ClaimBook:
             self.allocations[key] = allocation
 
             def undo(
-                key: str = key, holder: str = holder, allocation: Allocation = allocation
+                key: str = key, holder: str = holder, allocation: DeviceAllocation = allocation
             ) -> None:
                 assert self.allocator is not None
                 self.allocator.release([allocation.results])

@@ -19,7 +19,7 @@ from gpufleet.model.workload import GroupSpec, PodInfo
 
 if TYPE_CHECKING:
     from gpufleet.model.cluster import NodeSpec
-    from gpufleet.model.devices import Allocation, Claim, DeviceClass
+    from gpufleet.model.devices import Claim, DeviceAllocation, DeviceClass
     from gpufleet.model.volumes import CsiNode, PersistentVolume, StorageClass, VolumeClaim
     from gpufleet.model.workload import QueueSpec, Snapshot
 
@@ -71,7 +71,7 @@ class ClaimObject:
     """A ResourceClaim with its allocation (``status.allocation``; None: not allocated)."""
 
     claim: Claim
-    allocation: Allocation | None = None
+    allocation: DeviceAllocation | None = None
     uid: str = ""
     """``metadata.uid`` (empty: not read from a cluster). Compared: a claim deleted and made
     again under its name is another claim, which the live scheduler must not write the

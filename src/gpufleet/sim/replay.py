@@ -69,7 +69,7 @@ from gpufleet.model.workload import (
 from gpufleet.scheduler.cycle import CycleConfig
 from gpufleet.scheduler.events import Event, Topology
 from gpufleet.scheduler.session import Scheduler
-from gpufleet.sim.events import ARRIVAL, COMPLETION, PERIODIC, EventQueue
+from gpufleet.sim.clock import ARRIVAL, COMPLETION, PERIODIC, EventQueue
 
 if TYPE_CHECKING:
     from gpufleet.cost.prices import PriceSheet
