@@ -76,7 +76,7 @@ def throughput(pods: int, nodes: int) -> tuple[float, int]:
                 continue
             result = allocator.allocate([Claim(f"ml/p{p}", (claim,))], node)
             if not isinstance(result, Unsatisfiable):
-                allocator.commit(result)
+                allocator.inventory.commit(result)
                 free[node] -= 1
                 allocated += 1
                 break

@@ -158,13 +158,13 @@ def test_all_mode_takes_every_matching_device() -> None:
 
 def test_all_mode_fails_if_one_is_taken() -> None:
     allocator = Allocator([pool(gpu("g0"), gpu("g1"))], CLASSES)
-    allocator.commit([[DeviceResult("r", DRIVER, "n1", "g0")]])
+    allocator.inventory.commit([[DeviceResult("r", DRIVER, "n1", "g0")]])
     assert isinstance(allocator.allocate([claim(req(all_devices=True))], "n1"), Unsatisfiable)
 
 
 def test_admin_access_ignores_allocations() -> None:
     allocator = Allocator([pool(gpu("g0"))], CLASSES)
-    allocator.commit([[DeviceResult("r", DRIVER, "n1", "g0")]])
+    allocator.inventory.commit([[DeviceResult("r", DRIVER, "n1", "g0")]])
     assert isinstance(allocator.allocate([claim(req())], "n1"), Unsatisfiable)
     assert names(allocator.allocate([claim(req(admin_access=True))], "n1")) == [["g0"]]
 
@@ -343,7 +343,7 @@ def test_allocations_are_valid(data: tuple[list[Pool], list[list[Claim]]]) -> No
             result = allocator.allocate(claims, node)
             if isinstance(result, Unsatisfiable):
                 continue
-            allocator.commit(result)
+            allocator.inventory.commit(result)
             for claim, claim_results in zip(claims, result, strict=True):
                 chosen = [devices[DRIVER, r.pool, r.device] for r in claim_results]
                 assert len(chosen) == claim.requests[0].alternatives[0].count
@@ -387,9 +387,9 @@ def test_consumable_capacity_shares_a_device() -> None:
         result = allocator.allocate([Claim(key, (third,))], "n1")
         assert not isinstance(result, Unsatisfiable)
         assert result[0][0].consumed == ((f"{DRIVER}/memory", Decimal(30)),)
-        allocator.commit(result)
+        allocator.inventory.commit(result)
     assert isinstance(allocator.allocate([Claim("ns/c", (third,))], "n1"), Unsatisfiable)
-    allocator.release(
+    allocator.inventory.release(
         [[DeviceResult("r", DRIVER, "n1", "big", consumed=((f"{DRIVER}/memory", Decimal(30)),))]]
     )
     assert not isinstance(allocator.allocate([Claim("ns/c", (third,))], "n1"), Unsatisfiable)

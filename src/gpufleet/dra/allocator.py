@@ -21,8 +21,9 @@ it, ``distinctAttribute`` only if there are enough distinct values. And it score
 the smallest sufficient device first (least capacity), so that large devices stay free.
 
 Here: which devices a request selects, and the combinations of ``firstAvailable``
-alternatives to try. What is taken is :mod:`gpufleet.dra.inventory`'s bookkeeping; the
-search over one combination is :mod:`gpufleet.dra.search`.
+alternatives to try. What is taken is the bookkeeping of the
+:class:`~gpufleet.dra.inventory.Inventory` the allocator owns; the search over one
+combination is :mod:`gpufleet.dra.search`.
 """
 
 from __future__ import annotations
@@ -37,13 +38,14 @@ from gpufleet.model.devices import Claim, Device, DeviceClass, DeviceResult, Poo
 __all__ = ["Allocator", "Unsatisfiable"]
 
 
-class Allocator(Inventory):
-    """Devices of the cluster, indexed per node, and what is already allocated (the
-    :class:`~gpufleet.dra.inventory.Inventory`); which of them a request selects, and the
-    allocation of a set of claims on one node."""
+class Allocator:
+    """Which devices of the cluster a request selects, and the allocation of a set of claims
+    on one node; what is taken is its :attr:`inventory`'s, which its owner commits to and
+    releases from."""
 
     def __init__(self, pools: Sequence[Pool], classes: Mapping[str, DeviceClass]) -> None:
-        super().__init__(pools)
+        self.inventory = Inventory(pools)
+        """The devices, indexed per node, and what is already allocated of them."""
         self.classes = classes
         self._matching: dict[tuple[object, ...], list[Device]] = {}
 
@@ -71,7 +73,7 @@ class Allocator(Inventory):
             raise SelectorError(f"DeviceClass {device_class.name}: {exc}") from None
         selectors = [compile_selector(e) for e in sub.selectors]
         out = []
-        for device in self.devices_for(node):
+        for device in self.inventory.devices_for(node):
             if any(not any(t.tolerates(taint) for t in sub.tolerations) for taint in device.taints):
                 continue
             try:
@@ -92,9 +94,9 @@ class Allocator(Inventory):
             result = self._allocate(claims, node)
         except SelectorError as exc:
             return Unsatisfiable(f"selector error: {exc}")
-        if isinstance(result, Unsatisfiable) and self.invalid:
+        if isinstance(result, Unsatisfiable) and self.inventory.invalid:
             # An invalid pool is an error only when nothing else satisfies the claim.
-            return Unsatisfiable(f"{result.reason}; {'; '.join(self.invalid)}")
+            return Unsatisfiable(f"{result.reason}; {'; '.join(self.inventory.invalid)}")
         return result
 
     def _allocate(
@@ -105,7 +107,7 @@ class Allocator(Inventory):
             if isinstance(choice, Unsatisfiable):
                 last = choice
                 continue
-            found = Search(self, choice).run()
+            found = Search(self.inventory, choice).run()
             if isinstance(found, Unsatisfiable):
                 last = found
                 continue
@@ -119,6 +121,7 @@ class Allocator(Inventory):
         self, claims: Sequence[Claim], node: str
     ) -> Iterator[list[Slot] | Unsatisfiable]:
         """Slot lists in firstAvailable preference order (the first alternative first)."""
+        inventory = self.inventory
         per_request: list[list[Slot]] = []
         for claim in claims:
             for request in claim.requests:
@@ -138,7 +141,11 @@ class Allocator(Inventory):
                         d
                         for d in found
                         if sub.admin_access
-                        or (self.fits_capacity(d, sub) if d.multi else d.key not in self.in_use)
+                        or (
+                            inventory.fits_capacity(d, sub)
+                            if d.multi
+                            else d.key not in inventory.in_use
+                        )
                     ]
                     if sub.all_devices:
                         if len(available) < len(found) or not found:

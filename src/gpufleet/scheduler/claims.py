@@ -71,7 +71,7 @@ class ClaimBook:
         self.allocations: dict[str, DeviceAllocation] = dict(snapshot.allocations)
         self.allocator = Allocator(snapshot.pools, self.classes) if self.claims else None
         if self.allocator is not None:
-            self.allocator.commit([a.results for a in self.allocations.values()])
+            self.allocator.inventory.commit([a.results for a in self.allocations.values()])
         self.pod_claims: dict[str, dict[str, tuple[DeviceResult, ...]]] = {}
         """Per pod bound in this cycle, its claims' devices (for the binding)."""
         self.released: dict[str, dict[str, DeviceAllocation]] = {}
@@ -109,7 +109,7 @@ class ClaimBook:
         allocation = self.allocations.get(key)
         if allocation is None:
             return 0.0
-        devices = self.allocator.devices if self.allocator is not None else {}
+        devices = self.allocator.inventory.devices if self.allocator is not None else {}
         total = 0.0
         for r in allocation.results:
             if r.admin_access:
@@ -149,7 +149,7 @@ class ClaimBook:
         per_class = self._class_gpus(sub.device_class)
         # Any node name reaches the network-attached devices (a name no device is on: them
         # alone, for a cluster whose devices are all network-attached).
-        nodes = [n for n in self.allocator.by_node if n is not None] or [""]
+        nodes = [n for n in self.allocator.inventory.by_node if n is not None] or [""]
         most = 0.0
         for node in nodes:
             try:
@@ -179,7 +179,7 @@ class ClaimBook:
             return 0.0
         by_counters: dict[tuple[str, str, str], float] = {}
         total = 0.0
-        for device, gpus in self._device_gpus(self.allocator.devices.values()):
+        for device, gpus in self._device_gpus(self.allocator.inventory.devices.values()):
             if device.consumes:
                 key = (device.driver, device.pool, device.consumes[0][0])
                 by_counters[key] = max(by_counters.get(key, 0.0), gpus)
@@ -194,7 +194,7 @@ class ClaimBook:
         allocator = self.allocator or Allocator(self.pools, self.classes)
         by_counters: dict[tuple[str, str, str], tuple[str, float]] = {}
         total: dict[str, float] = {}
-        for device, gpus in self._device_gpus(allocator.devices.values()):
+        for device, gpus in self._device_gpus(allocator.inventory.devices.values()):
             node = node_local_of(device)
             if node is None:
                 continue
@@ -294,10 +294,10 @@ class ClaimBook:
         open_claims = self.open_claims(pod)
         results = self.try_on(pod, node)
         assert not isinstance(results, Unsatisfiable), "the node was checked"
-        self.allocator.commit(results)
+        self.allocator.inventory.commit(results)
         for claim, claim_results in zip(open_claims, results, strict=True):
             local = any(
-                self.allocator.devices[r.driver, r.pool, r.device].node is not None
+                self.allocator.inventory.devices[r.driver, r.pool, r.device].node is not None
                 for r in claim_results
             )
             self.allocations[claim.key] = DeviceAllocation(
@@ -307,7 +307,7 @@ class ClaimBook:
 
         def undo() -> None:
             assert self.allocator is not None
-            self.allocator.release(results)
+            self.allocator.inventory.release(results)
             for claim in open_claims:
                 self.allocations.pop(claim.key, None)
             self.pod_claims.pop(pod.key, None)
@@ -322,11 +322,11 @@ class ClaimBook:
         others = {k for r in running if r.pod.key not in self.evicting for k in r.pod.claims}
         owned = [k for k in pod.claims if k in self.allocations and k not in others]
         freed = {k: self.allocations.pop(k) for k in owned}
-        self.allocator.release([a.results for a in freed.values()])
+        self.allocator.inventory.release([a.results for a in freed.values()])
 
         def undo() -> None:
             assert self.allocator is not None
-            self.allocator.commit([a.results for a in freed.values()])
+            self.allocator.inventory.commit([a.results for a in freed.values()])
             self.allocations.update(freed)
             self.released.pop(pod.key, None)
             self.evicting.discard(pod.key)
@@ -345,14 +345,14 @@ class ClaimBook:
             if key in self.allocations or holder is None:
                 continue
             allocation = self.released[holder].pop(key)
-            self.allocator.commit([allocation.results])
+            self.allocator.inventory.commit([allocation.results])
             self.allocations[key] = allocation
 
             def undo(
                 key: str = key, holder: str = holder, allocation: DeviceAllocation = allocation
             ) -> None:
                 assert self.allocator is not None
-                self.allocator.release([allocation.results])
+                self.allocator.inventory.release([allocation.results])
                 self.allocations.pop(key, None)
                 self.released.setdefault(holder, {})[key] = allocation
 
@@ -362,10 +362,12 @@ class ClaimBook:
         """Values of ``attribute`` among the cluster's devices, fewest free devices first."""
         assert self.allocator is not None
         free: dict[object, int] = {}
-        for device in self.allocator.devices.values():
+        for device in self.allocator.inventory.devices.values():
             value = device.attribute(attribute)
             if value is not None:
-                free[value] = free.get(value, 0) + (device.key not in self.allocator.in_use)
+                free[value] = free.get(value, 0) + (
+                    device.key not in self.allocator.inventory.in_use
+                )
         return sorted(free, key=lambda v: (free[v], str(v)))
 
     def status(self) -> dict[str, ClaimStatus]:
