@@ -32,7 +32,8 @@ from gpufleet.load.prices import DEFAULT_SHEET, load_price_sheet
 from gpufleet.load.traces import load_replay
 from gpufleet.metering.runs import RunLog
 from gpufleet.model.results import ReplayRun
-from gpufleet.sim.replay import REPLAY_POLICIES, Replay, ReplayPolicy
+from gpufleet.plugins.registry import REPLAY_POLICIES, ReplayPolicy
+from gpufleet.sim.replay import Replay
 
 POLICIES: dict[str, ReplayPolicy] = {
     "kube-default": REPLAY_POLICIES["kube-default"],

@@ -23,8 +23,9 @@ from rich.console import Console
 from bench.docs import publish
 from bench.traces import OPENB, PHILLY, add_traces_option, require
 from gpufleet.load.traces import load_replay
+from gpufleet.plugins.registry import REPLAY_POLICIES, ReplayPolicy
 from gpufleet.report.replay import COLUMNS, replay_table, rows
-from gpufleet.sim.replay import REPLAY_POLICIES, Replay, ReplayPolicy
+from gpufleet.sim.replay import Replay
 
 GPUFLEET = REPLAY_POLICIES["gpufleet"]
 VARIANTS = [

@@ -20,6 +20,7 @@ from gpufleet.model.workload import (
     ReplayJob,
     Snapshot,
 )
+from gpufleet.plugins.registry import REPLAY_POLICIES, ReplayPolicy
 from gpufleet.report.reasons import why_text
 from gpufleet.scheduler.backlog import Backlog, job_shape
 from gpufleet.scheduler.cache import ClusterCache
@@ -27,7 +28,7 @@ from gpufleet.scheduler.cycle import Cycle, CycleConfig
 from gpufleet.scheduler.events import Event
 from gpufleet.scheduler.job import Job
 from gpufleet.scheduler.session import Scheduler
-from gpufleet.sim.replay import REPLAY_POLICIES, Replay, ReplayPolicy
+from gpufleet.sim.replay import Replay
 from tests.test_cache import assert_same_ledger, decisions, fresh, pending_jobs, victims
 
 if TYPE_CHECKING:

@@ -10,8 +10,9 @@ import pytest
 
 from gpufleet.load.traces import load_replay
 from gpufleet.model.workload import ReplayJob
+from gpufleet.plugins.registry import REPLAY_POLICIES
 from gpufleet.report.replay_plot import replay_figure
-from gpufleet.sim.replay import REPLAY_POLICIES, Replay
+from gpufleet.sim.replay import Replay
 from gpufleet.sim.window import trace_window
 from tests.builders import pod
 from tests.test_cli import gpufleet

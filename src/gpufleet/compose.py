@@ -2,9 +2,9 @@
 
 The scheduling core takes its placement plugins, policies and actions from the
 :class:`~gpufleet.scheduler.components.Components` it is handed; this module builds the one
-that ships — the registrations of ``plugins/registry.py`` and ``scheduler/actions/`` — and
-offers the entry points the edges call: a cache for a live cluster or a replay, and one
-cycle over a snapshot.
+that ships — the catalogue of ``plugins/registry.py`` and the actions of
+``scheduler/actions/`` — and offers the entry points the edges call: a cache for a live
+cluster or a replay, and one cycle over a snapshot.
 """
 
 from __future__ import annotations

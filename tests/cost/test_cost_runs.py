@@ -13,9 +13,10 @@ from gpufleet.load.cost_runs import load_cost_runs
 from gpufleet.load.errors import InputError
 from gpufleet.load.prices import load_price_sheet
 from gpufleet.model.costs import JOBS_FILE, NODES_FILE, RUNS_FILE
+from gpufleet.plugins.registry import REPLAY_POLICIES
 from gpufleet.report.cost_files import jobs_csv, nodes_csv, runs_csv
 from gpufleet.report.results import results_json
-from gpufleet.sim.replay import REPLAY_POLICIES, Replay
+from gpufleet.sim.replay import Replay
 from tests.cost.test_replay_cost import JOBS, NODES, QUEUES, SHEET
 
 

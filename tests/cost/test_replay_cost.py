@@ -16,7 +16,8 @@ from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.costs import IDLE, NO_UTILISATION
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.workload import QueueSpec, ReplayJob
-from gpufleet.sim.replay import REPLAY_POLICIES, Replay
+from gpufleet.plugins.registry import REPLAY_POLICIES
+from gpufleet.sim.replay import Replay
 
 HOUR = 3600.0
 H100, T4 = "NVIDIA-H100-80GB-HBM3", "Tesla-T4"

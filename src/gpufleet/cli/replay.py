@@ -30,13 +30,14 @@ from gpufleet.load.prices import DEFAULT_SHEET, load_price_sheet
 from gpufleet.load.traces import load_replay
 from gpufleet.model.costs import JOBS_FILE, NODES_FILE, RUNS_FILE
 from gpufleet.model.results import ReplayRun
+from gpufleet.plugins.registry import REPLAY_POLICIES
 from gpufleet.report.cost_files import jobs_csv, nodes_csv, runs_csv
 from gpufleet.report.cost_page import cost_page
 from gpufleet.report.files import write_text
 from gpufleet.report.replay import DAY, replay_html, replay_table
 from gpufleet.report.replay_cost import COST_PAGE, cost_html, cost_tables
 from gpufleet.report.results import results_json
-from gpufleet.sim.replay import REPLAY_POLICIES, Replay
+from gpufleet.sim.replay import Replay
 from gpufleet.sim.window import trace_window
 
 DEFAULT_REPLAY_CLUSTER = "openb-replay-cluster.yaml"

@@ -16,9 +16,8 @@ from gpufleet.cli.fill import DEFAULT_POLICIES, simulate_fill
 from gpufleet.cli.options import parse_seeds
 from gpufleet.cli.output import make_console
 from gpufleet.cli.replay import simulate_replay
-from gpufleet.plugins.registry import POLICIES
+from gpufleet.plugins.registry import POLICIES, REPLAY_POLICIES
 from gpufleet.report.files import OutputPathError, check_directory, check_file, write_text
-from gpufleet.sim.replay import REPLAY_POLICIES
 
 
 def simulate(

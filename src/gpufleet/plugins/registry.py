@@ -1,14 +1,18 @@
-"""The composition root: every plugin and every placement policy, registered in one place.
+"""The catalogue: every plugin and every policy, registered in one place.
 
-A policy is a :class:`~gpufleet.framework.profile.Profile` over the plugins registered
-here. The six published policies are defined as in the FGD paper's experiments (the
-openb-fill benchmark definition): the same filters for all, exactly one score plugin, and
-each with its own GPU choice inside the node. ``gpufleet`` is the project's own (see
-``GPUFLEET_FGD_WEIGHT``).
+A placement policy (:data:`POLICIES`) is a :class:`~gpufleet.framework.profile.Profile`
+over the plugins registered here. The six published policies are defined as in the FGD
+paper's experiments (the openb-fill benchmark definition): the same filters for all,
+exactly one score plugin, and each with its own GPU choice inside the node. ``gpufleet`` is
+the project's own (see ``GPUFLEET_FGD_WEIGHT``). A replay policy (:data:`REPLAY_POLICIES`)
+is one of these placements run in time, with the cycle's settings that make it behave like
+a scheduler. The composition root (``compose.py``) hands these registrations to the core.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from functools import partial
 
 from gpufleet.framework.profile import Profile
@@ -232,5 +236,59 @@ def policy_registry() -> Registry[Profile]:
     return policies
 
 
+@dataclass(frozen=True, slots=True)
+class ReplayPolicy:
+    """How the one cycle is configured to behave like a scheduler over time."""
+
+    name: str
+    placement: str
+    """Placement policy (a name of :data:`POLICIES`)."""
+    gangs: bool
+    """Place a job's pods all or nothing (else one at a time)."""
+    tenant_queues: bool
+    """One queue per tenant with fair shares (else one queue for everyone)."""
+    actions: tuple[str, ...] = ()
+    strict_fifo: bool = False
+    starvation_after_s: float = math.inf
+    topology: bool = False
+    """Gangs prefer one domain of the cluster's widest topology level."""
+
+
+def replay_registry(placements: Registry[Profile]) -> Registry[ReplayPolicy]:
+    """The replay's policies, configurations of the one cycle rather than code paths:
+
+    * ``kube-default`` — kube-scheduler: pods placed one at a time, no gangs (a job may hold
+      some of its GPUs while the rest of it waits), whole GPUs, one queue, no preemption;
+    * ``fifo-gang`` — gangs all-or-nothing, one queue in strict first-come-first-served
+      order (Kueue's StrictFIFO), best-fit placement, no preemption;
+    * ``gpufleet`` — one queue per tenant served in fair-share order, gangs with topology
+      preference, backfill, consolidation and preemption. No reclaim and no starvation
+      holds, as measured on Philly (docs/benchmarks.md): a reclaimed job reruns from the
+      start, and over the full trace reclaim threw away 366,624 GPU-hours (a fifth of the
+      cluster's time) while the mean wait tripled; nodes held for jobs waiting over 30
+      minutes (or 6 hours) idled so much capacity that mean waits tripled too.
+
+    Each names a placement policy of ``placements`` (an unknown one fails here).
+    """
+    policies: Registry[ReplayPolicy] = Registry("replay policy")
+    for policy in (
+        ReplayPolicy("kube-default", "kube-default", gangs=False, tenant_queues=False),
+        ReplayPolicy("fifo-gang", "best-fit", gangs=True, tenant_queues=False, strict_fifo=True),
+        ReplayPolicy(
+            "gpufleet",
+            "gpufleet",
+            gangs=True,
+            tenant_queues=True,
+            actions=("consolidate", "preempt"),
+            topology=True,
+        ),
+    ):
+        if policy.placement not in placements:
+            raise ValueError(f"replay policy {policy.name}: unknown placement {policy.placement!r}")
+        policies.register(policy.name, policy)
+    return policies
+
+
 PLUGINS = plugin_registry()
 POLICIES = policy_registry()
+REPLAY_POLICIES = replay_registry(POLICIES)

@@ -26,18 +26,8 @@ stops, is evicted), and after the run the cost layer charges its runs over ``[0,
 against the nodes' prices (``cost/allocation.py``, ``cost/summary.py``): the run's
 :attr:`ReplayRun.cost`, and :attr:`Replay.allocation` for whoever writes the runs out.
 
-Policies (:data:`REPLAY_POLICIES`) are configurations of the one cycle, not code paths:
-
-* ``kube-default`` — kube-scheduler: pods placed one at a time, no gangs (a job may hold
-  some of its GPUs while the rest of it waits), whole GPUs, one queue, no preemption;
-* ``fifo-gang`` — gangs all-or-nothing, one queue in strict first-come-first-served order
-  (Kueue's StrictFIFO), best-fit placement, no preemption;
-* ``gpufleet`` — one queue per tenant served in fair-share order, gangs with topology
-  preference, backfill, consolidation and preemption. No reclaim and no starvation holds,
-  as measured on Philly (docs/benchmarks.md): a reclaimed job reruns from the start, and
-  over the full trace reclaim threw away 366,624 GPU-hours (a fifth of the cluster's
-  time) while the mean wait tripled; nodes held for jobs waiting over 30 minutes (or 6
-  hours) idled so much capacity that mean waits tripled too.
+Policies (:data:`~gpufleet.plugins.registry.REPLAY_POLICIES`, in the one catalogue beside
+the placement policies they run) are configurations of the one cycle, not code paths.
 """
 
 from __future__ import annotations
@@ -75,6 +65,7 @@ if TYPE_CHECKING:
     from gpufleet.cost.prices import PriceSheet
     from gpufleet.model.arrays import IntArray
     from gpufleet.model.costs import ReplayCost
+    from gpufleet.plugins.registry import ReplayPolicy
     from gpufleet.scheduler.outcome import Binding
 
 SAMPLES = 400
@@ -91,40 +82,6 @@ Progress = Callable[[float], None]
 def pod_names(job: ReplayJob) -> list[str]:
     return [f"{job.name}/{k}" for k in range(job.pods)]
 
-
-@dataclass(frozen=True, slots=True)
-class ReplayPolicy:
-    """How the one cycle is configured to behave like a scheduler."""
-
-    name: str
-    placement: str
-    """Placement policy (a name of :data:`~gpufleet.plugins.registry.POLICIES`)."""
-    gangs: bool
-    """Place a job's pods all or nothing (else one at a time)."""
-    tenant_queues: bool
-    """One queue per tenant with fair shares (else one queue for everyone)."""
-    actions: tuple[str, ...] = ()
-    strict_fifo: bool = False
-    starvation_after_s: float = math.inf
-    topology: bool = False
-    """Gangs prefer one domain of the cluster's widest topology level."""
-
-
-REPLAY_POLICIES: dict[str, ReplayPolicy] = {
-    p.name: p
-    for p in (
-        ReplayPolicy("kube-default", "kube-default", gangs=False, tenant_queues=False),
-        ReplayPolicy("fifo-gang", "best-fit", gangs=True, tenant_queues=False, strict_fifo=True),
-        ReplayPolicy(
-            "gpufleet",
-            "gpufleet",
-            gangs=True,
-            tenant_queues=True,
-            actions=("consolidate", "preempt"),
-            topology=True,
-        ),
-    )
-}
 
 RECLAIM_MIN_RUNTIME_S = 1800.0
 """Default queues protect a run for 30 minutes from reclaim and preemption."""
