@@ -22,8 +22,8 @@ elsewhere by the same cycle. What is measured is measured by
 
 Given a price sheet, the replay also costs what ran: a
 :class:`~gpufleet.metering.runs.RunLog` is told the same facts (a pod starts on a node,
-stops, is evicted), and after the run the cost layer charges its runs over ``[0, end)``
-against the nodes' prices (``cost/allocation.py``, ``cost/summary.py``): the run's
+stops, is evicted), and after the run its runs are charged over ``[0, end)`` against the
+nodes' prices (``sim/costing.py``, by the cost layer): the run's
 :attr:`ReplayRun.cost`, and :attr:`Replay.allocation` for whoever writes the runs out.
 
 Policies (:data:`~gpufleet.plugins.registry.REPLAY_POLICIES`, in the one catalogue beside
@@ -41,11 +41,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gpufleet.compose import new_cache
-from gpufleet.cost.allocation import Allocation, Runs, allocate
 from gpufleet.cost.nodes import price_nodes
-from gpufleet.cost.summary import summarise
 from gpufleet.metering.meter import Meter
-from gpufleet.metering.runs import OUTCOMES, RunLog
+from gpufleet.metering.runs import RunLog
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.results import ReplayRun
 from gpufleet.model.workload import (
@@ -60,10 +58,11 @@ from gpufleet.scheduler.cycle import CycleConfig
 from gpufleet.scheduler.events import Event, Topology
 from gpufleet.scheduler.session import Scheduler
 from gpufleet.sim.clock import ARRIVAL, COMPLETION, PERIODIC, EventQueue
+from gpufleet.sim.costing import cost_replay
 
 if TYPE_CHECKING:
+    from gpufleet.cost.allocation import Allocation
     from gpufleet.cost.prices import PriceSheet
-    from gpufleet.model.arrays import IntArray
     from gpufleet.model.costs import ReplayCost
     from gpufleet.plugins.registry import ReplayPolicy
     from gpufleet.scheduler.outcome import Binding
@@ -381,38 +380,18 @@ class Replay:
         """The runs logged, costed over ``[0, end)`` (None without prices or time)."""
         if self.runlog is None or self.priced is None or self.prices is None or end <= 0:
             return None
-        started = time.perf_counter()
-        columns = self.runlog.columns()
-
-        def per_run(values: Sequence[str], index: IntArray) -> tuple[str, ...]:
-            return tuple(np.array(values, dtype=object)[index].tolist())
-
-        jobs = per_run([job.name for job in self.jobs], columns.owner)
-        runs = Runs.of(
-            columns.pods,
-            node=columns.node,
-            start=columns.start,
-            end=columns.end,
-            request=columns.request,
-            dims={
-                "queue": per_run([self._tenant(job) for job in self.jobs], columns.owner),
-                "job": jobs,
-                "experiment": jobs,  # a replay's experiment: its job (its PodGroup)
-                "outcome": per_run(OUTCOMES, columns.outcome),
-                "nodeType": per_run(self.priced.types, columns.node),
-            },
-        )
-        self.allocation = allocate(runs, self.priced, (0.0, end))
-        done = np.flatnonzero(np.frombuffer(bytes(self.finished), dtype=np.uint8))
-        work = sum(self.jobs[i].gpus * self.jobs[i].duration_s for i in done.tolist())
-        cost = summarise(
-            self.allocation,
+        self.allocation, cost = cost_replay(
+            self.runlog,
+            self.jobs,
+            [self._tenant(job) for job in self.jobs],
+            nodes=self.priced,
             sheet=self.prices,
             parents={q.name: q.parent for q in self.tenants},
+            finished=bytes(self.finished),
             finished_jobs=finished_jobs,
-            finished_gpu_hours=work / 3600.0,
+            end=end,
         )
-        return replace(cost, elapsed_s=time.perf_counter() - started)
+        return cost
 
     def _cycle(self, now: float, periodic: bool) -> None:
         result = self.scheduler.run(now, act=periodic)
