@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gpufleet.model.arrays import MILLI
-from gpufleet.model.rows import MAX_GPUS_PER_NODE, NO_MODEL, UNLIMITED_PODS, NodeRows, NodeSpec
+from gpufleet.model.node import NodeSpec
+from gpufleet.model.rows import MAX_GPUS_PER_NODE, NO_MODEL, UNLIMITED_PODS, NodeRows
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

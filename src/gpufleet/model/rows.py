@@ -6,31 +6,30 @@ plugin's Filter is one boolean mask over all nodes and its Score one float array
 milli-GPU, where ``G`` is the largest GPU count of any node; the slots a node does not have
 are marked absent in ``gpu_present`` and hold 0 free milli, so they never fit anything.
 
-This module owns the node description (:class:`NodeSpec`), the arrays built from it and the
-questions asked of them (:class:`NodeRows`); how a placement changes them is
-``model/cluster.py``'s (:class:`~gpufleet.model.cluster.ClusterState`).
+This module owns the arrays built from the node descriptions
+(:class:`~gpufleet.model.node.NodeSpec`) and the questions asked of them
+(:class:`NodeRows`); how a placement changes them is ``model/cluster.py``'s
+(:class:`~gpufleet.model.cluster.ClusterState`).
 """
 
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Self
 
 import numpy as np
 
 from gpufleet.model.arrays import MILLI, BoolArray, FloatArray, IntArray
-from gpufleet.model.devices import mig_gpus
 from gpufleet.model.interpod import PodIndex
 from gpufleet.model.mig import MigLayouts, table_for
 from gpufleet.model.pod import SHARED_GPU_RESOURCE
-from gpufleet.model.selectors import NodeLabels, Taint
-from gpufleet.model.values import EMPTY, frozen_map
+from gpufleet.model.selectors import NodeLabels
 from gpufleet.model.volumes import VolumeState
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Sequence
 
+    from gpufleet.model.node import NodeSpec
     from gpufleet.model.pod import PodSpec
 
 NO_MODEL = -1
@@ -46,94 +45,6 @@ UNLIMITED_PODS = 1 << 40
 _state_ids = itertools.count()
 
 _ALL = slice(None)
-
-
-@dataclass(frozen=True, slots=True)
-class NodeSpec:
-    """One node as a cluster description gives it (capacity, not usage)."""
-
-    name: str
-    cpu_milli: int
-    memory_mib: int
-    gpus: int
-    gpu_model: str | None
-    labels: Mapping[str, str] = EMPTY
-    taints: tuple[Taint, ...] = ()
-    mig_slices: Mapping[str, int] = EMPTY
-    """Static MIG: slices the node advertises per profile (``{"1g.10gb": 7}``)."""
-    mig_dynamic: bool = False
-    """Dynamic MIG: gpufleet chooses how the node's GPUs are partitioned."""
-    gpu_zones: tuple[int, ...] = ()
-    """NUMA zone of each GPU (empty: unknown)."""
-    zone_cpu_milli: tuple[int, ...] = ()
-    """Allocatable milli-CPU of each NUMA zone (empty: unknown)."""
-    single_numa: bool = False
-    """The kubelet's topology manager runs the single-numa-node policy."""
-    extended: Mapping[str, int] = EMPTY
-    """Allocatable of every other resource (``vpc.amazonaws.com/efa``, ``hugepages-2Mi``,
-    ``ephemeral-storage``), in its base unit (devices, bytes)."""
-    max_pods: int | None = None
-    """Allocatable ``pods``: how many pods the kubelet runs (None: no limit, as in a trace)."""
-    gpu_memory_mib: int | None = None
-    """Memory of each of the node's GPUs, MiB (label ``nvidia.com/gpu.memory``; None: unknown).
-    It sizes the shares pods ask for by GPU memory (:meth:`PodSpec.sized_for`)."""
-    gpu_unit: float = 1.0
-    """Physical GPUs one advertised GPU (``nvidia.com/gpu``, or ``nvidia.com/gpu.shared``)
-    counts as: 1 for a whole GPU, less for a MIG slice of the single strategy or a time-sliced
-    or MPS replica (load/gpu_operator.py). Placement takes advertised GPUs, as Kubernetes
-    does; queues and cost count them at this worth."""
-    gpu_sharing: str = ""
-    """What one advertised GPU is where it is not a whole GPU (``MIG 1g.5gb slice (1/7 of an
-    NVIDIA-A100-SXM4-40GB)``); empty for whole GPUs."""
-    physical_gpus: int | None = None
-    """Physical GPUs of the node where they differ from the advertised ones (what it is
-    priced by); None: one per advertised GPU."""
-    gpu_one_per_pod: bool = False
-    """The device plugin gives a pod at most one of the node's advertised GPUs (MPS)."""
-    uid: str = field(default="", compare=False)
-    """``metadata.uid`` (empty: not read from a cluster). Like ``resource_version`` it says
-    which object this is, not what it holds: neither takes part in ``==`` or ``hash``."""
-    resource_version: str = field(default="", compare=False)
-    """``metadata.resourceVersion``: which write of the object this is."""
-
-    @property
-    def gpu_worth(self) -> float:
-        """The GPUs the node's pods can be charged in all: its advertised GPUs (and shared
-        replicas) at their worth, and its static MIG slices at their compute slices out
-        of 7."""
-        advertised = self.gpus + self.extended.get(SHARED_GPU_RESOURCE, 0)
-        return advertised * self.gpu_unit + sum(
-            mig_gpus(profile, n) for profile, n in self.mig_slices.items()
-        )
-
-    @property
-    def capacity_key(self) -> tuple[object, ...]:
-        """Everything a node's row of the cluster state is built from besides its labels and
-        taints: nodes with equal keys differ only in what their label masks say."""
-        return (
-            self.cpu_milli,
-            self.memory_mib,
-            self.gpus,
-            self.gpu_model,
-            tuple(sorted(self.mig_slices.items())),
-            self.mig_dynamic,
-            self.gpu_zones,
-            self.zone_cpu_milli,
-            self.single_numa,
-            tuple(sorted(self.extended.items())),
-            self.max_pods,
-            self.gpu_memory_mib,
-            self.gpu_unit,
-            self.gpu_sharing,
-            self.physical_gpus,
-            self.gpu_one_per_pod,
-        )
-
-    def __post_init__(self) -> None:
-        # The maps are stored frozen, so that the node compares and hashes by value.
-        object.__setattr__(self, "labels", frozen_map(self.labels))
-        object.__setattr__(self, "mig_slices", frozen_map(self.mig_slices))
-        object.__setattr__(self, "extended", frozen_map(self.extended))
 
 
 class NodeRows:
@@ -269,36 +180,10 @@ class NodeRows:
         self.node_labels = NodeLabels(
             [node.labels for node in nodes], [node.taints for node in nodes], self.names
         )
-        self.gpu_zone: IntArray = np.full((n, g), -1, dtype=np.int64)
-        for i, node in enumerate(nodes):
-            self.gpu_zone[i, : len(node.gpu_zones)] = node.gpu_zones
-        zones = max(1, *(len(node.zone_cpu_milli) for node in nodes))
-        self.zone_cpu_free: IntArray = np.zeros((n, zones), dtype=np.int64)
-        for i, node in enumerate(nodes):
-            self.zone_cpu_free[i, : len(node.zone_cpu_milli)] = node.zone_cpu_milli
-        self.single_numa: BoolArray = np.array(
-            [node.single_numa and bool(node.gpu_zones) for node in nodes], dtype=np.bool_
-        )
-        self.mig_profiles: tuple[str, ...] = tuple(
-            sorted({p for node in nodes for p in node.mig_slices})
-        )
-        self.mig_free: IntArray = np.array(
-            [[node.mig_slices.get(p, 0) for p in self.mig_profiles] for node in nodes],
-            dtype=np.int64,
-        ).reshape(n, len(self.mig_profiles))
-        dynamic = {
-            i: table
-            for i, node in enumerate(nodes)
-            if node.mig_dynamic and (table := table_for(node.gpu_model)) is not None
-        }
-        self.mig: MigLayouts | None = (
-            MigLayouts(dynamic, {i: nodes[i].gpus for i in dynamic}) if dynamic else None
-        )
-        self.extended: tuple[str, ...] = tuple(sorted({r for node in nodes for r in node.extended}))
+        self.gpu_zone, self.zone_cpu_free, self.single_numa = _numa_rows(nodes, g)
+        self.mig_profiles, self.mig_free, self.mig = _mig_rows(nodes)
+        self.extended, self.extended_free = _extended_rows(nodes)
         self.extended_index = {name: i for i, name in enumerate(self.extended)}
-        self.extended_free: IntArray = np.array(
-            [[node.extended.get(r, 0) for r in self.extended] for node in nodes], dtype=np.int64
-        ).reshape(n, len(self.extended))
         self.pods_free: IntArray = np.array(
             [UNLIMITED_PODS if node.max_pods is None else node.max_pods for node in nodes],
             dtype=np.int64,
@@ -452,3 +337,48 @@ class NodeRows:
         other.pod_index = self.pod_index.copy()
         other.volumes = self.volumes.copy()
         return other
+
+
+def _numa_rows(nodes: Sequence[NodeSpec], g: int) -> tuple[IntArray, IntArray, BoolArray]:
+    """``gpu_zone`` ``(N, G)``, ``zone_cpu_free`` ``(N, Z)`` and ``single_numa`` ``(N,)`` of
+    :class:`NodeRows`, from the nodes' NUMA zones."""
+    n = len(nodes)
+    gpu_zone: IntArray = np.full((n, g), -1, dtype=np.int64)
+    for i, node in enumerate(nodes):
+        gpu_zone[i, : len(node.gpu_zones)] = node.gpu_zones
+    zones = max(1, *(len(node.zone_cpu_milli) for node in nodes))
+    zone_cpu_free: IntArray = np.zeros((n, zones), dtype=np.int64)
+    for i, node in enumerate(nodes):
+        zone_cpu_free[i, : len(node.zone_cpu_milli)] = node.zone_cpu_milli
+    single_numa: BoolArray = np.array(
+        [node.single_numa and bool(node.gpu_zones) for node in nodes], dtype=np.bool_
+    )
+    return gpu_zone, zone_cpu_free, single_numa
+
+
+def _mig_rows(
+    nodes: Sequence[NodeSpec],
+) -> tuple[tuple[str, ...], IntArray, MigLayouts | None]:
+    """``mig_profiles``, ``mig_free`` ``(N, P)`` and ``mig`` of :class:`NodeRows`: the static
+    MIG slices nodes advertise, and the partitions of dynamic-MIG GPUs (None without any)."""
+    profiles = tuple(sorted({p for node in nodes for p in node.mig_slices}))
+    free: IntArray = np.array(
+        [[node.mig_slices.get(p, 0) for p in profiles] for node in nodes], dtype=np.int64
+    ).reshape(len(nodes), len(profiles))
+    dynamic = {
+        i: table
+        for i, node in enumerate(nodes)
+        if node.mig_dynamic and (table := table_for(node.gpu_model)) is not None
+    }
+    layouts = MigLayouts(dynamic, {i: nodes[i].gpus for i in dynamic}) if dynamic else None
+    return profiles, free, layouts
+
+
+def _extended_rows(nodes: Sequence[NodeSpec]) -> tuple[tuple[str, ...], IntArray]:
+    """``extended`` and ``extended_free`` ``(N, R)`` of :class:`NodeRows`: the other
+    resources nodes advertise, and what is free of each."""
+    names = tuple(sorted({r for node in nodes for r in node.extended}))
+    free: IntArray = np.array(
+        [[node.extended.get(r, 0) for r in names] for node in nodes], dtype=np.int64
+    ).reshape(len(nodes), len(names))
+    return names, free
