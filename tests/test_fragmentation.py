@@ -133,4 +133,8 @@ def test_fragment_delta_matches_recomputing_after_the_placement(
                 else tuple(int(x) for x in np.flatnonzero(free == 1000)[: incoming.num_gpu])
             )
             after.reserve(n, incoming, gpus)
-            assert delta == pytest.approx(index.fragment[n] - brute_fragment(after, index, n))
+            # Fragments are milli-GPU sums in the thousands: recomputing one in another order
+            # differs by round-off (1e-12), which a zero delta cannot match relatively.
+            assert delta == pytest.approx(
+                index.fragment[n] - brute_fragment(after, index, n), abs=1e-9
+            )
