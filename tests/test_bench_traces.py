@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_replay_cli import PHILLY
+from tests.cli.test_replay import PHILLY
 
 ROOT = Path(__file__).resolve().parent.parent
 

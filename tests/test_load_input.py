@@ -15,7 +15,7 @@ import pytest
 from gpufleet.load.errors import InputError
 from gpufleet.load.foreign import ALL, NONE
 from gpufleet.load.snapshot import load_snapshot
-from tests.test_cli import gpufleet
+from tests.cli.test_app import gpufleet
 
 NODE = """apiVersion: v1
 kind: Node

@@ -16,7 +16,7 @@ import pytest
 from gpufleet.load.errors import InputError
 from gpufleet.load.snapshot import load_snapshot
 from gpufleet.model.workload import UNKNOWN_AGE, GroupSpec
-from tests.test_cli import gpufleet
+from tests.cli.test_app import gpufleet
 
 NODE = """apiVersion: v1
 kind: Node

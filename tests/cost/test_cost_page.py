@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from gpufleet.report.replay_cost import money
+from tests.cli.test_app import gpufleet
+from tests.cli.test_replay import CLUSTER, PHILLY, QUEUES, write
 from tests.cost.test_replay_cost_cli import SHEET
-from tests.test_cli import gpufleet
-from tests.test_replay_cli import CLUSTER, PHILLY, QUEUES, write
 
 TOTAL_COLUMN = 7
 """The queue table's column of each queue's total cost."""

@@ -197,7 +197,7 @@ def test_without_a_sheet_nothing_is_logged_or_costed() -> None:
 
 
 def test_evicted_runs_are_charged_and_counted_as_lost() -> None:
-    # As tests/test_replay.py's reclaim case: a's job is reclaimed for b after 30 minutes
+    # As tests/sim/test_replay.py's reclaim case: a's job is reclaimed for b after 30 minutes
     # and reruns. Its first run is charged (lost); every GPU at the default price. (A late
     # small job stretches the arrivals, which the meter's timeline is sampled over.)
     spec = PodSpec("x", 1000, 1024, 4, 1000)

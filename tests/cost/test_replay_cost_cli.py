@@ -16,8 +16,8 @@ from gpufleet.cost.allocation import allocate
 from gpufleet.load.cost_runs import load_cost_runs
 from gpufleet.load.errors import InputError
 from gpufleet.model.costs import JOBS_FILE, NO_UTILISATION, NODES_FILE, RUNS_FILE
-from tests.test_cli import gpufleet
-from tests.test_replay_cli import CLUSTER, PHILLY, QUEUES, write
+from tests.cli.test_app import gpufleet
+from tests.cli.test_replay import CLUSTER, PHILLY, QUEUES, write
 
 SHEET = """\
 apiVersion: gpufleet.io/v1alpha1

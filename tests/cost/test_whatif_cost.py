@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_cli import gpufleet
+from tests.cli.test_app import gpufleet
 
 SHEET = """\
 apiVersion: gpufleet.io/v1alpha1

@@ -9,8 +9,8 @@ per job its wait (arrival to first start) and completion time (arrival to finish
 A :class:`Meter` is driven by facts, never by a caller's internals: a pod waits, starts
 (is bound), stops (finished, deleted or evicted); a job arrives, starts a run (all its pods
 are bound), stops (finished, or evicted). The replay (``sim/replay.py``) reports them from
-its events; the live scheduler will report them from its watch (bind and delete events),
-and the cost layer reads the same figures. Time is a float ``at`` passed in, which never
+its events; an edge watching a live cluster can report them from its bind and delete
+events, and the cost layer reads the same figures. Time is a float ``at`` passed in, which never
 goes back; between two times at which facts arrive nothing changes, so the first fact at
 a later time closes the interval since the last (:meth:`Meter.advance` closes one without
 a fact). No clock, no I/O.

@@ -5,7 +5,7 @@ end, with its GPUs (a share counts its fraction, a MIG slice its share of the GP
 and GiB of memory. A :class:`RunLog` records them from the same facts a
 :class:`~gpufleet.metering.meter.Meter` is told — a pod starts (is bound), stops
 (finished, or evicted) — so that what is costed is what was metered. The replay reports them
-from its events; the live scheduler will from its watch.
+from its events; an edge watching a live cluster can from its watch.
 
 Cheap: a fact appends to typed arrays or writes one slot (O(1)); the read-out is numpy
 arrays over the runs, one copy of each column. No clock, no I/O.

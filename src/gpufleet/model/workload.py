@@ -166,7 +166,7 @@ class PodInfo:
     def placed(self, node: str | None, gpus: tuple[int, ...], started: float) -> PodInfo:
         """The pod running on ``node`` on ``gpus`` since ``started``: ``replace(self, node=,
         gpus=, started=)`` spelt out, as a scheduler makes one per binding and a generic copy
-        costs twice as much (``tests/test_values.py`` checks that every field is copied)."""
+        costs twice as much (``tests/model/test_values.py`` checks that every field is copied)."""
         return PodInfo(
             self.key,
             self.spec,

@@ -130,7 +130,7 @@ def test_bad_options_exit_2(tmp_path: Path, args: tuple[str, ...], expected: str
     assert "Traceback" not in result.stderr
 
 
-SCENARIOS = Path(__file__).parent / "scenarios"
+SCENARIOS = Path(__file__).parents[1] / "scenarios"
 NOW = "--now=2026-01-01T01:00:00Z"
 
 
@@ -219,7 +219,7 @@ def test_overcommitted_snapshot_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_the_readme_example(tmp_path: Path) -> None:
-    example = Path(__file__).parent.parent / "examples" / "cluster.yaml"
+    example = Path(__file__).parents[2] / "examples" / "cluster.yaml"
     done = gpufleet("schedule", "-f", str(example), "-o", "json", NOW, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)

@@ -528,7 +528,7 @@ def test_a_bad_gpus_per_device_annotation_names_the_field(tmp_path: Path) -> Non
 
 
 def test_explain_shows_the_claimed_gpus_a_queue_holds(tmp_path: Path) -> None:
-    scenario = Path(__file__).parent / "scenarios" / "dra-claims-count-toward-limit.yaml"
+    scenario = Path(__file__).parents[1] / "scenarios" / "dra-claims-count-toward-limit.yaml"
     command = [sys.executable, "-m", "gpufleet", "explain", "-f", str(scenario), "ml/b"]
     done = subprocess.run(
         [*command, "--now", "2026-01-01T01:00:00Z"],

@@ -15,8 +15,8 @@ from gpufleet.report.replay_plot import replay_figure
 from gpufleet.sim.replay import Replay
 from gpufleet.sim.window import trace_window
 from tests.builders import pod
-from tests.test_cli import gpufleet
-from tests.test_replay_cli import PHILLY, write
+from tests.cli.test_app import gpufleet
+from tests.cli.test_replay import PHILLY, write
 
 
 def test_the_table_is_readable_under_a_pipe(tmp_path: Path) -> None:

@@ -7,9 +7,9 @@ import json
 import shutil
 from pathlib import Path
 
-from tests.test_cli import gpufleet
+from tests.cli.test_app import gpufleet
 
-KAI_SCENARIO = Path(__file__).parent / "scenarios" / "kai-gang-and-gpu-sharing.yaml"
+KAI_SCENARIO = Path(__file__).parents[1] / "scenarios" / "kai-gang-and-gpu-sharing.yaml"
 NOW = "2026-01-01T01:00:00Z"
 
 
@@ -59,7 +59,9 @@ def test_two_vocabularies_naming_one_queue_is_one_line_and_exit_2(tmp_path: Path
     assert "Queue gpufleet.io/v1alpha1 default-queue" in line
 
 
-VOLCANO_SCENARIO = Path(__file__).parent / "scenarios" / "volcano-gang-and-queue-capability.yaml"
+VOLCANO_SCENARIO = (
+    Path(__file__).parents[1] / "scenarios" / "volcano-gang-and-queue-capability.yaml"
+)
 
 
 def test_volcano_pods_are_held_by_its_queue_capability(tmp_path: Path) -> None:
@@ -86,7 +88,7 @@ def test_without_the_volcano_vocabulary_its_objects_are_skipped_and_said(tmp_pat
     assert {f"ml/test-job-default-nginx-{i}" for i in range(3)} <= bound
 
 
-KUEUE_SCENARIO = Path(__file__).parent / "scenarios" / "kueue-cluster-queue-quota-kept.yaml"
+KUEUE_SCENARIO = Path(__file__).parents[1] / "scenarios" / "kueue-cluster-queue-quota-kept.yaml"
 
 
 def test_kueue_pods_are_held_by_their_cluster_queues_quota(tmp_path: Path) -> None:

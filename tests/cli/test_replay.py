@@ -11,7 +11,7 @@ from gpufleet.load.errors import InputError
 from gpufleet.load.openb import load_timed_pods
 from gpufleet.load.snapshot import load_snapshot
 from gpufleet.load.traces import load_replay, trace_format
-from tests.test_cli import gpufleet
+from tests.cli.test_app import gpufleet
 
 PHILLY = """timestamp,duration,num_gpus,gpu_time,cluster
 2017-10-09 07:00:00,3600,16,57600,alpha

@@ -14,7 +14,7 @@ from gpufleet import __version__
 from gpufleet.report.files import atomic_path, write_text
 from gpufleet.sim.unfit import unfit_pods
 from tests.builders import node, pod, write_nodes_csv, write_pods_csv
-from tests.test_cli import NOW, SCENARIOS, gpufleet
+from tests.cli.test_app import NOW, SCENARIOS, gpufleet
 
 LIMIT_BLOCKS = str(SCENARIOS / "limit-blocks.yaml")
 PREEMPT = str(SCENARIOS / "preempt-minimal.yaml")
@@ -461,7 +461,7 @@ def test_a_pod_without_creation_time_has_an_unknown_age_not_one_since_1970(
     assert "holding node(s)" in done.stdout if starving else "holding" not in done.stdout
 
 
-DRA_SCENARIO = Path(__file__).parent / "scenarios" / "dra-per-device-node-selection.yaml"
+DRA_SCENARIO = Path(__file__).parents[1] / "scenarios" / "dra-per-device-node-selection.yaml"
 TEMPLATE_SPEC = """spec:
   spec:
     devices:
