@@ -34,10 +34,11 @@ from gpufleet.model.arrays import MILLI
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.workload import NON_PREEMPTIBLE_PRIORITY, PodInfo, QueueSpec, vector
-from gpufleet.scheduler.cache import ClusterCache
-from gpufleet.scheduler.cycle import CycleConfig
-from gpufleet.scheduler.events import Event
-from gpufleet.scheduler.session import Session
+from gpufleet.scheduler.cycle.components import Components
+from gpufleet.scheduler.cycle.cycle import CycleConfig
+from gpufleet.scheduler.cycle.session import Session
+from gpufleet.scheduler.state.cache import ClusterCache
+from gpufleet.scheduler.state.changes import Event
 
 SECTION = "events"
 GPUS = 8
@@ -90,7 +91,7 @@ def queues(nodes: int) -> list[QueueSpec]:
     ]
 
 
-def build(nodes: list[NodeSpec], pods: list[PodInfo], nodes_count: int) -> ClusterCache:
+def build(nodes: list[NodeSpec], pods: list[PodInfo], nodes_count: int) -> ClusterCache[Components]:
     """Every object applied to an empty cache, then its ledger and victim pool."""
     cache = ClusterCache(
         NON_PREEMPTIBLE_PRIORITY, components=COMPONENTS, workload=[GPU_POD, CPU_POD] * 4
@@ -106,7 +107,7 @@ def build(nodes: list[NodeSpec], pods: list[PodInfo], nodes_count: int) -> Clust
 class Stream:
     """The seeded event stream and what it needs to know of the cluster."""
 
-    cache: ClusterCache
+    cache: ClusterCache[Components]
     rng: np.random.Generator
     running: list[str]
     nodes: list[NodeSpec]

@@ -15,10 +15,10 @@ from gpufleet.compose import COMPONENTS
 from gpufleet.model.cluster import ClusterState, NodeSpec
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, Snapshot
-from gpufleet.scheduler.claims import ClaimBook
-from gpufleet.scheduler.cycle import Cycle, CycleConfig
-from gpufleet.scheduler.job import Job
-from gpufleet.scheduler.ledger import Ledger
+from gpufleet.scheduler.api.job import Job
+from gpufleet.scheduler.cycle.cycle import Cycle, CycleConfig
+from gpufleet.scheduler.state.claims import ClaimBook
+from gpufleet.scheduler.state.ledger import Ledger
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 Checked: every path under a top-level folder of the repository (``src/...``, ``bench/...``,
 ``tests/...``, ``docs/...``, ``examples/...``), every backticked path of a gpufleet package
-(``scheduler/cycle.py``, ``load/``), every bare file name in a package's bullet of the
+(``scheduler/cycle/cycle.py``, ``load/``), every bare file name in a package's bullet of the
 "Layers" list (``- `model/` — `cluster.py` ...``), every backticked dotted module path
 (``gpufleet.plugins.registry``), and every section of ARCHITECTURE.md that a module
 docstring or the README points at (``(ARCHITECTURE.md, "Cycle")``).
@@ -74,7 +74,7 @@ def test_it_names_paths_in_every_form_it_checks() -> None:
     paths = [path for _, path, _ in named_paths()]
     assert any(p.startswith("src/") for p in paths)
     assert any(p.startswith("bench/") for p in paths)
-    assert "scheduler/cycle.py" in paths
+    assert "scheduler/cycle/cycle.py" in paths
     assert "cluster.py" in paths
 
 

@@ -70,7 +70,7 @@ def test_the_graph_holds_type_only_imports() -> None:
     """backlog.py imports the job type for its annotations only."""
     graph = import_graph()
     assert graph.direct_import_exists(
-        importer="gpufleet.scheduler.backlog", imported="gpufleet.scheduler.job"
+        importer="gpufleet.scheduler.queues.backlog", imported="gpufleet.scheduler.api.job"
     )
 
 

@@ -1,9 +1,9 @@
 """The composition root: the one place where gpufleet's parts are put together.
 
 The scheduling core takes its placement plugins, policies and actions from the
-:class:`~gpufleet.scheduler.components.Components` it is handed; this module builds the one
+:class:`~gpufleet.scheduler.cycle.components.Components` it is handed; this module builds the one
 that ships — the catalogue of ``plugins/registry.py`` and the actions of
-``scheduler/actions/`` — and offers the entry points the edges call: a cache for a live
+``scheduler/room/`` — and offers the entry points the edges call: a cache for a live
 cluster or a replay, and one cycle over a snapshot.
 """
 
@@ -15,15 +15,15 @@ from gpufleet.cost.nodes import price_nodes
 from gpufleet.cost.rates import hourly_cost, running_hourly
 from gpufleet.model.costs import CycleCost, HourlyCost, Sheet
 from gpufleet.plugins.registry import FIT_FILTERS, PLUGINS, POLICIES
-from gpufleet.scheduler.actions import builtin_actions
-from gpufleet.scheduler.admission import QueueAdmission
-from gpufleet.scheduler.cache import ClusterCache
-from gpufleet.scheduler.components import Components
-from gpufleet.scheduler.cycle import Cycle, CycleConfig
-from gpufleet.scheduler.events import snapshot_events
-from gpufleet.scheduler.order import QueueOrder
-from gpufleet.scheduler.session import Session
-from gpufleet.scheduler.topology import DomainTopology
+from gpufleet.scheduler.cycle.components import Components
+from gpufleet.scheduler.cycle.cycle import Cycle, CycleConfig
+from gpufleet.scheduler.cycle.session import Session
+from gpufleet.scheduler.placement.topology import DomainTopology
+from gpufleet.scheduler.queues.admission import QueueAdmission
+from gpufleet.scheduler.queues.order import QueueOrder
+from gpufleet.scheduler.room.builtin import builtin_actions
+from gpufleet.scheduler.state.cache import ClusterCache
+from gpufleet.scheduler.state.changes import snapshot_events
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from gpufleet.cost.prices import PriceSheet
     from gpufleet.model.pod import PodSpec
     from gpufleet.model.workload import Snapshot
-    from gpufleet.scheduler.outcome import CycleResult
+    from gpufleet.scheduler.api.outcome import CycleResult
 
 COMPONENTS = Components(
     PLUGINS, POLICIES, FIT_FILTERS, builtin_actions(), QueueOrder, QueueAdmission, DomainTopology
@@ -41,8 +41,8 @@ COMPONENTS = Components(
 
 def new_cache(
     config: CycleConfig, workload: Sequence[PodSpec] | None = None, *, strict: bool = True
-) -> ClusterCache:
-    """An empty cluster cache with gpufleet's components (see ``scheduler/cache.py``; a
+) -> ClusterCache[Components]:
+    """An empty cluster cache with gpufleet's components (see ``scheduler/state/cache.py``; a
     live cluster's is not ``strict``)."""
     return ClusterCache(
         config.non_preemptible_priority, components=COMPONENTS, workload=workload, strict=strict
@@ -58,7 +58,7 @@ def schedule_snapshot(
     return Session(_snapshot_cache(snapshot, config), config, now).run()
 
 
-def _snapshot_cache(snapshot: Snapshot, config: CycleConfig) -> ClusterCache:
+def _snapshot_cache(snapshot: Snapshot, config: CycleConfig) -> ClusterCache[Components]:
     """A cache holding every object of ``snapshot``, as a what-if reads it."""
     cache = new_cache(config)
     cache.apply_all(snapshot_events(snapshot))

@@ -45,7 +45,7 @@ from gpufleet.model.devices import (
 )
 from gpufleet.model.workload import Snapshot
 from gpufleet.report.reasons import why_text
-from gpufleet.scheduler.claims import ClaimBook
+from gpufleet.scheduler.state.claims import ClaimBook
 
 DRIVER = "gpu.example.com"
 CLASSES = {
@@ -412,7 +412,7 @@ def test_kubernetes_string_library(expression: str) -> None:
     assert compile_selector(expression).matches(gpu("g0", product="NVIDIA H100"))
 
 
-# -- what devices count as toward queues (model/devices.py, scheduler/claims.py) -----------
+# -- what devices count as toward queues (model/devices.py, scheduler/state/claims.py) -----------
 
 NVIDIA = "gpu.nvidia.com"
 

@@ -14,7 +14,7 @@ from gpufleet.model.fragmentation import FragmentIndex, typical_pods
 from gpufleet.plugins import best_fit, fgd, gpu_choice, gpu_fit, node_resources
 from gpufleet.plugins.registry import PLUGINS, POLICIES
 from gpufleet.report.reasons import status_text
-from gpufleet.scheduler.placement import Placement, place
+from gpufleet.scheduler.placement.place import Placement, place
 from tests.builders import cluster, node, pod
 
 

@@ -10,7 +10,7 @@ from gpufleet.kube.bind import PodRef
 from gpufleet.kube.claims import ClaimWrite, reserved_status
 from gpufleet.kube.objects import ObjectStore
 from gpufleet.model.devices import DeviceResult
-from gpufleet.scheduler.events import ClaimObject
+from gpufleet.scheduler.state.changes import ClaimObject
 from tests.kube.test_dra_live import claim_spec
 
 POD = PodRef("default", "p", "uid-p")

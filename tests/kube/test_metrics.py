@@ -8,9 +8,9 @@ import pytest
 
 from gpufleet.cost.prices import Components, NodeType, PriceSheet
 from gpufleet.kube.metrics import Metrics, PodLatency
-from gpufleet.scheduler.events import Event
-from gpufleet.scheduler.outcome import CycleResult, Pending, WhyCode, why
-from tests.test_cache import bound, cache_of, gpu_node, pending
+from gpufleet.scheduler.api.outcome import CycleResult, Pending, WhyCode, why
+from gpufleet.scheduler.state.changes import Event
+from tests.scheduler.state.test_cache import bound, cache_of, gpu_node, pending
 
 NO_CYCLE = CycleResult(bindings=(), evictions=(), pending=())
 NO_ROOM = why(WhyCode.QUEUE_MISSING, queue="q")

@@ -1,7 +1,7 @@
 """Stale gangs, live: a gang that runs below its ``minMember`` and cannot be completed is
 marked on its PodGroup (``gpufleet.io/stale-since``) and released once the grace has run
 out, by this leader or by one that starts later (``kube/podgroups.py``,
-``scheduler/session.py``), against the API emulator over real HTTP."""
+``scheduler/cycle/session.py``), against the API emulator over real HTTP."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 from gpufleet.kube.events import rfc3339
 from gpufleet.kube.options import ServeOptions
 from gpufleet.load.vocabulary import STALE_ANNOTATION
-from gpufleet.scheduler.cycle import CycleConfig
+from gpufleet.scheduler.cycle.cycle import CycleConfig
 from tests.apiserver.server import Emulator
 from tests.kube.test_serve import add_group, add_node, add_pod, pods, serve
 from tests.kube.test_serve_status import podgroup

@@ -20,7 +20,7 @@ from gpufleet.model.selectors import NodeConstraint, Requirement, Taint, Tolerat
 from gpufleet.plugins.gpu_fit import GpuFit
 from gpufleet.plugins.node_resources import NodeResourcesFit
 from gpufleet.plugins.registry import PLUGINS, POLICIES
-from gpufleet.scheduler.placement import Placement, choose_gpus, place
+from gpufleet.scheduler.placement.place import Placement, choose_gpus, place
 from tests.builders import cluster, node, pod, with_gpu_free
 
 

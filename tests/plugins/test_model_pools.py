@@ -14,7 +14,7 @@ from gpufleet.model.pod import PodSpec
 from gpufleet.plugins import model_reserve, share_plan, stranding
 from gpufleet.plugins.model_pools import expected_share, model_gpus, model_pools
 from gpufleet.plugins.registry import PLUGINS, POLICIES
-from gpufleet.scheduler.placement import Placement, commit, place
+from gpufleet.scheduler.placement.place import Placement, commit, place
 from tests.builders import cluster, node, pod, with_gpu_free
 
 

@@ -14,7 +14,7 @@ from gpufleet.model.packing import best_fit_decreasing
 from gpufleet.model.pod import PodSpec
 from gpufleet.plugins.registry import PLUGINS, POLICIES
 from gpufleet.plugins.share_plan import Args, new, new_gpu_choice, share_plan
-from gpufleet.scheduler.placement import Placement, place
+from gpufleet.scheduler.placement.place import Placement, place
 from tests.builders import cluster, node, pod, with_gpu_free
 
 # Shares of 600, 400 and 500 milli-GPU, the 500s twice as frequent: packed offline they go

@@ -12,7 +12,7 @@ from gpufleet.framework.runtime import Framework
 from gpufleet.model.fragmentation import FragmentIndex, typical_pods
 from gpufleet.plugins.registry import PLUGINS, POLICIES
 from gpufleet.plugins.stranding import Args, Ratios, demand_ratios, new, stranding_score
-from gpufleet.scheduler.placement import Placement, place
+from gpufleet.scheduler.placement.place import Placement, place
 from tests.builders import cluster, node, pod, with_gpu_free
 
 TEN_CPU_PER_GPU = Ratios(cpu_per_gpu_milli=10.0, memory_per_gpu_milli=0.0)

@@ -115,7 +115,7 @@ def test_no_gpu_beyond_1000_milli_and_no_node_beyond_its_capacity(
     from gpufleet.model.cluster import ClusterState
     from gpufleet.model.fragmentation import FragmentIndex, typical_pods
     from gpufleet.plugins.registry import PLUGINS
-    from gpufleet.scheduler.placement import Placement, commit, place
+    from gpufleet.scheduler.placement.place import Placement, commit, place
 
     named = [
         PodSpec(f"p{i}", p.cpu_milli, p.memory_mib, p.num_gpu, p.gpu_milli, p.gpu_models)

@@ -22,17 +22,24 @@ from gpufleet.model.workload import (
 )
 from gpufleet.plugins.registry import REPLAY_POLICIES, ReplayPolicy
 from gpufleet.report.reasons import why_text
-from gpufleet.scheduler.backlog import Backlog, job_shape
-from gpufleet.scheduler.cache import ClusterCache
-from gpufleet.scheduler.cycle import Cycle, CycleConfig
-from gpufleet.scheduler.events import Event
-from gpufleet.scheduler.job import Job
-from gpufleet.scheduler.session import Scheduler
+from gpufleet.scheduler.api.job import Job
+from gpufleet.scheduler.cycle.cycle import Cycle, CycleConfig
+from gpufleet.scheduler.cycle.session import Scheduler
+from gpufleet.scheduler.queues.backlog import Backlog, job_shape
+from gpufleet.scheduler.state.cache import ClusterCache
+from gpufleet.scheduler.state.changes import Event
 from gpufleet.sim.replay import Replay
-from tests.test_cache import assert_same_ledger, decisions, fresh, pending_jobs, victims
+from tests.scheduler.state.test_cache import (
+    assert_same_ledger,
+    decisions,
+    fresh,
+    pending_jobs,
+    victims,
+)
 
 if TYPE_CHECKING:
-    from gpufleet.scheduler.outcome import CycleResult
+    from gpufleet.scheduler.api.outcome import CycleResult
+    from gpufleet.scheduler.cycle.components import Components
 
 RECLAIM = replace(REPLAY_POLICIES["gpufleet"], actions=("consolidate", "reclaim", "preempt"))
 
@@ -225,7 +232,7 @@ def test_consolidation_is_retried_once_new_pods_may_move() -> None:
 
 def _scheduler(
     nodes: list[NodeSpec], running: list[PodInfo], config: CycleConfig
-) -> tuple[ClusterCache, Scheduler]:
+) -> tuple[ClusterCache[Components], Scheduler]:
     """A cache of ``nodes`` and ``running`` pods, and a Scheduler over it. FGD's workload
     is fixed, as in a replay: the Scheduler keeps its cycle across pods coming and going."""
     cache = ClusterCache(
@@ -236,7 +243,9 @@ def _scheduler(
     return cache, Scheduler(cache, config)
 
 
-def _backlog_scheduler(running: list[int], config: CycleConfig) -> tuple[ClusterCache, Scheduler]:
+def _backlog_scheduler(
+    running: list[int], config: CycleConfig
+) -> tuple[ClusterCache[Components], Scheduler]:
     """One 8-GPU node running pods of the given GPU counts, and nothing waiting."""
     pods = [
         PodInfo(f"ns/run{i}", PodSpec(f"run{i}", 1000, 1024, g, 1000), node="n1")
@@ -245,16 +254,16 @@ def _backlog_scheduler(running: list[int], config: CycleConfig) -> tuple[Cluster
     return _scheduler([NodeSpec("n1", 64_000, 512 * 1024, 8, "V100")], pods, config)
 
 
-def _wait(cache: ClusterCache, name: str, gpus: int, created: float) -> None:
+def _wait(cache: ClusterCache[Components], name: str, gpus: int, created: float) -> None:
     pod = PodInfo(f"ns/{name}", PodSpec(name, 1000, 1024, gpus, 1000), created=created)
     cache.apply(Event("ADDED", "Pod", pod))
 
 
-def _finish(cache: ClusterCache, key: str) -> None:
+def _finish(cache: ClusterCache[Components], key: str) -> None:
     cache.apply(Event("DELETED", "Pod", cache.pods[key]))
 
 
-def _confirm(cache: ClusterCache, result: CycleResult, now: float) -> None:
+def _confirm(cache: ClusterCache[Components], result: CycleResult, now: float) -> None:
     """The bindings of ``result`` seen bound, as a watch reports them."""
     for b in result.bindings:
         pod = replace(cache.pods[b.pod], node=b.node, gpus=b.gpus or (), started=now)

@@ -33,9 +33,9 @@ from gpufleet.report.cycle import (
     explain_json,
     explain_lines,
 )
-from gpufleet.scheduler.cycle import CycleConfig
-from gpufleet.scheduler.ledger import SnapshotError
-from gpufleet.scheduler.outcome import CycleResult
+from gpufleet.scheduler.api.outcome import CycleResult
+from gpufleet.scheduler.cycle.cycle import CycleConfig
+from gpufleet.scheduler.state.ledger import SnapshotError
 
 
 def _now(text: str | None) -> float:

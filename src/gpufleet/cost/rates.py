@@ -1,7 +1,7 @@
 """What a cluster costs per hour with the pods it runs now.
 
 The live scheduler's cost gauges and the what-if tool's cost of a cycle both start from the
-scheduler's ledger: its running pods (:class:`~gpufleet.scheduler.transaction.Running`,
+scheduler's ledger: its running pods (:class:`~gpufleet.scheduler.api.transaction.Running`,
 each on a node of the ledger's cluster, with the request it was placed with) and the
 ledger's nodes priced in the same order (:func:`~gpufleet.cost.nodes.price_nodes`).
 :func:`running_hourly` costs them for one hour as OpenCost would (requests, as nothing
@@ -24,8 +24,8 @@ from gpufleet.model.workload import request_vector
 if TYPE_CHECKING:
     from gpufleet.cost.allocation import Allocation, Nodes
     from gpufleet.model.arrays import FloatArray
-    from gpufleet.scheduler.claims import ClaimBook
-    from gpufleet.scheduler.transaction import Running
+    from gpufleet.scheduler.api.transaction import Running
+    from gpufleet.scheduler.state.claims import ClaimBook
 
 
 def running_hourly(

@@ -33,7 +33,7 @@ from gpufleet.load.errors import InputError
 from gpufleet.load.pods import generated_claims
 from gpufleet.load.reader import Obj, Reader
 from gpufleet.model.devices import DeviceClass, Pool
-from gpufleet.scheduler.events import ClaimObject
+from gpufleet.scheduler.state.changes import ClaimObject
 
 NodeLabels = Mapping[str, Mapping[str, str]]
 

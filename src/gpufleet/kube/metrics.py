@@ -25,7 +25,7 @@ from gpufleet.cost.nodes import price_nodes
 from gpufleet.cost.rates import running_hourly
 from gpufleet.model.workload import RESOURCES
 from gpufleet.plugins.stranding import Ratios, stranded
-from gpufleet.scheduler.outcome import WhyCode
+from gpufleet.scheduler.api.outcome import WhyCode
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Sequence
@@ -35,9 +35,10 @@ if TYPE_CHECKING:
     from gpufleet.model.cluster import ClusterState
     from gpufleet.model.pod import PodSpec
     from gpufleet.model.workload import PodInfo
-    from gpufleet.scheduler.cache import ClusterCache
-    from gpufleet.scheduler.ledger import Ledger
-    from gpufleet.scheduler.outcome import CycleResult
+    from gpufleet.scheduler.api.outcome import CycleResult
+    from gpufleet.scheduler.cycle.components import Components
+    from gpufleet.scheduler.state.cache import ClusterCache
+    from gpufleet.scheduler.state.ledger import Ledger
 
 ATTEMPT_BUCKETS = tuple(0.001 * 2**i for i in range(15))
 """kube-scheduler's: exponential from 1 ms, factor 2, 15 buckets."""
@@ -171,7 +172,7 @@ class Metrics:
         self,
         result: CycleResult,
         seconds: float,
-        cache: ClusterCache,
+        cache: ClusterCache[Components],
         *,
         held: Collection[str] = (),
     ) -> None:
@@ -218,7 +219,7 @@ class Metrics:
         if self.sheet is not None:
             self._cost(ledger, cache)
 
-    def _cost(self, ledger: Ledger, cache: ClusterCache) -> None:
+    def _cost(self, ledger: Ledger, cache: ClusterCache[Components]) -> None:
         """The hourly cost gauges, from the running pods at their nodes' prices."""
         assert self.sheet is not None
         if self._priced is None or self._priced[0] != id(ledger):
@@ -291,7 +292,7 @@ class PodLatency:
         self.seen.setdefault(key, now)
         self.uids[key] = uid
 
-    def tried(self, result: CycleResult, cache: ClusterCache) -> None:
+    def tried(self, result: CycleResult, cache: ClusterCache[Components]) -> None:
         """Count one attempt for each pod ``result`` decided on; forget the pods that are
         gone, made again under their name, or bound meanwhile by someone else."""
         pods = cache.pods

@@ -1,5 +1,5 @@
 """Kubernetes objects as watches deliver them, translated one at a time into the events of
-the cluster cache (``scheduler/cache.py``).
+the cluster cache (``scheduler/state/cache.py``).
 
 The store keeps each object's last raw form and what it was translated to, so that a change
 becomes ``ADDED``, ``MODIFIED`` (only when the translation changed: a new resourceVersion
@@ -87,10 +87,10 @@ from gpufleet.model.arrays import MILLI
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.devices import Claim
 from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, queue_problems
-from gpufleet.scheduler.events import Event, Namespace, Topology
+from gpufleet.scheduler.state.changes import Event, Namespace, Topology
 
 if TYPE_CHECKING:
-    from gpufleet.scheduler.events import CacheObject, EventType
+    from gpufleet.scheduler.state.changes import CacheObject, EventType
 
 SOURCE = "cluster"
 """What errors name as the place an object came from."""
@@ -485,7 +485,7 @@ class ObjectStore:
     def check_queues(self) -> Changes:
         """Report each queue whose parents are missing, in a cycle or too deep, on the object
         it is read from, as the what-if refuses it: the cycle leaves it out and its pods wait
-        (``scheduler/ledger.py``), every other queue schedules on. Called before each cycle
+        (``scheduler/state/ledger.py``), every other queue schedules on. Called before each cycle
         once every kind is listed, and judging the tree only when a queue changed since: a
         list that names children before their parents raises no false alarm, and a burst of
         queue events costs one walk of the tree, not one per event."""

@@ -54,7 +54,8 @@ from gpufleet.model.workload import GroupSpec
 
 if TYPE_CHECKING:
     from gpufleet.kube.objects import ObjectStore
-    from gpufleet.scheduler.cache import ClusterCache
+    from gpufleet.scheduler.cycle.components import Components
+    from gpufleet.scheduler.state.cache import ClusterCache
 
 log = logging.getLogger("gpufleet.serve")
 
@@ -123,7 +124,7 @@ class PodGroupStatus(StatusWriter):
     async def write(
         self,
         store: ObjectStore,
-        cache: ClusterCache,
+        cache: ClusterCache[Components],
         reasons: Mapping[str, str],
         may_act: Callable[[], bool],
     ) -> None:

@@ -35,8 +35,9 @@ from gpufleet.model.workload import RESOURCES, QueueProblem
 
 if TYPE_CHECKING:
     from gpufleet.kube.objects import ObjectStore
-    from gpufleet.scheduler.cache import ClusterCache
-    from gpufleet.scheduler.outcome import CycleResult
+    from gpufleet.scheduler.api.outcome import CycleResult
+    from gpufleet.scheduler.cycle.components import Components
+    from gpufleet.scheduler.state.cache import ClusterCache
 
 log = logging.getLogger("gpufleet.serve")
 
@@ -63,7 +64,7 @@ def amounts(vector: Any) -> JSON:
 
 def statuses(
     names: Collection[str],
-    cache: ClusterCache,
+    cache: ClusterCache[Components],
     result: CycleResult,
     since: dict[str, tuple[str, str]] | None = None,
 ) -> dict[str, JSON]:
@@ -130,7 +131,7 @@ class QueueStatus(StatusWriter):
     async def write(
         self,
         store: ObjectStore,
-        cache: ClusterCache,
+        cache: ClusterCache[Components],
         result: CycleResult,
         may_act: Callable[[], bool],
     ) -> None:

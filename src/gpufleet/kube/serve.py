@@ -4,7 +4,7 @@ One event loop holds the API side: a :class:`~gpufleet.kube.watch.Reflector` per
 :class:`~gpufleet.kube.objects.ObjectStore`, whose events wait in a buffer. A cycle starts
 when events came (after a short batching wait) or when the period passes (time-based rules:
 min-runtime, starvation, stale gangs, assumed bindings past their deadline); the buffer is
-applied to the cache, and the cycle (:class:`~gpufleet.scheduler.session.Scheduler`, pure
+applied to the cache, and the cycle (:class:`~gpufleet.scheduler.cycle.session.Scheduler`, pure
 and synchronous) runs in a worker thread, so the loop keeps reading watches meanwhile.
 Nothing touches the cache while a cycle runs: events arriving then wait for the next.
 
@@ -37,11 +37,11 @@ from gpufleet.kube.queues import QueueStatus
 from gpufleet.kube.watch import Kind, Reflector
 from gpufleet.kube.writes import ResultWriter
 from gpufleet.model.workload import PodInfo
-from gpufleet.scheduler.session import Scheduler
+from gpufleet.scheduler.cycle.session import Scheduler
 
 if TYPE_CHECKING:
-    from gpufleet.scheduler.events import Event
-    from gpufleet.scheduler.outcome import CycleResult
+    from gpufleet.scheduler.api.outcome import CycleResult
+    from gpufleet.scheduler.state.changes import Event
 
 log = logging.getLogger("gpufleet.serve")
 

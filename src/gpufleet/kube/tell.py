@@ -26,9 +26,10 @@ if TYPE_CHECKING:
     from gpufleet.kube.options import ServeOptions, ServeStats
     from gpufleet.kube.podgroups import PodGroupStatus
     from gpufleet.kube.queues import QueueStatus
-    from gpufleet.scheduler.cache import ClusterCache
-    from gpufleet.scheduler.outcome import CycleResult
-    from gpufleet.scheduler.session import Scheduler
+    from gpufleet.scheduler.api.outcome import CycleResult
+    from gpufleet.scheduler.cycle.components import Components
+    from gpufleet.scheduler.cycle.session import Scheduler
+    from gpufleet.scheduler.state.cache import ClusterCache
 
 log = logging.getLogger("gpufleet.serve")
 
@@ -42,7 +43,7 @@ class Telling:
     clock: Callable[[], float]
     may_act: Callable[[], bool]
     store: ObjectStore
-    cache: ClusterCache
+    cache: ClusterCache[Components]
     scheduler: Scheduler | None
     stats: ServeStats
     metrics: Metrics

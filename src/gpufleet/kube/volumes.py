@@ -1,7 +1,7 @@
 """A bound pod's unbound PersistentVolumeClaims written before its binding, as
 kube-scheduler's VolumeBinding plugin does in PreBind.
 
-For each claim the cycle gave a volume (:attr:`~gpufleet.scheduler.outcome.Binding.volumes`):
+For each claim the cycle gave a volume (:attr:`~gpufleet.scheduler.api.outcome.Binding.volumes`):
 
 * a free PersistentVolume the cycle chose — its ``spec.claimRef`` is set to the claim
   (``apiVersion``, ``kind``, ``namespace``, ``name``, ``uid``), by a merge patch; the PV

@@ -46,10 +46,10 @@ from gpufleet.kube.tell import Telling
 from gpufleet.kube.volumes import bind_volumes
 from gpufleet.model.volumes import VolumeClaim
 from gpufleet.report.reasons import why_text
-from gpufleet.scheduler.events import ClaimObject
+from gpufleet.scheduler.state.changes import ClaimObject
 
 if TYPE_CHECKING:
-    from gpufleet.scheduler.outcome import Binding, CycleResult
+    from gpufleet.scheduler.api.outcome import Binding, CycleResult
 
 log = logging.getLogger("gpufleet.serve")
 

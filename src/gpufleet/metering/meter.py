@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gpufleet.model.results import QueueUsage, Timeline
-from gpufleet.scheduler.fairshare import QueueTree, fair_shares
+from gpufleet.scheduler.state.fairshare import QueueTree, fair_shares
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

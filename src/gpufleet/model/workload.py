@@ -130,7 +130,7 @@ class PodInfo:
     deletion, a PodGroup that does not exist); empty: it may. Only pending pods are blocked."""
     claim_gpus: float = 0.0
     """For a pending pod: the most GPUs its claims may count as toward its queue, beyond
-    its container requests (scheduler/claims.py; a claim its queue already holds, or an
+    its container requests (scheduler/state/claims.py; a claim its queue already holds, or an
     earlier pending pod of its queue counts, is not counted again). Set by the cycle."""
     uid: str = field(default="", compare=False)
     """``metadata.uid`` (empty: not read from a cluster); not compared, as for queues."""

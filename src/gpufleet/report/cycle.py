@@ -24,7 +24,13 @@ if TYPE_CHECKING:
     from gpufleet.model.costs import CycleCost
     from gpufleet.model.devices import DeviceResult
     from gpufleet.model.workload import PodInfo
-    from gpufleet.scheduler.outcome import Binding, ClaimStatus, CycleResult, Eviction, JobRecord
+    from gpufleet.scheduler.api.outcome import (
+        Binding,
+        ClaimStatus,
+        CycleResult,
+        Eviction,
+        JobRecord,
+    )
 
 EVICTED_BECAUSE = {
     "preempt": "preempted for {for_}, a job of higher priority in the same queue",

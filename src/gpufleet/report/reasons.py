@@ -1,6 +1,6 @@
 """Why pods wait, in words: the core's structured reasons rendered for people.
 
-The scheduling core says why a pod waits as a :class:`~gpufleet.scheduler.outcome.Why` (a
+The scheduling core says why a pod waits as a :class:`~gpufleet.scheduler.api.outcome.Why` (a
 code, its facts, the reason it adds to) and why no node took a pod as a
 :class:`~gpufleet.framework.status.Status` (nodes counted per filter reason). This module
 turns both into the sentences ``gpufleet schedule`` and ``explain`` print — for a Status,
@@ -14,8 +14,8 @@ from typing import Any
 
 from gpufleet.framework.status import Status
 from gpufleet.model.workload import RESOURCES, UNITS
-from gpufleet.scheduler.fairshare import EPS
-from gpufleet.scheduler.outcome import SEARCH_CODES, Note, NoteCode, Why, WhyCode
+from gpufleet.scheduler.api.outcome import SEARCH_CODES, Note, NoteCode, Why, WhyCode
+from gpufleet.scheduler.state.fairshare import EPS
 
 
 def status_text(status: Status) -> str:

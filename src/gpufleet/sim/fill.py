@@ -35,7 +35,7 @@ from gpufleet.model.fragmentation import FragmentIndex, typical_pods
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.results import FillRun
 from gpufleet.plugins.registry import PLUGINS
-from gpufleet.scheduler.placement import Placement, commit, place
+from gpufleet.scheduler.placement.place import Placement, commit, place
 from gpufleet.sim.curves import discretise
 
 Progress = Callable[[int], None]

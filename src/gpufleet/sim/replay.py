@@ -1,11 +1,11 @@
 """Time-driven replay: jobs arrive, wait, run and finish on a simulated clock.
 
 One scheduling core, two clocks (STYLE.md): the replay keeps the cluster in a
-:class:`~gpufleet.scheduler.cache.ClusterCache`, as the what-if and the live scheduler do,
+:class:`~gpufleet.scheduler.state.cache.ClusterCache`, as the what-if and the live scheduler do,
 and tells it what happens as watch events would: a job's arrival is its PodGroup (a gang)
 and its pending pods ``ADDED``; a binding a cycle decided is confirmed by its pod
 ``MODIFIED`` with its node and GPUs; a completion is its pods (and PodGroup) ``DELETED``.
-A :class:`~gpufleet.scheduler.session.Scheduler` over the cache runs the same cycle as
+A :class:`~gpufleet.scheduler.cycle.session.Scheduler` over the cache runs the same cycle as
 ``gpufleet schedule`` whenever something happens — jobs arrive, jobs finish — and on a
 period while work is pending (so that min-runtime protection can expire into reclaim).
 Events come off a heap keyed ``(time, priority, seq)``; completions go before arrivals of
@@ -54,9 +54,9 @@ from gpufleet.model.workload import (
     ReplayJob,
     vector,
 )
-from gpufleet.scheduler.cycle import CycleConfig
-from gpufleet.scheduler.events import Event, Topology
-from gpufleet.scheduler.session import Scheduler
+from gpufleet.scheduler.cycle.cycle import CycleConfig
+from gpufleet.scheduler.cycle.session import Scheduler
+from gpufleet.scheduler.state.changes import Event, Topology
 from gpufleet.sim.clock import ARRIVAL, COMPLETION, PERIODIC, EventQueue
 from gpufleet.sim.costing import cost_replay
 
@@ -65,7 +65,7 @@ if TYPE_CHECKING:
     from gpufleet.cost.prices import PriceSheet
     from gpufleet.model.costs import ReplayCost
     from gpufleet.plugins.registry import ReplayPolicy
-    from gpufleet.scheduler.outcome import Binding
+    from gpufleet.scheduler.api.outcome import Binding
 
 SAMPLES = 400
 """Timeline samples over the replayed span (for the plots); a replay that drains past twice

@@ -1,0 +1,1 @@
+"""The scheduler's vocabulary: jobs, all-or-nothing transactions, outcomes and reasons."""

@@ -1,0 +1,525 @@
+"""One scheduling cycle: queues by fair share -> per job admit, allocate, else make room.
+
+The walk of one pending job, top to bottom (ARCHITECTURE.md, "Cycle"):
+
+1. :meth:`Cycle.run` serves the queues in fair-share order (``order.py``), one job at a
+   time, each queue's jobs by priority, then age (``backlog.py``). A job that cannot be
+   placed is set aside — it never blocks the jobs behind it or other queues.
+2. :meth:`Cycle.schedule`: admission (``admission.py``: the queues' limits;
+   non-preemptible work only within quota), a PodGroup's ``minResources`` against its
+   queues and the cluster's free resources (``min_resources.py``: a gang short of them is
+   not tried), then allocation of the job's core as one transaction, all pods or none
+   (``placement/allocate.py``).
+3. If that fails and evicting could help, the profile's actions make room (``room.py``
+   with ``room/consolidate.py``, ``reclaim.py``, ``preempt.py`` over the one victim
+   search of ``victims.py``); a plan found is applied.
+4. Otherwise the job stays pending with its reason; a gang running below ``minMember`` is
+   released after its grace period (``cycle/stale_gang.py``); a job that has waited past
+   the starvation threshold holds nodes against smaller jobs (``holds.py``).
+5. Bindings and evictions are recorded on the ledger (``ledger.py``) as they are decided
+   and returned as a :class:`~gpufleet.scheduler.api.outcome.CycleResult`.
+
+The cycle works on the ledger it is given — the cluster cache's, in a session
+(``session.py``) — and its per-cycle state (order, holds, failure memo, result) is its own.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection, Hashable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from gpufleet.framework.runtime import Framework, Held
+from gpufleet.framework.status import Code
+from gpufleet.model.devices import MAX_CONSUMERS
+from gpufleet.model.workload import (
+    NON_PREEMPTIBLE_PRIORITY,
+    PodInfo,
+    Snapshot,
+    pods_request,
+    vector,
+)
+from gpufleet.scheduler.api.job import Job, snapshot_jobs
+from gpufleet.scheduler.api.outcome import (
+    Binding,
+    CycleResult,
+    Eviction,
+    Note,
+    Pending,
+    Reconfiguration,
+    Why,
+    WhyCode,
+    why,
+)
+from gpufleet.scheduler.api.transaction import Running, Transaction
+from gpufleet.scheduler.cycle.commit import Commit
+from gpufleet.scheduler.cycle.dispatch import serve, settled
+from gpufleet.scheduler.cycle.journal import Journal, Record, failure_reason
+from gpufleet.scheduler.cycle.stale_gang import release_stale
+from gpufleet.scheduler.placement.allocate import Placer
+from gpufleet.scheduler.placement.fit import Fit
+from gpufleet.scheduler.placement.place import Placement, place
+from gpufleet.scheduler.queues.backlog import Backlog
+from gpufleet.scheduler.queues.holds import Holds
+from gpufleet.scheduler.queues.min_resources import MinResources
+from gpufleet.scheduler.room.preempt import NAME as PREEMPT
+from gpufleet.scheduler.room.room import Room
+from gpufleet.scheduler.room.under_limit import preempt_under_limit
+from gpufleet.scheduler.room.victims import VictimSearch
+from gpufleet.scheduler.state.fairshare import EPS
+from gpufleet.scheduler.state.ledger import Ledger, with_claim_gpus
+from gpufleet.scheduler.state.pool import VictimPool
+from gpufleet.scheduler.state.shapes import make_framework
+
+if TYPE_CHECKING:
+    from gpufleet.model.arrays import BoolArray, FloatArray
+    from gpufleet.model.cluster import ClusterState
+    from gpufleet.model.pod import PodSpec
+    from gpufleet.scheduler.cycle.components import Components
+    from gpufleet.scheduler.room.protocols import Plan
+
+
+LIMIT = WhyCode.QUEUE_LIMIT
+
+
+def incomplete_reason(job: Job) -> Why:
+    """Why ``job`` cannot start: fewer pods than its ``minMember``, or than a subgroup's."""
+    gang, pods, least = job.key, job.running + len(job.pods), job.min_member
+    if job.short is not None:
+        name, pods, least = job.short
+        gang = f"{job.key} subgroup {name}"
+    return why(WhyCode.GANG_INCOMPLETE, gang=gang, pods=pods, min_member=least)
+
+
+@dataclass(frozen=True, slots=True)
+class CycleConfig:
+    policy: str = "gpufleet"
+    non_preemptible_priority: int = NON_PREEMPTIBLE_PRIORITY
+    stale_grace_s: float = 60.0
+    starvation_after_s: float = 1800.0
+    actions: tuple[str, ...] = ("consolidate", "reclaim", "preempt")
+    """The actions that make room, in the order they are tried (names of the registry)."""
+    watch: frozenset[str] = frozenset()
+    """Pods whose per-node filter reasons the result should carry (for explain)."""
+    strict_fifo: bool = False
+    """A queue's first job that cannot be placed blocks the jobs behind it (Kueue's
+    StrictFIFO); by default they may pass it."""
+    records: bool = True
+    """Report what explain and the schedule output show besides the decisions: a record
+    of every job tried (its queue's fair share and allocation, the outcome, the notes)
+    and every queue's fair share. A replay reads only bindings and evictions."""
+
+
+class Cycle:
+    """The working state of one cycle over a ledger (``gpufleet/compose.py`` has the entry
+    points that put one together)."""
+
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        config: CycleConfig,
+        now: float,
+        *,
+        components: Components,
+        workload: Sequence[PodSpec] | None = None,
+        backlog: Backlog | None = None,
+        rng: np.random.Generator | None = None,
+        ledger: Ledger | None = None,
+        pool: VictimPool | None = None,
+        jobs: Sequence[Job] | None = None,
+        framework: Framework | None = None,
+    ) -> None:
+        """A cycle at ``now`` over ``ledger`` (default: the snapshot's nodes with its bound
+        pods), which it changes as it decides, with the plugins, policies and actions of
+        ``components``.
+
+        ``workload`` is the pods FGD's fragmentation is measured against (default: the
+        snapshot's); ``backlog`` the pending jobs (default: ``jobs``, else the snapshot's);
+        ``pool`` the pods that may be evicted (default: the ledger's preemptible pods);
+        ``framework`` the policy's plugins, kept across cycles by a cache (default: built
+        on first use); ``rng`` the policy's random source (default: seed 0). A replay
+        keeps one Cycle for a whole trace and calls :meth:`begin` before each cycle.
+        """
+        self.config, self.now, self.snapshot = config, now, snapshot
+        self.components = components
+        self.workload = workload
+        self.rng = rng if rng is not None else np.random.default_rng(0)
+        if ledger is None:
+            ledger = Ledger.of(snapshot, config.non_preemptible_priority)
+            ledger.bind_all(snapshot.pods)
+        self.ledger = ledger
+        self.state, self.empty, self.node_index = ledger.state, ledger.empty, ledger.node_index
+        self.tree, self.groups, self.book = ledger.tree, ledger.groups, ledger.book
+        self.running, self.gang_running = ledger.running, ledger.gang_running
+        self.partial, self.alloc = ledger.partial, ledger.alloc
+        self.stale_since: Mapping[str, float] | None = None
+        """Per gang stale (``cycle/stale_gang.py``): since when, as the scheduler that runs
+        this cycle again and again saw it (``session.py``; a gang not in it is not stale);
+        None: since its PodGroup's ``gpufleet.io/stale-since`` (a snapshot's one cycle)."""
+        self.leaving: Collection[str] = frozenset()
+        """Pods evicted and terminating: a stale gang's release does not evict them again."""
+        self.cycles = 0
+        self._limit_failures: dict[Hashable, tuple[int, int]] = {}
+        """Preemption under a limit that found nothing, by job shape, with its epoch."""
+        self.order = components.queue_rule(ledger)
+        self.admission = components.admission_rule(ledger, config.non_preemptible_priority)
+        self.min_resources = MinResources(ledger)
+        self.holds = Holds()
+        actions = [components.actions[name] for name in config.actions]
+        topology = components.topology_rule(snapshot.topology)
+        self.room = Room(actions, topology)
+        self._topology = topology
+        self.act = True
+        """Whether this cycle may evict (consolidate, reclaim, preempt)."""
+        self.movable: tuple[Hashable, BoolArray, ClusterState] | None = None
+        """Consolidation's movable pods and the state without them (room/consolidate.py)."""
+        if self.state.mig is not None:
+            self.state.mig.mark_baseline()  # running pods' slices are the cluster's own
+        if pool is None:
+            pool = VictimPool.of(ledger, now)
+        else:
+            pool.at(now)
+        self.pool = pool
+        if framework is not None:
+            self.__dict__["framework"] = framework  # the cached_property's slot
+        if backlog is None:
+            found = snapshot_jobs(snapshot, self.state) if jobs is None else list(jobs)
+            backlog = Backlog.of(with_claim_gpus(found, ledger))
+        self.backlog = backlog
+        self.capacity = ledger.capacity
+        self.commit = Commit(ledger, pool, now)
+        self._start(now)
+
+    def begin(self, now: float, *, act: bool = True) -> None:
+        """Start another cycle at ``now`` on the state the previous ones left: the pods they
+        bound become possible victims, fair shares follow the backlog. Without ``act`` the
+        cycle only places jobs (a replay evicts on its periodic cycle only)."""
+        fresh = [self.running[b.pod] for b in self.bindings if b.pod in self.running]
+        self.pool.add([r for r in fresh if self.ledger.evictable(r.pod)])
+        self.pool.at(now)
+        self.act = act
+        self._start(now)
+
+    def _start(self, now: float) -> None:
+        self.now = now
+        self.cycles += 1
+        self.order.start(self.backlog.demand, self.capacity)
+        self.commit = Commit(self.ledger, self.pool, now)
+        self.journal = Journal(records=self.config.records, watch=self.config.watch)
+        self.over_share = 0
+        """Bindings that left a queue above its fair share, counted only where an action
+        depends on fair shares: its failed searches are remembered until this changes."""
+        self.room.forget_stale(self.consolidation_epoch())
+        if "placer" in self.__dict__:  # built on first use, with the framework
+            self.placer.caps = {}
+        self._stale_judged: set[str] = set()
+        """Gangs below ``minMember`` whose stale-gang release this cycle judged."""
+
+    # -- what the actions read ----------------------------------------------------------
+
+    @property
+    def bindings(self) -> list[Binding]:
+        return self.commit.bindings
+
+    @property
+    def evictions(self) -> list[Eviction]:
+        return self.commit.evictions
+
+    @property
+    def bound_now(self) -> set[str]:
+        return self.commit.bound_now
+
+    @property
+    def released(self) -> int:
+        """Pods whose capacity went back to the cluster (evicted or finished), ever."""
+        return self.ledger.released
+
+    @property
+    def started(self) -> int:
+        """Pods counted as running, ever."""
+        return self.ledger.started
+
+    @property
+    def fair(self) -> dict[str, FloatArray]:
+        return self.order.fair
+
+    def ratio(self, queue: str, extra: FloatArray | None = None) -> float:
+        return self.order.ratio(queue, extra)
+
+    @cached_property
+    def framework(self) -> Framework:
+        """The policy's plugins; FGD's target workload is every pod of the snapshot.
+
+        Built on first use: a snapshot without pods has no workload and needs no placement.
+        """
+        snapshot_specs = [self.state.demand(p.spec) for p in self.snapshot.pods]
+        specs = snapshot_specs if self.workload is None else self.workload
+        return make_framework(self.components, self.config.policy, specs, self.rng)
+
+    @cached_property
+    def placer(self) -> Placer:
+        """Placement over the ledger: the caps of the job being placed, its claims' fit."""
+        return Placer(self.ledger, self.framework, self.fit, self._topology)
+
+    @cached_property
+    def fit(self) -> Fit:
+        return Fit(self.framework, self.state, self.empty, self.components.resource_filters)
+
+    def slots(
+        self, pods: tuple[PodInfo, ...], state: ClusterState | None, held: Held | None
+    ) -> float:
+        return self.fit.slots(pods, state, held)
+
+    def held_for_claims(self, pod: PodInfo, held: Held | None) -> Held | None:
+        return self.placer.for_claims(pod, held)
+
+    def capped(self, pod: PodInfo, held: Held | None) -> Held | None:
+        return self.placer.capped(pod, held)
+
+    def claims_fit(self, pod: PodInfo, node: int) -> bool:
+        return self.placer.claims_fit(pod, node)
+
+    def claims_freed(self, pods: Sequence[PodInfo]) -> FloatArray:
+        return self.ledger.claims_freed(pods)
+
+    def consolidation_epoch(self) -> Hashable:
+        """Consolidation fails again until capacity is freed or new pods may be moved."""
+        return ("consolidate", self.released, self.pool.generation)
+
+    def finish(self, key: str) -> Running:
+        """Pod ``key`` ended (its job completed, or it was stopped): free what it held."""
+        running = self.commit.drop(key)
+        self.state.release(running.node, running.spec, running.gpus)
+        return running
+
+    # -- the cycle ----------------------------------------------------------------------
+
+    def run(self) -> CycleResult:
+        backlog = self.backlog
+        backlog.start()
+        self.journal.pending.extend(
+            Pending(p.key, why(WhyCode.BLOCKED, detail=p.blocked))
+            for p in self.snapshot.pods
+            if p.blocked and p.managed
+        )
+        unknown = [q for q in backlog.queues() if q not in self.tree.queues]
+        for queue in unknown:
+            problem = self.ledger.invalid_queues.get(queue)
+            invalid = problem.text() if problem is not None else ""
+            for job in backlog.behind(queue):
+                reason = why(WhyCode.QUEUE_MISSING, queue=job.queue, invalid=invalid)
+                self.journal.pend(job, job.pods, reason)
+        for gang in sorted(self.partial):
+            if gang not in backlog:
+                self._stale_judged.add(gang)
+                release_stale(self, self.config.stale_grace_s, gang, None)
+        serve(self, backlog)
+        # A gang whose job was not tried (its class failed before and nothing it waits on
+        # changed) cannot be completed in this cycle either: its grace runs all the same.
+        for gang in sorted(self.partial - self._stale_judged):
+            release_stale(self, self.config.stale_grace_s, gang, None)
+        mig = self.state.mig
+        reconfigurations = tuple(
+            Reconfiguration(self.state.names[node], gpu, tuple(layout))
+            for node, gpu, layout in (mig.reconfigurations() if mig is not None else ())
+        )
+        return CycleResult(
+            tuple(self.bindings),
+            tuple(self.evictions),
+            tuple(sorted(self.journal.pending, key=lambda p: p.pod)),
+            tuple(self.journal.records),
+            self.journal.node_reasons,
+            dict(self.fair) if self.config.records else {},
+            reconfigurations,
+            self.book.status(),
+        )
+
+    def settled(self) -> bool:
+        """Whether a cycle now, without evicting, would do nothing (see ``serve.py``)."""
+        return settled(self)
+
+    def schedule(self, job: Job) -> bool:
+        """Place ``job`` (or make room for it); False if it stays pending."""
+        with self.holds.trying(job):
+            return self._schedule(job, self.holds.against(job))
+
+    def _schedule(self, job: Job, held: Held | None) -> bool:
+        if job.strays:
+            job = self._set_aside_strays(job)
+        record = None
+        if self.config.records:
+            fair = self.fair.get(job.queue, vector())
+            record = (fair, self.alloc[job.queue].copy(), self.ratio(job.queue))
+        notes: list[Note] = []
+        core = job.core
+        if job.incomplete:
+            reason = incomplete_reason(job)
+            self.journal.pend(job, job.pods, self._stale(job, reason), notes=notes, record=record)
+            return False
+        if core:
+            request = pods_request(core)
+            blocked = (
+                self.admission.blocked(job, request)
+                or self.min_resources.queue_short(job)
+                or self._claims_full(job.core)
+            )
+            plan = self._under_limit(job, request, blocked, held) if blocked is not None else None
+            if plan is not None:
+                self._apply(job, plan)
+                self._extras(job, held)
+                self.journal.record(job, record, "bound", notes)
+                return True
+            if blocked is not None:
+                self.journal.pend(
+                    job, job.pods, self._stale(job, blocked), notes=notes, record=record
+                )
+                return False
+            short = self.min_resources.cluster_short(job)
+            if short is not None:
+                # Not tried, nor room made for it; but held nodes let the capacity it
+                # waits for gather, as for a job that was tried.
+                self._give_up(job, short, notes, record)
+                return False
+            self.placer.caps = self.admission.share_caps(job, core, request)
+            txn = Transaction(self.state)
+            failure = self.placer.job(job, txn, held)
+            if failure is not None:
+                self.journal.watch(job, failure.pod, self.framework, self.state)
+                txn.rollback()
+                plan = None
+                if self.act and failure.status.code is not Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+                    plan = self.room.make(self, job, request, notes, held)
+                if plan is None:
+                    self._give_up(job, failure_reason(job, failure), notes, record)
+                    return False
+                self._apply(job, plan)
+            else:
+                for pod, (node, spec, gpus) in zip(core, txn.reserved(), strict=True):
+                    self._bound(pod, node, spec, gpus)
+        self._extras(job, held)
+        self.journal.record(job, record, "bound" if core else "elastic", notes)
+        return True
+
+    def _set_aside_strays(self, job: Job) -> Job:
+        """``job`` without the pods that name no leaf subgroup of its gang; they wait, told
+        why (KAI schedules no such pod either)."""
+        group = self.groups.get(job.key)
+        leaves = ", ".join(s.name for s in group.leaves) if group is not None else ""
+        for pod in job.pods:
+            if pod.key in job.strays:
+                named = f"subgroup {pod.subgroup}" if pod.subgroup else "no subgroup"
+                detail = (
+                    f"the pod names {named}, which is not a leaf subgroup of PodGroup "
+                    f"{job.key} (its leaves: {leaves}): it is not scheduled"
+                )
+                self.journal.pending.append(Pending(pod.key, why(WhyCode.BLOCKED, detail=detail)))
+        kept = tuple(p for p in job.pods if p.key not in job.strays)
+        return replace(job, pods=kept, strays=frozenset())
+
+    def _under_limit(
+        self, job: Job, request: FloatArray, blocked: Why, held: Held | None
+    ) -> Plan | None:
+        """Room under the job's queue limit, made by preempting its queue's lower-priority
+        work (``room/under_limit.py``) where the profile preempts, or None. A search that
+        failed fails again for a job of the same queue, priority and request until capacity
+        is freed: bindings of the cycle only take room and are never victims."""
+        if not self.act or PREEMPT not in self.config.actions or blocked.code is not LIMIT:
+            return None
+        if self.min_resources.queue_short(job) or self._claims_full(job.core):
+            return None  # held back by more than the limit: evicting would not start it
+        shape = (job.queue, job.priority, job.can_preempt, tuple(request.tolist()))
+        epoch = (self.cycles, self.released)
+        if self._limit_failures.get(shape) == epoch:
+            return None
+        self.placer.caps = self.admission.share_caps(job, job.core, request)
+        plan = preempt_under_limit(
+            VictimSearch(self, job, held),
+            request,
+            admission=self.admission,
+            alloc=self.alloc,
+            place_core=self.placer.job,
+        )
+        if plan is None:
+            self._limit_failures[shape] = epoch
+        return plan
+
+    def _extras(self, job: Job, held: Held | None) -> None:
+        for pod in job.extras:
+            request = pods_request((pod,))
+            blocked = self.admission.blocked(job, request) or self._claims_full((pod,))
+            if blocked is None:
+                self.placer.caps = self.admission.share_caps(job, (pod,), request)
+                where = self.placer.capped(pod, self.placer.extras_held(job, held, pod))
+                outcome = place(self.framework, self.state, pod.spec, where)
+                if isinstance(outcome, Placement):
+                    self.state.reserve(outcome.node, outcome.pod, outcome.gpus)
+                    self._bound(pod, outcome.node, outcome.pod, outcome.gpus)
+                    continue
+                self.journal.watch(job, pod, self.framework, self.state)
+                blocked = why(WhyCode.UNSCHEDULABLE, status=outcome)
+            reason = why(WhyCode.ELASTIC, job=job.key, then=blocked)
+            self.journal.pending.append(Pending(pod.key, reason))
+
+    def _apply(self, job: Job, plan: Plan) -> None:
+        for pod in self.commit.apply(job.key, job.core, plan):
+            self._count_share(pod)
+
+    def _bound(self, pod: PodInfo, node: int, spec: PodSpec, gpus: tuple[int, ...]) -> None:
+        """Record that ``pod`` runs on ``node`` (its capacity is reserved already)."""
+        self.commit.bind(pod, node, spec, gpus)
+        self._count_share(pod)
+
+    def _count_share(self, pod: PodInfo) -> None:
+        """Count a binding that left the pod's queue above its fair share, where an action
+        depends on fair shares (``over_share``)."""
+        if (
+            self.act
+            and self.room.watches_fair_share
+            and pod.queue in self.tree.queues
+            and any(self.ratio(q) > 1 + EPS for q in self.tree.paths[pod.queue])
+        ):
+            self.over_share += 1
+
+    # -- pending, and why ---------------------------------------------------------------
+
+    def _give_up(self, job: Job, reason: Why, notes: list[Note], record: Record | None) -> None:
+        reason = self._stale(job, reason)
+        waited = self.now - job.created
+        after = self.config.starvation_after_s
+        if waited >= after and any(p.spec.num_gpu for p in job.core):
+            held = self.holds.hold(job, self.state, self.fit.static_nodes)
+            if held:
+                reason = why(
+                    WhyCode.STARVING, waited_s=waited, after_s=after, nodes=tuple(held), then=reason
+                )
+        self.journal.pend(job, job.pods, reason, notes=notes, record=record)
+
+    def _claims_full(self, pods: Sequence[PodInfo]) -> Why | None:
+        """Why ``pods`` wait if they would reserve a claim for more pods than Kubernetes
+        allows (:data:`~gpufleet.model.devices.MAX_CONSUMERS`; None: they would not). They
+        are not tried, nor room made for them: as in kube-scheduler's DRA plugin, no
+        eviction helps."""
+        wanted = Counter(key for pod in pods for key in set(pod.claims))
+        for key, more in sorted(wanted.items()):
+            if self.ledger.claim_consumers(key) + more > MAX_CONSUMERS:
+                pod = next(p for p in pods if key in p.claims)
+                detail = (
+                    f"ResourceClaim {key} has reached its maximum number of consumers "
+                    f"({MAX_CONSUMERS}, the most its status.reservedFor may hold)"
+                )
+                return why(WhyCode.CLAIMS, pod=pod.key, detail=detail)
+        return None
+
+    def _stale(self, job: Job, reason: Why) -> Why:
+        """A gang running below ``minMember`` that cannot be completed is released after the
+        grace period (the reason says which)."""
+        if job.key not in self.groups:
+            return reason
+        self._stale_judged.add(job.key)
+        stale = release_stale(self, self.config.stale_grace_s, job.key, reason)
+        assert stale is not None
+        return stale

@@ -1,0 +1,115 @@
+"""Stale-gang release: a gang running below its ``minMember`` is worth nothing.
+
+A gang with some pods running and fewer than ``minMember`` (a member failed or was
+evicted, or a bind failed after others of the gang were bound) cannot do its work. If it
+cannot be completed in this cycle and has been stale for longer than the grace period,
+its running pods are released — evicted with action ``stale-gang`` — so that their
+capacity serves jobs that can run. The reason of the gang's pending pods says which case
+holds. As KAI Scheduler judges it, a gang one of whose pods succeeded is never stale: its
+members finish at their own pace, and the stragglers must not be killed for it (the
+PodGroup's :attr:`~gpufleet.model.workload.GroupSpec.succeeded`). Pods already evicted
+and terminating are not evicted again.
+
+Since when a gang is stale: a scheduler that runs cycle after cycle (the live scheduler, a
+replay) knows, from the first cycle that found it below ``minMember``
+(:attr:`~gpufleet.scheduler.cycle.cycle.Cycle.stale_since`; the live scheduler writes it on the
+PodGroup as ``gpufleet.io/stale-since`` so that a restarted or new leader starts from it);
+a what-if's one cycle reads that annotation.
+
+Only gangs whose running pods are all gpufleet's are released: another scheduler's gang is
+that scheduler's to judge. The grace period is the cycle's (``staleGrace``), unless the
+PodGroup sets its own (``scheduleTimeoutSeconds``,
+:attr:`~gpufleet.model.workload.GroupSpec.stale_grace_s`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+from gpufleet.scheduler.api.outcome import Why, WhyCode, why
+
+if TYPE_CHECKING:
+    from collections.abc import Collection, Mapping, Sequence
+
+    from gpufleet.model.cluster import ClusterState
+    from gpufleet.model.workload import GroupSpec
+    from gpufleet.scheduler.api.transaction import Running
+    from gpufleet.scheduler.cycle.commit import Commit
+
+NAME = "stale-gang"
+
+
+class StaleContext(Protocol):
+    """What the release reads and changes of the cycle."""
+
+    @property
+    def now(self) -> float: ...
+    @property
+    def state(self) -> ClusterState: ...
+    @property
+    def groups(self) -> Mapping[str, GroupSpec]: ...
+    @property
+    def gang_running(self) -> Mapping[str, Sequence[str]]: ...
+    @property
+    def stale_since(self) -> Mapping[str, float] | None: ...
+    @property
+    def running(self) -> Mapping[str, Running]: ...
+    @property
+    def leaving(self) -> Collection[str]: ...
+    @property
+    def commit(self) -> Commit: ...
+
+
+def release_stale(cycle: StaleContext, grace_s: float, gang: str, reason: Why | None) -> Why | None:
+    """Release ``gang``'s running pods if it has been stale past its grace (its PodGroup's,
+    else ``grace_s``); ``reason`` with what holds added (unchanged for a gang that is not
+    stale)."""
+    group = cycle.groups[gang]
+    running = len(cycle.gang_running.get(gang, ()))
+    if not stale_gang(cycle, group):
+        return reason
+    if group.stale_grace_s is not None:
+        grace_s = group.stale_grace_s
+    marks, now = cycle.stale_since, cycle.now
+    stale = group.stale_since if marks is None else marks.get(gang)
+    if stale is not None and now - stale >= grace_s:
+        leaving = cycle.leaving
+        for key in sorted(k for k in cycle.gang_running[gang] if k not in leaving):
+            released = cycle.commit.evict(key, NAME, gang)
+            cycle.state.release(released.node, released.spec, released.gpus)
+        return why(
+            WhyCode.STALE_RELEASED,
+            gang=gang,
+            running=running,
+            min_member=group.min_member,
+            for_s=now - stale,
+            grace_s=grace_s,
+            then=reason,
+        )
+    return why(
+        WhyCode.STALE,
+        gang=gang,
+        running=running,
+        min_member=group.min_member,
+        since_s=None if stale is None else now - stale,
+        grace_s=grace_s,
+        then=reason,
+    )
+
+
+class GangContext(Protocol):
+    @property
+    def gang_running(self) -> Mapping[str, Sequence[str]]: ...
+    @property
+    def running(self) -> Mapping[str, Running]: ...
+
+
+def stale_gang(cycle: GangContext, group: GroupSpec) -> bool:
+    """Whether ``group``'s gang is stale (module docstring): some of its pods run, fewer
+    than its ``minMember``, none of them succeeded, and all that run are gpufleet's to
+    release — a gang of another scheduler's pods (kube-scheduler's coscheduling, say) is
+    that scheduler's to judge."""
+    keys = cycle.gang_running.get(group.key, ())
+    if group.succeeded or not 0 < len(keys) < group.min_member:
+        return False
+    return all(cycle.running[k].pod.managed for k in keys)

@@ -1,0 +1,2 @@
+"""Who goes next: the backlog of pending jobs, fair-share order, queue admission, a gang's
+``minResources`` and starvation holds."""

@@ -1,0 +1,98 @@
+"""Queue admission: whether a job's queues may take what it asks for, before it is placed.
+
+A job is admitted when every queue on its path stays within its ``limit`` with the job
+counted, and — for non-preemptible work (priority at or above the configured threshold) —
+within its ``quota`` counting non-preemptible work only (it runs only within quota, since it
+is never a victim). Shares sized by GPU memory are admitted at their least share, and
+capped so that the share they take on a smaller GPU still keeps within (:meth:`share_caps`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from gpufleet.model.arrays import MILLI
+from gpufleet.scheduler.api.outcome import Why, WhyCode, why
+from gpufleet.scheduler.state.fairshare import EPS
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from gpufleet.model.arrays import FloatArray
+    from gpufleet.model.workload import PodInfo
+    from gpufleet.scheduler.api.job import Job
+    from gpufleet.scheduler.state.ledger import Ledger
+
+
+class QueueAdmission:
+    """The admission rule over one ledger's queues (see the module doc)."""
+
+    def __init__(self, ledger: Ledger, non_preemptible_priority: int) -> None:
+        self.ledger = ledger
+        self.non_preemptible_priority = non_preemptible_priority
+
+    def blocked(self, job: Job, request: FloatArray, freed: FloatArray | None = None) -> Why | None:
+        """Why the job's queues cannot take ``request`` now (limit, quota), or None;
+        ``freed``: preemptible work of the job's own queue counted as gone (limit only)."""
+        tree, alloc, alloc_np = self.ledger.tree, self.ledger.alloc, self.ledger.alloc_np
+        for q in tree.paths[job.queue]:
+            spec = tree.queues[q]
+            used = alloc[q] if freed is None else alloc[q] - freed
+            over = used + request > spec.limit + EPS
+            if over.any():
+                return why(
+                    WhyCode.QUEUE_LIMIT,
+                    queue=q,
+                    resource=int(np.flatnonzero(over)[0]),
+                    limit=_values(spec.limit),
+                    in_use=_values(used),
+                    needs=_values(request),
+                    over=tuple(bool(o) for o in over),
+                )
+        if job.priority >= self.non_preemptible_priority:
+            for q in tree.paths[job.queue]:
+                spec = tree.queues[q]
+                mask = np.array(spec.quota_set)
+                over = mask & (alloc_np[q] + request > spec.quota + EPS)
+                if over.any():
+                    return why(
+                        WhyCode.QUOTA_NON_PREEMPTIBLE,
+                        priority=job.priority,
+                        queue=q,
+                        quota=_values(spec.quota),
+                        in_use=_values(alloc_np[q]),
+                        needs=_values(request),
+                        over=tuple(bool(o) for o in over),
+                    )
+        return None
+
+    def share_caps(self, job: Job, pods: Sequence[PodInfo], request: FloatArray) -> dict[str, int]:
+        """The most milli-GPU each share sized by GPU memory among ``pods`` may take.
+
+        Admission judged ``request``, the job at its pods' ``demand`` (the least share each
+        can take); on smaller GPUs a share is larger. What the limits of the job's queues
+        (and, for non-preemptible work, their GPU quotas) leave beyond ``request`` is split
+        evenly among those pods, so that the shares they take on their nodes keep within.
+        """
+        sized = [p for p in pods if p.spec.sized_by_memory]
+        if not sized:
+            return {}
+        tree, alloc, alloc_np = self.ledger.tree, self.ledger.alloc, self.ledger.alloc_np
+        room = np.inf
+        for q in tree.paths[job.queue]:
+            spec = tree.queues[q]
+            room = min(room, spec.limit[0] - alloc[q][0] - request[0])
+            if job.priority >= self.non_preemptible_priority and spec.quota_set[0]:
+                room = min(room, spec.quota[0] - alloc_np[q][0] - request[0])
+        if room == np.inf:
+            return {}
+        each = math.floor(max(room, 0.0) * MILLI / len(sized) + 1e-6)
+        return {p.key: p.demand_milli + each for p in sized}
+
+
+def _values(vector: FloatArray) -> tuple[float, ...]:
+    """A resource vector as a reason's fact (GPUs, milli-CPU, MiB)."""
+    return tuple(float(v) for v in vector)

@@ -1,0 +1,98 @@
+"""Consolidate: move preemptible pods to defragment, so that a job fits.
+
+Candidates are preemptible pods outside gangs and without ResourceClaims (a gang member is
+not moved: that would break the gang) that fit somewhere else on their own. A moved pod
+must be bound again elsewhere in the same cycle. Tried only when the job fits the cluster's
+total free capacity: moving pods creates no capacity, it only gathers it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from gpufleet.model.arrays import MILLI
+from gpufleet.scheduler.api.outcome import NoteCode, note
+from gpufleet.scheduler.room.protocols import always, moving
+
+if TYPE_CHECKING:
+    from collections.abc import Hashable
+
+    from gpufleet.model.arrays import BoolArray, FloatArray
+    from gpufleet.model.cluster import ClusterState
+    from gpufleet.scheduler.api.job import Job
+    from gpufleet.scheduler.room.protocols import Candidates, CycleView, SearchView
+
+NAME = "consolidate"
+
+
+@dataclass(frozen=True, slots=True)
+class Consolidate:
+    name: str = NAME
+    relocate: bool = True
+    victims: str = "preemptible pods"
+    needs_preemption: bool = False
+    fair_share_bound: bool = False
+
+    def candidates(self, search: SearchView, request: FloatArray) -> Candidates:
+        state = search.state
+        demands = [p.demand for p in search.job.core]
+        whole = sum(d.num_gpu for d in demands if not d.is_gpu_share)
+        free_whole = int(np.count_nonzero(state.gpu_free == MILLI))
+        if (
+            free_whole < whole
+            or state.gpu_free.sum() < sum(d.gpu_equivalent for d in demands) * MILLI
+            or state.cpu_free.sum() < request[1]
+            or state.memory_free.sum() < request[2]
+        ):
+            return None, note(NoteCode.BEYOND_FREE), always
+        return movable(search)[0], None, always
+
+    def freed(self, search: SearchView, mask: BoolArray) -> ClusterState:
+        return movable(search)[1]
+
+    def scope(self, job: Job) -> Hashable:
+        return None  # it moves any queue's pods, for a job of any queue
+
+    def epoch(self, cycle: CycleView) -> Hashable:
+        """What runs where is all it depends on: a failure lasts until capacity is freed
+        or new pods may be moved, across cycles."""
+        return cycle.consolidation_epoch()
+
+
+def movable(search: SearchView) -> tuple[BoolArray, ClusterState]:
+    """The pods consolidation may move (each fits somewhere on its own), and the state
+    with all of them gone. Kept for the consolidation epoch and the held nodes: within an
+    epoch capacity is only taken, so the pods that fit can only have become fewer and the
+    freed state stays an upper bound (the search checks each move itself)."""
+    cycle, pool = search.cycle, search.pool
+    held = search.held
+    key = (cycle.consolidation_epoch(), None if held is None else held.mask.tobytes())
+    known = cycle.movable
+    if known is None or known[0] != key:
+        candidates = pool.alive & pool.single & ~pool.claims
+        state = search.state
+        if state.divided_gpus:  # a pod on MIG slices or replicas stays: its charge would change
+            candidates &= state.gpu_unit[pool.node] == 1.0
+        mask = _relocatable_alone(search, candidates)
+        known = cycle.movable = (key, mask, pool.freed(search.state, mask))
+    return known[1], known[2]
+
+
+def _relocatable_alone(search: SearchView, mask: BoolArray) -> BoolArray:
+    """The pods of ``mask`` that fit somewhere now, each on its own (a pod that does not
+    can never be moved; the search need not consider it). Its own node counts: a
+    shared-GPU pod may move to another GPU of it."""
+    pool, state, framework = search.pool, search.state, search.framework
+    keep = mask.copy()
+    fits: dict[Hashable, bool] = {}
+    for i in np.flatnonzero(mask):
+        spec = moving(pool.items[i])
+        anywhere = fits.get(spec.request_key)
+        if anywhere is None:
+            anywhere = bool(framework.run_filters(state, spec, search.held).nodes.size)
+            fits[spec.request_key] = anywhere
+        keep[i] = anywhere
+    return keep

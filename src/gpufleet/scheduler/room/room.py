@@ -1,0 +1,140 @@
+"""Making room for a job that does not fit: the profile's actions, in order, with a memo of
+their failures.
+
+Each action (``scheduler/room/``) is a rule for who may be a victim; the search is the
+one :class:`~gpufleet.scheduler.room.victims.VictimSearch`. Where the search looks is the
+topology rule's (``rules.py``): gpufleet's looks for a gang with a topology annotation
+inside the largest domains of its level (and anywhere, if the level is only preferred), for
+others anywhere off the held nodes.
+
+A search that failed for a job of the same shape fails again as long as its action's
+*epoch* has not changed (:meth:`~gpufleet.scheduler.room.victims.RoomAction.epoch`): later
+bindings only take capacity, and pods bound in this cycle are never victims. So the many
+identical jobs of a saturated cluster cost one search, not one each (KAI skips such jobs
+alike). An action that could not make room even by evicting every pod it may is not
+searched for at all (:meth:`~gpufleet.scheduler.room.victims.VictimSearch.hopeless`) — in no
+topology domain.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from gpufleet.model.values import frozen_map
+from gpufleet.scheduler.api.outcome import SEARCH_CODES
+from gpufleet.scheduler.room.victims import VictimSearch
+
+if TYPE_CHECKING:
+    from collections.abc import Hashable, Sequence
+
+    from gpufleet.framework.runtime import Held
+    from gpufleet.model.arrays import FloatArray
+    from gpufleet.scheduler.api.job import Job
+    from gpufleet.scheduler.api.outcome import Note
+    from gpufleet.scheduler.placement.rules import TopologyRule
+    from gpufleet.scheduler.room.protocols import CycleView, Plan, RoomAction
+
+
+class Room:
+    """The actions a cycle may take to make room, and what they failed at."""
+
+    def __init__(self, actions: Sequence[RoomAction], topology: TopologyRule) -> None:
+        self.actions = tuple(actions)
+        self.topology = topology
+        self.failures: dict[tuple[str, Hashable], tuple[Hashable, Note]] = {}
+        """Searches that failed, by action and shape, with the epoch they failed in and
+        what they found (its action set)."""
+
+    @property
+    def watches_fair_share(self) -> bool:
+        """Whether an action's failures end when a queue goes above its fair share."""
+        return any(a.fair_share_bound for a in self.actions)
+
+    def forget_stale(self, epoch: Hashable) -> None:
+        """A cycle starts: only failures of the current ``epoch`` can still hold."""
+        self.failures = {k: v for k, v in self.failures.items() if v[0] == epoch}
+
+    def make(
+        self, cycle: CycleView, job: Job, request: FloatArray, notes: list[Note], held: Held | None
+    ) -> Plan | None:
+        """The first action that makes room for ``job`` off ``held``, or None (notes say
+        why not)."""
+        actions = self.possible(cycle, job, request, notes, held)
+        if not actions:
+            return None
+        scopes = self.topology.room_scopes(cycle.state, cycle.groups.get(job.key), held)
+        for (domain, anywhere), inside in scopes:
+            tried: list[Note] = []
+            plan = self._within(cycle, job, request, tried, actions=actions, held=inside)
+            notes.extend(replace(n, domain=domain, anywhere=anywhere) for n in tried)
+            if plan is not None:
+                return plan
+        return None
+
+    def possible(
+        self, cycle: CycleView, job: Job, request: FloatArray, notes: list[Note], held: Held | None
+    ) -> list[RoomAction]:
+        """The actions that might make room for ``job`` (the others' reasons go to notes)."""
+        search = VictimSearch(cycle, job, held)
+        out: list[RoomAction] = []
+        for action in self.actions:
+            shape = self._shape(job, action, held)
+            note = self._failure(cycle, action, shape)
+            if note is None and (found := search.hopeless(action, request)) is not None:
+                note = as_action(action, found)
+                self.failures[action.name, shape] = (action.epoch(cycle), note)
+            if note is None:
+                out.append(action)
+            else:
+                notes.append(note)
+        return out
+
+    def _within(
+        self,
+        cycle: CycleView,
+        job: Job,
+        request: FloatArray,
+        notes: list[Note],
+        *,
+        actions: list[RoomAction],
+        held: Held | None,
+    ) -> Plan | None:
+        search = VictimSearch(cycle, job, held)
+        for action in actions:
+            shape = self._shape(job, action, held)
+            known = self._failure(cycle, action, shape)
+            if known is not None:
+                notes.append(known)
+                continue
+            plan, found = search.run(action, request)
+            note = as_action(action, found)
+            notes.append(note)
+            if plan is not None:
+                return plan
+            self.failures[action.name, shape] = (action.epoch(cycle), note)
+        return None
+
+    @staticmethod
+    def _shape(job: Job, action: RoomAction, held: Held | None) -> Hashable:
+        """What ``action``'s search for ``job`` depends on besides the epoch."""
+        return (
+            action.scope(job),
+            tuple(p.spec.request_key for p in job.core),
+            tuple(k for p in job.core for k in p.claims),
+            None if held is None else held.mask.tobytes(),
+        )
+
+    def _failure(self, cycle: CycleView, action: RoomAction, shape: Hashable) -> Note | None:
+        """Why ``action`` failed for a job of ``shape`` in this epoch, if it did."""
+        known = self.failures.get((action.name, shape))
+        return known[1] if known is not None and known[0] == action.epoch(cycle) else None
+
+
+def as_action(action: RoomAction, found: Note) -> Note:
+    """``found`` as ``action``'s: its name and, for the search's own outcomes, its words for
+    its victims."""
+    if found.code not in SEARCH_CODES:
+        return replace(found, action=action.name)
+    facts = frozen_map({**found.facts, "victims": action.victims, "moves": action.relocate})
+    return replace(found, action=action.name, facts=facts)

@@ -1,0 +1,129 @@
+"""Preemption under a queue's limit: a job whose queue is at its limit takes the place of
+lower-priority work of that same queue.
+
+KAI Scheduler and Volcano both do this (KAI's docs/priority example: a ``build`` pod of a
+queue at its GPU limit preempts the queue's running ``train`` pod; Volcano's preempt action
+evicts within a queue whatever its capability). Without it a queue at its limit would run its
+low-priority work to the end while its urgent work waits.
+
+The victims are what the preempt action may take (``room/preempt.py``): preemptible pods
+of the job's own queue, of lower priority than the job, past the queue's
+``preemptMinRuntime``, never a pod bound in this cycle; a gang with no pod to spare goes
+whole. They are chosen cheapest first (the victim search's order: lowest priority, whole
+GPUs before shares, newest, fewest pods) until what they hold brings every queue on the
+job's path back under its limit with the job counted, and then the costliest of them that
+are not needed for that are reprieved. The job must then be admitted (a non-preemptible job
+still within its quota) and fit the cluster with those victims gone; otherwise nothing is
+evicted and the job waits at its limit.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from gpufleet.model.workload import request_vector, vector
+from gpufleet.scheduler.api.transaction import Transaction
+from gpufleet.scheduler.room.protocols import Plan
+from gpufleet.scheduler.state.fairshare import EPS
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
+    from gpufleet.framework.runtime import Held
+    from gpufleet.model.arrays import FloatArray
+    from gpufleet.scheduler.api.job import Job
+    from gpufleet.scheduler.api.transaction import Running
+    from gpufleet.scheduler.placement.topology import Failure
+    from gpufleet.scheduler.queues.rules import AdmissionRule
+    from gpufleet.scheduler.room.protocols import Unit
+    from gpufleet.scheduler.room.victims import VictimSearch
+    from gpufleet.scheduler.state.fairshare import QueueTree
+
+NAME = "preempt"
+"""Evictions under the limit are preemptions, as KAI and Volcano report them."""
+
+
+def over_limit(
+    job: Job, request: FloatArray, alloc: Mapping[str, FloatArray], tree: QueueTree
+) -> FloatArray:
+    """What the job's queues hold beyond their limits with ``request`` counted (per resource,
+    the most over any queue on its path; 0 where none is over)."""
+    over = vector()
+    for q in tree.paths[job.queue]:
+        np.maximum(over, alloc[q] + request - tree.queues[q].limit, out=over)
+    return over
+
+
+def preempt_under_limit(
+    search: VictimSearch,
+    request: FloatArray,
+    *,
+    admission: AdmissionRule,
+    alloc: Mapping[str, FloatArray],
+    place_core: Callable[[Job, Transaction, Held | None], Failure | None],
+) -> Plan | None:
+    """A plan that evicts lower-priority work of the job's queue so that the job fits under
+    its queues' limits and in the cluster (the module's rule), or None. The job is one its
+    queue's limit holds back (the caller's to know)."""
+    cycle, job = search.cycle, search.job
+    if not job.can_preempt:
+        return None
+    need = over_limit(job, request, alloc, cycle.tree)
+    pool = cycle.pool
+    mask = (
+        pool.alive & pool.in_queues([job.queue]) & (pool.priority < job.priority) & pool.preempt_ok
+    )
+    candidates = [
+        pool.items[i] for i in np.flatnonzero(mask) if pool.items[i].pod.key not in cycle.bound_now
+    ]
+    allowed = {r.pod.key for r in candidates}
+    chosen = _cover(search, candidates, allowed, need)
+    if chosen is None:
+        return None
+    taken = [r for unit in chosen for r in unit]
+    freed = sum((request_vector(r.spec) for r in taken), vector())
+    freed = freed + cycle.claims_freed([r.pod for r in taken])
+    if admission.blocked(job, request, freed) is not None:
+        return None
+    txn = Transaction(cycle.state)
+    for r in taken:
+        search.evict(txn, r)
+    if place_core(job, txn, search.held) is not None:
+        txn.rollback()
+        return None
+    return Plan(NAME, tuple(taken), tuple(txn.reserved()))
+
+
+def _cover(
+    search: VictimSearch, candidates: Sequence[Running], allowed: set[str], need: FloatArray
+) -> list[Unit] | None:
+    """The cheapest units of victims whose requests add up to ``need``, or None."""
+
+    def covered(units: list[Unit]) -> bool:
+        held = sum((request_vector(r.spec) for u in units for r in u), vector())
+        return bool(np.all(held + EPS >= need))
+
+    chosen: list[Unit] = []
+    taken: list[Running] = []
+    for r in sorted(candidates, key=lambda r: search.cost(search.unit(r, []))):
+        if any(t.pod.key == r.pod.key for t in taken):
+            continue
+        unit = search.unit(r, taken)
+        if not all(m.pod.key in allowed for m in unit):
+            continue
+        chosen.append(unit)
+        taken.extend(unit)
+        if covered(chosen):
+            break
+    else:
+        return None
+    for unit in sorted(chosen[:-1], key=search.cost, reverse=True):
+        gang = unit[0].pod.gang
+        if any(u is not unit and u[0].pod.gang == gang for u in chosen):
+            continue  # the units of one gang were judged together: keep them together
+        rest = [u for u in chosen if u is not unit]
+        if covered(rest):
+            chosen = rest
+    return chosen

@@ -1,0 +1,204 @@
+"""What the cluster cache holds on a cycle's word until events confirm it.
+
+kube-scheduler's cache *assumes* a binding the moment a cycle decides it, so that the next
+cycle does not give the same GPUs away while the bind is on its way. The cache
+(:mod:`gpufleet.scheduler.state.cache`) keeps here, per assumed pod, its deadline and where the
+cycle put it (so that a rebuilt ledger binds it there again); per evicted pod, the assumed
+bindings of the plan that evicted it (dropped with the plan if the eviction is refused);
+and the claim allocations cycles made that no ResourceClaim event shows yet
+(:class:`Assumptions`); and the cache's operations on them — assume, forget, keep, expire
+(:class:`AssumedBindings`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from gpufleet.model.devices import DeviceAllocation
+    from gpufleet.model.workload import PodInfo
+    from gpufleet.scheduler.api.outcome import CycleResult
+    from gpufleet.scheduler.api.transaction import Running
+    from gpufleet.scheduler.state.ledger import Ledger
+
+
+class Assumptions:
+    """Deadlines and placements of assumed pods, plans of evictions, carried claims."""
+
+    def __init__(self, ttl_s: float) -> None:
+        self.ttl_s = ttl_s
+        self.deadline: dict[str, float] = {}
+        """Pods a cycle bound that no event confirmed yet: their deadline."""
+        self.placed: dict[str, tuple[PodInfo, str, tuple[int, ...]]] = {}
+        """Assumed pods as the cycle placed them: the pod (its start), node, GPUs."""
+        self.plans: dict[str, tuple[str, ...]] = {}
+        """Per evicted pod: the assumed bindings of the plan that evicted it."""
+        self.carried: dict[str, DeviceAllocation] = {}
+        """Claim allocations cycles decided that no ResourceClaim event shows yet."""
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.deadline
+
+    def record(
+        self,
+        result: CycleResult,
+        now: float,
+        ledger: Ledger,
+        gang_of: Callable[[str], str],
+        node_of: Callable[[str], str | None],
+    ) -> None:
+        """``result``'s bindings (already held on ``ledger``) are assumed from ``now``; each
+        eviction remembers the bindings that count on it: its plan (its job's pods, and
+        moved pods) and any binding pipelined onto its node — a later job of the cycle may
+        have been placed on the capacity it frees."""
+        moved = {e.pod for e in result.evictions if e.action == "consolidate"}
+        for eviction in result.evictions:
+            self.settle(eviction.pod)
+            node = node_of(eviction.pod)
+            self.plans[eviction.pod] = tuple(
+                b.pod
+                for b in result.bindings
+                if b.pod in moved
+                or gang_of(b.pod) == eviction.for_
+                or (b.pipelined and b.node == node)
+            )
+        names, book = ledger.state.names, ledger.book
+        for binding in result.bindings:
+            self.deadline[binding.pod] = now + self.ttl_s
+            running = ledger.running.get(binding.pod)
+            if running is None:
+                continue
+            pod = running.pod
+            self.placed[binding.pod] = (pod, names[running.node], running.gpus)
+            for claim in pod.claims:
+                if claim in book.allocations and claim not in self.carried:
+                    self.carried[claim] = book.allocations[claim]
+
+    def settle(self, key: str) -> None:
+        """Pod ``key`` is assumed no more (confirmed, forgotten, evicted or deleted)."""
+        self.deadline.pop(key, None)
+        self.placed.pop(key, None)
+
+    def late(self, now: float) -> list[str]:
+        """The assumed pods past their deadline, by key."""
+        return sorted(k for k, d in self.deadline.items() if d <= now)
+
+    def bound(self) -> list[PodInfo]:
+        """The assumed pods where they were placed (what a rebuilt ledger binds)."""
+        placed = (self.placed[k] for k in sorted(self.deadline) if k in self.placed)
+        return [replace(pod, node=node, gpus=gpus) for pod, node, gpus in placed]
+
+    def allocations(self, shown: Mapping[str, DeviceAllocation]) -> dict[str, DeviceAllocation]:
+        """``shown`` (the claims' objects), with the carried allocations under it."""
+        return {**self.carried, **shown}
+
+
+class _Cache(Protocol):
+    """What the binding operations read and change of the cluster cache."""
+
+    _assumed: Assumptions
+    evicted: set[str]
+    leaving: set[str]
+    _ledger: Ledger | None
+    _joining: dict[str, Running]
+
+    @property
+    def pods(self) -> Mapping[str, PodInfo]: ...
+    @property
+    def assumed(self) -> Mapping[str, float]: ...
+    def ledger(self) -> Ledger: ...
+    def forget(self, key: str) -> None: ...
+    def _touch(self, key: str) -> None: ...
+    def _start(self, pod: PodInfo) -> None: ...
+    def _stop(self, key: str) -> None: ...
+
+
+class AssumedBindings:
+    """The cluster cache's binding operations, as kube-scheduler's cache has them: assume
+    a cycle's result, forget a bind that failed or timed out, keep a victim whose eviction
+    was refused (mixed into :class:`~gpufleet.scheduler.state.cache.ClusterCache`, whose pods and
+    ledger they change)."""
+
+    @property
+    def assumed(self: _Cache) -> Mapping[str, float]:
+        """Pods a cycle bound that no event confirmed yet, with their deadlines."""
+        return self._assumed.deadline
+
+    def assume(self: _Cache, result: CycleResult, now: float) -> None:
+        """Hold what a session's ``result`` decided until events confirm it: its bindings
+        count as running (with a deadline of the cache's ``assumed_ttl_s`` from ``now``),
+        its evictions as gone. A session that assumes calls this itself."""
+        ledger = self.ledger()
+        pods = self.pods
+
+        def gang_of(key: str) -> str:
+            pod = pods.get(key)
+            return key if pod is None else pod.gang
+
+        def node_of(key: str) -> str | None:
+            pod = pods.get(key)
+            return None if pod is None else pod.node
+
+        self._assumed.record(result, now, ledger, gang_of, node_of)
+        for eviction in result.evictions:
+            self.evicted.add(eviction.pod)
+            self._touch(eviction.pod)
+        for binding in result.bindings:
+            self._touch(binding.pod)
+            self.evicted.discard(binding.pod)
+            running = ledger.running.get(binding.pod)
+            if running is not None and ledger.evictable(running.pod):
+                self._joining[binding.pod] = running  # a possible victim of later cycles
+
+    def forget(self: _Cache, key: str) -> None:
+        """The bind of assumed pod ``key`` failed: give its capacity back; it is pending
+        again (as its object in the cache says)."""
+        if key not in self.assumed:
+            return
+        self._assumed.settle(key)
+        self._touch(key)
+        ledger = self._ledger
+        if ledger is not None and key in ledger.running:
+            self._stop(key)
+            pod = self.pods.get(key)
+            if pod is not None and pod.bound:
+                self._start(pod)
+
+    def keep(self: _Cache, key: str) -> None:
+        """The eviction of ``key`` was refused (a disruption budget): the plan that evicted
+        it is dropped — its assumed bindings forgotten — and the pod counts again."""
+        if key not in self.evicted:
+            return
+        for planned in self._assumed.plans.pop(key, ()):
+            self.forget(planned)
+        self.evicted.discard(key)
+        self._touch(key)
+        pod = self.pods.get(key)
+        ledger = self._ledger
+        if ledger is not None and pod is not None and pod.bound and key not in ledger.running:
+            self._start(pod)
+
+    def terminating(self: _Cache, key: str) -> None:
+        """The eviction of ``key`` was accepted: until the pod's deletion is seen it holds
+        its capacity again — a live pod terminates for a while, and its GPUs are not free
+        before it is gone (kube-scheduler counts terminating pods) — and it is no victim
+        of later cycles. The replay, whose evictions are deletions, never calls this."""
+        if key not in self.evicted:
+            return
+        self.evicted.discard(key)
+        self.leaving.add(key)
+        self._touch(key)
+        pod = self.pods.get(key)
+        ledger = self._ledger
+        if ledger is not None and pod is not None and pod.bound and key not in ledger.running:
+            self._start(pod)
+
+    def expire(self: _Cache, now: float) -> list[str]:
+        """Forget the assumed pods past their deadline (their bind was never seen)."""
+        late = self._assumed.late(now)
+        for key in late:
+            self.forget(key)
+        return late

@@ -1,0 +1,414 @@
+"""The cluster cache: every object the scheduler reads, kept up to date by events.
+
+One cache serves every edge: a watch stream applies the API server's events to it (live),
+the replay applies arrivals and completions, and a what-if applies every object of a
+snapshot to an empty cache. :meth:`ClusterCache.apply` takes one :class:`Event` — ``ADDED``,
+``MODIFIED`` or ``DELETED``, as a watch reports them — of an object already translated to
+gpufleet's model (``load/`` and, live, ``kube/`` translate one object at a time).
+
+What an event changes:
+
+* a **pod** changes only its own node's row of the cluster state and the queues on its
+  path (:class:`~gpufleet.scheduler.state.ledger.Ledger`), and the victim pool;
+* a **node**'s labels or taints change its row of the label index; a node joining, leaving
+  or changing its capacity, a **queue**, the **topology** and the **DRA** objects rebuild
+  the ledger from the objects at the next session (they are rare; the rebuild is
+  O(nodes + pods));
+* every event bumps its kind's generation (:attr:`ClusterCache.generations`), so that
+  what a scheduler memoised about one kind is dropped exactly when that kind changed.
+
+Bindings follow kube-scheduler's cache: a binding a cycle decided is **assumed** at once
+(the pod holds its capacity from the decision on), **confirmed** when the pod is seen bound
+(an event with its ``nodeName``), and **forgotten** — its capacity given back, the pod
+pending again — when the bind fails (:meth:`ClusterCache.forget`) or when it was not
+confirmed within its time to live (:meth:`ClusterCache.expire`). Evictions alike: a victim
+stops counting when a cycle evicts it, and counts again if the eviction is refused
+(:meth:`ClusterCache.keep`).
+
+A cycle runs on a session (:mod:`gpufleet.scheduler.cycle.session`) over the cache. A scheduler
+that keeps its pending jobs from one cycle to the next reads only the gangs whose pending
+job changed (:meth:`ClusterCache.pending_changes`, :meth:`ClusterCache.pending_of`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+from gpufleet.model.selectors import Taint
+from gpufleet.model.volumes import Storage
+from gpufleet.model.workload import GroupSpec, PodInfo, Snapshot
+from gpufleet.scheduler.api.transaction import Running
+from gpufleet.scheduler.state.assumed import AssumedBindings, Assumptions
+from gpufleet.scheduler.state.changes import KINDS, STORAGE_KINDS, ClaimObject, Event, object_key
+from gpufleet.scheduler.state.ledger import Ledger, SnapshotError, ledger_order
+from gpufleet.scheduler.state.pending import PendingPods
+from gpufleet.scheduler.state.pool import VictimPool
+from gpufleet.scheduler.state.shapes import Policies, WorkloadShapes
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+
+    import numpy as np
+
+    from gpufleet.framework.runtime import Framework
+    from gpufleet.model.cluster import ClusterState, NodeSpec
+    from gpufleet.model.pod import PodSpec
+    from gpufleet.scheduler.state.changes import CacheObject
+
+CONFLICT_TAINT = Taint("gpufleet.io/conflict", "", "NoSchedule")
+"""What fences a node whose bound pods contradict each other (a cache that is not strict)."""
+
+P = TypeVar("P", bound=Policies)
+"""What the edge composed: at least the plugins and policies the cache builds frameworks of."""
+
+ASSUMED_TTL_S = 30.0
+"""kube-scheduler's default: an assumed pod not confirmed this long after it was assumed
+is forgotten."""
+
+
+class ClusterCache(AssumedBindings, Generic[P]):
+    """Objects by kind, the ledger of what runs, assumed bindings (see the module doc).
+
+    ``non_preemptible_priority`` decides which running pods count as non-preemptible in
+    queue accounting; ``workload`` is the pods FGD's fragmentation is measured against
+    (default: the pods in the cache when a session starts); ``components`` what the edge
+    composed (the plugins, policies, actions and rules, :class:`Policies` at least): the
+    cache builds the policies' frameworks from it and carries it to the sessions opened on
+    it.
+    """
+
+    def __init__(
+        self,
+        non_preemptible_priority: int,
+        *,
+        components: P,
+        workload: Sequence[PodSpec] | None = None,
+        assumed_ttl_s: float = ASSUMED_TTL_S,
+        strict: bool = True,
+    ) -> None:
+        self.non_preemptible_priority = non_preemptible_priority
+        self.strict = strict
+        """A cluster that contradicts itself (bound pods over-commit a node) raises
+        :class:`SnapshotError` (a snapshot is refused). Not strict (a live cluster): the pod
+        that does not fit is left out of the accounting, recorded in :attr:`conflicts`, and
+        its node is fenced (tainted ``gpufleet.io/conflict``) so that nothing more is
+        placed there until the pods' objects agree again."""
+        self.conflicts: dict[str, str] = {}
+        """Not strict: bound pods that contradict their node's other pods, with why."""
+        self._fenced: set[str] = set()
+        self.components = components
+        self.workload = tuple(workload) if workload is not None else None
+        self.assumed_ttl_s = assumed_ttl_s
+        self.objects: dict[str, dict[str, CacheObject]] = {kind: {} for kind in KINDS}
+        self.generations: dict[str, int] = dict.fromkeys(KINDS, 0)
+        """Per kind: bumped by every event of that kind."""
+        self._assumed = Assumptions(assumed_ttl_s)
+        self.evicted: set[str] = set()
+        """Pods a cycle evicted that are still in the cache (until their deletion)."""
+        self.leaving: set[str] = set()
+        """Evicted pods whose eviction the API server accepted: they hold their capacity
+        until their deletion is seen (as kube-scheduler counts terminating pods), and are
+        no victims meanwhile (:meth:`AssumedBindings.terminating`)."""
+        self._ledger: Ledger | None = None
+        self._pool: VictimPool | None = None
+        self._shapes = WorkloadShapes(workload)
+        self._pending = PendingPods()
+        """gpufleet's pods that no event shows bound (pending, or assumed by a cycle)."""
+        self._joining: dict[str, Running] = {}
+        """Pods that became possible victims since the pool was last read (the pool
+        takes them in one step: growing its arrays costs as much for one as for many)."""
+
+    # -- reading ------------------------------------------------------------------------
+
+    def get(self, kind: str, key: str) -> CacheObject | None:
+        return self.objects[kind].get(key)
+
+    @property
+    def pods(self) -> Mapping[str, PodInfo]:
+        return self.objects["Pod"]  # type: ignore[return-value]
+
+    def snapshot(self) -> Snapshot:
+        """The cache's objects as a snapshot (sorted by key): what a cache built from
+        scratch from the same objects holds."""
+
+        def values(kind: str) -> list[CacheObject]:
+            return [v for _, v in sorted(self.objects[kind].items())]
+
+        topology = values("Topology")
+        claims: list[ClaimObject] = values("ResourceClaim")  # type: ignore[assignment]
+        return Snapshot(
+            tuple(values("Node")),  # type: ignore[arg-type]
+            tuple(values("Pod")),  # type: ignore[arg-type]
+            tuple(values("PodGroup")),  # type: ignore[arg-type]
+            tuple(values("Queue")),  # type: ignore[arg-type]
+            topology[0].levels if topology else (),  # type: ignore[union-attr]
+            tuple(values("DeviceClass")),  # type: ignore[arg-type]
+            tuple(values("ResourcePool")),  # type: ignore[arg-type]
+            tuple(c.claim for c in claims),
+            {c.claim.key: c.allocation for c in claims if c.allocation is not None},
+            Storage(*(tuple(values(kind)) for kind in STORAGE_KINDS)),  # type: ignore[arg-type]
+            {n.name: n.labels for n in values("Namespace")},  # type: ignore[union-attr]
+        )
+
+    # -- events -------------------------------------------------------------------------
+
+    def apply(self, event: Event) -> None:
+        """Apply one watch event (see the module doc for what each kind changes)."""
+        if event.kind not in self.objects:
+            raise ValueError(f"the cluster cache does not keep {event.kind} objects")
+        store = self.objects[event.kind]
+        key = object_key(event.obj)
+        old = store.get(key)
+        new = None if event.type == "DELETED" else event.obj
+        if old is None and new is None:
+            return  # the deletion of an object the cache never saw changes nothing
+        if new is None:
+            store.pop(key, None)
+        else:
+            store[key] = new
+        self.generations[event.kind] += 1
+        if event.kind == "Pod":
+            self._pod(key, old, new)  # type: ignore[arg-type]
+        elif event.kind == "Node":
+            self._node(old, new)  # type: ignore[arg-type]
+        elif event.kind == "PodGroup":
+            self._group(key, new)  # type: ignore[arg-type]
+        else:
+            if event.kind == "ResourceClaim":
+                self._assumed.carried.pop(key, None)  # the object says how it is allocated
+            self._invalidate()
+
+    def apply_all(self, events: Iterable[Event]) -> None:
+        for event in events:
+            self.apply(event)
+
+    def _invalidate(self) -> None:
+        """The ledger is rebuilt from the objects at the next session."""
+        self._ledger = self._pool = None
+        self._joining.clear()
+
+    def _node(self, old: NodeSpec | None, new: NodeSpec | None) -> None:
+        ledger = self._ledger
+        if ledger is None or old is None or new is None or old.capacity_key != new.capacity_key:
+            self._invalidate()
+            return
+        row = ledger.node_index[new.name]
+        for state in (ledger.state, ledger.empty):
+            state.node_labels.set_node(row, new.labels, new.taints)
+            state.generation[row] += 1
+            state.changes += 1
+        ledger.released += 1  # pods that did not fit there may now: their failures end
+
+    def _group(self, key: str, new: GroupSpec | None) -> None:
+        self._pending.touch(key)
+        if self._ledger is None:
+            return
+        if new is None:
+            self._ledger.drop_group(key)
+        else:
+            self._ledger.set_group(new)
+
+    def _pod(self, key: str, old: PodInfo | None, new: PodInfo | None) -> None:
+        self._shapes.count(old, new)
+        self._pending.index(key, old, new)
+        if self.conflicts and self._fenced & {p.node for p in (old, new) if p is not None}:
+            self._invalidate()  # a pod of a fenced node changed: the rebuild judges it again
+            return
+        if new is None or new.claims or (old is not None and old.claims):
+            self._claims_pod(key, new)
+            return
+        if key in self.evicted:
+            if new.bound:
+                return  # on its way out: it stopped counting when it was evicted
+            self.evicted.discard(key)
+        ledger = self._ledger
+        if ledger is None:
+            if new.bound:
+                self._assumed.settle(key)
+            return
+        running = ledger.running.get(key)
+        if running is not None:
+            if key in self.assumed:
+                if not new.bound:
+                    return  # the bind is on its way
+                self._assumed.settle(key)  # seen bound: where the cycle put it, or elsewhere
+            if new.bound and self._same(running, new):
+                return
+            self._stop(key)
+        if new.bound:
+            self._start(new)
+
+    def _same(self, running: Running, new: PodInfo) -> bool:
+        """Whether bound ``new`` is where ``running`` runs and asks its queue for the same:
+        then only its record changes (its start time kept if the event has none);
+        otherwise the caller stops and starts it."""
+        ledger = self.ledger()
+        old = running.pod
+        if new.node != ledger.state.names[running.node] or (new.gpus and new.gpus != running.gpus):
+            return False
+        if (old.spec, old.queue, old.priority, old.group, old.managed) != (
+            new.spec,
+            new.queue,
+            new.priority,
+            new.group,
+            new.managed,
+        ):
+            return False
+        pod = new if new.started is not None else replace(new, started=old.started)
+        kept = Running(pod, running.node, running.gpus, running.spec)
+        ledger.running[new.key] = kept
+        if new.key in self._joining:
+            self._joining[new.key] = kept
+        elif self._pool is not None:
+            self._pool.update(kept)
+        return True
+
+    def _touch(self, key: str) -> None:
+        """Pod ``key`` started or stopped counting: its gang's pending job changes (which
+        pods wait, how many of the gang run)."""
+        pod = self.pods.get(key)
+        if pod is not None:
+            self._pending.touch(pod.gang)
+
+    def _claims_pod(self, key: str, new: PodInfo | None) -> None:
+        """Pod ``key`` was deleted, or it (or what it was) uses ResourceClaims: a deleted
+        pod stops counting; a pod with claims rebuilds the ledger (claims change what the
+        book has allocated), keeping what cycles assumed."""
+        self.evicted.discard(key)
+        if new is None:
+            self.leaving.discard(key)
+            self._assumed.settle(key)
+            if self._ledger is not None and key in self._ledger.running:
+                self._stop(key)
+            return
+        if new.bound:
+            self._assumed.settle(key)  # seen bound
+        self._invalidate()
+
+    def _start(self, pod: PodInfo) -> None:
+        """Bound ``pod`` takes its capacity (a pod on a node the cache has not seen yet
+        takes it when the node arrives: a node joining rebuilds the ledger). Pods on its
+        node whose GPUs were guessed (their objects name none) give way to a pod whose
+        object names them, and take others."""
+        ledger = self._ledger
+        assert ledger is not None
+        if pod.node not in ledger.node_index:
+            return
+        try:
+            stopped, started = ledger.bind_naming(pod)
+        except SnapshotError as error:
+            if not self.strict:
+                self._conflict(ledger, pod, error)
+                return
+            self._invalidate()  # the cluster contradicts itself: the rebuild says where
+            raise
+        for gone in stopped:
+            self._pool_drop(gone.pod.key)
+        for running in started:
+            if ledger.evictable(running.pod) and running.pod.key not in self.leaving:
+                self._joining[running.pod.key] = running
+
+    def _conflict(self, ledger: Ledger, pod: PodInfo, error: SnapshotError) -> None:
+        """Not strict: ``pod`` contradicts its node; fence the node (see :attr:`strict`)."""
+        self.conflicts[pod.key] = str(error)
+        self._fenced.add(pod.node or "")
+        row = ledger.node_index[pod.node or ""]
+        node: NodeSpec = self.objects["Node"][pod.node or ""]  # type: ignore[assignment]
+        for state in (ledger.state, ledger.empty):
+            state.node_labels.set_node(row, node.labels, (*node.taints, CONFLICT_TAINT))
+            state.generation[row] += 1
+            state.changes += 1
+
+    def _stop(self, key: str) -> None:
+        ledger = self._ledger
+        assert ledger is not None
+        ledger.finish(key)
+        self._pool_drop(key)
+
+    def _pool_drop(self, key: str) -> None:
+        assert self._pool is not None
+        self._pool.discard(key)
+        self._joining.pop(key, None)
+
+    # -- sessions -----------------------------------------------------------------------
+
+    def ledger(self) -> Ledger:
+        """The ledger of the cache's objects, built anew if a change invalidated it."""
+        if self._ledger is None:
+            self._build()
+        assert self._ledger is not None
+        return self._ledger
+
+    def pool(self) -> VictimPool:
+        """The running pods that may be evicted, as the victim search reads them."""
+        self.ledger()
+        assert self._pool is not None
+        if self._joining:
+            self._pool.add(sorted(self._joining.values(), key=lambda r: r.pod.key))
+            self._joining.clear()
+        return self._pool
+
+    def framework(
+        self, policy: str, state: ClusterState, rng: np.random.Generator
+    ) -> Framework | None:
+        """The policy's plugins for FGD's workload (``scheduler/state/shapes.py``)."""
+        return self._shapes.framework(self.components, policy, state, rng)
+
+    @property
+    def framework_version(self) -> int:
+        """Bumped whenever :meth:`framework` may answer otherwise than it did."""
+        return self._shapes.version
+
+    def unchanged(self, ledger: Ledger, framework_version: int) -> bool:
+        """Whether a reader that last saw ``ledger`` (and :attr:`framework_version`) and
+        read :meth:`pending_changes` would find nothing new: the same ledger and plugins,
+        no gang changed since."""
+        return (
+            ledger is self._ledger
+            and framework_version == self._shapes.version
+            and not self._pending.changed
+        )
+
+    def _build(self) -> None:
+        self._pending.forget_changes()  # who keeps pending jobs reads them from a new ledger
+        snap = self.snapshot()
+        # Claims that cycles allocated and no ResourceClaim event shows yet stay allocated.
+        snap = replace(snap, allocations=self._assumed.allocations(snap.allocations))
+        ledger = Ledger.of(snap, self.non_preemptible_priority)
+        bound = [p for p in snap.pods if p.bound and p.key not in self.evicted]
+        bound += self._assumed.bound()
+        known = [p for p in bound if p.node in ledger.node_index]
+        self.conflicts.clear()
+        self._fenced.clear()
+        if self.strict:
+            ledger.bind_all(known)
+        else:
+            for pod in ledger_order(known):
+                try:
+                    ledger.bind(pod)
+                except SnapshotError as error:
+                    self._conflict(ledger, pod, error)
+        self._ledger = ledger
+        self._pool = VictimPool.of(ledger, 0.0)
+        for key in self.leaving:
+            self._pool.discard(key)
+
+    def workload_specs(self) -> list[PodSpec]:
+        """The pods FGD measures fragmentation against (see the class doc)."""
+        return self._shapes.specs()
+
+    def pending(self) -> list[PodInfo]:
+        """Pods waiting to be scheduled (gpufleet's, not bound, not assumed), by key."""
+        return self._pending.waiting(self.ledger().running)
+
+    def pending_of(self, gang: str) -> list[PodInfo]:
+        """The pods of ``gang`` (a PodGroup's key, or a pod's own) that wait, as
+        :meth:`pending` has them."""
+        return self._pending.waiting_of(gang, self.ledger().running)
+
+    def pending_changes(self) -> list[str]:
+        """The gangs whose pending job may have changed since the last call, in the order of
+        the changes (see ``scheduler/state/pending.py``); after a rebuild of the ledger (see
+        :meth:`ledger`) a scheduler reads every pending pod anew."""
+        return self._pending.changes()

@@ -1,0 +1,142 @@
+"""Consolidate (``scheduler/room/consolidate.py``): move preemptible pods outside gangs
+and without claims, each of which fits somewhere else on its own, so that a job fits — tried
+only when the job fits the cluster's total free capacity, since moving creates none."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpufleet.framework.runtime import Held
+from gpufleet.model.workload import GroupSpec, PodInfo, pods_request
+from gpufleet.report.reasons import note_text, note_words
+from gpufleet.scheduler.api.outcome import NoteCode, note
+from gpufleet.scheduler.cycle.cycle import Cycle
+from gpufleet.scheduler.room.consolidate import Consolidate, movable
+from gpufleet.scheduler.room.room import as_action
+from gpufleet.scheduler.room.victims import VictimSearch
+from tests.builders import cycle_of, info, job_of, node
+
+CONSOLIDATE = Consolidate()
+
+RUNNING = (
+    info("a/solo").gpus(1).on("n0", 0).obj(),
+    info("a/g-0").gpus(1).gang("a/g").on("n1", 0).obj(),
+    info("a/claim").gpus(1).claims("a/c").on("n1", 1).obj(),
+    info("a/stuck").gpus(2).on("n2").obj(),
+    info("a/np").gpus(1).priority(100).on("n3", 0).obj(),
+)
+"""Four 2-GPU nodes; GPU 1 of n0 and of n3 are free."""
+
+
+def search_for(*pending: PodInfo, running: tuple[PodInfo, ...] = RUNNING) -> VictimSearch:
+    """A search for the job of ``pending`` (a gang ``a/gang`` of three, or one pod)."""
+    cycle = cycle_of(
+        [node(f"n{i}", gpus=2) for i in range(4)],
+        [*running, *pending],
+        groups=(GroupSpec("a/g", 1), GroupSpec("a/gang", 3)),
+    )
+    return VictimSearch(cycle, job_of(cycle, pending[0].gang), None)
+
+
+WANTS_2 = info("a/job").gpus(2).obj()
+
+
+@pytest.mark.parametrize(
+    ("key", "moves"),
+    [
+        pytest.param("a/solo", True, id="outside-a-gang-and-fits-elsewhere"),
+        pytest.param("a/g-0", False, id="gang-member"),
+        pytest.param("a/claim", False, id="with-claims"),
+        pytest.param("a/stuck", False, id="fits-nowhere-else"),
+    ],
+)
+def test_which_pods_may_move(key: str, moves: bool) -> None:
+    search = search_for(WANTS_2)
+    mask, _ = movable(search)
+    pool = search.pool
+    assert bool(mask[pool.index[key]]) is moves
+
+
+def test_non_preemptible_pods_are_no_candidates_at_all() -> None:
+    assert "a/np" not in search_for(WANTS_2).pool.index
+
+
+NO_ROOM = "the job does not fit in the cluster's total free capacity"
+
+
+@pytest.mark.parametrize(
+    ("job", "note"),
+    [
+        pytest.param(WANTS_2, "", id="fits-the-free-capacity"),
+        pytest.param(info("a/job").gpus(3).obj(), NO_ROOM, id="more-whole-gpus-than-free"),
+        pytest.param(info("a/job").cpu(400).gpus(2).obj(), NO_ROOM, id="more-cpu-than-free"),
+        pytest.param(info("a/job").mem(2_000_000).gpus(2).obj(), NO_ROOM, id="more-memory"),
+    ],
+)
+def test_candidates_only_when_the_job_fits_the_total_free_capacity(job: PodInfo, note: str) -> None:
+    search = search_for(job)
+    mask, got, _ = CONSOLIDATE.candidates(search, pods_request(search.job.core))
+    assert ("" if got is None else note_words(got)) == note
+    assert (mask is None) is bool(note)
+
+
+def test_shares_are_counted_by_their_milli_gpu() -> None:
+    # three shares of 0.7 GPU: no whole GPU, but 2.1 GPUs, and 2 are free
+    search = search_for(*(info(f"a/s-{i}").share(700).gang("a/gang").obj() for i in range(3)))
+    mask, note, _ = CONSOLIDATE.candidates(search, pods_request(search.job.core))
+    assert mask is None
+    assert note is not None
+    assert note_words(as_action(CONSOLIDATE, note)) == NO_ROOM
+
+
+def test_a_plan_moves_a_pod_and_places_the_job_where_it_was() -> None:
+    search = search_for(WANTS_2)
+    plan, note = search.run(CONSOLIDATE, pods_request(search.job.core))
+    assert note_text(as_action(CONSOLIDATE, note)) == "consolidate: moves found"
+    assert plan is not None
+    assert plan.action == "consolidate"
+    assert [v.pod.key for v in plan.victims] == ["a/solo"]
+    assert [(n, gpus) for n, _, gpus in plan.placements] == [(0, (0, 1))]
+    assert [(r.pod.key, r.node, slot[0], slot[2]) for r, slot in plan.moved] == [
+        ("a/solo", 0, 3, (1,))
+    ]
+
+
+def test_no_room_when_moving_every_movable_pod_would_not_help() -> None:
+    gang = (
+        info("a/g-0").gpus(1).gang("a/g").on("n0", 0).obj(),
+        info("a/g-1").gpus(1).gang("a/g").on("n1", 0).obj(),
+        info("a/x").gpus(2).on("n2").obj(),
+        info("a/y").gpus(2).on("n3").obj(),
+    )
+    search = search_for(WANTS_2, running=gang)
+    request = pods_request(search.job.core)
+    assert search.hopeless(CONSOLIDATE, request) == note(NoteCode.NO_ROOM)
+    assert search.run(CONSOLIDATE, request) == (None, note(NoteCode.NO_ROOM))
+
+
+def test_the_movable_pods_are_kept_for_the_epoch_and_the_held_nodes() -> None:
+    search = search_for(WANTS_2)
+    cycle = search.cycle
+    assert isinstance(cycle, Cycle)
+    first, _ = movable(search)
+    assert movable(search)[0] is first
+    cycle.finish("a/stuck")  # capacity freed: a new epoch
+    again = movable(search)[0]
+    assert again is not first
+    assert again.tolist() == first.tolist()
+    n3_held = Held(np.array([False, False, False, True]), "held")
+    assert movable(VictimSearch(cycle, search.job, n3_held))[0] is not again
+    others = Held(np.array([True, False, True, True]), "held")
+    # a/solo fits only on the free GPUs of n2 (now), n3 and n0, its own node
+    assert not movable(VictimSearch(cycle, search.job, others))[0].any()
+    assert CONSOLIDATE.epoch(cycle) == cycle.consolidation_epoch()
+
+
+def test_a_job_that_never_preempts_may_still_have_pods_moved() -> None:
+    search = search_for(info("a/job").gpus(2).never_preempts().obj())
+    mask, why, _ = search.candidates(CONSOLIDATE, pods_request(search.job.core))
+    assert why is None
+    assert mask is not None
+    assert CONSOLIDATE.scope(search.job) is None
