@@ -112,7 +112,7 @@ def racked(kind: str) -> tuple[Cycle, Placer]:
     pods += [member(i, 2).gang("ns/g").obj() for i in range(2)]
     group = GroupSpec("ns/g", 2, **{f"topology_{kind}": "rack"})  # type: ignore[arg-type]
     cycle = cycle_of(nodes, pods, groups=(group,))
-    return cycle, Placer(cycle.ledger, cycle.framework, cycle.fit, DomainTopology(("rack",)))
+    return cycle, Placer(cycle.ledger, lambda: cycle.framework, (), DomainTopology(("rack",)))
 
 
 def test_a_gang_that_requires_a_rack_is_placed_in_one() -> None:

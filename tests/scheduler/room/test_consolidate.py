@@ -31,12 +31,19 @@ RUNNING = (
 
 def search_for(*pending: PodInfo, running: tuple[PodInfo, ...] = RUNNING) -> VictimSearch:
     """A search for the job of ``pending`` (a gang ``a/gang`` of three, or one pod)."""
+    return search_in(*pending, running=running)[1]
+
+
+def search_in(
+    *pending: PodInfo, running: tuple[PodInfo, ...] = RUNNING
+) -> tuple[Cycle, VictimSearch]:
+    """The cycle of :func:`search_for`, and its search."""
     cycle = cycle_of(
         [node(f"n{i}", gpus=2) for i in range(4)],
         [*running, *pending],
         groups=(GroupSpec("a/g", 1), GroupSpec("a/gang", 3)),
     )
-    return VictimSearch(cycle, job_of(cycle, pending[0].gang), None)
+    return cycle, VictimSearch(cycle.means, job_of(cycle, pending[0].gang), None)
 
 
 WANTS_2 = info("a/job").gpus(2).obj()
@@ -117,9 +124,7 @@ def test_no_room_when_moving_every_movable_pod_would_not_help() -> None:
 
 
 def test_the_movable_pods_are_kept_for_the_epoch_and_the_held_nodes() -> None:
-    search = search_for(WANTS_2)
-    cycle = search.cycle
-    assert isinstance(cycle, Cycle)
+    cycle, search = search_in(WANTS_2)
     first, _ = movable(search)
     assert movable(search)[0] is first
     cycle.finish("a/stuck")  # capacity freed: a new epoch
@@ -127,11 +132,11 @@ def test_the_movable_pods_are_kept_for_the_epoch_and_the_held_nodes() -> None:
     assert again is not first
     assert again.tolist() == first.tolist()
     n3_held = Held(np.array([False, False, False, True]), "held")
-    assert movable(VictimSearch(cycle, search.job, n3_held))[0] is not again
+    assert movable(VictimSearch(cycle.means, search.job, n3_held))[0] is not again
     others = Held(np.array([True, False, True, True]), "held")
     # a/solo fits only on the free GPUs of n2 (now), n3 and n0, its own node
-    assert not movable(VictimSearch(cycle, search.job, others))[0].any()
-    assert CONSOLIDATE.epoch(cycle) == cycle.consolidation_epoch()
+    assert not movable(VictimSearch(cycle.means, search.job, others))[0].any()
+    assert CONSOLIDATE.epoch(cycle.means) == cycle.means.consolidation_epoch()
 
 
 def test_a_job_that_never_preempts_may_still_have_pods_moved() -> None:

@@ -33,7 +33,7 @@ def cycle_with(job: PodInfo, now: float = 100.0) -> Cycle:
 
 def candidates(job: PodInfo, now: float = 100.0) -> tuple[list[str], str]:
     cycle = cycle_with(job, now)
-    search = VictimSearch(cycle, job_of(cycle, job.key), None)
+    search = VictimSearch(cycle.means, job_of(cycle, job.key), None)
     mask, note, _ = Preempt().candidates(search, pods_request(search.job.core))
     words = "" if note is None else note_words(note)
     if mask is None:
@@ -77,7 +77,7 @@ def test_candidates(job: PodInfo, now: float, expected: list[str], note: str) ->
 def test_freed_is_the_cluster_without_the_candidates() -> None:
     job = asking("a", 200)
     cycle = cycle_with(job)
-    search = VictimSearch(cycle, job_of(cycle, job.key), None)
+    search = VictimSearch(cycle.means, job_of(cycle, job.key), None)
     mask, _, _ = Preempt().candidates(search, pods_request(search.job.core))
     assert mask is not None
     freed = Preempt().freed(search, mask)
@@ -88,7 +88,7 @@ def test_freed_is_the_cluster_without_the_candidates() -> None:
 def test_the_search_evicts_a_candidate_of_the_queue() -> None:
     job = asking("a", 10)
     cycle = cycle_with(job)
-    search = VictimSearch(cycle, job_of(cycle, job.key), None)
+    search = VictimSearch(cycle.means, job_of(cycle, job.key), None)
     plan, note = search.run(Preempt(), pods_request(search.job.core))
     assert note.code is NoteCode.FOUND
     assert plan is not None
@@ -97,13 +97,13 @@ def test_the_search_evicts_a_candidate_of_the_queue() -> None:
 
 def test_a_failure_lasts_the_cycle_until_capacity_is_freed() -> None:
     cycle = cycle_with(asking("a", 10))
-    epoch = Preempt().epoch(cycle)
-    assert Preempt().epoch(cycle) == epoch
+    epoch = Preempt().epoch(cycle.means)
+    assert Preempt().epoch(cycle.means) == epoch
     cycle.finish("b/low")
-    assert Preempt().epoch(cycle) != epoch
-    freed = Preempt().epoch(cycle)
+    assert Preempt().epoch(cycle.means) != epoch
+    freed = Preempt().epoch(cycle.means)
     cycle.begin(200.0)
-    assert Preempt().epoch(cycle) != freed
+    assert Preempt().epoch(cycle.means) != freed
 
 
 def test_the_scope_is_the_queue_priority_and_preemption_policy() -> None:

@@ -51,7 +51,7 @@ def cycle_in(queues: tuple[QueueSpec, ...], running: list[PodInfo], job: PodInfo
 
 def search_in(queues: tuple[QueueSpec, ...], running: list[PodInfo], job: PodInfo) -> VictimSearch:
     cycle = cycle_in(queues, running, job)
-    return VictimSearch(cycle, job_of(cycle, job.key), None)
+    return VictimSearch(cycle.means, job_of(cycle, job.key), None)
 
 
 def candidates(search: VictimSearch) -> tuple[list[str] | None, str]:
@@ -172,7 +172,7 @@ def test_each_unit_is_judged_after_the_victims_taken(
 ) -> None:
     search = accepting()
     _, _, accept = RECLAIM.candidates(search, pods_request(search.job.core))
-    running = search.cycle.running
+    running = search.means.ledger.running
     assert accept((running[unit],), [running[k] for k in taken]) is accepted
 
 
@@ -190,11 +190,11 @@ def test_the_search_stops_taking_at_the_fair_share() -> None:
 
 def test_a_failure_lasts_until_a_queue_goes_above_its_share() -> None:
     cycle = cycle_in(FLAT, B_ABOVE, wants(2))
-    epoch = RECLAIM.epoch(cycle)
+    epoch = RECLAIM.epoch(cycle.means)
     cycle.finish("b/r5")
-    freed = RECLAIM.epoch(cycle)
+    freed = RECLAIM.epoch(cycle.means)
     assert freed != epoch
-    cycle.over_share += 1  # a binding took a queue above its fair share
-    assert RECLAIM.epoch(cycle) != freed
+    cycle.round.over_share += 1  # a binding took a queue above its fair share
+    assert RECLAIM.epoch(cycle.means) != freed
     assert RECLAIM.fair_share_bound
     assert RECLAIM.scope(job_of(cycle, "a/job")) == ("a", 0, True)

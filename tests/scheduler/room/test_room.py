@@ -22,7 +22,7 @@ from gpufleet.scheduler.cycle.cycle import Cycle
 from gpufleet.scheduler.placement.topology import DomainTopology
 from gpufleet.scheduler.room.builtin import builtin_actions
 from gpufleet.scheduler.room.preempt import Preempt
-from gpufleet.scheduler.room.protocols import CycleView, Plan, SearchView
+from gpufleet.scheduler.room.protocols import Means, Plan, SearchView
 from gpufleet.scheduler.room.room import Room, as_action
 from tests.builders import InfoBuilder, cycle_of, info, job_of, node
 
@@ -70,8 +70,8 @@ class Counted:
     def scope(self, job: Job) -> Hashable:
         return self.inner.scope(job)
 
-    def epoch(self, cycle: CycleView) -> Hashable:
-        return self.inner.epoch(cycle)
+    def epoch(self, means: Means) -> Hashable:
+        return self.inner.epoch(means)
 
 
 def of_a(key: str, priority: int = 1) -> InfoBuilder:
@@ -95,7 +95,7 @@ def saturated() -> Cycle:
         ],
         queues=(QueueSpec("a"),),
     )
-    cycle.bound_now.update({"a/low-0", "a/low-1"})
+    cycle.commit.bound_now.update({"a/low-0", "a/low-1"})
     return cycle
 
 
@@ -104,7 +104,7 @@ def make(
 ) -> tuple[Plan | None, list[str]]:
     job = job_of(cycle, key)
     notes: list[Note] = []
-    plan = room.make(cycle, job, pods_request(job.core), notes, held)
+    plan = room.make(cycle.means, job, pods_request(job.core), notes, held)
     return plan, [note_text(n) for n in notes]
 
 
@@ -168,11 +168,11 @@ def test_a_hopeless_action_is_remembered_without_a_search() -> None:
     lowest = of_a("a/lowest", 0).gpus(2).obj()
     job = Job("a/lowest", "a", 0, 0.0, 1, (lowest,), 0, True)
     notes: list[Note] = []
-    assert room.make(cycle, job, pods_request(job.core), notes, None) is None
+    assert room.make(cycle.means, job, pods_request(job.core), notes, None) is None
     assert [note_text(n) for n in notes] == [
         "preempt: no lower-priority preemptible pods in queue a"
     ]
-    assert room.possible(cycle, job, pods_request(job.core), [], None) == []
+    assert room.possible(cycle.means, job, pods_request(job.core), [], None) == []
     assert action.asked == 1
 
 
@@ -180,7 +180,7 @@ def test_forget_stale_keeps_only_the_failures_of_the_epoch() -> None:
     cycle, action = saturated(), Counted()
     room = Room([action], DomainTopology(()))
     make(room, cycle, "a/job")
-    epoch = action.epoch(cycle)
+    epoch = action.epoch(cycle.means)
     room.forget_stale(epoch)
     assert len(room.failures) == 1
     room.forget_stale(("another", 0))

@@ -49,7 +49,7 @@ def two(name: str) -> NodeSpec:
 
 
 def search_for(cycle: Cycle, key: str, held: Held | None = None) -> VictimSearch:
-    return VictimSearch(cycle, job_of(cycle, key), held)
+    return VictimSearch(cycle.means, job_of(cycle, key), held)
 
 
 def victims_for(
@@ -334,7 +334,7 @@ def test_no_plan_leaves_the_state_as_it_was(setup: Callable[[], Setup]) -> None:
 
 def test_pods_bound_in_this_cycle_are_never_victims() -> None:
     cycle = full(WANTS_2)
-    cycle.bound_now.add("a/low")
+    cycle.commit.bound_now.add("a/low")
     search = search_for(cycle, "a/job")
     request = pods_request(search.job.core)
     assert search.hopeless(PREEMPT, request) is None  # the bound does not know them

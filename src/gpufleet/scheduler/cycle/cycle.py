@@ -28,7 +28,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -57,7 +56,7 @@ from gpufleet.scheduler.api.outcome import (
 )
 from gpufleet.scheduler.api.transaction import Running, Transaction
 from gpufleet.scheduler.cycle.commit import Commit
-from gpufleet.scheduler.cycle.dispatch import serve, settled
+from gpufleet.scheduler.cycle.dispatch import Dispatcher
 from gpufleet.scheduler.cycle.journal import Journal, Record, failure_reason
 from gpufleet.scheduler.cycle.stale_gang import release_stale
 from gpufleet.scheduler.placement.allocate import Placer
@@ -67,6 +66,7 @@ from gpufleet.scheduler.queues.backlog import Backlog
 from gpufleet.scheduler.queues.holds import Holds
 from gpufleet.scheduler.queues.min_resources import MinResources
 from gpufleet.scheduler.room.preempt import NAME as PREEMPT
+from gpufleet.scheduler.room.protocols import Means, Round, consolidation_epoch
 from gpufleet.scheduler.room.room import Room
 from gpufleet.scheduler.room.under_limit import preempt_under_limit
 from gpufleet.scheduler.room.victims import VictimSearch
@@ -76,8 +76,7 @@ from gpufleet.scheduler.state.pool import VictimPool
 from gpufleet.scheduler.state.shapes import make_framework
 
 if TYPE_CHECKING:
-    from gpufleet.model.arrays import BoolArray, FloatArray
-    from gpufleet.model.cluster import ClusterState
+    from gpufleet.model.arrays import FloatArray
     from gpufleet.model.pod import PodSpec
     from gpufleet.scheduler.cycle.components import Components
     from gpufleet.scheduler.room.protocols import Plan
@@ -172,11 +171,10 @@ class Cycle:
         actions = [components.actions[name] for name in config.actions]
         topology = components.topology_rule(snapshot.topology)
         self.room = Room(actions, topology)
-        self._topology = topology
-        self.act = True
-        """Whether this cycle may evict (consolidate, reclaim, preempt)."""
-        self.movable: tuple[Hashable, BoolArray, ClusterState] | None = None
-        """Consolidation's movable pods and the state without them (room/consolidate.py)."""
+        build = (lambda: framework) if framework is not None else self._build_framework
+        self.placer = Placer(ledger, build, components.resource_filters, topology)
+        self.round = Round()
+        """This cycle's time, number and counts, as making room reads them."""
         if self.state.mig is not None:
             self.state.mig.mark_baseline()  # running pods' slices are the cluster's own
         if pool is None:
@@ -184,12 +182,20 @@ class Cycle:
         else:
             pool.at(now)
         self.pool = pool
-        if framework is not None:
-            self.__dict__["framework"] = framework  # the cached_property's slot
         if backlog is None:
             found = snapshot_jobs(snapshot, self.state) if jobs is None else list(jobs)
             backlog = Backlog.of(with_claim_gpus(found, ledger))
         self.backlog = backlog
+        self.means = Means(ledger, pool, self.placer, self.order, self.round)
+        self.dispatcher = Dispatcher(
+            backlog,
+            self.order,
+            self.holds,
+            self.room,
+            self.means,
+            strict_fifo=config.strict_fifo,
+            records=config.records,
+        )
         self.capacity = ledger.capacity
         self.commit = Commit(ledger, pool, now)
         self._start(now)
@@ -201,7 +207,7 @@ class Cycle:
         fresh = [self.running[b.pod] for b in self.bindings if b.pod in self.running]
         self.pool.add([r for r in fresh if self.ledger.evictable(r.pod)])
         self.pool.at(now)
-        self.act = act
+        self.round.act = act
         self._start(now)
 
     def _start(self, now: float) -> None:
@@ -210,12 +216,11 @@ class Cycle:
         self.order.start(self.backlog.demand, self.capacity)
         self.commit = Commit(self.ledger, self.pool, now)
         self.journal = Journal(records=self.config.records, watch=self.config.watch)
-        self.over_share = 0
-        """Bindings that left a queue above its fair share, counted only where an action
-        depends on fair shares: its failed searches are remembered until this changes."""
-        self.room.forget_stale(self.consolidation_epoch())
-        if "placer" in self.__dict__:  # built on first use, with the framework
-            self.placer.caps = {}
+        turn = self.round
+        turn.now, turn.cycles, turn.over_share = now, self.cycles, 0
+        turn.bound_now = self.commit.bound_now
+        self.room.forget_stale(consolidation_epoch(self.ledger, self.pool))
+        self.placer.caps = {}
         self._stale_judged: set[str] = set()
         """Gangs below ``minMember`` whose stale-gang release this cycle judged."""
 
@@ -230,28 +235,24 @@ class Cycle:
         return self.commit.evictions
 
     @property
-    def bound_now(self) -> set[str]:
-        return self.commit.bound_now
-
-    @property
-    def released(self) -> int:
-        """Pods whose capacity went back to the cluster (evicted or finished), ever."""
-        return self.ledger.released
-
-    @property
-    def started(self) -> int:
-        """Pods counted as running, ever."""
-        return self.ledger.started
+    def act(self) -> bool:
+        """Whether this cycle may evict (consolidate, reclaim, preempt)."""
+        return self.round.act
 
     @property
     def fair(self) -> dict[str, FloatArray]:
         return self.order.fair
 
-    def ratio(self, queue: str, extra: FloatArray | None = None) -> float:
-        return self.order.ratio(queue, extra)
-
-    @cached_property
+    @property
     def framework(self) -> Framework:
+        """The policy's plugins (built on first use, see :meth:`_build_framework`)."""
+        return self.placer.framework
+
+    @property
+    def fit(self) -> Fit:
+        return self.placer.fit
+
+    def _build_framework(self) -> Framework:
         """The policy's plugins; FGD's target workload is every pod of the snapshot.
 
         Built on first use: a snapshot without pods has no workload and needs no placement.
@@ -259,36 +260,6 @@ class Cycle:
         snapshot_specs = [self.state.demand(p.spec) for p in self.snapshot.pods]
         specs = snapshot_specs if self.workload is None else self.workload
         return make_framework(self.components, self.config.policy, specs, self.rng)
-
-    @cached_property
-    def placer(self) -> Placer:
-        """Placement over the ledger: the caps of the job being placed, its claims' fit."""
-        return Placer(self.ledger, self.framework, self.fit, self._topology)
-
-    @cached_property
-    def fit(self) -> Fit:
-        return Fit(self.framework, self.state, self.empty, self.components.resource_filters)
-
-    def slots(
-        self, pods: tuple[PodInfo, ...], state: ClusterState | None, held: Held | None
-    ) -> float:
-        return self.fit.slots(pods, state, held)
-
-    def held_for_claims(self, pod: PodInfo, held: Held | None) -> Held | None:
-        return self.placer.for_claims(pod, held)
-
-    def capped(self, pod: PodInfo, held: Held | None) -> Held | None:
-        return self.placer.capped(pod, held)
-
-    def claims_fit(self, pod: PodInfo, node: int) -> bool:
-        return self.placer.claims_fit(pod, node)
-
-    def claims_freed(self, pods: Sequence[PodInfo]) -> FloatArray:
-        return self.ledger.claims_freed(pods)
-
-    def consolidation_epoch(self) -> Hashable:
-        """Consolidation fails again until capacity is freed or new pods may be moved."""
-        return ("consolidate", self.released, self.pool.generation)
 
     def finish(self, key: str) -> Running:
         """Pod ``key`` ended (its job completed, or it was stopped): free what it held."""
@@ -317,7 +288,7 @@ class Cycle:
             if gang not in backlog:
                 self._stale_judged.add(gang)
                 release_stale(self, self.config.stale_grace_s, gang, None)
-        serve(self, backlog)
+        self.dispatcher.serve(self.journal, self.evictions, self.schedule)
         # A gang whose job was not tried (its class failed before and nothing it waits on
         # changed) cannot be completed in this cycle either: its grace runs all the same.
         for gang in sorted(self.partial - self._stale_judged):
@@ -339,8 +310,8 @@ class Cycle:
         )
 
     def settled(self) -> bool:
-        """Whether a cycle now, without evicting, would do nothing (see ``serve.py``)."""
-        return settled(self)
+        """Whether a cycle now, without evicting, would do nothing (see ``dispatch.py``)."""
+        return self.dispatcher.settled()
 
     def schedule(self, job: Job) -> bool:
         """Place ``job`` (or make room for it); False if it stays pending."""
@@ -353,7 +324,7 @@ class Cycle:
         record = None
         if self.config.records:
             fair = self.fair.get(job.queue, vector())
-            record = (fair, self.alloc[job.queue].copy(), self.ratio(job.queue))
+            record = (fair, self.alloc[job.queue].copy(), self.order.ratio(job.queue))
         notes: list[Note] = []
         core = job.core
         if job.incomplete:
@@ -392,7 +363,7 @@ class Cycle:
                 txn.rollback()
                 plan = None
                 if self.act and failure.status.code is not Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
-                    plan = self.room.make(self, job, request, notes, held)
+                    plan = self.room.make(self.means, job, request, notes, held)
                 if plan is None:
                     self._give_up(job, failure_reason(job, failure), notes, record)
                     return False
@@ -432,12 +403,12 @@ class Cycle:
         if self.min_resources.queue_short(job) or self._claims_full(job.core):
             return None  # held back by more than the limit: evicting would not start it
         shape = (job.queue, job.priority, job.can_preempt, tuple(request.tolist()))
-        epoch = (self.cycles, self.released)
+        epoch = (self.cycles, self.ledger.released)
         if self._limit_failures.get(shape) == epoch:
             return None
         self.placer.caps = self.admission.share_caps(job, job.core, request)
         plan = preempt_under_limit(
-            VictimSearch(self, job, held),
+            VictimSearch(self.means, job, held),
             request,
             admission=self.admission,
             alloc=self.alloc,
@@ -480,9 +451,9 @@ class Cycle:
             self.act
             and self.room.watches_fair_share
             and pod.queue in self.tree.queues
-            and any(self.ratio(q) > 1 + EPS for q in self.tree.paths[pod.queue])
+            and any(self.order.ratio(q) > 1 + EPS for q in self.tree.paths[pod.queue])
         ):
-            self.over_share += 1
+            self.round.over_share += 1
 
     # -- pending, and why ---------------------------------------------------------------
 

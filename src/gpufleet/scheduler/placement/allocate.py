@@ -16,20 +16,23 @@ first pod that did not fit, and why, comes back; the caller rolls the transactio
 from __future__ import annotations
 
 import json
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from gpufleet.dra.allocator import Unsatisfiable
 from gpufleet.framework.status import Code, Reason, Status
 from gpufleet.scheduler.api.outcome import WhyCode, why
+from gpufleet.scheduler.placement.fit import Fit
 from gpufleet.scheduler.placement.place import place, share_over
 from gpufleet.scheduler.placement.topology import Failure, restrict
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from gpufleet.framework.runtime import Framework, Held
     from gpufleet.model.workload import PodInfo
     from gpufleet.scheduler.api.job import Job
     from gpufleet.scheduler.api.transaction import Transaction
-    from gpufleet.scheduler.placement.fit import Fit
     from gpufleet.scheduler.placement.rules import TopologyRule
     from gpufleet.scheduler.state.ledger import Ledger
 
@@ -42,11 +45,28 @@ class Placer:
     and the victim search both place through it."""
 
     def __init__(
-        self, ledger: Ledger, framework: Framework, fit: Fit, topology: TopologyRule
+        self,
+        ledger: Ledger,
+        framework: Callable[[], Framework],
+        resource_filters: tuple[str, ...],
+        topology: TopologyRule,
     ) -> None:
-        self.ledger, self.framework, self.fit, self.topology = ledger, framework, fit, topology
+        """``framework`` builds the policy's plugins when a pod is first placed (a cycle
+        with nothing to place needs none); ``resource_filters`` as in :class:`Fit`."""
+        self.ledger, self.topology = ledger, topology
+        self._build, self._resource_filters = framework, resource_filters
         self.caps: dict[str, int] = {}
         """The most milli-GPU each memory-sized share of the job may take (admission)."""
+
+    @cached_property
+    def framework(self) -> Framework:
+        return self._build()
+
+    @cached_property
+    def fit(self) -> Fit:
+        """Slot counts over the ledger's state, with the profile's resource filters."""
+        state = self.ledger.state
+        return Fit(self.framework, state, self.ledger.empty, self._resource_filters)
 
     def pods(
         self, pods: tuple[PodInfo, ...], txn: Transaction, held: Held | None

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from gpufleet.model.arrays import BoolArray, FloatArray
     from gpufleet.model.cluster import ClusterState
     from gpufleet.scheduler.api.job import Job
-    from gpufleet.scheduler.room.protocols import Candidates, CycleView, SearchView
+    from gpufleet.scheduler.room.protocols import Candidates, Means, SearchView
 
 NAME = "consolidate"
 
@@ -56,10 +56,10 @@ class Consolidate:
     def scope(self, job: Job) -> Hashable:
         return None  # it moves any queue's pods, for a job of any queue
 
-    def epoch(self, cycle: CycleView) -> Hashable:
+    def epoch(self, means: Means) -> Hashable:
         """What runs where is all it depends on: a failure lasts until capacity is freed
         or new pods may be moved, across cycles."""
-        return cycle.consolidation_epoch()
+        return means.consolidation_epoch()
 
 
 def movable(search: SearchView) -> tuple[BoolArray, ClusterState]:
@@ -67,17 +67,17 @@ def movable(search: SearchView) -> tuple[BoolArray, ClusterState]:
     with all of them gone. Kept for the consolidation epoch and the held nodes: within an
     epoch capacity is only taken, so the pods that fit can only have become fewer and the
     freed state stays an upper bound (the search checks each move itself)."""
-    cycle, pool = search.cycle, search.pool
+    means, pool = search.means, search.pool
     held = search.held
-    key = (cycle.consolidation_epoch(), None if held is None else held.mask.tobytes())
-    known = cycle.movable
+    key = (means.consolidation_epoch(), None if held is None else held.mask.tobytes())
+    known = means.movable
     if known is None or known[0] != key:
         candidates = pool.alive & pool.single & ~pool.claims
         state = search.state
         if state.divided_gpus:  # a pod on MIG slices or replicas stays: its charge would change
             candidates &= state.gpu_unit[pool.node] == 1.0
         mask = _relocatable_alone(search, candidates)
-        known = cycle.movable = (key, mask, pool.freed(search.state, mask))
+        known = means.movable = (key, mask, pool.freed(search.state, mask))
     return known[1], known[2]
 
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from gpufleet.model.arrays import BoolArray, FloatArray
     from gpufleet.model.cluster import ClusterState
     from gpufleet.scheduler.api.job import Job
-    from gpufleet.scheduler.room.protocols import Candidates, CycleView, SearchView
+    from gpufleet.scheduler.room.protocols import Candidates, Means, SearchView
 
 NAME = "preempt"
 
@@ -34,7 +34,7 @@ class Preempt:
 
     def candidates(self, search: SearchView, request: FloatArray) -> Candidates:
         job, pool = search.job, search.pool
-        min_runtime = search.cycle.tree.queues[job.queue].preempt_min_runtime_s
+        min_runtime = search.means.ledger.tree.queues[job.queue].preempt_min_runtime_s
         mask = (
             pool.alive
             & pool.in_queues([job.queue])
@@ -52,7 +52,7 @@ class Preempt:
     def scope(self, job: Job) -> Hashable:
         return (job.queue, job.priority, job.can_preempt)
 
-    def epoch(self, cycle: CycleView) -> Hashable:
+    def epoch(self, means: Means) -> Hashable:
         """Min runtimes and priorities are judged at the cycle's time: a failure lasts the
         cycle, until capacity is freed."""
-        return (cycle.cycles, cycle.released, 0)
+        return (means.round.cycles, means.ledger.released, 0)

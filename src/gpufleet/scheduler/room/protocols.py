@@ -1,8 +1,10 @@
-"""What the actions and the victim search share: the protocols between them and the cycle.
+"""What the actions and the victim search share: the protocols between them, and what they
+work with.
 
 An action (``scheduler/room/``) is a rule for who may be a victim, a
 :class:`RoomAction`; the search (``victims.py``) runs any of them; both read the cycle
-through :class:`CycleView`, so that neither imports the cycle that runs them.
+through :class:`Means` — the ledger, the victim pool, the placer, the queue order and the
+:class:`Round` — so that neither knows the cycle that runs them.
 """
 
 from __future__ import annotations
@@ -13,17 +15,17 @@ from typing import TYPE_CHECKING, Protocol, TypeAlias
 from gpufleet.scheduler.api.transaction import Running
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Hashable, Mapping, Sequence, Set
+    from collections.abc import Callable, Hashable, Set
 
     from gpufleet.framework.runtime import Framework, Held
     from gpufleet.model.arrays import BoolArray, FloatArray
     from gpufleet.model.cluster import ClusterState
     from gpufleet.model.pod import PodSpec
-    from gpufleet.model.workload import GroupSpec, PodInfo
     from gpufleet.scheduler.api.job import Job
     from gpufleet.scheduler.api.outcome import Note
-    from gpufleet.scheduler.state.claims import ClaimBook
-    from gpufleet.scheduler.state.fairshare import QueueTree
+    from gpufleet.scheduler.placement.allocate import Placer
+    from gpufleet.scheduler.queues.rules import QueueRule
+    from gpufleet.scheduler.state.ledger import Ledger
     from gpufleet.scheduler.state.pool import VictimPool
 
 
@@ -69,59 +71,46 @@ class RoomAction(Protocol):
     def scope(self, job: Job) -> Hashable:
         """What a failed search for ``job`` depends on besides the job's pods."""
 
-    def epoch(self, cycle: CycleView) -> Hashable:
+    def epoch(self, means: Means) -> Hashable:
         """How long a failed search stays failed (see ``scheduler/room/room.py``)."""
 
 
-class CycleView(Protocol):
-    """What a victim search reads of the cycle it makes room in, and the one thing it
-    writes there: ``movable``, consolidation's candidates, kept across the cycle's searches.
-    :class:`~gpufleet.scheduler.cycle.cycle.Cycle` is one."""
+@dataclass(eq=False, slots=True)
+class Round:
+    """What making room reads of the cycle it runs in, which changes from one cycle to the
+    next: its time, its number, whether it may evict, how many bindings took a queue above
+    its fair share, and the pods it bound (never victims)."""
 
-    movable: tuple[Hashable, BoolArray, ClusterState] | None
+    now: float = 0.0
+    cycles: int = 0
+    act: bool = True
+    """Whether this cycle may evict (consolidate, reclaim, preempt)."""
+    over_share: int = 0
+    """Bindings that left a queue above its fair share, counted only where an action
+    depends on fair shares: its failed searches are remembered until this changes."""
+    bound_now: Set[str] = frozenset()
 
-    @property
-    def state(self) -> ClusterState: ...
-    @property
-    def empty(self) -> ClusterState: ...
-    @property
-    def framework(self) -> Framework: ...
-    @property
-    def pool(self) -> VictimPool: ...
-    @property
-    def book(self) -> ClaimBook: ...
-    @property
-    def tree(self) -> QueueTree: ...
-    @property
-    def fair(self) -> Mapping[str, FloatArray]: ...
-    @property
-    def groups(self) -> Mapping[str, GroupSpec]: ...
-    @property
-    def running(self) -> Mapping[str, Running]: ...
-    @property
-    def gang_running(self) -> Mapping[str, Sequence[str]]: ...
-    @property
-    def bound_now(self) -> Set[str]: ...
-    @property
-    def now(self) -> float: ...
-    @property
-    def cycles(self) -> int: ...
-    @property
-    def released(self) -> int: ...
-    @property
-    def started(self) -> int: ...
-    @property
-    def over_share(self) -> int: ...
 
-    def held_for_claims(self, pod: PodInfo, held: Held | None) -> Held | None: ...
-    def capped(self, pod: PodInfo, held: Held | None) -> Held | None: ...
-    def claims_fit(self, pod: PodInfo, node: int) -> bool: ...
-    def claims_freed(self, pods: Sequence[PodInfo]) -> FloatArray: ...
-    def ratio(self, queue: str, extra: FloatArray | None = None) -> float: ...
-    def slots(
-        self, pods: tuple[PodInfo, ...], state: ClusterState | None, held: Held | None
-    ) -> float: ...
-    def consolidation_epoch(self) -> Hashable: ...
+@dataclass(eq=False, slots=True)
+class Means:
+    """What making room works with: the ledger of what runs, the pods that may be evicted,
+    the placer, the queues' fair shares, the round it runs in — and consolidation's
+    candidates, kept across the cycle's searches (``room/consolidate.py``)."""
+
+    ledger: Ledger
+    pool: VictimPool
+    placer: Placer
+    order: QueueRule
+    round: Round
+    movable: tuple[Hashable, BoolArray, ClusterState] | None = None
+
+    def consolidation_epoch(self) -> Hashable:
+        return consolidation_epoch(self.ledger, self.pool)
+
+
+def consolidation_epoch(ledger: Ledger, pool: VictimPool) -> Hashable:
+    """Consolidation fails again until capacity is freed or new pods may be moved."""
+    return ("consolidate", ledger.released, pool.generation)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +136,7 @@ class SearchView(Protocol):
     """What an action reads of the victim search it serves."""
 
     @property
-    def cycle(self) -> CycleView: ...
+    def means(self) -> Means: ...
     @property
     def job(self) -> Job: ...
     @property

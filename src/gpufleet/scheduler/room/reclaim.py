@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from gpufleet.model.cluster import ClusterState
     from gpufleet.scheduler.api.job import Job
     from gpufleet.scheduler.api.transaction import Running
-    from gpufleet.scheduler.room.protocols import Candidates, CycleView, SearchView, Unit
+    from gpufleet.scheduler.room.protocols import Candidates, Means, SearchView, Unit
 
 NAME = "reclaim"
 
@@ -44,25 +44,26 @@ class Reclaim:
     fair_share_bound: bool = True
 
     def candidates(self, search: SearchView, request: FloatArray) -> Candidates:
-        job, cycle, pool = search.job, search.cycle, search.pool
-        own_path = cycle.tree.paths[job.queue]
+        job, pool = search.job, search.pool
+        tree, order = search.means.ledger.tree, search.means.order
+        own_path = tree.paths[job.queue]
 
         def others(queue: str) -> list[str]:
             """The victim's queues that the job's queue does not share (never empty)."""
-            return [q for q in cycle.tree.paths.get(queue, ()) if q not in own_path]
+            return [q for q in tree.paths.get(queue, ()) if q not in own_path]
 
         def mine(queue: str) -> list[str]:
             """The job's queues that a victim of ``queue`` does not share."""
-            return [q for q in own_path if q not in cycle.tree.paths.get(queue, ())]
+            return [q for q in own_path if q not in tree.paths.get(queue, ())]
 
         # Below the queues both share, the job's side must stay within its fair share with
         # the job and the victim's side must be above its fair share.
-        over = {q: cycle.ratio(q, request) for q in own_path}
-        victims_of = [q for q in pool.queue_names if q in cycle.tree.queues and q not in own_path]
+        over = {q: order.ratio(q, request) for q in own_path}
+        victims_of = [q for q in pool.queue_names if q in tree.queues and q not in own_path]
         allowed = [q for q in victims_of if all(over[m] <= 1 + EPS for m in mine(q))]
         if victims_of and not allowed:
             q = max(own_path, key=lambda q: over[q])
-            fair_gpus = float(cycle.fair[q][0])
+            fair_gpus = float(order.fair[q][0])
             return (
                 None,
                 note(NoteCode.OVER_FAIR_SHARE, queue=q, ratio=over[q], fair_gpus=fair_gpus),
@@ -73,16 +74,16 @@ class Reclaim:
             """Volcano's Reclaimable: the unit's queues are above their fair share with
             the victims taken so far gone (the unit itself still counted)."""
             for q in others(unit[0].pod.queue):
-                gone = [r for r in taken if q in cycle.tree.paths[r.pod.queue]]
+                gone = [r for r in taken if q in tree.paths[r.pod.queue]]
                 removed = sum(
                     (request_vector(r.spec) for r in gone),
-                    cycle.claims_freed([r.pod for r in gone]),
+                    search.means.ledger.claims_freed([r.pod for r in gone]),
                 )
-                if cycle.ratio(q, -removed) <= 1 + EPS:
+                if order.ratio(q, -removed) <= 1 + EPS:
                     return False  # at or below its fair share: never a victim
             return True
 
-        above = [q for q in allowed if all(cycle.ratio(p) > 1 + EPS for p in others(q))]
+        above = [q for q in allowed if all(order.ratio(p) > 1 + EPS for p in others(q))]
         in_other = pool.alive & pool.in_queues(victims_of)
         mask = in_other & pool.in_queues(above) & pool.reclaim_ok
         if not mask.any():
@@ -97,7 +98,7 @@ class Reclaim:
     def scope(self, job: Job) -> Hashable:
         return (job.queue, job.priority, job.can_preempt)
 
-    def epoch(self, cycle: CycleView) -> Hashable:
+    def epoch(self, means: Means) -> Hashable:
         """As preemption's, and also until a binding takes a queue above its fair share
         (its pods may have become reclaimable)."""
-        return (cycle.cycles, cycle.released, cycle.over_share)
+        return (means.round.cycles, means.ledger.released, means.round.over_share)

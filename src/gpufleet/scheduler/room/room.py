@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from gpufleet.scheduler.api.job import Job
     from gpufleet.scheduler.api.outcome import Note
     from gpufleet.scheduler.placement.rules import TopologyRule
-    from gpufleet.scheduler.room.protocols import CycleView, Plan, RoomAction
+    from gpufleet.scheduler.room.protocols import Means, Plan, RoomAction
 
 
 class Room:
@@ -56,34 +56,36 @@ class Room:
         self.failures = {k: v for k, v in self.failures.items() if v[0] == epoch}
 
     def make(
-        self, cycle: CycleView, job: Job, request: FloatArray, notes: list[Note], held: Held | None
+        self, means: Means, job: Job, request: FloatArray, notes: list[Note], held: Held | None
     ) -> Plan | None:
         """The first action that makes room for ``job`` off ``held``, or None (notes say
         why not)."""
-        actions = self.possible(cycle, job, request, notes, held)
+        actions = self.possible(means, job, request, notes, held)
         if not actions:
             return None
-        scopes = self.topology.room_scopes(cycle.state, cycle.groups.get(job.key), held)
+        scopes = self.topology.room_scopes(
+            means.ledger.state, means.ledger.groups.get(job.key), held
+        )
         for (domain, anywhere), inside in scopes:
             tried: list[Note] = []
-            plan = self._within(cycle, job, request, tried, actions=actions, held=inside)
+            plan = self._within(means, job, request, tried, actions=actions, held=inside)
             notes.extend(replace(n, domain=domain, anywhere=anywhere) for n in tried)
             if plan is not None:
                 return plan
         return None
 
     def possible(
-        self, cycle: CycleView, job: Job, request: FloatArray, notes: list[Note], held: Held | None
+        self, means: Means, job: Job, request: FloatArray, notes: list[Note], held: Held | None
     ) -> list[RoomAction]:
         """The actions that might make room for ``job`` (the others' reasons go to notes)."""
-        search = VictimSearch(cycle, job, held)
+        search = VictimSearch(means, job, held)
         out: list[RoomAction] = []
         for action in self.actions:
             shape = self._shape(job, action, held)
-            note = self._failure(cycle, action, shape)
+            note = self._failure(means, action, shape)
             if note is None and (found := search.hopeless(action, request)) is not None:
                 note = as_action(action, found)
-                self.failures[action.name, shape] = (action.epoch(cycle), note)
+                self.failures[action.name, shape] = (action.epoch(means), note)
             if note is None:
                 out.append(action)
             else:
@@ -92,7 +94,7 @@ class Room:
 
     def _within(
         self,
-        cycle: CycleView,
+        means: Means,
         job: Job,
         request: FloatArray,
         notes: list[Note],
@@ -100,10 +102,10 @@ class Room:
         actions: list[RoomAction],
         held: Held | None,
     ) -> Plan | None:
-        search = VictimSearch(cycle, job, held)
+        search = VictimSearch(means, job, held)
         for action in actions:
             shape = self._shape(job, action, held)
-            known = self._failure(cycle, action, shape)
+            known = self._failure(means, action, shape)
             if known is not None:
                 notes.append(known)
                 continue
@@ -112,7 +114,7 @@ class Room:
             notes.append(note)
             if plan is not None:
                 return plan
-            self.failures[action.name, shape] = (action.epoch(cycle), note)
+            self.failures[action.name, shape] = (action.epoch(means), note)
         return None
 
     @staticmethod
@@ -125,10 +127,10 @@ class Room:
             None if held is None else held.mask.tobytes(),
         )
 
-    def _failure(self, cycle: CycleView, action: RoomAction, shape: Hashable) -> Note | None:
+    def _failure(self, means: Means, action: RoomAction, shape: Hashable) -> Note | None:
         """Why ``action`` failed for a job of ``shape`` in this epoch, if it did."""
         known = self.failures.get((action.name, shape))
-        return known[1] if known is not None and known[0] == action.epoch(cycle) else None
+        return known[1] if known is not None and known[0] == action.epoch(means) else None
 
 
 def as_action(action: RoomAction, found: Note) -> Note:

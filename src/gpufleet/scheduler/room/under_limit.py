@@ -67,16 +67,18 @@ def preempt_under_limit(
     """A plan that evicts lower-priority work of the job's queue so that the job fits under
     its queues' limits and in the cluster (the module's rule), or None. The job is one its
     queue's limit holds back (the caller's to know)."""
-    cycle, job = search.cycle, search.job
+    means, job = search.means, search.job
     if not job.can_preempt:
         return None
-    need = over_limit(job, request, alloc, cycle.tree)
-    pool = cycle.pool
+    need = over_limit(job, request, alloc, means.ledger.tree)
+    pool = means.pool
     mask = (
         pool.alive & pool.in_queues([job.queue]) & (pool.priority < job.priority) & pool.preempt_ok
     )
     candidates = [
-        pool.items[i] for i in np.flatnonzero(mask) if pool.items[i].pod.key not in cycle.bound_now
+        pool.items[i]
+        for i in np.flatnonzero(mask)
+        if pool.items[i].pod.key not in means.round.bound_now
     ]
     allowed = {r.pod.key for r in candidates}
     chosen = _cover(search, candidates, allowed, need)
@@ -84,10 +86,10 @@ def preempt_under_limit(
         return None
     taken = [r for unit in chosen for r in unit]
     freed = sum((request_vector(r.spec) for r in taken), vector())
-    freed = freed + cycle.claims_freed([r.pod for r in taken])
+    freed = freed + means.ledger.claims_freed([r.pod for r in taken])
     if admission.blocked(job, request, freed) is not None:
         return None
-    txn = Transaction(cycle.state)
+    txn = Transaction(means.ledger.state)
     for r in taken:
         search.evict(txn, r)
     if place_core(job, txn, search.held) is not None:

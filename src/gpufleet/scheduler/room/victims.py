@@ -51,19 +51,20 @@ if TYPE_CHECKING:
     from gpufleet.model.workload import PodInfo
     from gpufleet.scheduler.api.job import Job
     from gpufleet.scheduler.api.transaction import Running
-    from gpufleet.scheduler.room.protocols import Candidates, CycleView, RoomAction, Slot, Unit
+    from gpufleet.scheduler.room.protocols import Candidates, Means, RoomAction, Slot, Unit
 
 MAX_NODES_TRIED = 16
 """Candidate nodes evaluated per pod (those with the fewest eligible victims first)."""
 
 
 class VictimSearch:
-    def __init__(self, cycle: CycleView, job: Job, held: Held | None) -> None:
-        self.cycle, self.job, self.held = cycle, job, held
+    def __init__(self, means: Means, job: Job, held: Held | None) -> None:
+        self.means, self.job, self.held = means, job, held
         """``held``: the nodes no victim may be sought on, nor placement made."""
-        self.state = cycle.state
-        self.framework = cycle.framework
-        self.pool = cycle.pool
+        self.ledger, self.placer = means.ledger, means.placer
+        self.state = means.ledger.state
+        self.framework = means.placer.framework
+        self.pool = means.pool
         self.pod: PodInfo | None = None
         """The pod of the job whose room is being made (its claims must fit too)."""
 
@@ -97,20 +98,20 @@ class VictimSearch:
     def _bound(self, action: RoomAction, mask: BoolArray) -> float:
         """At most how many of the job's core pods fit once every pod of ``mask`` is gone."""
         freed = action.freed(self, mask)
-        return self.cycle.slots(self.job.core, freed, self.held)
+        return self.placer.fit.slots(self.job.core, freed, self.held)
 
     # -- the search ---------------------------------------------------------------------
 
     def unit(self, r: Running, taken: list[Running]) -> Unit:
         """``r`` alone, or its whole gang when the gang has no pods to spare."""
-        group = self.cycle.groups.get(r.pod.gang)
+        group = self.ledger.groups.get(r.pod.gang)
         if group is None or group.min_member <= 1:
             return (r,)
         gone = {t.pod.key for t in taken}
-        left = [k for k in self.cycle.gang_running[r.pod.gang] if k not in gone]
+        left = [k for k in self.ledger.gang_running[r.pod.gang] if k not in gone]
         if len(left) > group.min_member:
             return (r,)
-        return tuple(self.cycle.running[k] for k in sorted(left))
+        return tuple(self.ledger.running[k] for k in sorted(left))
 
     def cost(self, unit: Unit) -> tuple[object, ...]:
         return (
@@ -123,7 +124,7 @@ class VictimSearch:
 
     def lost_work(self, victims: list[Running]) -> float:
         """GPU-seconds the victims have run (their work is lost unless they checkpoint)."""
-        now = self.cycle.now
+        now = self.means.round.now
         return sum(
             v.spec.gpu_equivalent * (now - v.pod.started)
             for v in victims
@@ -135,16 +136,16 @@ class VictimSearch:
         applies), and the pod's ResourceClaims can be allocated there."""
         if not self.framework.fits(self.state, spec, node):
             return False
-        return self.pod is None or not self.pod.claims or self.cycle.claims_fit(self.pod, node)
+        return self.pod is None or not self.pod.claims or self.placer.claims_fit(self.pod, node)
 
     def evict(self, txn: Transaction, running: Running) -> None:
         """Take a victim's capacity and the devices of the claims only it uses."""
         txn.release(running)
-        self.cycle.book.release(running.pod, self.cycle.running.values(), txn)
+        self.ledger.book.release(running.pod, self.ledger.running.values(), txn)
 
     def _reprieve(self, txn: Transaction, running: Running) -> None:
         txn.restore(running)
-        self.cycle.book.retake(running.pod, txn)
+        self.ledger.book.retake(running.pod, txn)
 
     def _search(
         self,
@@ -161,13 +162,13 @@ class VictimSearch:
         for pod in self.job.core:
             self.pod = pod
             outcome = place(
-                self.framework, self.state, pod.spec, self.cycle.held_for_claims(pod, self.held)
+                self.framework, self.state, pod.spec, self.placer.for_claims(pod, self.held)
             )
             if not isinstance(outcome, Status):
                 txn.reserve(outcome.node, outcome.pod, outcome.gpus)
                 placements.append((outcome.node, outcome.pod, outcome.gpus))
                 if pod.claims:
-                    self.cycle.book.take(pod, self.state.names[outcome.node], txn)
+                    self.ledger.book.take(pod, self.state.names[outcome.node], txn)
                 continue
             if outcome.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                 txn.rollback()
@@ -186,7 +187,7 @@ class VictimSearch:
             txn.reserve(node, spec, gpus)
             placements.append((node, spec, gpus))
             if pod.claims:
-                self.cycle.book.take(pod, self.state.names[node], txn)
+                self.ledger.book.take(pod, self.state.names[node], txn)
             if relocate:
                 for r in chosen:
                     out = place(self.framework, self.state, moving(r), self.held)
@@ -211,7 +212,7 @@ class VictimSearch:
         if not left.any():
             return None
         freed = pool.freed(self.state, left)
-        held = self.held if self.pod is None else self.cycle.capped(self.pod, self.held)
+        held = self.held if self.pod is None else self.placer.capped(self.pod, self.held)
         possible = np.zeros(self.state.size, dtype=np.bool_)
         possible[self.framework.run_filters(freed, spec, held).nodes] = True
         counts = np.bincount(pool.node[left], minlength=self.state.size)
@@ -219,7 +220,7 @@ class VictimSearch:
         nodes = nodes[np.lexsort((nodes, counts[nodes]))][:MAX_NODES_TRIED]
         if nodes.size == 0:
             return None
-        gone = {r.pod.key for r in taken} | self.cycle.bound_now
+        gone = {r.pod.key for r in taken} | self.means.round.bound_now
 
         def eligible(key: str) -> bool:
             i = pool.index.get(key)
