@@ -185,8 +185,8 @@ def test_room_probed_anywhere_is_made_once_inside_a_rack() -> None:
     assert len({n.labels[rack] for n in racks if n.name in nodes}) == 1  # one rack
     evicted = {e.pod for e in result.evictions}
     assert evicted in ({"ns/low0", "ns/low1"}, {"ns/low2", "ns/low3"})
-    used = 8 * 4 - int(cycle.state.gpu_idle.sum()) // 1000
-    assert used == sum(r.spec.num_gpu for r in cycle.running.values()) == 16 + 8
+    used = 8 * 4 - int(cycle.ledger.state.gpu_idle.sum()) // 1000
+    assert used == sum(r.spec.num_gpu for r in cycle.ledger.running.values()) == 16 + 8
 
 
 def test_consolidation_may_move_a_shared_pod_to_another_gpu_of_its_node() -> None:

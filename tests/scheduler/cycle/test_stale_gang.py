@@ -11,7 +11,7 @@ from gpufleet.model.workload import GroupSpec
 from gpufleet.report.reasons import why_text
 from gpufleet.scheduler.api.outcome import Eviction, Why, WhyCode, why
 from gpufleet.scheduler.cycle.cycle import Cycle
-from gpufleet.scheduler.cycle.stale_gang import release_stale
+from gpufleet.scheduler.cycle.stale_gang import StaleGangs
 from tests.builders import cycle_of, info, node
 
 GRACE = 60.0
@@ -24,6 +24,11 @@ X = why(WhyCode.QUEUE_MISSING, queue="x")
 def text(reason: Why | None) -> str:
     assert reason is not None
     return why_text(reason).replace("queue x does not exist", "X")
+
+
+def release(cycle: Cycle, gang: str, reason: Why | None) -> Why | None:
+    """What the release of ``gang`` after the grace period says, on ``cycle``'s ledger."""
+    return StaleGangs(cycle.ledger, GRACE).release(cycle.commit, cycle.now, gang, reason)
 
 
 def gang(running: int, min_member: int, stale_since: float | None) -> Cycle:
@@ -61,11 +66,11 @@ def test_a_gang_is_kept_within_its_grace_period(
     running: int, min_member: int, stale_since: float | None, reason: str
 ) -> None:
     cycle = gang(running, min_member, stale_since)
-    idle = cycle.state.gpu_idle.tolist()
-    assert text(release_stale(cycle, GRACE, "ns/g", X)) == reason
+    idle = cycle.ledger.state.gpu_idle.tolist()
+    assert text(release(cycle, "ns/g", X)) == reason
     assert cycle.evictions == []
-    assert len(cycle.gang_running.get("ns/g", ())) == running
-    assert cycle.state.gpu_idle.tolist() == idle
+    assert len(cycle.ledger.gang_running.get("ns/g", ())) == running
+    assert cycle.ledger.state.gpu_idle.tolist() == idle
 
 
 @pytest.mark.parametrize(
@@ -80,14 +85,14 @@ def test_a_gang_past_its_grace_period_is_released(
 ) -> None:
     cycle = gang(running, min_member, stale_since)
     keys = [f"ns/g-{i}" for i in range(running)]
-    assert text(release_stale(cycle, GRACE, "ns/g", X)) == (
+    assert text(release(cycle, "ns/g", X)) == (
         f"gang ns/g had {running} of {min_member} pods running for {waited}s (grace 60s); "
         "its running pods were released. X"
     )
     assert cycle.evictions == [Eviction(k, "stale-gang", "ns/g") for k in keys]
-    assert "ns/g" not in cycle.gang_running
-    assert not any(k in cycle.running or k in cycle.pool.index for k in keys)
-    assert cycle.state.gpu_whole_free.tolist() == [8]
+    assert "ns/g" not in cycle.ledger.gang_running
+    assert not any(k in cycle.ledger.running or k in cycle.pool.index for k in keys)
+    assert cycle.ledger.state.gpu_whole_free.tolist() == [8]
 
 
 def test_a_cycle_releases_a_stale_gang_whose_rest_does_not_fit() -> None:
@@ -142,5 +147,5 @@ def test_a_pod_groups_own_grace_replaces_the_cycles(
     ]
     group = GroupSpec("ns/g", 2, stale_since=stale_since, stale_grace_s=own_grace)
     cycle = cycle_of([node("n0", gpus=8)], pods, groups=(group,), now=NOW)
-    assert text(release_stale(cycle, GRACE, "ns/g", X)) == reason
+    assert text(release(cycle, "ns/g", X)) == reason
     assert cycle.evictions == ([Eviction("ns/g-0", "stale-gang", "ns/g")] if released else [])

@@ -41,23 +41,23 @@ def member(i: int, gpus: int) -> InfoBuilder:
 
 def test_a_gang_that_fits_is_reserved_pod_by_pod() -> None:
     cycle = gang_cycle(member(0, 4), member(1, 2))
-    txn = Transaction(cycle.state)
+    txn = Transaction(cycle.ledger.state)
     assert cycle.placer.job(job_of(cycle, "ns/g"), txn, None) is None
     assert [(n, gpus) for n, _, gpus in txn.reserved()] == [(0, (0, 1, 2, 3)), (1, (0, 1))]
-    assert cycle.state.gpu_whole_free.tolist() == [0, 0]
+    assert cycle.ledger.state.gpu_whole_free.tolist() == [0, 0]
 
 
 def test_a_gang_that_does_not_fit_names_its_first_pod_that_did_not_and_rolls_back() -> None:
     cycle = gang_cycle(member(0, 4), member(1, 3))  # two specs: no count, placed in turn
-    before = free_of(cycle.state)
-    txn = Transaction(cycle.state)
+    before = free_of(cycle.ledger.state)
+    txn = Transaction(cycle.ledger.state)
     failure = cycle.placer.job(job_of(cycle, "ns/g"), txn, None)
     assert failure is not None
     assert (failure.pod.key, failure.fitted) == ("ns/g-1", 1)
     assert status_text(failure.status) == "0/2 nodes are available: 2 Insufficient nvidia.com/gpu."
     assert [(n, gpus) for n, _, gpus in txn.reserved()] == [(0, (0, 1, 2, 3))]
     txn.rollback()
-    assert free_of(cycle.state) == before
+    assert free_of(cycle.ledger.state) == before
 
 
 @pytest.mark.parametrize(
@@ -85,19 +85,19 @@ def test_a_gang_of_one_plain_spec_is_counted_before_any_placement(
     members: list[InfoBuilder], pod: str, fitted: int, code: Code, message: str
 ) -> None:
     cycle = gang_cycle(*members)
-    before = free_of(cycle.state)
-    txn = Transaction(cycle.state)
+    before = free_of(cycle.ledger.state)
+    txn = Transaction(cycle.ledger.state)
     failure = cycle.placer.job(job_of(cycle, "ns/g"), txn, None)
     assert failure is not None
     assert (failure.pod.key, failure.fitted, failure.status.code) == (pod, fitted, code)
     assert status_text(failure.status) == message
     assert txn.reserved() == []
-    assert free_of(cycle.state) == before
+    assert free_of(cycle.ledger.state) == before
 
 
 def test_a_gang_that_the_count_lets_through_is_placed() -> None:
     cycle = gang_cycle(*(member(i, 2) for i in range(3)))  # exactly three slots
-    txn = Transaction(cycle.state)
+    txn = Transaction(cycle.ledger.state)
     assert cycle.placer.job(job_of(cycle, "ns/g"), txn, None) is None
     assert sorted(n for n, _, _ in txn.reserved()) == [0, 0, 1]
 
@@ -117,7 +117,7 @@ def racked(kind: str) -> tuple[Cycle, Placer]:
 
 def test_a_gang_that_requires_a_rack_is_placed_in_one() -> None:
     cycle, allocation = racked("required")
-    txn = Transaction(cycle.state)
+    txn = Transaction(cycle.ledger.state)
     assert allocation.job(job_of(cycle, "ns/g"), txn, None) is None
     assert sorted(n for n, _, _ in txn.reserved()) == [2, 3]
 
@@ -188,34 +188,34 @@ def clique_cycle(
 def devices(cycle: Cycle) -> dict[str, list[str]]:
     return {
         pod: [f"{r.pool}/{r.device}" for results in claims.values() for r in results]
-        for pod, claims in sorted(cycle.book.pod_claims.items())
+        for pod, claims in sorted(cycle.ledger.book.pod_claims.items())
     }
 
 
 def test_a_device_matched_gang_takes_devices_of_one_value() -> None:
     cycle = clique_cycle(2)
-    assert cycle.placer.job(job_of(cycle, "ml/g"), Transaction(cycle.state), None) is None
+    assert cycle.placer.job(job_of(cycle, "ml/g"), Transaction(cycle.ledger.state), None) is None
     # only clique b has four devices
     assert devices(cycle) == {"ml/g-0": ["n1/g2", "n1/g3"], "ml/g-1": ["n2/g0", "n2/g1"]}
-    assert cycle.book.device_match is None
+    assert cycle.ledger.book.device_match is None
 
 
 def test_without_the_annotation_the_devices_are_not_matched() -> None:
     cycle = clique_cycle(2, match=None)
-    assert cycle.placer.job(job_of(cycle, "ml/g"), Transaction(cycle.state), None) is None
+    assert cycle.placer.job(job_of(cycle, "ml/g"), Transaction(cycle.ledger.state), None) is None
     assert devices(cycle) == {"ml/g-0": ["n1/g0", "n1/g1"], "ml/g-1": ["n1/g2", "n1/g3"]}
 
 
 def test_a_device_matched_gang_that_no_value_holds_fails_and_leaves_no_claim() -> None:
     cycle = clique_cycle(3)  # six devices of one clique: no clique has them
-    txn = Transaction(cycle.state)
+    txn = Transaction(cycle.ledger.state)
     failure = cycle.placer.job(job_of(cycle, "ml/g"), txn, None)
     assert failure is not None
     assert failure.pod.key == "ml/g-0"
     assert failure.why is not None
     assert "needs 3" in why_text(failure.why)
-    assert cycle.book.device_match is None
-    assert cycle.book.allocations == {}
+    assert cycle.ledger.book.device_match is None
+    assert cycle.ledger.book.allocations == {}
     assert txn.reserved() == []
 
 
@@ -223,7 +223,7 @@ def test_a_device_matched_gang_takes_no_device_without_the_attribute() -> None:
     # No GPU has a clique: no value can be shared by every device of the gang (README,
     # "every device of the gang shares one value of the attribute"), so it must wait.
     cycle = clique_cycle(2, cliques=("----", "----"))
-    failure = cycle.placer.job(job_of(cycle, "ml/g"), Transaction(cycle.state), None)
+    failure = cycle.placer.job(job_of(cycle, "ml/g"), Transaction(cycle.ledger.state), None)
     assert failure is not None
     assert devices(cycle) == {}
 
@@ -247,13 +247,13 @@ def test_devices_without_the_attribute_are_passed_over_not_an_error() -> None:
     # n1: a, a, -, -; n2: a, a, -, -: the gang of two pods of two GPUs takes the four of
     # clique a; a device without the attribute matches no value (and breaks no selector).
     cycle = clique_cycle(2, cliques=("aa--", "aa--"))
-    assert cycle.placer.job(job_of(cycle, "ml/g"), Transaction(cycle.state), None) is None
+    assert cycle.placer.job(job_of(cycle, "ml/g"), Transaction(cycle.ledger.state), None) is None
     assert devices(cycle) == {"ml/g-0": ["n1/g0", "n1/g1"], "ml/g-1": ["n2/g0", "n2/g1"]}
 
 
 def test_a_gang_that_devices_without_the_attribute_would_complete_waits() -> None:
     cycle = clique_cycle(3, cliques=("aa--", "aa--"))  # four of clique a, six needed
-    failure = cycle.placer.job(job_of(cycle, "ml/g"), Transaction(cycle.state), None)
+    failure = cycle.placer.job(job_of(cycle, "ml/g"), Transaction(cycle.ledger.state), None)
     assert failure is not None
     assert failure.why is not None
     text = why_text(failure.why)

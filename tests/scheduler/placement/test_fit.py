@@ -100,11 +100,11 @@ def test_held_nodes_have_no_slots() -> None:
 def test_slots_follow_the_state_and_may_be_counted_on_another() -> None:
     cycle = fresh_cycle()
     assert cycle.fit.slots(pods(8), None, None) == 6.0
-    freed = cycle.state.copy()
-    cycle.state.reserve(0, pod().gpus(4).obj(), (0, 1, 2, 3))
+    freed = cycle.ledger.state.copy()
+    cycle.ledger.state.reserve(0, pod().gpus(4).obj(), (0, 1, 2, 3))
     assert cycle.fit.slots(pods(8), None, None) == 4.0
     assert cycle.fit.slots(pods(8), freed, None) == 6.0
-    cycle.state.release(0, pod().gpus(4).obj(), (0, 1, 2, 3))
+    cycle.ledger.state.release(0, pod().gpus(4).obj(), (0, 1, 2, 3))
     assert cycle.fit.slots(pods(8), None, None) == 6.0
 
 
@@ -138,7 +138,7 @@ def test_slots_count_exactly_the_pods_that_placement_fits(
     many = tuple(PodInfo(f"ns/p{i}", spec) for i in range(64))
     counted = cycle.fit.slots(many, None, None)
     placed = 0
-    while not isinstance(outcome := place(cycle.framework, cycle.state, spec), Status):
-        cycle.state.reserve(outcome.node, outcome.pod, outcome.gpus)
+    while not isinstance(outcome := place(cycle.framework, cycle.ledger.state, spec), Status):
+        cycle.ledger.state.reserve(outcome.node, outcome.pod, outcome.gpus)
         placed += 1
     assert counted == placed

@@ -190,6 +190,6 @@ def test_the_free_resources_are_summed_once_until_the_cluster_changes(
     gate = cycle.min_resources
     gate.free()
     assert len(sums) == 1
-    cycle.state.reserve(0, pods[0].spec, (0,))
+    cycle.ledger.state.reserve(0, pods[0].spec, (0,))
     assert gate.free()[0] == 7.0
     assert len(sums) == 2

@@ -82,7 +82,7 @@ def test_freed_is_the_cluster_without_the_candidates() -> None:
     assert mask is not None
     freed = Preempt().freed(search, mask)
     assert freed.gpu_free[0].tolist() == [1000, 0, 1000, 0, 0, 1000, 1000, 1000]
-    assert cycle.state.gpu_whole_free.tolist() == [3]
+    assert cycle.ledger.state.gpu_whole_free.tolist() == [3]
 
 
 def test_the_search_evicts_a_candidate_of_the_queue() -> None:

@@ -192,7 +192,7 @@ def test_unit(
 ) -> None:
     cycle = gang_cycle(running, min_member)
     search = search_for(cycle, "a/job")
-    unit = search.unit(cycle.running[pod], [cycle.running[k] for k in taken])
+    unit = search.unit(cycle.ledger.running[pod], [cycle.ledger.running[k] for k in taken])
     assert [r.pod.key for r in unit] == expected
 
 
@@ -325,11 +325,11 @@ def victims_on_held_nodes() -> Setup:
 def test_no_plan_leaves_the_state_as_it_was(setup: Callable[[], Setup]) -> None:
     cycle, key, held = setup()
     search = search_for(cycle, key, held)
-    before = free_of(cycle.state)
+    before = free_of(cycle.ledger.state)
     plan, note = search.run(PREEMPT, pods_request(search.job.core))
     assert plan is None
     assert note.code is NoteCode.NOT_FOUND
-    assert free_of(cycle.state) == before
+    assert free_of(cycle.ledger.state) == before
 
 
 def test_pods_bound_in_this_cycle_are_never_victims() -> None:

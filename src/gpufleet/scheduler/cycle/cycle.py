@@ -26,7 +26,7 @@ The cycle works on the ledger it is given — the cluster cache's, in a session
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -58,7 +58,7 @@ from gpufleet.scheduler.api.transaction import Running, Transaction
 from gpufleet.scheduler.cycle.commit import Commit
 from gpufleet.scheduler.cycle.dispatch import Dispatcher
 from gpufleet.scheduler.cycle.journal import Journal, Record, failure_reason
-from gpufleet.scheduler.cycle.stale_gang import release_stale
+from gpufleet.scheduler.cycle.stale_gang import StaleGangs
 from gpufleet.scheduler.placement.allocate import Placer
 from gpufleet.scheduler.placement.fit import Fit
 from gpufleet.scheduler.placement.place import Placement, place
@@ -151,16 +151,9 @@ class Cycle:
             ledger = Ledger.of(snapshot, config.non_preemptible_priority)
             ledger.bind_all(snapshot.pods)
         self.ledger = ledger
-        self.state, self.empty, self.node_index = ledger.state, ledger.empty, ledger.node_index
-        self.tree, self.groups, self.book = ledger.tree, ledger.groups, ledger.book
-        self.running, self.gang_running = ledger.running, ledger.gang_running
-        self.partial, self.alloc = ledger.partial, ledger.alloc
-        self.stale_since: Mapping[str, float] | None = None
-        """Per gang stale (``cycle/stale_gang.py``): since when, as the scheduler that runs
-        this cycle again and again saw it (``session.py``; a gang not in it is not stale);
-        None: since its PodGroup's ``gpufleet.io/stale-since`` (a snapshot's one cycle)."""
-        self.leaving: Collection[str] = frozenset()
-        """Pods evicted and terminating: a stale gang's release does not evict them again."""
+        self.stale = StaleGangs(ledger, config.stale_grace_s)
+        """The release of gangs below ``minMember`` (its ``since`` and ``leaving`` are the
+        session's to set)."""
         self.cycles = 0
         self._limit_failures: dict[Hashable, tuple[int, int]] = {}
         """Preemption under a limit that found nothing, by job shape, with its epoch."""
@@ -175,15 +168,15 @@ class Cycle:
         self.placer = Placer(ledger, build, components.resource_filters, topology)
         self.round = Round()
         """This cycle's time, number and counts, as making room reads them."""
-        if self.state.mig is not None:
-            self.state.mig.mark_baseline()  # running pods' slices are the cluster's own
+        if self.ledger.state.mig is not None:
+            self.ledger.state.mig.mark_baseline()  # running pods' slices are the cluster's own
         if pool is None:
             pool = VictimPool.of(ledger, now)
         else:
             pool.at(now)
         self.pool = pool
         if backlog is None:
-            found = snapshot_jobs(snapshot, self.state) if jobs is None else list(jobs)
+            found = snapshot_jobs(snapshot, self.ledger.state) if jobs is None else list(jobs)
             backlog = Backlog.of(with_claim_gpus(found, ledger))
         self.backlog = backlog
         self.means = Means(ledger, pool, self.placer, self.order, self.round)
@@ -196,7 +189,6 @@ class Cycle:
             strict_fifo=config.strict_fifo,
             records=config.records,
         )
-        self.capacity = ledger.capacity
         self.commit = Commit(ledger, pool, now)
         self._start(now)
 
@@ -204,7 +196,7 @@ class Cycle:
         """Start another cycle at ``now`` on the state the previous ones left: the pods they
         bound become possible victims, fair shares follow the backlog. Without ``act`` the
         cycle only places jobs (a replay evicts on its periodic cycle only)."""
-        fresh = [self.running[b.pod] for b in self.bindings if b.pod in self.running]
+        fresh = [self.ledger.running[b.pod] for b in self.bindings if b.pod in self.ledger.running]
         self.pool.add([r for r in fresh if self.ledger.evictable(r.pod)])
         self.pool.at(now)
         self.round.act = act
@@ -213,7 +205,7 @@ class Cycle:
     def _start(self, now: float) -> None:
         self.now = now
         self.cycles += 1
-        self.order.start(self.backlog.demand, self.capacity)
+        self.order.start(self.backlog.demand, self.ledger.capacity)
         self.commit = Commit(self.ledger, self.pool, now)
         self.journal = Journal(records=self.config.records, watch=self.config.watch)
         turn = self.round
@@ -257,14 +249,14 @@ class Cycle:
 
         Built on first use: a snapshot without pods has no workload and needs no placement.
         """
-        snapshot_specs = [self.state.demand(p.spec) for p in self.snapshot.pods]
+        snapshot_specs = [self.ledger.state.demand(p.spec) for p in self.snapshot.pods]
         specs = snapshot_specs if self.workload is None else self.workload
         return make_framework(self.components, self.config.policy, specs, self.rng)
 
     def finish(self, key: str) -> Running:
         """Pod ``key`` ended (its job completed, or it was stopped): free what it held."""
         running = self.commit.drop(key)
-        self.state.release(running.node, running.spec, running.gpus)
+        self.ledger.state.release(running.node, running.spec, running.gpus)
         return running
 
     # -- the cycle ----------------------------------------------------------------------
@@ -277,25 +269,25 @@ class Cycle:
             for p in self.snapshot.pods
             if p.blocked and p.managed
         )
-        unknown = [q for q in backlog.queues() if q not in self.tree.queues]
+        unknown = [q for q in backlog.queues() if q not in self.ledger.tree.queues]
         for queue in unknown:
             problem = self.ledger.invalid_queues.get(queue)
             invalid = problem.text() if problem is not None else ""
             for job in backlog.behind(queue):
                 reason = why(WhyCode.QUEUE_MISSING, queue=job.queue, invalid=invalid)
                 self.journal.pend(job, job.pods, reason)
-        for gang in sorted(self.partial):
+        for gang in sorted(self.ledger.partial):
             if gang not in backlog:
                 self._stale_judged.add(gang)
-                release_stale(self, self.config.stale_grace_s, gang, None)
+                self.stale.release(self.commit, self.now, gang, None)
         self.dispatcher.serve(self.journal, self.evictions, self.schedule)
         # A gang whose job was not tried (its class failed before and nothing it waits on
         # changed) cannot be completed in this cycle either: its grace runs all the same.
-        for gang in sorted(self.partial - self._stale_judged):
-            release_stale(self, self.config.stale_grace_s, gang, None)
-        mig = self.state.mig
+        for gang in sorted(self.ledger.partial - self._stale_judged):
+            self.stale.release(self.commit, self.now, gang, None)
+        mig = self.ledger.state.mig
         reconfigurations = tuple(
-            Reconfiguration(self.state.names[node], gpu, tuple(layout))
+            Reconfiguration(self.ledger.state.names[node], gpu, tuple(layout))
             for node, gpu, layout in (mig.reconfigurations() if mig is not None else ())
         )
         return CycleResult(
@@ -306,7 +298,7 @@ class Cycle:
             self.journal.node_reasons,
             dict(self.fair) if self.config.records else {},
             reconfigurations,
-            self.book.status(),
+            self.ledger.book.status(),
         )
 
     def settled(self) -> bool:
@@ -324,7 +316,7 @@ class Cycle:
         record = None
         if self.config.records:
             fair = self.fair.get(job.queue, vector())
-            record = (fair, self.alloc[job.queue].copy(), self.order.ratio(job.queue))
+            record = (fair, self.ledger.alloc[job.queue].copy(), self.order.ratio(job.queue))
         notes: list[Note] = []
         core = job.core
         if job.incomplete:
@@ -356,10 +348,10 @@ class Cycle:
                 self._give_up(job, short, notes, record)
                 return False
             self.placer.caps = self.admission.share_caps(job, core, request)
-            txn = Transaction(self.state)
+            txn = Transaction(self.ledger.state)
             failure = self.placer.job(job, txn, held)
             if failure is not None:
-                self.journal.watch(job, failure.pod, self.framework, self.state)
+                self.journal.watch(job, failure.pod, self.framework, self.ledger.state)
                 txn.rollback()
                 plan = None
                 if self.act and failure.status.code is not Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
@@ -378,7 +370,7 @@ class Cycle:
     def _set_aside_strays(self, job: Job) -> Job:
         """``job`` without the pods that name no leaf subgroup of its gang; they wait, told
         why (KAI schedules no such pod either)."""
-        group = self.groups.get(job.key)
+        group = self.ledger.groups.get(job.key)
         leaves = ", ".join(s.name for s in group.leaves) if group is not None else ""
         for pod in job.pods:
             if pod.key in job.strays:
@@ -411,7 +403,7 @@ class Cycle:
             VictimSearch(self.means, job, held),
             request,
             admission=self.admission,
-            alloc=self.alloc,
+            alloc=self.ledger.alloc,
             place_core=self.placer.job,
         )
         if plan is None:
@@ -425,12 +417,12 @@ class Cycle:
             if blocked is None:
                 self.placer.caps = self.admission.share_caps(job, (pod,), request)
                 where = self.placer.capped(pod, self.placer.extras_held(job, held, pod))
-                outcome = place(self.framework, self.state, pod.spec, where)
+                outcome = place(self.framework, self.ledger.state, pod.spec, where)
                 if isinstance(outcome, Placement):
-                    self.state.reserve(outcome.node, outcome.pod, outcome.gpus)
+                    self.ledger.state.reserve(outcome.node, outcome.pod, outcome.gpus)
                     self._bound(pod, outcome.node, outcome.pod, outcome.gpus)
                     continue
-                self.journal.watch(job, pod, self.framework, self.state)
+                self.journal.watch(job, pod, self.framework, self.ledger.state)
                 blocked = why(WhyCode.UNSCHEDULABLE, status=outcome)
             reason = why(WhyCode.ELASTIC, job=job.key, then=blocked)
             self.journal.pending.append(Pending(pod.key, reason))
@@ -450,8 +442,8 @@ class Cycle:
         if (
             self.act
             and self.room.watches_fair_share
-            and pod.queue in self.tree.queues
-            and any(self.order.ratio(q) > 1 + EPS for q in self.tree.paths[pod.queue])
+            and pod.queue in self.ledger.tree.queues
+            and any(self.order.ratio(q) > 1 + EPS for q in self.ledger.tree.paths[pod.queue])
         ):
             self.round.over_share += 1
 
@@ -462,7 +454,7 @@ class Cycle:
         waited = self.now - job.created
         after = self.config.starvation_after_s
         if waited >= after and any(p.spec.num_gpu for p in job.core):
-            held = self.holds.hold(job, self.state, self.fit.static_nodes)
+            held = self.holds.hold(job, self.ledger.state, self.fit.static_nodes)
             if held:
                 reason = why(
                     WhyCode.STARVING, waited_s=waited, after_s=after, nodes=tuple(held), then=reason
@@ -488,9 +480,9 @@ class Cycle:
     def _stale(self, job: Job, reason: Why) -> Why:
         """A gang running below ``minMember`` that cannot be completed is released after the
         grace period (the reason says which)."""
-        if job.key not in self.groups:
+        if job.key not in self.ledger.groups:
             return reason
         self._stale_judged.add(job.key)
-        stale = release_stale(self, self.config.stale_grace_s, job.key, reason)
+        stale = self.stale.release(self.commit, self.now, job.key, reason)
         assert stale is not None
         return stale

@@ -75,7 +75,7 @@ class Session:
             framework=cache.framework(config.policy, ledger.state, np.random.default_rng(0)),
             components=cache.components,
         )
-        self.cycle.leaving = cache.leaving
+        self.cycle.stale.leaving = cache.leaving
 
     def run(self) -> CycleResult:
         result = self.cycle.run()
@@ -240,7 +240,7 @@ class Scheduler:
             first_known = gang not in self._known
             self.stale[gang] = min(marked, now) if first_known and marked is not None else now
         self._known = set(ledger.groups)
-        self.cycle.stale_since, self.cycle.leaving = self.stale, cache.leaving
+        self.cycle.stale.since, self.cycle.stale.leaving = self.stale, cache.leaving
 
 
 def _levels(cache: ClusterCache[Components]) -> tuple[str, ...]:

@@ -12,7 +12,7 @@ and terminating are not evicted again.
 
 Since when a gang is stale: a scheduler that runs cycle after cycle (the live scheduler, a
 replay) knows, from the first cycle that found it below ``minMember``
-(:attr:`~gpufleet.scheduler.cycle.cycle.Cycle.stale_since`; the live scheduler writes it on the
+(:attr:`StaleGangs.since`; the live scheduler writes it on the
 PodGroup as ``gpufleet.io/stale-since`` so that a restarted or new leader starts from it);
 a what-if's one cycle reads that annotation.
 
@@ -31,70 +31,64 @@ from gpufleet.scheduler.api.outcome import Why, WhyCode, why
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping, Sequence
 
-    from gpufleet.model.cluster import ClusterState
     from gpufleet.model.workload import GroupSpec
     from gpufleet.scheduler.api.transaction import Running
     from gpufleet.scheduler.cycle.commit import Commit
+    from gpufleet.scheduler.state.ledger import Ledger
 
 NAME = "stale-gang"
 
 
-class StaleContext(Protocol):
-    """What the release reads and changes of the cycle."""
+class StaleGangs:
+    """The release of stale gangs over ``ledger``, ``grace_s`` after they went stale unless
+    a PodGroup sets its own grace.
 
-    @property
-    def now(self) -> float: ...
-    @property
-    def state(self) -> ClusterState: ...
-    @property
-    def groups(self) -> Mapping[str, GroupSpec]: ...
-    @property
-    def gang_running(self) -> Mapping[str, Sequence[str]]: ...
-    @property
-    def stale_since(self) -> Mapping[str, float] | None: ...
-    @property
-    def running(self) -> Mapping[str, Running]: ...
-    @property
-    def leaving(self) -> Collection[str]: ...
-    @property
-    def commit(self) -> Commit: ...
+    ``since``: per stale gang, since when, as the scheduler that runs this cycle again and
+    again saw it (``session.py``; a gang not in it is not stale); None: since its
+    PodGroup's ``gpufleet.io/stale-since`` (a snapshot's one cycle). ``leaving``: pods
+    evicted and terminating, which a release does not evict again.
+    """
 
+    def __init__(self, ledger: Ledger, grace_s: float) -> None:
+        self.ledger, self.grace_s = ledger, grace_s
+        self.since: Mapping[str, float] | None = None
+        self.leaving: Collection[str] = frozenset()
 
-def release_stale(cycle: StaleContext, grace_s: float, gang: str, reason: Why | None) -> Why | None:
-    """Release ``gang``'s running pods if it has been stale past its grace (its PodGroup's,
-    else ``grace_s``); ``reason`` with what holds added (unchanged for a gang that is not
-    stale)."""
-    group = cycle.groups[gang]
-    running = len(cycle.gang_running.get(gang, ()))
-    if not stale_gang(cycle, group):
-        return reason
-    if group.stale_grace_s is not None:
-        grace_s = group.stale_grace_s
-    marks, now = cycle.stale_since, cycle.now
-    stale = group.stale_since if marks is None else marks.get(gang)
-    if stale is not None and now - stale >= grace_s:
-        leaving = cycle.leaving
-        for key in sorted(k for k in cycle.gang_running[gang] if k not in leaving):
-            released = cycle.commit.evict(key, NAME, gang)
-            cycle.state.release(released.node, released.spec, released.gpus)
+    def release(self, commit: Commit, now: float, gang: str, reason: Why | None) -> Why | None:
+        """Release ``gang``'s running pods through ``commit`` if it has been stale past its
+        grace at ``now``; ``reason`` with what holds added (unchanged for a gang that is not
+        stale)."""
+        ledger = self.ledger
+        group = ledger.groups[gang]
+        running = len(ledger.gang_running.get(gang, ()))
+        if not stale_gang(ledger, group):
+            return reason
+        grace_s = self.grace_s if group.stale_grace_s is None else group.stale_grace_s
+        marks = self.since
+        stale = group.stale_since if marks is None else marks.get(gang)
+        if stale is not None and now - stale >= grace_s:
+            leaving = self.leaving
+            for key in sorted(k for k in ledger.gang_running[gang] if k not in leaving):
+                released = commit.evict(key, NAME, gang)
+                ledger.state.release(released.node, released.spec, released.gpus)
+            return why(
+                WhyCode.STALE_RELEASED,
+                gang=gang,
+                running=running,
+                min_member=group.min_member,
+                for_s=now - stale,
+                grace_s=grace_s,
+                then=reason,
+            )
         return why(
-            WhyCode.STALE_RELEASED,
+            WhyCode.STALE,
             gang=gang,
             running=running,
             min_member=group.min_member,
-            for_s=now - stale,
+            since_s=None if stale is None else now - stale,
             grace_s=grace_s,
             then=reason,
         )
-    return why(
-        WhyCode.STALE,
-        gang=gang,
-        running=running,
-        min_member=group.min_member,
-        since_s=None if stale is None else now - stale,
-        grace_s=grace_s,
-        then=reason,
-    )
 
 
 class GangContext(Protocol):
