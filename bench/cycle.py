@@ -37,7 +37,7 @@ from gpufleet.model.interpod import LabelSelector, PodPlacement, PodTerm, Spread
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.selectors import Requirement
 from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, Snapshot, vector
-from gpufleet.scheduler.cycle.cycle import CycleConfig
+from gpufleet.scheduler.cycle.config import CycleConfig
 
 SECTION = "cycle-speed"
 QUEUES = 20

@@ -35,7 +35,7 @@ from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.workload import NON_PREEMPTIBLE_PRIORITY, PodInfo, QueueSpec, vector
 from gpufleet.scheduler.cycle.components import Components
-from gpufleet.scheduler.cycle.cycle import CycleConfig
+from gpufleet.scheduler.cycle.config import CycleConfig
 from gpufleet.scheduler.cycle.session import Session
 from gpufleet.scheduler.state.cache import ClusterCache
 from gpufleet.scheduler.state.changes import Event

@@ -38,7 +38,7 @@ from gpufleet.model.arrays import MILLI
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.workload import GroupSpec, PodInfo, Snapshot
-from gpufleet.scheduler.cycle.cycle import CycleConfig
+from gpufleet.scheduler.cycle.config import CycleConfig
 
 SECTION = "topology"
 BLOCK, RACK = "topology.kubernetes.io/block", "topology.kubernetes.io/rack"

@@ -16,7 +16,8 @@ from gpufleet.model.cluster import ClusterState, NodeSpec
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, Snapshot
 from gpufleet.scheduler.api.job import Job
-from gpufleet.scheduler.cycle.cycle import Cycle, CycleConfig
+from gpufleet.scheduler.cycle.config import CycleConfig
+from gpufleet.scheduler.cycle.cycle import Cycle
 from gpufleet.scheduler.state.claims import ClaimBook
 from gpufleet.scheduler.state.ledger import Ledger
 

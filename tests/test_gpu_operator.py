@@ -15,7 +15,7 @@ from gpufleet.load.snapshot import parse_snapshot
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.workload import Snapshot
 from gpufleet.report.reasons import why_text
-from gpufleet.scheduler.cycle.cycle import CycleConfig
+from gpufleet.scheduler.cycle.config import CycleConfig
 
 A100 = "NVIDIA-A100-SXM4-40GB"
 

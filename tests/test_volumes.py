@@ -9,7 +9,7 @@ from pathlib import Path
 from gpufleet.compose import schedule_snapshot
 from gpufleet.load.snapshot import load_snapshot
 from gpufleet.report.cycle import cycle_json
-from gpufleet.scheduler.cycle.cycle import CycleConfig
+from gpufleet.scheduler.cycle.config import CycleConfig
 from tests.scenarios.test_scenarios import expectation, when
 
 SCENARIO = Path(__file__).parent / "scenarios" / "volume-binding.yaml"

@@ -16,7 +16,8 @@ from gpufleet.cost.rates import hourly_cost, running_hourly
 from gpufleet.model.costs import CycleCost, HourlyCost, Sheet
 from gpufleet.plugins.registry import FIT_FILTERS, PLUGINS, POLICIES
 from gpufleet.scheduler.cycle.components import Components
-from gpufleet.scheduler.cycle.cycle import Cycle, CycleConfig
+from gpufleet.scheduler.cycle.config import CycleConfig
+from gpufleet.scheduler.cycle.cycle import Cycle
 from gpufleet.scheduler.cycle.session import Session
 from gpufleet.scheduler.placement.topology import DomainTopology
 from gpufleet.scheduler.queues.admission import QueueAdmission

@@ -11,7 +11,7 @@ from typing import Any
 from gpufleet.kube.events import rfc3339
 from gpufleet.kube.options import ServeOptions
 from gpufleet.load.vocabulary import STALE_ANNOTATION
-from gpufleet.scheduler.cycle.cycle import CycleConfig
+from gpufleet.scheduler.cycle.config import CycleConfig
 from tests.apiserver.server import Emulator
 from tests.kube.test_serve import add_group, add_node, add_pod, pods, serve
 from tests.kube.test_serve_status import podgroup

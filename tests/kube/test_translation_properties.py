@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from gpufleet.compose import new_cache
 from gpufleet.kube.objects import ObjectStore
-from gpufleet.scheduler.cycle.cycle import CycleConfig
+from gpufleet.scheduler.cycle.config import CycleConfig
 
 Obj = dict[str, Any]
 MIG = "nvidia.com/mig-1g.10gb"

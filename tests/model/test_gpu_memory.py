@@ -22,7 +22,7 @@ from gpufleet.model.pod import PodSpec
 from gpufleet.model.workload import PodInfo, with_demand
 from gpufleet.plugins.registry import PLUGINS, POLICIES
 from gpufleet.report.reasons import status_text
-from gpufleet.scheduler.cycle.cycle import CycleConfig
+from gpufleet.scheduler.cycle.config import CycleConfig
 from gpufleet.scheduler.placement.place import Placement, commit, place
 from gpufleet.scheduler.state.ledger import SnapshotError
 from tests.builders import cluster, node, pod

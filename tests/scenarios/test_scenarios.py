@@ -33,7 +33,7 @@ from gpufleet.compose import schedule_snapshot, schedule_snapshot_costed
 from gpufleet.load.prices import DEFAULT_SHEET, load_price_sheet
 from gpufleet.load.snapshot import load_snapshot
 from gpufleet.report.reasons import why_text
-from gpufleet.scheduler.cycle.cycle import CycleConfig
+from gpufleet.scheduler.cycle.config import CycleConfig
 
 HERE = Path(__file__).parent
 SCENARIOS = sorted(HERE.glob("*.yaml"))

@@ -23,7 +23,8 @@ from gpufleet.model.workload import (
 from gpufleet.plugins.registry import REPLAY_POLICIES, ReplayPolicy
 from gpufleet.report.reasons import why_text
 from gpufleet.scheduler.api.job import Job
-from gpufleet.scheduler.cycle.cycle import Cycle, CycleConfig
+from gpufleet.scheduler.cycle.config import CycleConfig
+from gpufleet.scheduler.cycle.cycle import Cycle
 from gpufleet.scheduler.cycle.session import Scheduler
 from gpufleet.scheduler.queues.backlog import Backlog, job_shape
 from gpufleet.scheduler.state.cache import ClusterCache

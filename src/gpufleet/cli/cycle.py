@@ -34,7 +34,7 @@ from gpufleet.report.cycle import (
     explain_lines,
 )
 from gpufleet.scheduler.api.outcome import CycleResult
-from gpufleet.scheduler.cycle.cycle import CycleConfig
+from gpufleet.scheduler.cycle.config import CycleConfig
 from gpufleet.scheduler.state.ledger import SnapshotError
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from gpufleet.scheduler.cycle.cycle import CycleConfig
+from gpufleet.scheduler.cycle.config import CycleConfig
 
 if TYPE_CHECKING:
     from gpufleet.cost.prices import PriceSheet

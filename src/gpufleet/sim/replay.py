@@ -54,7 +54,7 @@ from gpufleet.model.workload import (
     ReplayJob,
     vector,
 )
-from gpufleet.scheduler.cycle.cycle import CycleConfig
+from gpufleet.scheduler.cycle.config import CycleConfig
 from gpufleet.scheduler.cycle.session import Scheduler
 from gpufleet.scheduler.state.changes import Event, Topology
 from gpufleet.sim.clock import ARRIVAL, COMPLETION, PERIODIC, EventQueue

@@ -29,7 +29,7 @@ from gpufleet.model.workload import (
     vector,
 )
 from gpufleet.scheduler.api.outcome import CycleResult
-from gpufleet.scheduler.cycle.cycle import CycleConfig
+from gpufleet.scheduler.cycle.config import CycleConfig
 from gpufleet.scheduler.state.fairshare import EPS, QueueTree, share_ratio
 
 NOW = 10_000.0

@@ -19,7 +19,7 @@ from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, Snapshot
 from gpufleet.report.reasons import why_text
 from gpufleet.scheduler.api.outcome import CycleResult
 from gpufleet.scheduler.cycle.components import Components
-from gpufleet.scheduler.cycle.cycle import CycleConfig
+from gpufleet.scheduler.cycle.config import CycleConfig
 from gpufleet.scheduler.cycle.session import Scheduler, Session
 from gpufleet.scheduler.state.cache import ClusterCache
 from gpufleet.scheduler.state.changes import Event, Topology, snapshot_events

@@ -21,7 +21,8 @@ from gpufleet.model.values import EMPTY
 from gpufleet.model.workload import GroupSpec, PodInfo, Snapshot
 from gpufleet.report.reasons import status_text, why_text
 from gpufleet.scheduler.api.transaction import Transaction
-from gpufleet.scheduler.cycle.cycle import Cycle, CycleConfig
+from gpufleet.scheduler.cycle.config import CycleConfig
+from gpufleet.scheduler.cycle.cycle import Cycle
 from gpufleet.scheduler.placement.allocate import Placer
 from gpufleet.scheduler.placement.rules import TopologyRule
 from gpufleet.scheduler.placement.topology import DomainTopology, Failure, PlaceAll, Where, restrict

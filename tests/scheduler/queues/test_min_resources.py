@@ -13,7 +13,7 @@ import pytest
 from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, vector
 from gpufleet.report.reasons import why_text
 from gpufleet.scheduler.api.outcome import CycleResult
-from gpufleet.scheduler.cycle.cycle import CycleConfig
+from gpufleet.scheduler.cycle.config import CycleConfig
 from gpufleet.scheduler.queues import min_resources
 from tests.builders import cycle_of, info, node
 

@@ -28,7 +28,8 @@ from gpufleet.report.reasons import note_words
 from gpufleet.scheduler.api.outcome import NoteCode, note
 from gpufleet.scheduler.api.transaction import Running
 from gpufleet.scheduler.cycle.components import Components
-from gpufleet.scheduler.cycle.cycle import Cycle, CycleConfig
+from gpufleet.scheduler.cycle.config import CycleConfig
+from gpufleet.scheduler.cycle.cycle import Cycle
 from gpufleet.scheduler.room.preempt import Preempt
 from gpufleet.scheduler.room.protocols import moving
 from gpufleet.scheduler.room.victims import VictimSearch

@@ -23,7 +23,7 @@ from gpufleet.model.selectors import Requirement, Taint
 from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, Snapshot, vector
 from gpufleet.report.reasons import why_text
 from gpufleet.scheduler.api.job import Job, build_jobs, order_key
-from gpufleet.scheduler.cycle.cycle import CycleConfig
+from gpufleet.scheduler.cycle.config import CycleConfig
 from gpufleet.scheduler.cycle.session import Scheduler, Session
 from gpufleet.scheduler.state.cache import ClusterCache
 from gpufleet.scheduler.state.changes import Event, snapshot_events

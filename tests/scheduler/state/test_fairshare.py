@@ -10,7 +10,7 @@ import pytest
 from gpufleet.compose import run_cycle
 from gpufleet.model.workload import PodInfo, QueueSpec, Snapshot, vector
 from gpufleet.scheduler.api.outcome import CycleResult
-from gpufleet.scheduler.cycle.cycle import CycleConfig
+from gpufleet.scheduler.cycle.config import CycleConfig
 from gpufleet.scheduler.state.fairshare import QueueTree, divide, fair_shares, share_ratio
 from tests.builders import node, pod
 

@@ -25,18 +25,14 @@ The cycle works on the ledger it is given — the cluster cache's, in a session
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Hashable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from gpufleet.framework.runtime import Framework, Held
 from gpufleet.framework.status import Code
-from gpufleet.model.devices import MAX_CONSUMERS
 from gpufleet.model.workload import (
-    NON_PREEMPTIBLE_PRIORITY,
     PodInfo,
     Snapshot,
     pods_request,
@@ -56,8 +52,15 @@ from gpufleet.scheduler.api.outcome import (
 )
 from gpufleet.scheduler.api.transaction import Running, Transaction
 from gpufleet.scheduler.cycle.commit import Commit
+from gpufleet.scheduler.cycle.config import CycleConfig
 from gpufleet.scheduler.cycle.dispatch import Dispatcher
-from gpufleet.scheduler.cycle.journal import Journal, Record, failure_reason
+from gpufleet.scheduler.cycle.journal import (
+    Journal,
+    Record,
+    failure_reason,
+    incomplete_reason,
+    set_aside_strays,
+)
 from gpufleet.scheduler.cycle.stale_gang import StaleGangs
 from gpufleet.scheduler.placement.allocate import Placer
 from gpufleet.scheduler.placement.fit import Fit
@@ -68,8 +71,7 @@ from gpufleet.scheduler.queues.min_resources import MinResources
 from gpufleet.scheduler.room.preempt import NAME as PREEMPT
 from gpufleet.scheduler.room.protocols import Means, Round, consolidation_epoch
 from gpufleet.scheduler.room.room import Room
-from gpufleet.scheduler.room.under_limit import preempt_under_limit
-from gpufleet.scheduler.room.victims import VictimSearch
+from gpufleet.scheduler.room.under_limit import UnderLimit
 from gpufleet.scheduler.state.fairshare import EPS
 from gpufleet.scheduler.state.ledger import Ledger, with_claim_gpus
 from gpufleet.scheduler.state.pool import VictimPool
@@ -83,34 +85,6 @@ if TYPE_CHECKING:
 
 
 LIMIT = WhyCode.QUEUE_LIMIT
-
-
-def incomplete_reason(job: Job) -> Why:
-    """Why ``job`` cannot start: fewer pods than its ``minMember``, or than a subgroup's."""
-    gang, pods, least = job.key, job.running + len(job.pods), job.min_member
-    if job.short is not None:
-        name, pods, least = job.short
-        gang = f"{job.key} subgroup {name}"
-    return why(WhyCode.GANG_INCOMPLETE, gang=gang, pods=pods, min_member=least)
-
-
-@dataclass(frozen=True, slots=True)
-class CycleConfig:
-    policy: str = "gpufleet"
-    non_preemptible_priority: int = NON_PREEMPTIBLE_PRIORITY
-    stale_grace_s: float = 60.0
-    starvation_after_s: float = 1800.0
-    actions: tuple[str, ...] = ("consolidate", "reclaim", "preempt")
-    """The actions that make room, in the order they are tried (names of the registry)."""
-    watch: frozenset[str] = frozenset()
-    """Pods whose per-node filter reasons the result should carry (for explain)."""
-    strict_fifo: bool = False
-    """A queue's first job that cannot be placed blocks the jobs behind it (Kueue's
-    StrictFIFO); by default they may pass it."""
-    records: bool = True
-    """Report what explain and the schedule output show besides the decisions: a record
-    of every job tried (its queue's fair share and allocation, the outcome, the notes)
-    and every queue's fair share. A replay reads only bindings and evictions."""
 
 
 class Cycle:
@@ -155,8 +129,6 @@ class Cycle:
         """The release of gangs below ``minMember`` (its ``since`` and ``leaving`` are the
         session's to set)."""
         self.cycles = 0
-        self._limit_failures: dict[Hashable, tuple[int, int]] = {}
-        """Preemption under a limit that found nothing, by job shape, with its epoch."""
         self.order = components.queue_rule(ledger)
         self.admission = components.admission_rule(ledger, config.non_preemptible_priority)
         self.min_resources = MinResources(ledger)
@@ -180,6 +152,7 @@ class Cycle:
             backlog = Backlog.of(with_claim_gpus(found, ledger))
         self.backlog = backlog
         self.means = Means(ledger, pool, self.placer, self.order, self.round)
+        self.under_limit = UnderLimit(self.means, self.admission)
         self.dispatcher = Dispatcher(
             backlog,
             self.order,
@@ -312,7 +285,7 @@ class Cycle:
 
     def _schedule(self, job: Job, held: Held | None) -> bool:
         if job.strays:
-            job = self._set_aside_strays(job)
+            job = set_aside_strays(job, self.ledger.groups.get(job.key), self.journal)
         record = None
         if self.config.records:
             fair = self.fair.get(job.queue, vector())
@@ -328,7 +301,7 @@ class Cycle:
             blocked = (
                 self.admission.blocked(job, request)
                 or self.min_resources.queue_short(job)
-                or self._claims_full(job.core)
+                or self.ledger.claims_full(job.core)
             )
             plan = self._under_limit(job, request, blocked, held) if blocked is not None else None
             if plan is not None:
@@ -367,53 +340,22 @@ class Cycle:
         self.journal.record(job, record, "bound" if core else "elastic", notes)
         return True
 
-    def _set_aside_strays(self, job: Job) -> Job:
-        """``job`` without the pods that name no leaf subgroup of its gang; they wait, told
-        why (KAI schedules no such pod either)."""
-        group = self.ledger.groups.get(job.key)
-        leaves = ", ".join(s.name for s in group.leaves) if group is not None else ""
-        for pod in job.pods:
-            if pod.key in job.strays:
-                named = f"subgroup {pod.subgroup}" if pod.subgroup else "no subgroup"
-                detail = (
-                    f"the pod names {named}, which is not a leaf subgroup of PodGroup "
-                    f"{job.key} (its leaves: {leaves}): it is not scheduled"
-                )
-                self.journal.pending.append(Pending(pod.key, why(WhyCode.BLOCKED, detail=detail)))
-        kept = tuple(p for p in job.pods if p.key not in job.strays)
-        return replace(job, pods=kept, strays=frozenset())
-
     def _under_limit(
         self, job: Job, request: FloatArray, blocked: Why, held: Held | None
     ) -> Plan | None:
         """Room under the job's queue limit, made by preempting its queue's lower-priority
-        work (``room/under_limit.py``) where the profile preempts, or None. A search that
-        failed fails again for a job of the same queue, priority and request until capacity
-        is freed: bindings of the cycle only take room and are never victims."""
+        work (``room/under_limit.py``) where the profile preempts, or None."""
         if not self.act or PREEMPT not in self.config.actions or blocked.code is not LIMIT:
             return None
-        if self.min_resources.queue_short(job) or self._claims_full(job.core):
+        if self.min_resources.queue_short(job) or self.ledger.claims_full(job.core):
             return None  # held back by more than the limit: evicting would not start it
-        shape = (job.queue, job.priority, job.can_preempt, tuple(request.tolist()))
-        epoch = (self.cycles, self.ledger.released)
-        if self._limit_failures.get(shape) == epoch:
-            return None
         self.placer.caps = self.admission.share_caps(job, job.core, request)
-        plan = preempt_under_limit(
-            VictimSearch(self.means, job, held),
-            request,
-            admission=self.admission,
-            alloc=self.ledger.alloc,
-            place_core=self.placer.job,
-        )
-        if plan is None:
-            self._limit_failures[shape] = epoch
-        return plan
+        return self.under_limit.plan(job, request, held)
 
     def _extras(self, job: Job, held: Held | None) -> None:
         for pod in job.extras:
             request = pods_request((pod,))
-            blocked = self.admission.blocked(job, request) or self._claims_full((pod,))
+            blocked = self.admission.blocked(job, request) or self.ledger.claims_full((pod,))
             if blocked is None:
                 self.placer.caps = self.admission.share_caps(job, (pod,), request)
                 where = self.placer.capped(pod, self.placer.extras_held(job, held, pod))
@@ -460,22 +402,6 @@ class Cycle:
                     WhyCode.STARVING, waited_s=waited, after_s=after, nodes=tuple(held), then=reason
                 )
         self.journal.pend(job, job.pods, reason, notes=notes, record=record)
-
-    def _claims_full(self, pods: Sequence[PodInfo]) -> Why | None:
-        """Why ``pods`` wait if they would reserve a claim for more pods than Kubernetes
-        allows (:data:`~gpufleet.model.devices.MAX_CONSUMERS`; None: they would not). They
-        are not tried, nor room made for them: as in kube-scheduler's DRA plugin, no
-        eviction helps."""
-        wanted = Counter(key for pod in pods for key in set(pod.claims))
-        for key, more in sorted(wanted.items()):
-            if self.ledger.claim_consumers(key) + more > MAX_CONSUMERS:
-                pod = next(p for p in pods if key in p.claims)
-                detail = (
-                    f"ResourceClaim {key} has reached its maximum number of consumers "
-                    f"({MAX_CONSUMERS}, the most its status.reservedFor may hold)"
-                )
-                return why(WhyCode.CLAIMS, pod=pod.key, detail=detail)
-        return None
 
     def _stale(self, job: Job, reason: Why) -> Why:
         """A gang running below ``minMember`` that cannot be completed is released after the

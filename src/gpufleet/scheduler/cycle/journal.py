@@ -9,6 +9,7 @@ of outcomes for people stays in ``report/``.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gpufleet.model.workload import vector
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from gpufleet.framework.runtime import Framework
     from gpufleet.model.arrays import FloatArray
     from gpufleet.model.cluster import ClusterState
-    from gpufleet.model.workload import PodInfo
+    from gpufleet.model.workload import GroupSpec, PodInfo
     from gpufleet.scheduler.api.job import Job
     from gpufleet.scheduler.placement.topology import Failure
 
@@ -99,3 +100,28 @@ class Journal:
         if any(p.key in self.watching for p in job.pods):
             reasons = framework.node_reasons(state, framework.prepare(pod.spec))
             self.node_reasons[pod.key] = tuple(zip(state.names, reasons, strict=True))
+
+
+def incomplete_reason(job: Job) -> Why:
+    """Why ``job`` cannot start: fewer pods than its ``minMember``, or than a subgroup's."""
+    gang, pods, least = job.key, job.running + len(job.pods), job.min_member
+    if job.short is not None:
+        name, pods, least = job.short
+        gang = f"{job.key} subgroup {name}"
+    return why(WhyCode.GANG_INCOMPLETE, gang=gang, pods=pods, min_member=least)
+
+
+def set_aside_strays(job: Job, group: GroupSpec | None, journal: Journal) -> Job:
+    """``job`` without the pods that name no leaf subgroup of its gang (``group``); they
+    wait, told why in ``journal`` (KAI schedules no such pod either)."""
+    leaves = ", ".join(s.name for s in group.leaves) if group is not None else ""
+    for pod in job.pods:
+        if pod.key in job.strays:
+            named = f"subgroup {pod.subgroup}" if pod.subgroup else "no subgroup"
+            detail = (
+                f"the pod names {named}, which is not a leaf subgroup of PodGroup "
+                f"{job.key} (its leaves: {leaves}): it is not scheduled"
+            )
+            journal.pending.append(Pending(pod.key, why(WhyCode.BLOCKED, detail=detail)))
+    kept = tuple(p for p in job.pods if p.key not in job.strays)
+    return replace(job, pods=kept, strays=frozenset())

@@ -32,7 +32,8 @@ import numpy as np
 
 from gpufleet.model.workload import Snapshot
 from gpufleet.scheduler.api.job import Job, build_jobs, order_key
-from gpufleet.scheduler.cycle.cycle import Cycle, CycleConfig
+from gpufleet.scheduler.cycle.config import CycleConfig
+from gpufleet.scheduler.cycle.cycle import Cycle
 from gpufleet.scheduler.cycle.stale_gang import stale_gang
 from gpufleet.scheduler.queues.backlog import Backlog, job_shape
 from gpufleet.scheduler.state.cache import ClusterCache

@@ -26,10 +26,11 @@ import numpy as np
 from gpufleet.model.workload import request_vector, vector
 from gpufleet.scheduler.api.transaction import Transaction
 from gpufleet.scheduler.room.protocols import Plan
+from gpufleet.scheduler.room.victims import VictimSearch
 from gpufleet.scheduler.state.fairshare import EPS
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Hashable, Mapping, Sequence
 
     from gpufleet.framework.runtime import Held
     from gpufleet.model.arrays import FloatArray
@@ -37,8 +38,7 @@ if TYPE_CHECKING:
     from gpufleet.scheduler.api.transaction import Running
     from gpufleet.scheduler.placement.topology import Failure
     from gpufleet.scheduler.queues.rules import AdmissionRule
-    from gpufleet.scheduler.room.protocols import Unit
-    from gpufleet.scheduler.room.victims import VictimSearch
+    from gpufleet.scheduler.room.protocols import Means, Unit
     from gpufleet.scheduler.state.fairshare import QueueTree
 
 NAME = "preempt"
@@ -129,3 +129,33 @@ def _cover(
         if covered(rest):
             chosen = rest
     return chosen
+
+
+class UnderLimit:
+    """Preemption under a queue's limit for the cycle's jobs, with ``means``, admitted by
+    ``admission``. A search that failed fails again for a job of the same queue, priority
+    and request until capacity is freed or the next cycle: bindings of the cycle only take
+    room and are never victims."""
+
+    def __init__(self, means: Means, admission: AdmissionRule) -> None:
+        self.means, self.admission = means, admission
+        self._failures: dict[Hashable, tuple[int, int]] = {}
+        """Searches that found nothing, by job shape, with their epoch."""
+
+    def plan(self, job: Job, request: FloatArray, held: Held | None) -> Plan | None:
+        """Room for ``job`` under its queue's limit off ``held`` nodes, or None."""
+        means = self.means
+        shape = (job.queue, job.priority, job.can_preempt, tuple(request.tolist()))
+        epoch = (means.round.cycles, means.ledger.released)
+        if self._failures.get(shape) == epoch:
+            return None
+        plan = preempt_under_limit(
+            VictimSearch(means, job, held),
+            request,
+            admission=self.admission,
+            alloc=means.ledger.alloc,
+            place_core=means.placer.job,
+        )
+        if plan is None:
+            self._failures[shape] = epoch
+        return plan

@@ -22,6 +22,7 @@ import numpy as np
 
 from gpufleet.model.arrays import MILLI
 from gpufleet.model.cluster import ClusterState
+from gpufleet.model.devices import MAX_CONSUMERS
 from gpufleet.model.values import EMPTY
 from gpufleet.model.volumes import NO_STORAGE, Storage, VolumeCatalog, VolumeState
 from gpufleet.model.workload import (
@@ -33,6 +34,7 @@ from gpufleet.model.workload import (
 )
 from gpufleet.plugins.gpu_pick import first_free_gpus, tightest_gpu
 from gpufleet.scheduler.api.job import Job, order_key
+from gpufleet.scheduler.api.outcome import Why, WhyCode, why
 from gpufleet.scheduler.api.transaction import Running
 from gpufleet.scheduler.state.claims import ClaimBook
 from gpufleet.scheduler.state.fairshare import QueueTree
@@ -338,6 +340,22 @@ class Ledger:
         """Running pods (of any queue, or none) that use claim ``key``: whom its
         ``status.reservedFor`` lists."""
         return self.consumers.get(key, 0)
+
+    def claims_full(self, pods: Sequence[PodInfo]) -> Why | None:
+        """Why ``pods`` wait if they would reserve a claim for more pods than Kubernetes
+        allows (:data:`~gpufleet.model.devices.MAX_CONSUMERS`; None: they would not). They
+        are not tried, nor room made for them: as in kube-scheduler's DRA plugin, no
+        eviction helps."""
+        wanted = Counter(key for pod in pods for key in set(pod.claims))
+        for key, more in sorted(wanted.items()):
+            if self.claim_consumers(key) + more > MAX_CONSUMERS:
+                pod = next(p for p in pods if key in p.claims)
+                detail = (
+                    f"ResourceClaim {key} has reached its maximum number of consumers "
+                    f"({MAX_CONSUMERS}, the most its status.reservedFor may hold)"
+                )
+                return why(WhyCode.CLAIMS, pod=pod.key, detail=detail)
+        return None
 
     def claims_freed(self, pods: Sequence[PodInfo]) -> FloatArray:
         """GPUs (as a resource vector) that the claims of ``pods`` give back to their
