@@ -17,7 +17,7 @@ from gpufleet.model.costs import CycleCost, HourlyCost, Sheet
 from gpufleet.plugins.registry import FIT_FILTERS, PLUGINS, POLICIES
 from gpufleet.scheduler.cycle.components import Components
 from gpufleet.scheduler.cycle.config import CycleConfig
-from gpufleet.scheduler.cycle.cycle import Cycle
+from gpufleet.scheduler.cycle.cycle import snapshot_cycle
 from gpufleet.scheduler.cycle.session import Session
 from gpufleet.scheduler.placement.topology import DomainTopology
 from gpufleet.scheduler.queues.admission import QueueAdmission
@@ -92,4 +92,4 @@ def schedule_snapshot_costed(
 
 def run_cycle(snapshot: Snapshot, now: float, config: CycleConfig | None = None) -> CycleResult:
     """One cycle built straight from ``snapshot`` at ``now`` (no cache)."""
-    return Cycle(snapshot, config or CycleConfig(), now, components=COMPONENTS).run()
+    return snapshot_cycle(snapshot, config or CycleConfig(), now, components=COMPONENTS).run()

@@ -21,6 +21,7 @@ from gpufleet.scheduler.api.outcome import CycleResult
 from gpufleet.scheduler.cycle.components import Components
 from gpufleet.scheduler.cycle.config import CycleConfig
 from gpufleet.scheduler.cycle.session import Scheduler, Session
+from gpufleet.scheduler.placement.topology import DomainTopology
 from gpufleet.scheduler.state.cache import ClusterCache
 from gpufleet.scheduler.state.changes import Event, Topology, snapshot_events
 from tests.builders import free_of, info, node
@@ -148,7 +149,9 @@ def test_the_caches_topology_confines_a_gang_to_one_rack() -> None:
     cache = cache_of(snapshot)
     assert cache.get("Topology", "default") == Topology("default", ("rack",))
     session = Session(cache, CONFIG, 100.0)
-    assert session.cycle.snapshot.topology == ("rack",)
+    rule = session.cycle.room.topology
+    assert isinstance(rule, DomainTopology)
+    assert rule.levels == ("rack",)
     assert sorted(b.node for b in session.run().bindings) == ["n2", "n3"]
 
 

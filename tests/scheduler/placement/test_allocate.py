@@ -22,7 +22,7 @@ from gpufleet.model.workload import GroupSpec, PodInfo, Snapshot
 from gpufleet.report.reasons import status_text, why_text
 from gpufleet.scheduler.api.transaction import Transaction
 from gpufleet.scheduler.cycle.config import CycleConfig
-from gpufleet.scheduler.cycle.cycle import Cycle
+from gpufleet.scheduler.cycle.cycle import Cycle, snapshot_cycle
 from gpufleet.scheduler.placement.allocate import Placer
 from gpufleet.scheduler.placement.rules import TopologyRule
 from gpufleet.scheduler.placement.topology import DomainTopology, Failure, PlaceAll, Where, restrict
@@ -183,7 +183,7 @@ def clique_cycle(
         pools=(clique_pool("n1", cliques[0]), clique_pool("n2", cliques[1])),
         claims=claims,
     )
-    return Cycle(snapshot, CycleConfig(), 100.0, components=COMPONENTS)
+    return snapshot_cycle(snapshot, CycleConfig(), 100.0, components=COMPONENTS)
 
 
 def devices(cycle: Cycle) -> dict[str, list[str]]:
@@ -325,5 +325,5 @@ def test_the_topology_rule_is_the_components(
     )
     snapshot = Snapshot((node("n0", gpus=4), node("n1", gpus=4)), pods, (GroupSpec("ns/g", 2),))
     components = replace(COMPONENTS, topology_rule=rule)
-    result = Cycle(snapshot, CycleConfig(actions=()), 100.0, components=components).run()
+    result = snapshot_cycle(snapshot, CycleConfig(actions=()), 100.0, components=components).run()
     assert len(result.bindings) == bound

@@ -78,6 +78,8 @@ from gpufleet.scheduler.state.pool import VictimPool
 from gpufleet.scheduler.state.shapes import make_framework
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from gpufleet.model.arrays import FloatArray
     from gpufleet.model.pod import PodSpec
     from gpufleet.scheduler.cycle.components import Components
@@ -93,37 +95,26 @@ class Cycle:
 
     def __init__(
         self,
-        snapshot: Snapshot,
         config: CycleConfig,
         now: float,
         *,
         components: Components,
-        workload: Sequence[PodSpec] | None = None,
-        backlog: Backlog | None = None,
-        rng: np.random.Generator | None = None,
-        ledger: Ledger | None = None,
-        pool: VictimPool | None = None,
-        jobs: Sequence[Job] | None = None,
-        framework: Framework | None = None,
+        ledger: Ledger,
+        pool: VictimPool,
+        backlog: Backlog,
+        framework: Callable[[], Framework],
+        pending: Sequence[PodInfo] = (),
+        topology: tuple[str, ...] = (),
     ) -> None:
-        """A cycle at ``now`` over ``ledger`` (default: the snapshot's nodes with its bound
-        pods), which it changes as it decides, with the plugins, policies and actions of
-        ``components``.
-
-        ``workload`` is the pods FGD's fragmentation is measured against (default: the
-        snapshot's); ``backlog`` the pending jobs (default: ``jobs``, else the snapshot's);
-        ``pool`` the pods that may be evicted (default: the ledger's preemptible pods);
-        ``framework`` the policy's plugins, kept across cycles by a cache (default: built
-        on first use); ``rng`` the policy's random source (default: seed 0). A replay
-        keeps one Cycle for a whole trace and calls :meth:`begin` before each cycle.
+        """A cycle at ``now`` over ``ledger``, which it changes as it decides, with the
+        plugins, policies and actions of ``components``: ``pool`` the pods that may be
+        evicted, ``backlog`` the pending jobs (``pending`` their pods, as read: those blocked
+        are reported), ``framework`` builds the policy's plugins when a pod is first placed,
+        ``topology`` the cluster's topology levels. A session opens one on the cache
+        (``session.py``); :func:`snapshot_cycle` builds one from a snapshot. A replay keeps
+        one Cycle for a whole trace and calls :meth:`begin` before each cycle.
         """
-        self.config, self.now, self.snapshot = config, now, snapshot
-        self.components = components
-        self.workload = workload
-        self.rng = rng if rng is not None else np.random.default_rng(0)
-        if ledger is None:
-            ledger = Ledger.of(snapshot, config.non_preemptible_priority)
-            ledger.bind_all(snapshot.pods)
+        self.config, self.now, self.pending = config, now, tuple(pending)
         self.ledger = ledger
         self.stale = StaleGangs(ledger, config.stale_grace_s)
         """The release of gangs below ``minMember`` (its ``since`` and ``leaving`` are the
@@ -134,22 +125,15 @@ class Cycle:
         self.min_resources = MinResources(ledger)
         self.holds = Holds()
         actions = [components.actions[name] for name in config.actions]
-        topology = components.topology_rule(snapshot.topology)
-        self.room = Room(actions, topology)
-        build = (lambda: framework) if framework is not None else self._build_framework
-        self.placer = Placer(ledger, build, components.resource_filters, topology)
+        rule = components.topology_rule(topology)
+        self.room = Room(actions, rule)
+        self.placer = Placer(ledger, framework, components.resource_filters, rule)
         self.round = Round()
         """This cycle's time, number and counts, as making room reads them."""
         if self.ledger.state.mig is not None:
             self.ledger.state.mig.mark_baseline()  # running pods' slices are the cluster's own
-        if pool is None:
-            pool = VictimPool.of(ledger, now)
-        else:
-            pool.at(now)
+        pool.at(now)
         self.pool = pool
-        if backlog is None:
-            found = snapshot_jobs(snapshot, self.ledger.state) if jobs is None else list(jobs)
-            backlog = Backlog.of(with_claim_gpus(found, ledger))
         self.backlog = backlog
         self.means = Means(ledger, pool, self.placer, self.order, self.round)
         self.under_limit = UnderLimit(self.means, self.admission)
@@ -210,21 +194,12 @@ class Cycle:
 
     @property
     def framework(self) -> Framework:
-        """The policy's plugins (built on first use, see :meth:`_build_framework`)."""
+        """The policy's plugins (built on first use)."""
         return self.placer.framework
 
     @property
     def fit(self) -> Fit:
         return self.placer.fit
-
-    def _build_framework(self) -> Framework:
-        """The policy's plugins; FGD's target workload is every pod of the snapshot.
-
-        Built on first use: a snapshot without pods has no workload and needs no placement.
-        """
-        snapshot_specs = [self.ledger.state.demand(p.spec) for p in self.snapshot.pods]
-        specs = snapshot_specs if self.workload is None else self.workload
-        return make_framework(self.components, self.config.policy, specs, self.rng)
 
     def finish(self, key: str) -> Running:
         """Pod ``key`` ended (its job completed, or it was stopped): free what it held."""
@@ -239,7 +214,7 @@ class Cycle:
         backlog.start()
         self.journal.pending.extend(
             Pending(p.key, why(WhyCode.BLOCKED, detail=p.blocked))
-            for p in self.snapshot.pods
+            for p in self.pending
             if p.blocked and p.managed
         )
         unknown = [q for q in backlog.queues() if q not in self.ledger.tree.queues]
@@ -412,3 +387,38 @@ class Cycle:
         stale = self.stale.release(self.commit, self.now, job.key, reason)
         assert stale is not None
         return stale
+
+
+def snapshot_cycle(
+    snapshot: Snapshot,
+    config: CycleConfig,
+    now: float,
+    *,
+    components: Components,
+    workload: Sequence[PodSpec] | None = None,
+    rng: np.random.Generator | None = None,
+) -> Cycle:
+    """A cycle at ``now`` straight from ``snapshot``: a ledger of its nodes with its bound
+    pods, its preemptible pods as victims, its pending jobs; FGD's fragmentation measured
+    against ``workload`` (default: the snapshot's pods), with ``rng`` (default: seed 0)."""
+    ledger = Ledger.of(snapshot, config.non_preemptible_priority)
+    ledger.bind_all(snapshot.pods)
+    backlog = Backlog.of(with_claim_gpus(snapshot_jobs(snapshot, ledger.state), ledger))
+    random = rng if rng is not None else np.random.default_rng(0)
+
+    def framework() -> Framework:
+        specs = [ledger.state.demand(p.spec) for p in snapshot.pods]
+        chosen = specs if workload is None else workload
+        return make_framework(components, config.policy, chosen, random)
+
+    return Cycle(
+        config,
+        now,
+        components=components,
+        ledger=ledger,
+        pool=VictimPool.of(ledger, now),
+        backlog=backlog,
+        framework=framework,
+        pending=snapshot.pods,
+        topology=snapshot.topology,
+    )

@@ -30,20 +30,21 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpufleet.model.workload import Snapshot
 from gpufleet.scheduler.api.job import Job, build_jobs, order_key
 from gpufleet.scheduler.cycle.config import CycleConfig
 from gpufleet.scheduler.cycle.cycle import Cycle
 from gpufleet.scheduler.cycle.stale_gang import stale_gang
 from gpufleet.scheduler.queues.backlog import Backlog, job_shape
 from gpufleet.scheduler.state.cache import ClusterCache
-from gpufleet.scheduler.state.ledger import Ledger
+from gpufleet.scheduler.state.ledger import Ledger, with_claim_gpus
 from gpufleet.scheduler.state.pool import VictimPool
+from gpufleet.scheduler.state.shapes import make_framework
 
 if TYPE_CHECKING:
-    from collections.abc import Hashable
+    from collections.abc import Callable, Hashable, Sequence
 
     from gpufleet.framework.runtime import Framework
+    from gpufleet.model.workload import PodInfo
     from gpufleet.scheduler.api.outcome import CycleResult
     from gpufleet.scheduler.cycle.components import Components
 
@@ -64,17 +65,20 @@ class Session:
         if not assume:
             ledger, pool = _copies(cache)
         pending = cache.pending()
+        jobs = build_jobs(
+            pending, ledger.groups, ledger.gang_running, ledger.state, ledger.subgroup_of
+        )
+        rng = np.random.default_rng(0)
         self.cycle: Cycle = Cycle(
-            Snapshot((), tuple(pending), topology=_levels(cache)),
             config,
             now,
+            components=cache.components,
             ledger=ledger,
             pool=pool,
-            jobs=build_jobs(
-                pending, ledger.groups, ledger.gang_running, ledger.state, ledger.subgroup_of
-            ),
-            framework=cache.framework(config.policy, ledger.state, np.random.default_rng(0)),
-            components=cache.components,
+            backlog=Backlog.of(with_claim_gpus(jobs, ledger)),
+            framework=_framework(cache, config.policy, ledger, pending, rng),
+            pending=pending,
+            topology=_levels(cache),
         )
         self.cycle.stale.leaving = cache.leaving
 
@@ -140,15 +144,14 @@ class Scheduler:
         for job in sorted(jobs, key=order_key):
             backlog.add(job, self._shape(job))
         return Cycle(
-            Snapshot((), (), topology=_levels(cache)),
             self.config,
             self.now,
+            components=cache.components,
             ledger=ledger,
             pool=cache.pool(),
             backlog=backlog,
-            framework=self.framework,
-            rng=self.rng,
-            components=cache.components,
+            framework=_framework(cache, self.config.policy, ledger, (), self.rng),
+            topology=_levels(cache),
         )
 
     def _shape(self, job: Job) -> Hashable:
@@ -263,3 +266,19 @@ def _copies(cache: ClusterCache[Components]) -> tuple[Ledger, VictimPool]:
         [replace(r.pod, node=names[r.node], gpus=r.gpus) for r in source.running.values()]
     )
     return ledger, VictimPool.of(ledger, 0.0)
+
+
+def _framework(
+    cache: ClusterCache[Components],
+    policy: str,
+    ledger: Ledger,
+    pending: Sequence[PodInfo],
+    rng: np.random.Generator,
+) -> Callable[[], Framework]:
+    """The policy's plugins, as the cache keeps them for its workload; a cache without pods
+    has none, and a cycle that has pods to place measures against ``pending``."""
+    framework = cache.framework(policy, ledger.state, rng)
+    if framework is not None:
+        return lambda: framework
+    specs = [ledger.state.demand(p.spec) for p in pending]
+    return lambda: make_framework(cache.components, policy, specs, rng)
