@@ -24,8 +24,9 @@ from gpufleet.scheduler.api.transaction import Transaction
 from gpufleet.scheduler.cycle.config import CycleConfig
 from gpufleet.scheduler.cycle.cycle import Cycle, snapshot_cycle
 from gpufleet.scheduler.placement.allocate import Placer
+from gpufleet.scheduler.placement.domains import Failure, PlaceAll, Where, restrict
 from gpufleet.scheduler.placement.rules import TopologyRule
-from gpufleet.scheduler.placement.topology import DomainTopology, Failure, PlaceAll, Where, restrict
+from gpufleet.scheduler.placement.topology import DomainTopology
 from tests.builders import InfoBuilder, cycle_of, free_of, info, job_of, node
 
 

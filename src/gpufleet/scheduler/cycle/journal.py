@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from gpufleet.model.cluster import ClusterState
     from gpufleet.model.workload import GroupSpec, PodInfo
     from gpufleet.scheduler.api.job import Job
-    from gpufleet.scheduler.placement.topology import Failure
+    from gpufleet.scheduler.placement.domains import Failure
 
 Record = tuple["FloatArray", "FloatArray", float]
 """A job's queue's fair share, allocation and share ratio when its turn came."""

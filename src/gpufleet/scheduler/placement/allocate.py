@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING
 from gpufleet.dra.allocator import Unsatisfiable
 from gpufleet.framework.status import Code, Reason, Status
 from gpufleet.scheduler.api.outcome import WhyCode, why
+from gpufleet.scheduler.placement.domains import Failure, restrict
 from gpufleet.scheduler.placement.fit import Fit
 from gpufleet.scheduler.placement.place import place, share_over
-from gpufleet.scheduler.placement.topology import Failure, restrict
 
 if TYPE_CHECKING:
     from collections.abc import Callable

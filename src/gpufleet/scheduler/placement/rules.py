@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from gpufleet.model.cluster import ClusterState
     from gpufleet.model.workload import GroupSpec, PodInfo
     from gpufleet.scheduler.api.transaction import Transaction
-    from gpufleet.scheduler.placement.topology import Failure, PlaceAll, Where
+    from gpufleet.scheduler.placement.domains import Failure, PlaceAll, Where
 
 
 class TopologyRule(Protocol):

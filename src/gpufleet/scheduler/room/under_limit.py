@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from gpufleet.model.arrays import FloatArray
     from gpufleet.scheduler.api.job import Job
     from gpufleet.scheduler.api.transaction import Running
-    from gpufleet.scheduler.placement.topology import Failure
+    from gpufleet.scheduler.placement.domains import Failure
     from gpufleet.scheduler.queues.rules import AdmissionRule
     from gpufleet.scheduler.room.protocols import Means, Unit
     from gpufleet.scheduler.state.fairshare import QueueTree

@@ -22,7 +22,7 @@ shared counter set (a GPU and the MIG devices carved from it) count once, as the
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -43,6 +43,7 @@ from gpufleet.scheduler.api.outcome import ClaimStatus
 
 if TYPE_CHECKING:
     from gpufleet.model.arrays import BoolArray
+    from gpufleet.model.devices import DeviceClass
     from gpufleet.model.workload import PodInfo, Snapshot
     from gpufleet.scheduler.api.transaction import Running, Transaction
 
@@ -60,6 +61,38 @@ def node_local_of(device: Device) -> str | None:
     """The one node ``device`` is on (None: attached to the network, or reached by a node
     selector or from every node)."""
     return device.node if device.nodes is None and not device.all_nodes else None
+
+
+def _device_share(device: Device, sub: Subrequest, per_class: float | None) -> float:
+    gpus = device_gpus(device.driver, device, per_class)
+    if not gpus or not device.multi:
+        return gpus
+    asked = {(n if "/" in n else f"{device.driver}/{n}"): a for n, a in sub.capacity}
+    consumed = tuple((n, asked.get(n, total)) for n, total in device.capacity.items())
+    return gpus * consumed_share(device, consumed)
+
+
+def _device_gpus(
+    devices: Iterable[Device], classes: Mapping[str, DeviceClass]
+) -> Iterator[tuple[Device, float]]:
+    """Each of ``devices`` that counts as GPUs, with how many: its DeviceClass's
+    ``gpus_per_device`` where a class with one selects it, else the driver's count."""
+    annotated: list[tuple[float, list[Selector]]] = []
+    for c in sorted(classes.values(), key=lambda c: c.name):
+        if c.gpus_per_device is None:
+            continue
+        try:
+            selectors = [compile_selector(e) for e in c.selectors]
+        except SelectorError:
+            continue  # reported against the claims that use the class
+        annotated.append((c.gpus_per_device, selectors))
+    for device in devices:
+        gpus = next(
+            (n for n, chosen in annotated if _selects(chosen, device)),
+            device_gpus(device.driver, device, None),
+        )
+        if gpus:
+            yield device, gpus
 
 
 class ClaimBook:
@@ -156,21 +189,12 @@ class ClaimBook:
                 found = self.allocator.candidates(sub, node)
             except SelectorError:
                 return 0.0  # the claim cannot be allocated: the allocator says why
-            each = [self._device_share(d, sub, per_class) for d in found]
+            each = [_device_share(d, sub, per_class) for d in found]
             if sub.all_devices:
                 most = max(most, sum(each))
             elif each:
                 most = max(most, sub.count * max(each))
         return most
-
-    @staticmethod
-    def _device_share(device: Device, sub: Subrequest, per_class: float | None) -> float:
-        gpus = device_gpus(device.driver, device, per_class)
-        if not gpus or not device.multi:
-            return gpus
-        asked = {(n if "/" in n else f"{device.driver}/{n}"): a for n, a in sub.capacity}
-        consumed = tuple((n, asked.get(n, total)) for n, total in device.capacity.items())
-        return gpus * consumed_share(device, consumed)
 
     def gpu_capacity(self) -> float:
         """The GPUs the cluster's devices count as (for fair shares; see the module): none
@@ -179,7 +203,7 @@ class ClaimBook:
             return 0.0
         by_counters: dict[tuple[str, str, str], float] = {}
         total = 0.0
-        for device, gpus in self._device_gpus(self.allocator.inventory.devices.values()):
+        for device, gpus in _device_gpus(self.allocator.inventory.devices.values(), self.classes):
             if device.consumes:
                 key = (device.driver, device.pool, device.consumes[0][0])
                 by_counters[key] = max(by_counters.get(key, 0.0), gpus)
@@ -194,7 +218,7 @@ class ClaimBook:
         allocator = self.allocator or Allocator(self.pools, self.classes)
         by_counters: dict[tuple[str, str, str], tuple[str, float]] = {}
         total: dict[str, float] = {}
-        for device, gpus in self._device_gpus(allocator.inventory.devices.values()):
+        for device, gpus in _device_gpus(allocator.inventory.devices.values(), self.classes):
             node = node_local_of(device)
             if node is None:
                 continue
@@ -206,26 +230,6 @@ class ClaimBook:
         for node, gpus in by_counters.values():
             total[node] = total.get(node, 0.0) + gpus
         return total
-
-    def _device_gpus(self, devices: Iterable[Device]) -> Iterator[tuple[Device, float]]:
-        """Each of ``devices`` that counts as GPUs, with how many: its DeviceClass's
-        ``gpus_per_device`` where a class with one selects it, else the driver's count."""
-        annotated: list[tuple[float, list[Selector]]] = []
-        for c in sorted(self.classes.values(), key=lambda c: c.name):
-            if c.gpus_per_device is None:
-                continue
-            try:
-                selectors = [compile_selector(e) for e in c.selectors]
-            except SelectorError:
-                continue  # reported against the claims that use the class
-            annotated.append((c.gpus_per_device, selectors))
-        for device in devices:
-            gpus = next(
-                (n for n, chosen in annotated if _selects(chosen, device)),
-                device_gpus(device.driver, device, None),
-            )
-            if gpus:
-                yield device, gpus
 
     # -- allocation ------------------------------------------------------------------------
 
