@@ -7,13 +7,13 @@ cycle put it (so that a rebuilt ledger binds it there again); per evicted pod, t
 bindings of the plan that evicted it (dropped with the plan if the eviction is refused);
 and the claim allocations cycles made that no ResourceClaim event shows yet
 (:class:`Assumptions`); and the cache's operations on them — assume, forget, keep, expire
-(:class:`AssumedBindings`).
+(:class:`AssumedBindings`, which the cache holds).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -21,8 +21,9 @@ if TYPE_CHECKING:
     from gpufleet.model.devices import DeviceAllocation
     from gpufleet.model.workload import PodInfo
     from gpufleet.scheduler.api.outcome import CycleResult
-    from gpufleet.scheduler.api.transaction import Running
+    from gpufleet.scheduler.state.accounting import Accounting
     from gpufleet.scheduler.state.ledger import Ledger
+    from gpufleet.scheduler.state.pending import PendingPods
 
 
 class Assumptions:
@@ -96,38 +97,46 @@ class Assumptions:
         return {**self.carried, **shown}
 
 
-class _Cache(Protocol):
-    """What the binding operations read and change of the cluster cache."""
-
-    _assumed: Assumptions
-    evicted: set[str]
-    leaving: set[str]
-    _ledger: Ledger | None
-    _joining: dict[str, Running]
-
-    @property
-    def pods(self) -> Mapping[str, PodInfo]: ...
-    @property
-    def assumed(self) -> Mapping[str, float]: ...
-    def ledger(self) -> Ledger: ...
-    def forget(self, key: str) -> None: ...
-    def _touch(self, key: str) -> None: ...
-    def _start(self, pod: PodInfo) -> None: ...
-    def _stop(self, key: str) -> None: ...
-
-
 class AssumedBindings:
     """The cluster cache's binding operations, as kube-scheduler's cache has them: assume
     a cycle's result, forget a bind that failed or timed out, keep a victim whose eviction
-    was refused (mixed into :class:`~gpufleet.scheduler.state.cache.ClusterCache`, whose pods and
-    ledger they change)."""
+    was refused — over the cache's ``accounting`` of what runs (its ``ledger`` reads or
+    rebuilds the ledger), its ``pods``, and its ``pending`` index, told of each pod that
+    starts or stops counting; ``leaving`` is the set of terminating pods it shares with the
+    accounting."""
+
+    def __init__(
+        self,
+        ttl_s: float,
+        accounting: Accounting,
+        pods: Mapping[str, PodInfo],
+        pending: PendingPods,
+        ledger: Callable[[], Ledger],
+        *,
+        leaving: set[str],
+    ) -> None:
+        self.assumptions = Assumptions(ttl_s)
+        self.accounting, self.pods, self.pending, self.ledger = accounting, pods, pending, ledger
+        self.evicted: set[str] = set()
+        """Pods a cycle evicted that are still in the cache (until their deletion)."""
+        self.leaving = leaving
+        """Evicted pods whose eviction the API server accepted: they hold their capacity
+        until their deletion is seen (as kube-scheduler counts terminating pods), and are
+        no victims meanwhile (:meth:`terminating`)."""
 
     @property
-    def assumed(self: _Cache) -> Mapping[str, float]:
+    def assumed(self) -> Mapping[str, float]:
         """Pods a cycle bound that no event confirmed yet, with their deadlines."""
-        return self._assumed.deadline
+        return self.assumptions.deadline
 
-    def assume(self: _Cache, result: CycleResult, now: float) -> None:
+    def touch(self, key: str) -> None:
+        """Pod ``key`` started or stopped counting: its gang's pending job changes (which
+        pods wait, how many of the gang run)."""
+        pod = self.pods.get(key)
+        if pod is not None:
+            self.pending.touch(pod.gang)
+
+    def assume(self, result: CycleResult, now: float) -> None:
         """Hold what a session's ``result`` decided until events confirm it: its bindings
         count as running (with a deadline of the cache's ``assumed_ttl_s`` from ``now``),
         its evictions as gone. A session that assumes calls this itself."""
@@ -142,46 +151,42 @@ class AssumedBindings:
             pod = pods.get(key)
             return None if pod is None else pod.node
 
-        self._assumed.record(result, now, ledger, gang_of, node_of)
+        self.assumptions.record(result, now, ledger, gang_of, node_of)
         for eviction in result.evictions:
             self.evicted.add(eviction.pod)
-            self._touch(eviction.pod)
+            self.touch(eviction.pod)
         for binding in result.bindings:
-            self._touch(binding.pod)
+            self.touch(binding.pod)
             self.evicted.discard(binding.pod)
             running = ledger.running.get(binding.pod)
             if running is not None and ledger.evictable(running.pod):
-                self._joining[binding.pod] = running  # a possible victim of later cycles
+                self.accounting.joining[binding.pod] = running  # a victim of later cycles
 
-    def forget(self: _Cache, key: str) -> None:
+    def forget(self, key: str) -> None:
         """The bind of assumed pod ``key`` failed: give its capacity back; it is pending
         again (as its object in the cache says)."""
         if key not in self.assumed:
             return
-        self._assumed.settle(key)
-        self._touch(key)
-        ledger = self._ledger
+        self.assumptions.settle(key)
+        self.touch(key)
+        ledger = self.accounting.ledger
         if ledger is not None and key in ledger.running:
-            self._stop(key)
+            self.accounting.stop(key)
             pod = self.pods.get(key)
             if pod is not None and pod.bound:
-                self._start(pod)
+                self.accounting.start(pod)
 
-    def keep(self: _Cache, key: str) -> None:
+    def keep(self, key: str) -> None:
         """The eviction of ``key`` was refused (a disruption budget): the plan that evicted
         it is dropped — its assumed bindings forgotten — and the pod counts again."""
         if key not in self.evicted:
             return
-        for planned in self._assumed.plans.pop(key, ()):
+        for planned in self.assumptions.plans.pop(key, ()):
             self.forget(planned)
         self.evicted.discard(key)
-        self._touch(key)
-        pod = self.pods.get(key)
-        ledger = self._ledger
-        if ledger is not None and pod is not None and pod.bound and key not in ledger.running:
-            self._start(pod)
+        self._count_again(key)
 
-    def terminating(self: _Cache, key: str) -> None:
+    def terminating(self, key: str) -> None:
         """The eviction of ``key`` was accepted: until the pod's deletion is seen it holds
         its capacity again — a live pod terminates for a while, and its GPUs are not free
         before it is gone (kube-scheduler counts terminating pods) — and it is no victim
@@ -190,15 +195,18 @@ class AssumedBindings:
             return
         self.evicted.discard(key)
         self.leaving.add(key)
-        self._touch(key)
-        pod = self.pods.get(key)
-        ledger = self._ledger
-        if ledger is not None and pod is not None and pod.bound and key not in ledger.running:
-            self._start(pod)
+        self._count_again(key)
 
-    def expire(self: _Cache, now: float) -> list[str]:
+    def _count_again(self, key: str) -> None:
+        self.touch(key)
+        pod = self.pods.get(key)
+        ledger = self.accounting.ledger
+        if ledger is not None and pod is not None and pod.bound and key not in ledger.running:
+            self.accounting.start(pod)
+
+    def expire(self, now: float) -> list[str]:
         """Forget the assumed pods past their deadline (their bind was never seen)."""
-        late = self._assumed.late(now)
+        late = self.assumptions.late(now)
         for key in late:
             self.forget(key)
         return late

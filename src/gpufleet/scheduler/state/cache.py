@@ -35,11 +35,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from gpufleet.model.selectors import Taint
 from gpufleet.model.volumes import Storage
 from gpufleet.model.workload import GroupSpec, PodInfo, Snapshot
-from gpufleet.scheduler.api.transaction import Running
-from gpufleet.scheduler.state.assumed import AssumedBindings, Assumptions
+from gpufleet.scheduler.state.accounting import Accounting
+from gpufleet.scheduler.state.assumed import AssumedBindings
 from gpufleet.scheduler.state.changes import KINDS, STORAGE_KINDS, ClaimObject, Event, object_key
 from gpufleet.scheduler.state.ledger import Ledger, SnapshotError, ledger_order
 from gpufleet.scheduler.state.pending import PendingPods
@@ -54,10 +53,8 @@ if TYPE_CHECKING:
     from gpufleet.framework.runtime import Framework
     from gpufleet.model.cluster import ClusterState, NodeSpec
     from gpufleet.model.pod import PodSpec
+    from gpufleet.scheduler.api.outcome import CycleResult
     from gpufleet.scheduler.state.changes import CacheObject
-
-CONFLICT_TAINT = Taint("gpufleet.io/conflict", "", "NoSchedule")
-"""What fences a node whose bound pods contradict each other (a cache that is not strict)."""
 
 P = TypeVar("P", bound=Policies)
 """What the edge composed: at least the plugins and policies the cache builds frameworks of."""
@@ -67,7 +64,7 @@ ASSUMED_TTL_S = 30.0
 is forgotten."""
 
 
-class ClusterCache(AssumedBindings, Generic[P]):
+class ClusterCache(Generic[P]):
     """Objects by kind, the ledger of what runs, assumed bindings (see the module doc).
 
     ``non_preemptible_priority`` decides which running pods count as non-preemptible in
@@ -94,30 +91,56 @@ class ClusterCache(AssumedBindings, Generic[P]):
         that does not fit is left out of the accounting, recorded in :attr:`conflicts`, and
         its node is fenced (tainted ``gpufleet.io/conflict``) so that nothing more is
         placed there until the pods' objects agree again."""
-        self.conflicts: dict[str, str] = {}
-        """Not strict: bound pods that contradict their node's other pods, with why."""
-        self._fenced: set[str] = set()
         self.components = components
         self.workload = tuple(workload) if workload is not None else None
         self.assumed_ttl_s = assumed_ttl_s
         self.objects: dict[str, dict[str, CacheObject]] = {kind: {} for kind in KINDS}
         self.generations: dict[str, int] = dict.fromkeys(KINDS, 0)
         """Per kind: bumped by every event of that kind."""
-        self._assumed = Assumptions(assumed_ttl_s)
-        self.evicted: set[str] = set()
-        """Pods a cycle evicted that are still in the cache (until their deletion)."""
-        self.leaving: set[str] = set()
-        """Evicted pods whose eviction the API server accepted: they hold their capacity
-        until their deletion is seen (as kube-scheduler counts terminating pods), and are
-        no victims meanwhile (:meth:`AssumedBindings.terminating`)."""
-        self._ledger: Ledger | None = None
-        self._pool: VictimPool | None = None
         self._shapes = WorkloadShapes(workload)
         self._pending = PendingPods()
         """gpufleet's pods that no event shows bound (pending, or assumed by a cycle)."""
-        self._joining: dict[str, Running] = {}
-        """Pods that became possible victims since the pool was last read (the pool
-        takes them in one step: growing its arrays costs as much for one as for many)."""
+        leaving: set[str] = set()
+        self.accounting = Accounting(strict, self.objects["Node"], leaving)
+        """What runs: the ledger and the victim pool (``accounting.py``)."""
+        self.bindings = AssumedBindings(
+            assumed_ttl_s, self.accounting, self.pods, self._pending, self.ledger, leaving=leaving
+        )
+        """What cycles decided that events have not confirmed yet (``assumed.py``)."""
+
+    # -- what the binding operations keep -------------------------------------------------
+
+    @property
+    def assumed(self) -> Mapping[str, float]:
+        return self.bindings.assumed
+
+    @property
+    def evicted(self) -> set[str]:
+        return self.bindings.evicted
+
+    @property
+    def leaving(self) -> set[str]:
+        return self.bindings.leaving
+
+    @property
+    def conflicts(self) -> dict[str, str]:
+        return self.accounting.conflicts
+
+    def assume(self, result: CycleResult, now: float) -> None:
+        """See :meth:`AssumedBindings.assume`."""
+        self.bindings.assume(result, now)
+
+    def forget(self, key: str) -> None:
+        self.bindings.forget(key)
+
+    def keep(self, key: str) -> None:
+        self.bindings.keep(key)
+
+    def terminating(self, key: str) -> None:
+        self.bindings.terminating(key)
+
+    def expire(self, now: float) -> list[str]:
+        return self.bindings.expire(now)
 
     # -- reading ------------------------------------------------------------------------
 
@@ -176,22 +199,19 @@ class ClusterCache(AssumedBindings, Generic[P]):
             self._group(key, new)  # type: ignore[arg-type]
         else:
             if event.kind == "ResourceClaim":
-                self._assumed.carried.pop(key, None)  # the object says how it is allocated
-            self._invalidate()
+                self.bindings.assumptions.carried.pop(
+                    key, None
+                )  # the object says how it is allocated
+            self.accounting.invalidate()
 
     def apply_all(self, events: Iterable[Event]) -> None:
         for event in events:
             self.apply(event)
 
-    def _invalidate(self) -> None:
-        """The ledger is rebuilt from the objects at the next session."""
-        self._ledger = self._pool = None
-        self._joining.clear()
-
     def _node(self, old: NodeSpec | None, new: NodeSpec | None) -> None:
-        ledger = self._ledger
+        ledger = self.accounting.ledger
         if ledger is None or old is None or new is None or old.capacity_key != new.capacity_key:
-            self._invalidate()
+            self.accounting.invalidate()
             return
         row = ledger.node_index[new.name]
         for state in (ledger.state, ledger.empty):
@@ -202,18 +222,20 @@ class ClusterCache(AssumedBindings, Generic[P]):
 
     def _group(self, key: str, new: GroupSpec | None) -> None:
         self._pending.touch(key)
-        if self._ledger is None:
+        ledger = self.accounting.ledger
+        if ledger is None:
             return
         if new is None:
-            self._ledger.drop_group(key)
+            ledger.drop_group(key)
         else:
-            self._ledger.set_group(new)
+            ledger.set_group(new)
 
     def _pod(self, key: str, old: PodInfo | None, new: PodInfo | None) -> None:
         self._shapes.count(old, new)
         self._pending.index(key, old, new)
-        if self.conflicts and self._fenced & {p.node for p in (old, new) if p is not None}:
-            self._invalidate()  # a pod of a fenced node changed: the rebuild judges it again
+        acc, bindings = self.accounting, self.bindings
+        if acc.conflicts and acc.fenced & {p.node for p in (old, new) if p is not None}:
+            acc.invalidate()  # a pod of a fenced node changed: the rebuild judges it again
             return
         if new is None or new.claims or (old is not None and old.claims):
             self._claims_pod(key, new)
@@ -222,132 +244,52 @@ class ClusterCache(AssumedBindings, Generic[P]):
             if new.bound:
                 return  # on its way out: it stopped counting when it was evicted
             self.evicted.discard(key)
-        ledger = self._ledger
+        ledger = acc.ledger
         if ledger is None:
             if new.bound:
-                self._assumed.settle(key)
+                bindings.assumptions.settle(key)
             return
         running = ledger.running.get(key)
         if running is not None:
             if key in self.assumed:
                 if not new.bound:
                     return  # the bind is on its way
-                self._assumed.settle(key)  # seen bound: where the cycle put it, or elsewhere
-            if new.bound and self._same(running, new):
+                bindings.assumptions.settle(key)  # seen bound: where the cycle put it, or not
+            if new.bound and acc.same(running, new):
                 return
-            self._stop(key)
+            acc.stop(key)
         if new.bound:
-            self._start(new)
-
-    def _same(self, running: Running, new: PodInfo) -> bool:
-        """Whether bound ``new`` is where ``running`` runs and asks its queue for the same:
-        then only its record changes (its start time kept if the event has none);
-        otherwise the caller stops and starts it."""
-        ledger = self.ledger()
-        old = running.pod
-        if new.node != ledger.state.names[running.node] or (new.gpus and new.gpus != running.gpus):
-            return False
-        if (old.spec, old.queue, old.priority, old.group, old.managed) != (
-            new.spec,
-            new.queue,
-            new.priority,
-            new.group,
-            new.managed,
-        ):
-            return False
-        pod = new if new.started is not None else replace(new, started=old.started)
-        kept = Running(pod, running.node, running.gpus, running.spec)
-        ledger.running[new.key] = kept
-        if new.key in self._joining:
-            self._joining[new.key] = kept
-        elif self._pool is not None:
-            self._pool.update(kept)
-        return True
-
-    def _touch(self, key: str) -> None:
-        """Pod ``key`` started or stopped counting: its gang's pending job changes (which
-        pods wait, how many of the gang run)."""
-        pod = self.pods.get(key)
-        if pod is not None:
-            self._pending.touch(pod.gang)
+            acc.start(new)
 
     def _claims_pod(self, key: str, new: PodInfo | None) -> None:
         """Pod ``key`` was deleted, or it (or what it was) uses ResourceClaims: a deleted
         pod stops counting; a pod with claims rebuilds the ledger (claims change what the
         book has allocated), keeping what cycles assumed."""
-        self.evicted.discard(key)
+        acc, bindings = self.accounting, self.bindings
+        bindings.evicted.discard(key)
         if new is None:
-            self.leaving.discard(key)
-            self._assumed.settle(key)
-            if self._ledger is not None and key in self._ledger.running:
-                self._stop(key)
+            bindings.leaving.discard(key)
+            bindings.assumptions.settle(key)
+            if acc.ledger is not None and key in acc.ledger.running:
+                acc.stop(key)
             return
         if new.bound:
-            self._assumed.settle(key)  # seen bound
-        self._invalidate()
-
-    def _start(self, pod: PodInfo) -> None:
-        """Bound ``pod`` takes its capacity (a pod on a node the cache has not seen yet
-        takes it when the node arrives: a node joining rebuilds the ledger). Pods on its
-        node whose GPUs were guessed (their objects name none) give way to a pod whose
-        object names them, and take others."""
-        ledger = self._ledger
-        assert ledger is not None
-        if pod.node not in ledger.node_index:
-            return
-        try:
-            stopped, started = ledger.bind_naming(pod)
-        except SnapshotError as error:
-            if not self.strict:
-                self._conflict(ledger, pod, error)
-                return
-            self._invalidate()  # the cluster contradicts itself: the rebuild says where
-            raise
-        for gone in stopped:
-            self._pool_drop(gone.pod.key)
-        for running in started:
-            if ledger.evictable(running.pod) and running.pod.key not in self.leaving:
-                self._joining[running.pod.key] = running
-
-    def _conflict(self, ledger: Ledger, pod: PodInfo, error: SnapshotError) -> None:
-        """Not strict: ``pod`` contradicts its node; fence the node (see :attr:`strict`)."""
-        self.conflicts[pod.key] = str(error)
-        self._fenced.add(pod.node or "")
-        row = ledger.node_index[pod.node or ""]
-        node: NodeSpec = self.objects["Node"][pod.node or ""]  # type: ignore[assignment]
-        for state in (ledger.state, ledger.empty):
-            state.node_labels.set_node(row, node.labels, (*node.taints, CONFLICT_TAINT))
-            state.generation[row] += 1
-            state.changes += 1
-
-    def _stop(self, key: str) -> None:
-        ledger = self._ledger
-        assert ledger is not None
-        ledger.finish(key)
-        self._pool_drop(key)
-
-    def _pool_drop(self, key: str) -> None:
-        assert self._pool is not None
-        self._pool.discard(key)
-        self._joining.pop(key, None)
+            bindings.assumptions.settle(key)  # seen bound
+        acc.invalidate()
 
     # -- sessions -----------------------------------------------------------------------
 
     def ledger(self) -> Ledger:
         """The ledger of the cache's objects, built anew if a change invalidated it."""
-        if self._ledger is None:
+        if self.accounting.ledger is None:
             self._build()
-        assert self._ledger is not None
-        return self._ledger
+        assert self.accounting.ledger is not None
+        return self.accounting.ledger
 
     def pool(self) -> VictimPool:
         """The running pods that may be evicted, as the victim search reads them."""
         self.ledger()
-        assert self._pool is not None
-        if self._joining:
-            self._pool.add(sorted(self._joining.values(), key=lambda r: r.pod.key))
-            self._joining.clear()
-        return self._pool
+        return self.accounting.read_pool()
 
     def framework(
         self, policy: str, state: ClusterState, rng: np.random.Generator
@@ -365,7 +307,7 @@ class ClusterCache(AssumedBindings, Generic[P]):
         read :meth:`pending_changes` would find nothing new: the same ledger and plugins,
         no gang changed since."""
         return (
-            ledger is self._ledger
+            ledger is self.accounting.ledger
             and framework_version == self._shapes.version
             and not self._pending.changed
         )
@@ -374,13 +316,14 @@ class ClusterCache(AssumedBindings, Generic[P]):
         self._pending.forget_changes()  # who keeps pending jobs reads them from a new ledger
         snap = self.snapshot()
         # Claims that cycles allocated and no ResourceClaim event shows yet stay allocated.
-        snap = replace(snap, allocations=self._assumed.allocations(snap.allocations))
+        assumptions, acc = self.bindings.assumptions, self.accounting
+        snap = replace(snap, allocations=assumptions.allocations(snap.allocations))
         ledger = Ledger.of(snap, self.non_preemptible_priority)
         bound = [p for p in snap.pods if p.bound and p.key not in self.evicted]
-        bound += self._assumed.bound()
+        bound += assumptions.bound()
         known = [p for p in bound if p.node in ledger.node_index]
-        self.conflicts.clear()
-        self._fenced.clear()
+        acc.conflicts.clear()
+        acc.fenced.clear()
         if self.strict:
             ledger.bind_all(known)
         else:
@@ -388,11 +331,8 @@ class ClusterCache(AssumedBindings, Generic[P]):
                 try:
                     ledger.bind(pod)
                 except SnapshotError as error:
-                    self._conflict(ledger, pod, error)
-        self._ledger = ledger
-        self._pool = VictimPool.of(ledger, 0.0)
-        for key in self.leaving:
-            self._pool.discard(key)
+                    acc.conflict(ledger, pod, error)
+        acc.built(ledger, VictimPool.of(ledger, 0.0))
 
     def workload_specs(self) -> list[PodSpec]:
         """The pods FGD measures fragmentation against (see the class doc)."""
