@@ -395,7 +395,7 @@ class Replay:
 
     def _cycle(self, now: float, periodic: bool) -> None:
         result = self.scheduler.run(now, act=periodic)
-        moved = frozenset(e.pod for e in result.evictions if e.action == "consolidate")
+        moved = frozenset(e.pod for e in result.evictions if e.moved)
         evicted: set[int] = set()
         for eviction in result.evictions:
             if self.pod_job[eviction.pod] not in evicted:

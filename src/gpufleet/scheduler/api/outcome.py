@@ -175,6 +175,9 @@ class Eviction:
     gang fell below ``minMember`` for longer than the grace period)."""
     for_: str
     """The job (gang key) the eviction makes room for."""
+    moved: bool = False
+    """The pod is bound again elsewhere in the same cycle (its action relocates its
+    victims): the eviction is half of a move."""
 
 
 @dataclass(frozen=True, slots=True)

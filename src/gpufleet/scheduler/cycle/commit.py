@@ -57,21 +57,23 @@ class Commit:
         found = {c: chosen[c][0] for c in spec.volumes if c in chosen}
         return found or None
 
-    def evict(self, key: str, action: str, by: str) -> Running:
-        """Pod ``key`` is evicted by ``action`` for ``by`` (a job, or its own gang): it is
-        no victim any more, and what it frees makes the bindings onto it pipelined (the
-        caller releases its capacity)."""
+    def evict(self, key: str, action: str, by: str, *, moved: bool = False) -> Running:
+        """Pod ``key`` is evicted by ``action`` for ``by`` (a job, or its own gang) — to be
+        bound again elsewhere if ``moved``: it is no victim any more, and what it frees
+        makes the bindings onto it pipelined (the caller releases its capacity)."""
         running = self.drop(key)
         self.evicted_nodes.add(running.node)
         self.freed_gpus.update((running.node, g) for g in running.gpus)
-        self.evictions.append(Eviction(key, action, by))
+        self.evictions.append(Eviction(key, action, by, moved))
         return running
 
     def apply(self, job_key: str, core: tuple[PodInfo, ...], plan: Plan) -> list[PodInfo]:
         """Carry out ``plan``, made for the job ``job_key``: its victims evicted, its pods
         and the moved ones bound; the pods bound, in order."""
+        moving = {r.pod.key for r, _ in plan.moved}
         for victim in plan.victims:
-            self.evict(victim.pod.key, plan.action, job_key)
+            key = victim.pod.key
+            self.evict(key, plan.action, job_key, moved=key in moving)
         bound = []
         for pod, (node, spec, gpus) in zip(core, plan.placements, strict=True):
             self.bind(pod, node, spec, gpus)

@@ -55,7 +55,7 @@ class Assumptions:
         eviction remembers the bindings that count on it: its plan (its job's pods, and
         moved pods) and any binding pipelined onto its node — a later job of the cycle may
         have been placed on the capacity it frees."""
-        moved = {e.pod for e in result.evictions if e.action == "consolidate"}
+        moved = {e.pod for e in result.evictions if e.moved}
         for eviction in result.evictions:
             self.settle(eviction.pod)
             node = node_of(eviction.pod)
