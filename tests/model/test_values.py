@@ -26,7 +26,7 @@ import gpufleet.framework
 import gpufleet.model
 from gpufleet.framework.profile import Profile
 from gpufleet.framework.protocols import FilterVerdict, Handle
-from gpufleet.framework.runtime import FilterResult, GpuMemory, Held
+from gpufleet.framework.runtime import Exclusion, FilterResult, GpuMemory
 from gpufleet.framework.status import Code, Reason, Status
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.costs import (
@@ -519,7 +519,7 @@ CASES: dict[type, Case] = {
     FilterResult: Case(
         lambda: FilterResult(np.array([0, 2]), status()), {"status": Status(Code.SUCCESS)}
     ),
-    Held: Case(lambda: Held(np.array([True, False]), "held for ns/big")),
+    Exclusion: Case(lambda: Exclusion(np.array([True, False]), "held for ns/big")),
     Reason: Case(lambda: Reason("GpuFit", "Insufficient GPU", 1)),
     Status: Case(status, {"code": Code.SUCCESS}),
 }
@@ -636,11 +636,11 @@ def test_a_queue_keeps_read_only_copies_of_its_vectors() -> None:
 
 
 def test_array_fields_compare_by_value_not_by_dtype_and_shape_counts() -> None:
-    held = Held(np.array([1, 0], dtype=np.int64), "m")
-    assert held == Held(np.array([1.0, 0.0]), "m")
-    assert hash(held) == hash(Held(np.array([1.0, 0.0]), "m"))
-    assert held != Held(np.array([[1, 0]]), "m")
-    assert held != Held(np.array([1, 0, 0]), "m")
+    held = Exclusion(np.array([1, 0], dtype=np.int64), "m")
+    assert held == Exclusion(np.array([1.0, 0.0]), "m")
+    assert hash(held) == hash(Exclusion(np.array([1.0, 0.0]), "m"))
+    assert held != Exclusion(np.array([[1, 0]]), "m")
+    assert held != Exclusion(np.array([1, 0, 0]), "m")
 
 
 def test_a_frozen_map_is_a_dict_that_cannot_change() -> None:

@@ -167,7 +167,7 @@ class Framework:
         return pod.as_whole_gpus() if self.profile.whole_gpus_only else pod
 
     def run_filters(
-        self, state: ClusterState, pod: PodSpec, held: Held | None = None
+        self, state: ClusterState, pod: PodSpec, held: Exclusion | None = None
     ) -> FilterResult:
         """Feasible nodes for ``pod``; ``held`` nodes are off limits (reserved by the cycle)."""
         if pod.sized_by_memory:
@@ -188,7 +188,7 @@ class Framework:
         return FilterResult(nodes, _unschedulable(verdicts, state.size))
 
     def _filter(
-        self, state: ClusterState, pod: PodSpec, held: Held | None, within: BoolArray | None
+        self, state: ClusterState, pod: PodSpec, held: Exclusion | None, within: BoolArray | None
     ) -> tuple[BoolArray, Verdicts]:
         """The nodes (of ``within``, None: all) that pass every filter, and each filter's
         verdict with the nodes still in when it ran."""
@@ -209,7 +209,7 @@ class Framework:
         """Whether ``pod`` fits ``node`` as the state is now, by every filter of the profile:
         the rule :meth:`run_filters` applies to all nodes, asked of one (the victim search
         asks it after each eviction it tries). A :class:`RowFilter` judges the node's row
-        alone; any other filter is run on every node and read at this one. Held nodes are
+        alone; any other filter is run on every node and read at this one. Exclusion nodes are
         the caller's to leave out; a share sized by GPU memory is sized for the node."""
         if pod.sized_by_memory:
             sized = pod.sized_for(int(state.gpu_memory[node]))
@@ -287,9 +287,10 @@ class Framework:
 
 
 @dataclass(frozen=True, slots=True, eq=False)
-class Held(ArrayValue):
-    """Nodes the cycle holds back (for a starving job), as a filter with its own reason
-    (compared and hashed by value, :class:`ArrayValue`)."""
+class Exclusion(ArrayValue):
+    """Nodes a placement may not use, as a filter with its own reason: held for a starving
+    job, outside a gang's topology domain, unable to allocate the pod's claims, or where a
+    share would be over its cap (compared and hashed by value, :class:`ArrayValue`)."""
 
     mask: BoolArray
     message: str

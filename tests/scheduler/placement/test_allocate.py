@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from gpufleet.compose import COMPONENTS
-from gpufleet.framework.runtime import Held
+from gpufleet.framework.runtime import Exclusion
 from gpufleet.framework.status import Code
 from gpufleet.model.cluster import ClusterState
 from gpufleet.model.devices import Claim, Device, DeviceClass, Pool, Request, Subrequest
@@ -277,7 +277,7 @@ class OneNode:
         pods: tuple[PodInfo, ...],
         txn: Transaction,
         *,
-        held: Held | None,
+        held: Exclusion | None,
         running: Sequence[int],
         placed: Mapping[str, Sequence[int]] = EMPTY,
     ) -> Failure | None:
@@ -296,8 +296,8 @@ class OneNode:
         self,
         state: ClusterState,
         group: GroupSpec | None,
-        held: Held | None,
-    ) -> list[tuple[Where, Held | None]]:
+        held: Exclusion | None,
+    ) -> list[tuple[Where, Exclusion | None]]:
         return [((None, False), held)]
 
     def extras_scope(
@@ -305,11 +305,11 @@ class OneNode:
         state: ClusterState,
         group: GroupSpec | None,
         running: Sequence[int],
-        held: Held | None,
+        held: Exclusion | None,
         *,
         subgroup: str = "",
         placed: Mapping[str, Sequence[int]] = EMPTY,
-    ) -> Held | None:
+    ) -> Exclusion | None:
         return held
 
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gpufleet.framework.runtime import Held
+from gpufleet.framework.runtime import Exclusion
 from gpufleet.framework.status import Status
 from gpufleet.model.arrays import IntArray
 from gpufleet.model.cluster import ClusterState, NodeSpec
@@ -93,7 +93,7 @@ def test_slots_are_exact_for_plain_pods_and_infinite_for_others(
 
 def test_held_nodes_have_no_slots() -> None:
     cycle = fresh_cycle()
-    held = Held(np.array([True, False, False]), "held")
+    held = Exclusion(np.array([True, False, False]), "held")
     assert cycle.fit.slots(pods(8), None, held) == 2.0
 
 

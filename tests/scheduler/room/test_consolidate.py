@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gpufleet.framework.runtime import Held
+from gpufleet.framework.runtime import Exclusion
 from gpufleet.model.workload import GroupSpec, PodInfo, pods_request
 from gpufleet.report.reasons import note_text, note_words
 from gpufleet.scheduler.api.outcome import NoteCode, note
@@ -131,9 +131,9 @@ def test_the_movable_pods_are_kept_for_the_epoch_and_the_held_nodes() -> None:
     again = movable(search)[0]
     assert again is not first
     assert again.tolist() == first.tolist()
-    n3_held = Held(np.array([False, False, False, True]), "held")
+    n3_held = Exclusion(np.array([False, False, False, True]), "held")
     assert movable(VictimSearch(cycle.means, search.job, n3_held))[0] is not again
-    others = Held(np.array([True, False, True, True]), "held")
+    others = Exclusion(np.array([True, False, True, True]), "held")
     # a/solo fits only on the free GPUs of n2 (now), n3 and n0, its own node
     assert not movable(VictimSearch(cycle.means, search.job, others))[0].any()
     assert CONSOLIDATE.epoch(cycle.means) == cycle.means.consolidation_epoch()

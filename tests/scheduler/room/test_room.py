@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pytest
 
-from gpufleet.framework.runtime import Held
+from gpufleet.framework.runtime import Exclusion
 from gpufleet.model.arrays import BoolArray, FloatArray
 from gpufleet.model.cluster import ClusterState
 from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, pods_request
@@ -100,7 +100,7 @@ def saturated() -> Cycle:
 
 
 def make(
-    room: Room, cycle: Cycle, key: str, held: Held | None = None
+    room: Room, cycle: Cycle, key: str, held: Exclusion | None = None
 ) -> tuple[Plan | None, list[str]]:
     job = job_of(cycle, key)
     notes: list[Note] = []
@@ -151,10 +151,10 @@ def test_a_new_cycle_forgets_the_failures_of_the_last() -> None:
     [
         pytest.param("a/small", None, id="another-request"),
         pytest.param("a/higher", None, id="another-priority"),
-        pytest.param("a/twin", Held(np.array([False, True]), "held"), id="other-held-nodes"),
+        pytest.param("a/twin", Exclusion(np.array([False, True]), "held"), id="other-held-nodes"),
     ],
 )
-def test_a_job_of_another_shape_is_searched_for(other: str, held: Held | None) -> None:
+def test_a_job_of_another_shape_is_searched_for(other: str, held: Exclusion | None) -> None:
     cycle, action = saturated(), Counted()
     room = Room([action], DomainTopology(()))
     make(room, cycle, "a/job")

@@ -20,7 +20,7 @@ from gpufleet.compose import COMPONENTS
 from gpufleet.framework.profile import Profile
 from gpufleet.framework.protocols import FilterVerdict
 from gpufleet.framework.registry import PluginFactory, Registry
-from gpufleet.framework.runtime import Held
+from gpufleet.framework.runtime import Exclusion
 from gpufleet.model.cluster import ClusterState, NodeSpec
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, Snapshot, pods_request
@@ -49,7 +49,7 @@ def two(name: str) -> NodeSpec:
     return node(name, gpus=2)
 
 
-def search_for(cycle: Cycle, key: str, held: Held | None = None) -> VictimSearch:
+def search_for(cycle: Cycle, key: str, held: Exclusion | None = None) -> VictimSearch:
     return VictimSearch(cycle.means, job_of(cycle, key), held)
 
 
@@ -291,7 +291,7 @@ def full(job: PodInfo, *, n1_priority: int = 50) -> Cycle:
     )
 
 
-Setup = tuple[Cycle, str, Held | None]
+Setup = tuple[Cycle, str, Exclusion | None]
 
 
 def gang_half_fits() -> Setup:
@@ -312,7 +312,7 @@ def unresolvable() -> Setup:
 
 
 def victims_on_held_nodes() -> Setup:
-    return full(WANTS_2, n1_priority=1), "a/job", Held(np.array([True, True]), "held")
+    return full(WANTS_2, n1_priority=1), "a/job", Exclusion(np.array([True, True]), "held")
 
 
 @pytest.mark.parametrize(

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpufleet.framework.runtime import Framework, Held
+from gpufleet.framework.runtime import Exclusion, Framework
 from gpufleet.framework.status import Code
 from gpufleet.model.workload import (
     PodInfo,
@@ -258,7 +258,7 @@ class Cycle:
         with self.holds.trying(job):
             return self._schedule(job, self.holds.against(job))
 
-    def _schedule(self, job: Job, held: Held | None) -> bool:
+    def _schedule(self, job: Job, held: Exclusion | None) -> bool:
         if job.strays:
             job = set_aside_strays(job, self.ledger.groups.get(job.key), self.journal)
         record = None
@@ -316,7 +316,7 @@ class Cycle:
         return True
 
     def _under_limit(
-        self, job: Job, request: FloatArray, blocked: Why, held: Held | None
+        self, job: Job, request: FloatArray, blocked: Why, held: Exclusion | None
     ) -> Plan | None:
         """Room under the job's queue limit, made by preempting its queue's lower-priority
         work (``room/under_limit.py``) where the profile preempts, or None."""
@@ -327,7 +327,7 @@ class Cycle:
         self.placer.caps = self.admission.share_caps(job, job.core, request)
         return self.under_limit.plan(job, request, held)
 
-    def _extras(self, job: Job, held: Held | None) -> None:
+    def _extras(self, job: Job, held: Exclusion | None) -> None:
         for pod in job.extras:
             request = pods_request((pod,))
             blocked = self.admission.blocked(job, request) or self.ledger.claims_full((pod,))

@@ -24,15 +24,14 @@ PodGroup sets its own (``scheduleTimeoutSeconds``,
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from gpufleet.scheduler.api.outcome import Why, WhyCode, why
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Mapping, Sequence
+    from collections.abc import Collection, Mapping
 
     from gpufleet.model.workload import GroupSpec
-    from gpufleet.scheduler.api.transaction import Running
     from gpufleet.scheduler.cycle.commit import Commit
     from gpufleet.scheduler.state.ledger import Ledger
 
@@ -91,19 +90,12 @@ class StaleGangs:
         )
 
 
-class GangContext(Protocol):
-    @property
-    def gang_running(self) -> Mapping[str, Sequence[str]]: ...
-    @property
-    def running(self) -> Mapping[str, Running]: ...
-
-
-def stale_gang(cycle: GangContext, group: GroupSpec) -> bool:
+def stale_gang(ledger: Ledger, group: GroupSpec) -> bool:
     """Whether ``group``'s gang is stale (module docstring): some of its pods run, fewer
     than its ``minMember``, none of them succeeded, and all that run are gpufleet's to
     release — a gang of another scheduler's pods (kube-scheduler's coscheduling, say) is
     that scheduler's to judge."""
-    keys = cycle.gang_running.get(group.key, ())
+    keys = ledger.gang_running.get(group.key, ())
     if group.succeeded or not 0 < len(keys) < group.min_member:
         return False
-    return all(cycle.running[k].pod.managed for k in keys)
+    return all(ledger.running[k].pod.managed for k in keys)

@@ -29,7 +29,7 @@ from gpufleet.scheduler.placement.place import place, share_over
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from gpufleet.framework.runtime import Framework, Held
+    from gpufleet.framework.runtime import Exclusion, Framework
     from gpufleet.model.workload import PodInfo
     from gpufleet.scheduler.api.job import Job
     from gpufleet.scheduler.api.transaction import Transaction
@@ -69,7 +69,7 @@ class Placer:
         return Fit(self.framework, state, self.ledger.empty, self._resource_filters)
 
     def pods(
-        self, pods: tuple[PodInfo, ...], txn: Transaction, held: Held | None
+        self, pods: tuple[PodInfo, ...], txn: Transaction, held: Exclusion | None
     ) -> Failure | None:
         """Place ``pods`` in ``txn`` off ``held`` nodes; on failure the first that did not fit."""
         state, book = self.ledger.state, self.ledger.book
@@ -89,7 +89,7 @@ class Placer:
                 book.take(pod, state.names[outcome.node], txn)
         return None
 
-    def job(self, job: Job, txn: Transaction, held: Held | None) -> Failure | None:
+    def job(self, job: Job, txn: Transaction, held: Exclusion | None) -> Failure | None:
         """Place the job's core; a gang whose devices must share an attribute value is tried
         value by value, the value with the fewest free devices first (the fullest that fits)."""
         book = self.ledger.book
@@ -116,7 +116,7 @@ class Placer:
             book.device_match = None
         return last
 
-    def _core(self, job: Job, txn: Transaction, held: Held | None) -> Failure | None:
+    def _core(self, job: Job, txn: Transaction, held: Exclusion | None) -> Failure | None:
         core, state = job.core, self.ledger.state
         if len(core) > 1 and (slots := self.fit.slots(core, None, held)) < len(core):
             # The cluster cannot take the gang, whatever the domain: say so without trying
@@ -142,7 +142,7 @@ class Placer:
             )
         return self.pods(core, txn, held)
 
-    def for_claims(self, pod: PodInfo, held: Held | None) -> Held | None:
+    def for_claims(self, pod: PodInfo, held: Exclusion | None) -> Exclusion | None:
         """``held``, plus, for a pod with claims, the nodes that cannot allocate them, and
         the nodes where a capped share would be over its cap."""
         if not pod.claims:
@@ -150,7 +150,7 @@ class Placer:
         allowed, _ = self.ledger.book.nodes(pod, self.ledger.state.names)
         return self.capped(pod, restrict(held, ~allowed, CLAIMS_REASON))
 
-    def capped(self, pod: PodInfo, held: Held | None) -> Held | None:
+    def capped(self, pod: PodInfo, held: Exclusion | None) -> Exclusion | None:
         """``held``, plus the nodes where ``pod``'s share of GPU memory would be over its cap."""
         cap = self.caps.get(pod.key)
         if cap is None:
@@ -175,7 +175,7 @@ class Placer:
         running = self.ledger.running
         return sorted({running[k].node for k in self.ledger.gang_running.get(gang, ())})
 
-    def extras_held(self, job: Job, held: Held | None, pod: PodInfo) -> Held | None:
+    def extras_held(self, job: Job, held: Exclusion | None, pod: PodInfo) -> Exclusion | None:
         """Where an elastic pod of the job may go: its gang's topology domain, and its
         subgroups' (if it has to keep them)."""
         group = self.ledger.groups.get(job.key)

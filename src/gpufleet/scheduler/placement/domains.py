@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpufleet.framework.runtime import Held
+from gpufleet.framework.runtime import Exclusion
 from gpufleet.framework.status import Status
 from gpufleet.scheduler.api.outcome import Why
 
@@ -27,8 +27,8 @@ label), and whether it is the search anywhere after a preferred level's domains.
 MAX_ROOM_DOMAINS = 4
 """Topology domains (largest first) in which victims are sought for a constrained gang."""
 
-PlaceAll = Callable[[tuple["PodInfo", ...], "Transaction", Held | None], "Failure | None"]
-"""The cycle's all-or-nothing placement of pods within the nodes ``Held`` leaves."""
+PlaceAll = Callable[[tuple["PodInfo", ...], "Transaction", Exclusion | None], "Failure | None"]
+"""The cycle's all-or-nothing placement of pods within the nodes ``Exclusion`` leaves."""
 
 REQUIRED = "gpufleet.io/topology-required"
 PREFERRED = "gpufleet.io/topology-preferred"
@@ -88,10 +88,10 @@ def levels_for(group: GroupSpec, topology: Sequence[str]) -> tuple[str, tuple[st
     return None
 
 
-def restrict(held: Held | None, outside: BoolArray, message: str) -> Held:
+def restrict(held: Exclusion | None, outside: BoolArray, message: str) -> Exclusion:
     """``held`` plus the nodes outside a domain."""
     mask = outside if held is None else (held.mask | outside)
-    return Held(mask, message)
+    return Exclusion(mask, message)
 
 
 def domain_order(domains: Domains, state: ClusterState, needed_milli: int) -> list[int]:

@@ -23,7 +23,7 @@ import numpy as np
 if TYPE_CHECKING:
     from collections.abc import Hashable
 
-    from gpufleet.framework.runtime import Framework, Held
+    from gpufleet.framework.runtime import Exclusion, Framework
     from gpufleet.model.arrays import IntArray
     from gpufleet.model.cluster import ClusterState
     from gpufleet.model.pod import PodSpec
@@ -55,7 +55,7 @@ class Fit:
         """slots() on the state, with the state's version it was counted at."""
 
     def slots(
-        self, pods: tuple[PodInfo, ...], state: ClusterState | None, held: Held | None
+        self, pods: tuple[PodInfo, ...], state: ClusterState | None, held: Exclusion | None
     ) -> float:
         """At most how many of ``pods`` the cluster (or ``state``) could take, off the
         ``held`` nodes — for pods of one plain spec; infinite for others (no bound is
@@ -98,7 +98,9 @@ class Fit:
         self._plain[memo] = key
         return key
 
-    def _count(self, pod: PodSpec, count: int, state: ClusterState, held: Held | None) -> float:
+    def _count(
+        self, pod: PodSpec, count: int, state: ClusterState, held: Exclusion | None
+    ) -> float:
         spec = self.framework.prepare(pod)
         if self.counting:
             nodes = self.static_nodes(spec)

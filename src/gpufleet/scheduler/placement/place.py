@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpufleet.framework.runtime import Framework, Held
+from gpufleet.framework.runtime import Exclusion, Framework
 from gpufleet.framework.status import Status
 from gpufleet.model.arrays import BoolArray
 from gpufleet.model.cluster import ClusterState
@@ -33,7 +33,7 @@ class Placement:
 
 
 def place(
-    framework: Framework, state: ClusterState, pod: PodSpec, held: Held | None = None
+    framework: Framework, state: ClusterState, pod: PodSpec, held: Exclusion | None = None
 ) -> Placement | Status:
     """Where ``pod`` goes under ``framework``'s profile, or why it cannot go anywhere."""
     pod = framework.prepare(pod)

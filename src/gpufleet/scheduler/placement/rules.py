@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
-    from gpufleet.framework.runtime import Held
+    from gpufleet.framework.runtime import Exclusion
     from gpufleet.model.cluster import ClusterState
     from gpufleet.model.workload import GroupSpec, PodInfo
     from gpufleet.scheduler.api.transaction import Transaction
@@ -34,18 +34,18 @@ class TopologyRule(Protocol):
         pods: tuple[PodInfo, ...],
         txn: Transaction,
         *,
-        held: Held | None,
+        held: Exclusion | None,
         running: Sequence[int],
         placed: Mapping[str, Sequence[int]] = ...,
     ) -> Failure | None:
         """Place ``pods`` of a constrained gang all or nothing with ``place_all`` (the
-        cycle's placement within the nodes a ``Held`` leaves); ``running``: the nodes where
+        cycle's placement within the nodes a ``Exclusion`` leaves); ``running``: the nodes where
         pods of the gang already run (``placed``: per subgroup). On failure the first pod
         that did not fit, and why."""
 
     def room_scopes(
-        self, state: ClusterState, group: GroupSpec | None, held: Held | None
-    ) -> list[tuple[Where, Held | None]]:
+        self, state: ClusterState, group: GroupSpec | None, held: Exclusion | None
+    ) -> list[tuple[Where, Exclusion | None]]:
         """Where victims may be sought for the gang, in order, each with what its notes say
         of it."""
 
@@ -54,11 +54,11 @@ class TopologyRule(Protocol):
         state: ClusterState,
         group: GroupSpec | None,
         running: Sequence[int],
-        held: Held | None,
+        held: Exclusion | None,
         *,
         subgroup: str = "",
         placed: Mapping[str, Sequence[int]] = ...,
-    ) -> Held | None:
+    ) -> Exclusion | None:
         """Where the gang's elastic pods may go, given the nodes its pods run on (and, for
         a pod of ``subgroup``, the nodes each subgroup's pods run on: ``placed``)."""
 

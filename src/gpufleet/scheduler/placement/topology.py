@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpufleet.framework.runtime import Held
+from gpufleet.framework.runtime import Exclusion
 from gpufleet.framework.status import Code, Status
 from gpufleet.model.values import EMPTY, frozen_map
 from gpufleet.scheduler.api.outcome import Why, WhyCode
@@ -66,7 +66,7 @@ class GangPlacement:
         place_all: PlaceAll,
         pods: tuple[PodInfo, ...],
         txn: Transaction,
-        held: Held | None,
+        held: Exclusion | None,
     ) -> None:
         self.place_all, self.pods, self.txn, self.held = place_all, pods, txn, held
         self.state = txn.state
@@ -219,7 +219,7 @@ class TreePlacement:
         """``placed``: per subgroup (``""``: none), the nodes its running pods are on."""
         self.state = txn.state
 
-    def place(self, branch: Branch, held: Held | None) -> Failure | None:
+    def place(self, branch: Branch, held: Exclusion | None) -> Failure | None:
         """``branch``'s pods (its descendants' too) within ``held``, or the first failure."""
         level = branch.required or branch.preferred
         if level is None:
@@ -272,7 +272,7 @@ class TreePlacement:
         )
         return Failure(pods[0], status, 0, Why(WhyCode.TOPOLOGY, frozen_map(found)))
 
-    def inside(self, branch: Branch, held: Held | None) -> Failure | None:
+    def inside(self, branch: Branch, held: Exclusion | None) -> Failure | None:
         """The children, then the branch's own pods, within ``held``."""
         for child in branch.children:
             failure = self.place(child, held)
@@ -301,7 +301,7 @@ class DomainTopology:
         pods: tuple[PodInfo, ...],
         txn: Transaction,
         *,
-        held: Held | None,
+        held: Exclusion | None,
         running: Sequence[int],
         placed: Mapping[str, Sequence[int]] = EMPTY,
     ) -> Failure | None:
@@ -312,8 +312,8 @@ class DomainTopology:
         return GangPlacement(place_all, pods, txn, held).allocate(group, self.levels, running)
 
     def room_scopes(
-        self, state: ClusterState, group: GroupSpec | None, held: Held | None
-    ) -> list[tuple[Where, Held | None]]:
+        self, state: ClusterState, group: GroupSpec | None, held: Exclusion | None
+    ) -> list[tuple[Where, Exclusion | None]]:
         """Inside each of the largest domains of the gang's first level (by GPUs), then —
         if the level is only preferred — anywhere; anywhere for other jobs. Nowhere for a
         gang whose subgroups are confined to domains: the victim search places pods one by
@@ -330,7 +330,7 @@ class DomainTopology:
             domains.ids[inside], weights=state.gpu_count[inside], minlength=len(domains.names)
         )
         best = sorted(range(len(domains.names)), key=lambda d: (-capacity[d], domains.names[d]))
-        out: list[tuple[Where, Held | None]] = [
+        out: list[tuple[Where, Exclusion | None]] = [
             (
                 ((domains.short, domains.label(d)), False),
                 restrict(held, domains.outside(d), f"node(s) outside {domains.short}"),
@@ -344,11 +344,11 @@ class DomainTopology:
         state: ClusterState,
         group: GroupSpec | None,
         running: Sequence[int],
-        held: Held | None,
+        held: Exclusion | None,
         *,
         subgroup: str = "",
         placed: Mapping[str, Sequence[int]] = EMPTY,
-    ) -> Held | None:
+    ) -> Exclusion | None:
         """The domain of the gang's running pods, if the gang has to keep one; for a pod of
         ``subgroup``, also the domain of each subgroup above it (itself included) that
         requires one and whose pods run somewhere (``placed``: nodes per subgroup)."""

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpufleet.framework.runtime import Held
+from gpufleet.framework.runtime import Exclusion
 from gpufleet.scheduler.api.job import job_gpus
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ class Holds:
         self.held: dict[str, tuple[BoolArray, float]] = {}
         self.version = 0
 
-    def against(self, job: Job) -> Held | None:
+    def against(self, job: Job) -> Exclusion | None:
         """The nodes held for starving jobs that ask for more GPUs than ``job``."""
         if not self.held:
             return None
@@ -43,7 +43,7 @@ class Holds:
         masks = [mask for mask, held_gpus in self.held.values() if held_gpus > gpus]
         if not masks:
             return None
-        return Held(np.logical_or.reduce(masks), REASON)
+        return Exclusion(np.logical_or.reduce(masks), REASON)
 
     @contextmanager
     def trying(self, job: Job) -> Iterator[None]:

@@ -17,7 +17,7 @@ from gpufleet.scheduler.api.transaction import Running
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable, Set
 
-    from gpufleet.framework.runtime import Framework, Held
+    from gpufleet.framework.runtime import Exclusion, Framework
     from gpufleet.model.arrays import BoolArray, FloatArray
     from gpufleet.model.cluster import ClusterState
     from gpufleet.model.pod import PodSpec
@@ -140,7 +140,7 @@ class SearchView(Protocol):
     @property
     def job(self) -> Job: ...
     @property
-    def held(self) -> Held | None: ...
+    def held(self) -> Exclusion | None: ...
     @property
     def state(self) -> ClusterState: ...
     @property

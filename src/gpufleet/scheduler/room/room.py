@@ -28,7 +28,7 @@ from gpufleet.scheduler.room.victims import VictimSearch
 if TYPE_CHECKING:
     from collections.abc import Hashable, Sequence
 
-    from gpufleet.framework.runtime import Held
+    from gpufleet.framework.runtime import Exclusion
     from gpufleet.model.arrays import FloatArray
     from gpufleet.scheduler.api.job import Job
     from gpufleet.scheduler.api.outcome import Note
@@ -56,7 +56,7 @@ class Room:
         self.failures = {k: v for k, v in self.failures.items() if v[0] == epoch}
 
     def make(
-        self, means: Means, job: Job, request: FloatArray, notes: list[Note], held: Held | None
+        self, means: Means, job: Job, request: FloatArray, notes: list[Note], held: Exclusion | None
     ) -> Plan | None:
         """The first action that makes room for ``job`` off ``held``, or None (notes say
         why not)."""
@@ -75,7 +75,7 @@ class Room:
         return None
 
     def possible(
-        self, means: Means, job: Job, request: FloatArray, notes: list[Note], held: Held | None
+        self, means: Means, job: Job, request: FloatArray, notes: list[Note], held: Exclusion | None
     ) -> list[RoomAction]:
         """The actions that might make room for ``job`` (the others' reasons go to notes)."""
         search = VictimSearch(means, job, held)
@@ -100,7 +100,7 @@ class Room:
         notes: list[Note],
         *,
         actions: list[RoomAction],
-        held: Held | None,
+        held: Exclusion | None,
     ) -> Plan | None:
         search = VictimSearch(means, job, held)
         for action in actions:
@@ -118,7 +118,7 @@ class Room:
         return None
 
     @staticmethod
-    def _shape(job: Job, action: RoomAction, held: Held | None) -> Hashable:
+    def _shape(job: Job, action: RoomAction, held: Exclusion | None) -> Hashable:
         """What ``action``'s search for ``job`` depends on besides the epoch."""
         return (
             action.scope(job),

@@ -32,7 +32,7 @@ from gpufleet.scheduler.state.fairshare import EPS
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable, Mapping, Sequence
 
-    from gpufleet.framework.runtime import Held
+    from gpufleet.framework.runtime import Exclusion
     from gpufleet.model.arrays import FloatArray
     from gpufleet.scheduler.api.job import Job
     from gpufleet.scheduler.api.transaction import Running
@@ -62,7 +62,7 @@ def preempt_under_limit(
     *,
     admission: AdmissionRule,
     alloc: Mapping[str, FloatArray],
-    place_core: Callable[[Job, Transaction, Held | None], Failure | None],
+    place_core: Callable[[Job, Transaction, Exclusion | None], Failure | None],
 ) -> Plan | None:
     """A plan that evicts lower-priority work of the job's queue so that the job fits under
     its queues' limits and in the cluster (the module's rule), or None. The job is one its
@@ -142,7 +142,7 @@ class UnderLimit:
         self._failures: dict[Hashable, tuple[int, int]] = {}
         """Searches that found nothing, by job shape, with their epoch."""
 
-    def plan(self, job: Job, request: FloatArray, held: Held | None) -> Plan | None:
+    def plan(self, job: Job, request: FloatArray, held: Exclusion | None) -> Plan | None:
         """Room for ``job`` under its queue's limit off ``held`` nodes, or None."""
         means = self.means
         shape = (job.queue, job.priority, job.can_preempt, tuple(request.tolist()))

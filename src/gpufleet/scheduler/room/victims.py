@@ -45,7 +45,7 @@ from gpufleet.scheduler.room.protocols import Plan, always, moving
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from gpufleet.framework.runtime import Held
+    from gpufleet.framework.runtime import Exclusion
     from gpufleet.model.arrays import BoolArray, FloatArray
     from gpufleet.model.pod import PodSpec
     from gpufleet.model.workload import PodInfo
@@ -58,7 +58,7 @@ MAX_NODES_TRIED = 16
 
 
 class VictimSearch:
-    def __init__(self, means: Means, job: Job, held: Held | None) -> None:
+    def __init__(self, means: Means, job: Job, held: Exclusion | None) -> None:
         self.means, self.job, self.held = means, job, held
         """``held``: the nodes no victim may be sought on, nor placement made."""
         self.ledger, self.placer = means.ledger, means.placer
@@ -81,7 +81,7 @@ class VictimSearch:
 
     def hopeless(self, action: RoomAction, request: FloatArray) -> Note | None:
         """Why ``action`` cannot make room for the job even if it evicted every pod it may
-        (None: a search may succeed). Held nodes only take room away, so what is hopeless
+        (None: a search may succeed). Exclusion nodes only take room away, so what is hopeless
         here is hopeless in every topology domain the job's searches are confined to."""
         mask, why, _ = self.candidates(action, request)
         if mask is None:
