@@ -1,7 +1,8 @@
-"""Place one pod: filter -> score -> select host -> choose GPUs (one scheduling cycle).
+"""Place one pod: filter -> score -> select host -> choose GPUs.
 
 This is the inner step of every edge: the fill benchmark calls it once per arriving pod,
-and later the gang cycle calls it per pod inside a transaction. It decides and returns a
+and the placer (``allocate.py``) and the victim search call it per pod inside a
+transaction. It decides and returns a
 value; committing the placement to the state is the caller's effect.
 
 A share sized by GPU memory is placed as the share it takes on the chosen node
