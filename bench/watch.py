@@ -1,4 +1,4 @@
-"""Watch events per second through the live scheduler's translation (``kube/objects.py``).
+"""Watch events per second through the live scheduler's translation (``kube/read/objects.py``).
 
 Before an event reaches the cluster cache, the live scheduler reads the raw object with the
 snapshot's readers and translates again whatever reads it. The cluster here: ``--nodes``
@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.docs import publish_table
-from gpufleet.kube.objects import ObjectStore
+from gpufleet.kube.read.objects import ObjectStore
 
 SECTION = "watch"
 GPUS = 8

@@ -26,7 +26,7 @@ import pytest
 from celpy.adapter import json_to_cel
 
 from gpufleet.dra.cel import FUNCTIONS
-from gpufleet.kube.podgroups import PodGroupStatus
+from gpufleet.kube.write.podgroups import PodGroupStatus
 from gpufleet.load import crds
 from gpufleet.load.errors import InputError
 from gpufleet.load.kinds import GPUFLEET
@@ -542,7 +542,8 @@ RFC3339 = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)")
 
 
 def _written() -> Iterator[JSON]:
-    """Statuses ``kube/podgroups.py`` writes: every phase, waiting and placed, first and later."""
+    """Statuses ``kube/write/podgroups.py`` writes: every phase, waiting and placed, first and
+    later."""
     writer = PodGroupStatus(httpx.AsyncClient(), clock=lambda: 1_767_225_600.5)
     before: JSON = {}
     for min_member in (1, 3):

@@ -1,4 +1,4 @@
-"""The review APIs a delegating server asks about its own callers (``kube/delegated.py``):
+"""The review APIs a delegating server asks about its own callers (``kube/process/delegated.py``):
 ``TokenReview`` (``authentication.k8s.io/v1``, "Authenticating": webhook token
 authentication) and ``SubjectAccessReview`` (``authorization.k8s.io/v1``, "Authorization":
 checking API access). Both are create-only: the object posted comes back with its

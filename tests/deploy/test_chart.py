@@ -15,7 +15,7 @@ import pytest
 import yaml
 from kubernetes_validate import utils as kubernetes_validate
 
-from gpufleet.kube.kinds import API, KINDS, LIVE_VOCABULARIES, kinds
+from gpufleet.kube.read.kinds import API, KINDS, LIVE_VOCABULARIES, kinds
 from gpufleet.load.config import read_configuration
 from gpufleet.load.crds import definitions
 from gpufleet.load.prices import load_price_sheet
@@ -26,35 +26,35 @@ Rule = tuple[str, str, str, str]
 """(apiGroup, resource, verb, resourceName or "") — one permission."""
 
 SCHEDULER_RULES: set[Rule] = {
-    # kube/watch.py lists and watches every kind of kube/kinds.py's API, all namespaces.
+    # kube/read/watch.py lists and watches every kind of kube/read/kinds.py's API, all namespaces.
     *(
         (v.rpartition("/")[0], plural, verb, "")
         for v, plural in (API[kind] for kind in KINDS)
         for verb in ("list", "watch")
     ),
-    # kube/bind.py: a pod read back to settle a bind whose reply was lost.
+    # kube/write/bind.py: a pod read back to settle a bind whose reply was lost.
     ("", "pods", "get", ""),
-    # kube/bind.py: bind (POST pods/NAME/binding) and evict (POST pods/NAME/eviction).
+    # kube/write/bind.py: bind (POST pods/NAME/binding) and evict (POST pods/NAME/eviction).
     ("", "pods/binding", "create", ""),
     ("", "pods/eviction", "create", ""),
-    # kube/tell.py: PodScheduled conditions and nominatedNodeName (PATCH pods/NAME/status).
+    # kube/process/tell.py: PodScheduled conditions and nominatedNodeName (PATCH pods/NAME/status).
     ("", "pods/status", "patch", ""),
-    # kube/claims.py: GET a ResourceClaim, PUT its status (allocation, reservedFor).
+    # kube/write/claims.py: GET a ResourceClaim, PUT its status (allocation, reservedFor).
     ("resource.k8s.io", "resourceclaims", "get", ""),
     ("resource.k8s.io", "resourceclaims/status", "update", ""),
-    # kube/podgroups.py: PodGroup status (merge PATCH of podgroups/NAME/status) and its
+    # kube/write/podgroups.py: PodGroup status (merge PATCH of podgroups/NAME/status) and its
     # gpufleet.io/stale-since annotation (merge PATCH of podgroups/NAME).
     ("scheduling.x-k8s.io", "podgroups/status", "patch", ""),
     ("scheduling.x-k8s.io", "podgroups", "patch", ""),
-    # kube/volumes.py: a chosen volume's claimRef, a claim's selected node (merge PATCH).
+    # kube/write/volumes.py: a chosen volume's claimRef, a claim's selected node (merge PATCH).
     ("", "persistentvolumes", "patch", ""),
     ("", "persistentvolumeclaims", "patch", ""),
-    # kube/queues.py: Queue status (merge PATCH of queues/NAME/status).
+    # kube/write/queues.py: Queue status (merge PATCH of queues/NAME/status).
     ("gpufleet.io", "queues/status", "patch", ""),
-    # kube/events.py: POST an event, PATCH its series when it repeats.
+    # kube/write/recorder.py: POST an event, PATCH its series when it repeats.
     ("events.k8s.io", "events", "create", ""),
     ("events.k8s.io", "events", "patch", ""),
-    # kube/delegated.py: a scraper of /metrics reviewed (POST a TokenReview, then a
+    # kube/process/delegated.py: a scraper of /metrics reviewed (POST a TokenReview, then a
     # SubjectAccessReview).
     ("authentication.k8s.io", "tokenreviews", "create", ""),
     ("authorization.k8s.io", "subjectaccessreviews", "create", ""),
@@ -62,9 +62,9 @@ SCHEDULER_RULES: set[Rule] = {
 """The ClusterRole: everything gpufleet serve does to the API outside its Lease."""
 
 LEASE_RULES: set[Rule] = {
-    # kube/leader.py: POST the Lease when there is none (a create cannot name its object).
+    # kube/process/leader.py: POST the Lease when there is none (a create cannot name its object).
     ("coordination.k8s.io", "leases", "create", ""),
-    # kube/leader.py: GET the Lease, PUT it to take, renew or release it.
+    # kube/process/leader.py: GET the Lease, PUT it to take, renew or release it.
     ("coordination.k8s.io", "leases", "get", "gpufleet"),
     ("coordination.k8s.io", "leases", "update", "gpufleet"),
 }

@@ -18,25 +18,33 @@ from typing import Any
 import httpx
 import pytest
 
-from gpufleet.kube import endpoints
-from gpufleet.kube.certs import server_context
-from gpufleet.kube.kinds import LIVE_VOCABULARIES
-from gpufleet.kube.leader import LeaseConfig
-from gpufleet.kube.options import ServeOptions
-from gpufleet.kube.serve import LiveScheduler, Replica
+from gpufleet.kube.process import endpoints
+from gpufleet.kube.process.certs import server_context
+from gpufleet.kube.process.leader import LeaseConfig
+from gpufleet.kube.process.live import LiveScheduler, Replica
+from gpufleet.kube.process.options import ServeOptions
+from gpufleet.kube.read.kinds import LIVE_VOCABULARIES
 from gpufleet.load.config import read_configuration
 from gpufleet.plugins.registry import POLICIES
 from tests.apiserver.rbac import Identity, expand, unused
 from tests.apiserver.server import Emulator
 from tests.deploy.chart import authorizer
 from tests.deploy.conftest import NAMESPACE, Render
-from tests.kube.test_dra_live import add_claim, add_claim_pod, claims, cluster, reserved_for
-from tests.kube.test_serve import add_group, add_node, add_pod, bound, events, pods, run_until
-from tests.kube.test_serve_placement import node
-from tests.kube.test_serve_queues import add_pod as add_queued_pod
-from tests.kube.test_serve_queues import add_queue, status
-from tests.kube.test_serve_stale import add_bound, stale_since
-from tests.kube.test_serve_volumes import mounting, storage
+from tests.kube.process.test_dra_live import add_claim, add_claim_pod, claims, cluster, reserved_for
+from tests.kube.process.test_serve import (
+    add_group,
+    add_node,
+    add_pod,
+    bound,
+    events,
+    pods,
+    run_until,
+)
+from tests.kube.process.test_serve_placement import node
+from tests.kube.process.test_serve_queues import add_pod as add_queued_pod
+from tests.kube.process.test_serve_queues import add_queue, status
+from tests.kube.process.test_serve_stale import add_bound, stale_since
+from tests.kube.process.test_serve_volumes import mounting, storage
 
 JSON = dict[str, Any]
 TOKEN = "service-account-token"

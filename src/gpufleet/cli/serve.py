@@ -2,10 +2,10 @@
 
 It connects as kubectl does (``--kubeconfig``, ``KUBECONFIG``, ``~/.kube/config``, then the
 in-cluster service account), lists and watches the cluster, schedules on the cluster cache
-and writes bindings, evictions and pod conditions back (``kube/serve.py``); ``--dry-run``
+and writes bindings, evictions and pod conditions back (``kube/process/live.py``); ``--dry-run``
 writes nothing and logs what it would do. ``/healthz``, ``/livez``, ``/readyz`` and
 ``/metrics`` are served over HTTPS on ``--bind-address:--secure-port``, ``/metrics`` to
-those the API server authorizes (``kube/delegated.py``). It stops on SIGTERM or SIGINT.
+those the API server authorizes (``kube/process/delegated.py``). It stops on SIGTERM or SIGINT.
 """
 
 from __future__ import annotations
@@ -32,20 +32,20 @@ from gpufleet.cli.cycle import (
     _config,
 )
 from gpufleet.cli.options import duration
-from gpufleet.kube import endpoints
-from gpufleet.kube.connect import IN_CLUSTER, http_client, load_config
-from gpufleet.kube.delegated import ALWAYS_ALLOW_PATHS, REVIEWS_IN_FLIGHT
-from gpufleet.kube.kinds import LIVE_VOCABULARIES
-from gpufleet.kube.leader import LeaseConfig
-from gpufleet.kube.lifecycle import (
+from gpufleet.kube.process import endpoints
+from gpufleet.kube.process.connect import IN_CLUSTER, http_client, load_config
+from gpufleet.kube.process.delegated import ALWAYS_ALLOW_PATHS, REVIEWS_IN_FLIGHT
+from gpufleet.kube.process.leader import LeaseConfig
+from gpufleet.kube.process.lifecycle import (
     SHUTDOWN_GRACE_S,
     UnreachableError,
     reachable,
     until_stopped,
 )
-from gpufleet.kube.logs import LineFormatter
-from gpufleet.kube.options import ServeOptions
-from gpufleet.kube.serve import Replica
+from gpufleet.kube.process.live import Replica
+from gpufleet.kube.process.logs import LineFormatter
+from gpufleet.kube.process.options import ServeOptions
+from gpufleet.kube.read.kinds import LIVE_VOCABULARIES
 from gpufleet.load.config import LEASE_DURATION_S, RENEW_DEADLINE_S, read_configuration
 from gpufleet.load.prices import DEFAULT_SHEET, load_price_sheet
 from gpufleet.plugins.registry import POLICIES
@@ -339,7 +339,7 @@ def _serving(
     if port == 0:
         return None
     # Here, not at the top: cryptography is loaded by serve alone, not by every command.
-    from gpufleet.kube.certs import server_context, serving_hosts
+    from gpufleet.kube.process.certs import server_context, serving_hosts
 
     tls = server_context(cert, key, cert_dir, serving_hosts(address))
     return endpoints.Serving(address, port, tls, paths)

@@ -15,7 +15,7 @@ Rules between fields are CEL ``x-kubernetes-validations`` as the API server eval
 The PodGroup CRD (``scheduling.x-k8s.io/v1alpha1``, namespaced) is scheduler-plugins' kind:
 its spec is the fields of :data:`gpufleet.load.schema.POD_GROUP` with the types of
 scheduler-plugins' API (``int32``, a resource list), and its status is that API's (``phase``,
-``occupiedBy``, the counts, ``scheduleStartTime``) plus what ``gpufleet.kube.podgroups``
+``occupiedBy``, the counts, ``scheduleStartTime``) plus what ``gpufleet.kube.write.podgroups``
 writes besides (``scheduled``, the ``Scheduled`` condition), so that nothing gpufleet writes
 is pruned. It has no CEL rule: it installs on every Kubernetes the chart allows.
 

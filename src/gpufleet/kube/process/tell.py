@@ -1,0 +1,195 @@
+"""What the live scheduler tells the cluster besides bindings and evictions: each pending
+pod's ``PodScheduled=False`` condition (``gpufleet explain``'s words, written through
+``pods/status`` when they change; kept ``lastTransitionTime`` while it stays ``False``),
+the events of objects it cannot read and of pods that contradict their node, and in a dry
+run what it would do (``WouldSchedule``, ``WouldEvict``). Nothing is written by a replica
+that does not lead, and nothing kept per pod outlives the pod.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from gpufleet.kube.process.logs import decide
+from gpufleet.kube.read.kinds import API, object_kind
+from gpufleet.kube.write.bind import PodRef
+from gpufleet.kube.write.recorder import EventRecorder, Regarding, rfc3339
+
+if TYPE_CHECKING:
+    from gpufleet.kube.process.logs import PendingLog
+    from gpufleet.kube.process.metrics import Metrics, PodLatency
+    from gpufleet.kube.process.options import ServeOptions, ServeStats
+    from gpufleet.kube.read.objects import Changes, ObjectStore, Problem
+    from gpufleet.kube.write.podgroups import PodGroupStatus
+    from gpufleet.kube.write.queues import QueueStatus
+    from gpufleet.scheduler.api.outcome import CycleResult
+    from gpufleet.scheduler.cycle.components import Components
+    from gpufleet.scheduler.cycle.session import Scheduler
+    from gpufleet.scheduler.state.cache import ClusterCache
+
+log = logging.getLogger("gpufleet.serve")
+
+
+class Telling:
+    """The live scheduler's state its writers read (declared here, set by
+    :class:`~gpufleet.kube.process.live.LiveScheduler`), and what it tells (module docstring)."""
+
+    http: httpx.AsyncClient
+    options: ServeOptions
+    clock: Callable[[], float]
+    may_act: Callable[[], bool]
+    store: ObjectStore
+    cache: ClusterCache[Components]
+    scheduler: Scheduler | None
+    stats: ServeStats
+    metrics: Metrics
+    events: EventRecorder
+    podgroups: PodGroupStatus
+    queues: QueueStatus
+    latency: PodLatency
+    pending_log: PendingLog
+    waiting: dict[str, set[str]]
+    backoff: dict[str, tuple[float, float]]
+    conditions: dict[str, str]
+    shadowed: dict[str, tuple[str, str, str]]
+    """What a dry run last said it would do, per pod (reason, action, note of its event)."""
+    _conflicts: set[str]
+    _unreported: list[Problem]
+
+    def _take(self, changes: Changes) -> None:
+        raise NotImplementedError
+
+    async def _shadow(self, result: CycleResult) -> None:
+        """What a dry run (or a replica that does not lead) would do: logged, and in a dry
+        run told to the pod as a Normal event (``WouldSchedule``, ``WouldEvict``) unless
+        ``dry_run_events`` is off — each once per change of what would be done, since every
+        cycle decides again; then the cycle's assumptions are taken back."""
+        now: dict[str, tuple[str, str, str]] = {}
+        for b in result.bindings:
+            gpus = f" (GPUs {','.join(str(g) for g in b.gpus)})" if b.gpus else ""
+            now[b.pod] = ("WouldSchedule", "Binding", f"would assign {b.pod} to {b.node}{gpus}")
+            if self.shadowed.get(b.pod) != now[b.pod]:
+                note = f"would bind {b.pod} to {b.node}{gpus}"
+                decide(note, action="would-bind", pod=b.pod, node=b.node, reason="fits")
+        for e in result.evictions:
+            why = f"{e.action} for {e.for_}"
+            now[e.pod] = ("WouldEvict", "Preempting", f"would evict {e.pod}: {why}")
+            if self.shadowed.get(e.pod) != now[e.pod]:
+                note = f"would evict {e.pod} ({why})"
+                node = self._node(e.pod)
+                decide(note, action="would-evict", pod=e.pod, node=node, reason=why, for_=e.for_)
+        for b in result.bindings:
+            self.cache.forget(b.pod)
+        for e in result.evictions:
+            self.cache.keep(e.pod)
+        if self.options.dry_run and self.options.dry_run_events and self.may_act():
+            for key, told in sorted(now.items()):
+                if self.shadowed.get(key) != told:
+                    reason, action, note = told
+                    await self.events.record(self._regarding(key), "Normal", reason, action, note)
+        self.shadowed = now
+
+    def _forget_gone(self) -> None:
+        """Drop what is remembered of pods that no longer exist, and event series past
+        their window: nothing kept per pod outlives it."""
+        raw = self.store.raw["Pod"]
+        alive = set(raw) | {str((p.get("metadata") or {}).get("uid")) for p in raw.values()}
+        for key in [k for k in self.conditions if k not in alive]:
+            del self.conditions[key]
+        self.events.prune(self.clock())
+
+    async def _report_conflicts(self) -> None:
+        """Bound pods that contradict their node (the cache fenced it): one event each."""
+        for key, message in self.cache.conflicts.items():
+            if key not in self._conflicts:
+                log.warning("conflict: %s", message)
+                await self.events.record(
+                    self._regarding(key), "Warning", "Conflict", "Accounting", message
+                )
+        self._conflicts = set(self.cache.conflicts)
+
+    async def _report_problems(self) -> None:
+        problems, self._unreported = self._unreported, []
+        for p in problems:
+            regarding = Regarding(
+                object_kind(p.kind), p.namespace or "", p.name, p.uid, API[p.kind][0]
+            )
+            await self.events.record(regarding, "Warning", "FailedToRead", "Reading", p.message)
+            if p.kind == "Pod" and self._pending_of_ours(p.key):
+                # It cannot be scheduled until it is fixed: its own status says why, too.
+                ref = PodRef(p.namespace or "default", p.name, p.uid)
+                if self.conditions.get(p.uid or p.key) != p.message:
+                    await self._condition(ref, p.message)
+
+    def _pending_of_ours(self, key: str) -> bool:
+        raw = self.store.raw["Pod"].get(key) or {}
+        spec = raw.get("spec") or {}
+        return spec.get("schedulerName") in self.store.schedulers and not spec.get("nodeName")
+
+    async def _patch_status(self, ref: PodRef, patch: dict[str, Any], kind: str) -> bool:
+        """Write ``patch`` to the pod's status; False (logged) when the server did not take
+        it — a later cycle writes again — or when this replica no longer leads."""
+        if not self.may_act():
+            return False
+        try:
+            response = await self.http.patch(
+                f"{ref.path}/status", json=patch, headers={"Content-Type": kind}
+            )
+        except httpx.HTTPError as exc:
+            log.warning("status of %s/%s: %s", ref.namespace, ref.name, exc)
+            return False
+        if response.status_code >= 300:
+            log.warning("status of %s/%s: %s", ref.namespace, ref.name, response.status_code)
+            return False
+        return True
+
+    async def _conditions(self, result: CycleResult, reasons: dict[str, str]) -> None:
+        """``PodScheduled=False`` with gpufleet's reason on each pending pod whose message
+        changed (remembered per pod uid, and only once the server took it)."""
+        for pending in result.pending:
+            message = reasons[pending.pod]
+            ref = self._ref(pending.pod)
+            if self.conditions.get(ref.uid or pending.pod) == message:
+                continue
+            await self.events.record(
+                self._regarding(pending.pod), "Warning", "FailedScheduling", "Scheduling", message
+            )
+            await self._condition(ref, message)
+
+    async def _condition(self, ref: PodRef, message: str) -> None:
+        """Write ``PodScheduled=False``, reason ``Unschedulable``, with ``message`` (and
+        remember it per pod once the server took it). As kube-scheduler's, the condition
+        keeps its ``lastTransitionTime`` while its status stays ``False``."""
+        key = f"{ref.namespace}/{ref.name}"
+        since = rfc3339(self.clock())
+        raw = self.store.raw["Pod"].get(key) or {}
+        for old in (raw.get("status") or {}).get("conditions") or []:
+            if old.get("type") == "PodScheduled" and old.get("status") == "False":
+                since = old.get("lastTransitionTime") or since
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+            "lastTransitionTime": since,
+        }
+        patch = {"status": {"conditions": [condition]}}
+        if await self._patch_status(ref, patch, "application/strategic-merge-patch+json"):
+            self.conditions[ref.uid or f"{ref.namespace}/{ref.name}"] = message
+
+    def _regarding(self, key: str) -> Regarding:
+        ref = self._ref(key)
+        return Regarding("Pod", ref.namespace, ref.name, ref.uid)
+
+    def _ref(self, key: str) -> PodRef:
+        namespace, name = key.split("/", 1)
+        pod = self.cache.pods.get(key)
+        return PodRef(namespace, name, pod.uid if pod is not None else "")
+
+    def _node(self, key: str) -> str | None:
+        pod = self.cache.pods.get(key)
+        return pod.node if pod is not None else None

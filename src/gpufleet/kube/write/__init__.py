@@ -1,0 +1,1 @@
+"""Writing to the cluster: bindings, claims, volumes, events and status."""
