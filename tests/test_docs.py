@@ -2,10 +2,10 @@
 
 Checked: every path under a top-level folder of the repository (``src/...``, ``bench/...``,
 ``tests/...``, ``docs/...``, ``examples/...``), every backticked path of a gpufleet package
-(``scheduler/cycle/cycle.py``, ``load/``), every bare file name in a package's bullet of the
-"Layers" list (``- `model/` — `cluster.py` ...``), every backticked dotted module path
-(``gpufleet.plugins.registry``), and every section of ARCHITECTURE.md that a module
-docstring or the README points at (``(ARCHITECTURE.md, "Cycle")``).
+(``scheduler/cycle/cycle.py``, ``load/``), every bare file name and every room
+(sub-package) in a package's bullet of the "Layers" list (``- `kube/` — ... `read/` ...``),
+every backticked dotted module path (``gpufleet.plugins.registry``), and every section of
+ARCHITECTURE.md that a module docstring or the README points at (``(ARCHITECTURE.md, "Cycle")``).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ BACKTICKED = re.compile(r"`([^`\n]+)`")
 REPO_PATH = re.compile(rf"(?<![\w./-])((?:{'|'.join(TOP)})/(?:[\w./-]*[\w/])?)")
 PACKAGE_PATH = re.compile(rf"(?:{'|'.join([*PACKAGES, 'data'])})/[\w./-]*")
 FILE_NAME = re.compile(r"[\w-]+\.(?:py|md|yaml|csv|toml)")
+ROOM = re.compile(r"\w+/")
 MODULE = re.compile(r"gpufleet(?:\.\w+)+")
 BULLET = re.compile(r"^- `(\w+)/`")
 POINTER = re.compile(r'ARCHITECTURE\.md,?\s+\(?"([^"]+)"')
@@ -59,7 +60,7 @@ def named_paths() -> list[tuple[int, str, str | None]]:
                 continue  # already found above
             if PACKAGE_PATH.fullmatch(token):
                 found.append((number, token, None))
-            elif FILE_NAME.fullmatch(token):
+            elif FILE_NAME.fullmatch(token) or (package is not None and ROOM.fullmatch(token)):
                 found.append((number, token, package))
     return found
 
@@ -75,7 +76,7 @@ def test_it_names_paths_in_every_form_it_checks() -> None:
     assert any(p.startswith("src/") for p in paths)
     assert any(p.startswith("bench/") for p in paths)
     assert "scheduler/cycle/cycle.py" in paths
-    assert "cluster.py" in paths
+    assert "read/" in paths  # a room of a package, in its bullet
 
 
 @pytest.mark.parametrize(("line", "path", "package"), named_paths())
