@@ -49,7 +49,7 @@ from gpufleet.load.shown import shown
 
 API_VERSION = "gpufleet.io/v1alpha1"
 KIND = "PriceSheet"
-DEFAULT_SHEET = Path(__file__).parents[2] / "data" / "prices.yaml"
+DEFAULT_SHEET = Path(__file__).parent.parent / "data" / "prices.yaml"
 """The sheet that ships with the package: illustrative list prices, dated in its title."""
 
 _PRICES = {"gpuHour": ANY, "vcpuHour": ANY, "ramGiBHour": ANY}
