@@ -28,8 +28,9 @@ demo: $(STAMP)
 test: lint typecheck layers docs unit
 
 ## docs: the documentation site from docs/ (mkdocs.yml), built strictly: a broken link fails
+# (not --quiet: it drops the warnings that --strict counts, and a broken link would pass)
 docs: $(STAMP)
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 $(FOCUS): $(STAMP)
 	py=$$(for c in $(PYTHON312) python3.13; do \
