@@ -12,7 +12,7 @@ CODE   := src tests bench
 PYTHON312 ?= python3.12
 FOCUS  := $(VENV)/focus-validator/.installed-stamp
 
-.PHONY: demo test lint typecheck layers unit bench clean
+.PHONY: demo test docs lint typecheck layers unit bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,8 +24,13 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/gpufleet simulate
 
-## test: every check — ruff, mypy strict, import-linter layer contracts, pytest
-test: lint typecheck layers unit
+## test: every check — ruff, mypy strict, import-linter layer contracts, the docs site, pytest
+test: lint typecheck layers docs unit
+
+## docs: the documentation site from docs/ (mkdocs.yml), built strictly: a broken link fails
+# (not --quiet: it drops the warnings that --strict counts, and a broken link would pass)
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 $(FOCUS): $(STAMP)
 	py=$$(for c in $(PYTHON312) python3.13; do \

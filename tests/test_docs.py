@@ -5,7 +5,8 @@ Checked: every path under a top-level folder of the repository (``src/...``, ``b
 (``scheduler/cycle/cycle.py``, ``load/``), every bare file name and every room
 (sub-package) in a package's bullet of the "Layers" list (``- `kube/` — ... `read/` ...``),
 every backticked dotted module path (``gpufleet.plugins.registry``), and every section of
-ARCHITECTURE.md that a module docstring or the README points at (``(ARCHITECTURE.md, "Cycle")``).
+ARCHITECTURE.md that a module docstring, the README or a documentation page points at
+(``(ARCHITECTURE.md, "Cycle")``).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ ROOM = re.compile(r"\w+/")
 MODULE = re.compile(r"gpufleet(?:\.\w+)+")
 BULLET = re.compile(r"^- `(\w+)/`")
 POINTER = re.compile(r'ARCHITECTURE\.md,?\s+\(?"([^"]+)"')
-ANCHOR = re.compile(r"ARCHITECTURE\.md#([\w-]+)")
+ANCHOR = re.compile(r"ARCHITECTURE\.md#([\w-]+)", re.IGNORECASE)  # docs/architecture.md too
 
 
 def doc_lines() -> list[str]:
@@ -116,9 +117,11 @@ def slug(heading: str) -> str:
 
 def pointers() -> list[tuple[str, str]]:
     """(file, section) for every ``ARCHITECTURE.md, "Section"`` and ``ARCHITECTURE.md#anchor``
-    in the README and the package's modules."""
+    in the README, the documentation pages (whose ``architecture.md`` includes ARCHITECTURE.md)
+    and the package's modules."""
     found = []
-    for path in [ROOT / "README.md", *sorted(PACKAGE.rglob("*.py"))]:
+    pages = sorted((ROOT / "docs").glob("*.md"))
+    for path in [ROOT / "README.md", *pages, *sorted(PACKAGE.rglob("*.py"))]:
         text = path.read_text(encoding="utf-8")
         name = str(path.relative_to(ROOT))
         found += [(name, section) for section in POINTER.findall(text)]
