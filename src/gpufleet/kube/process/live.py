@@ -8,7 +8,8 @@ applied to the cache, and the cycle (:class:`~gpufleet.scheduler.cycle.session.S
 and synchronous) runs in a worker thread, so the loop keeps reading watches meanwhile.
 Nothing touches the cache while a cycle runs: events arriving then wait for the next.
 
-What a cycle decided is written back by :class:`~gpufleet.kube.process.writes.ResultWriter`.
+What a cycle decided is written back by its :class:`~gpufleet.kube.process.writes.ResultWriter`,
+which tells pods why they wait through its :class:`~gpufleet.kube.process.tell.Teller`.
 
 ``dry_run`` writes nothing: what would be bound and evicted is logged.
 """
@@ -29,9 +30,10 @@ from gpufleet.kube.process.leader import LeaderElector, LeaseConfig
 from gpufleet.kube.process.logs import PendingLog
 from gpufleet.kube.process.metrics import Metrics, PodLatency
 from gpufleet.kube.process.options import ServeOptions, ServeStats
+from gpufleet.kube.process.tell import Teller
 from gpufleet.kube.process.writes import ResultWriter
 from gpufleet.kube.read.kinds import PATHS, REQUIRED, kinds
-from gpufleet.kube.read.objects import Changes, ObjectStore, Problem
+from gpufleet.kube.read.objects import Changes, ObjectStore
 from gpufleet.kube.read.watch import Kind, Reflector
 from gpufleet.kube.write.podgroups import PodGroupStatus
 from gpufleet.kube.write.queues import QueueStatus
@@ -52,7 +54,7 @@ STALL_PERIODS = 30
 any cycle's run and writes, so that only a hang trips it."""
 
 
-class LiveScheduler(ResultWriter):
+class LiveScheduler:
     """Keeps the cache up to date from watches and schedules on it (module docstring)."""
 
     def __init__(
@@ -72,8 +74,6 @@ class LiveScheduler(ResultWriter):
             schedulers=(self.options.scheduler_name,), vocabularies=self.options.vocabularies
         )
         self.cache = new_cache(self.options.config, strict=False)
-        self._conflicts: set[str] = set()
-        """Conflicts of the cache already reported."""
         self.scheduler: Scheduler | None = None
         """Made at the first cycle with nodes (a cluster state needs one)."""
         self.reflectors = [
@@ -82,13 +82,6 @@ class LiveScheduler(ResultWriter):
         ]
         self.buffer: list[Event] = []
         self.wake = asyncio.Event()
-        self.waiting: dict[str, set[str]] = {}
-        """Nominated pods held until the victims evicted for them are deleted."""
-        self.backoff: dict[str, tuple[float, float]] = {}
-        """Pods whose bind failed: when they may be tried again, and the next wait."""
-        self.conditions: dict[str, str] = {}
-        """The PodScheduled=False message last written per pod."""
-        self.shadowed: dict[str, tuple[str, str, str]] = {}
         self.beat: float | None = None
         """When the loop last started a cycle (monotonic; None: not yet listed)."""
         self.stats = ServeStats()
@@ -98,7 +91,26 @@ class LiveScheduler(ResultWriter):
         self.queues = QueueStatus(http)
         self.latency = PodLatency()
         self.pending_log = PendingLog()
-        self._unreported: list[Problem] = []
+        self.teller = Teller(
+            http, self.options, self.store, self.cache, self.events, clock=clock, may_act=may_act
+        )
+        self.writer = ResultWriter(
+            http,
+            self.options,
+            self.store,
+            self.cache,
+            self.teller,
+            clock=clock,
+            may_act=may_act,
+            take=self._take,
+            stats=self.stats,
+            metrics=self.metrics,
+            events=self.events,
+            podgroups=self.podgroups,
+            queues=self.queues,
+            latency=self.latency,
+            pending_log=self.pending_log,
+        )
         self._lists = {r.kind.kind: 0 for r in self.reflectors}
         self._bad = {r.kind.kind: 0 for r in self.reflectors}
 
@@ -139,7 +151,7 @@ class LiveScheduler(ResultWriter):
         for problem in changes.problems:
             log.warning("cannot read %s %s: %s", problem.kind, problem.name, problem.message)
             self.stats.problems += 1
-            self._unreported.append(problem)
+            self.teller.problem(problem)
         if changes.events:
             self.wake.set()
 
@@ -179,7 +191,7 @@ class LiveScheduler(ResultWriter):
         """Apply what the watches brought, run one cycle off the loop, write its result
         (None: no cycle, the cluster has no nodes)."""
         now = self.clock()
-        self._release_holds(now)
+        self.writer.release_holds(now)
         self.wake.clear()
         self._take(self.store.check_queues())
         events, self.buffer = self.buffer, []
@@ -194,7 +206,7 @@ class LiveScheduler(ResultWriter):
         result = await asyncio.to_thread(self.scheduler.run, now)
         self.stats.cycles += 1
         self.latency.tried(result, self.cache)
-        await self._write(result, now)
+        await self.writer.write(result, now, self.scheduler)
         self._measure(result, time.perf_counter() - started)
         return result
 

@@ -20,50 +20,49 @@ from gpufleet.kube.write.bind import PodRef
 from gpufleet.kube.write.recorder import EventRecorder, Regarding, rfc3339
 
 if TYPE_CHECKING:
-    from gpufleet.kube.process.logs import PendingLog
-    from gpufleet.kube.process.metrics import Metrics, PodLatency
-    from gpufleet.kube.process.options import ServeOptions, ServeStats
-    from gpufleet.kube.read.objects import Changes, ObjectStore, Problem
-    from gpufleet.kube.write.podgroups import PodGroupStatus
-    from gpufleet.kube.write.queues import QueueStatus
+    from gpufleet.kube.process.options import ServeOptions
+    from gpufleet.kube.read.objects import ObjectStore, Problem
     from gpufleet.scheduler.api.outcome import CycleResult
     from gpufleet.scheduler.cycle.components import Components
-    from gpufleet.scheduler.cycle.session import Scheduler
     from gpufleet.scheduler.state.cache import ClusterCache
 
 log = logging.getLogger("gpufleet.serve")
 
 
-class Telling:
-    """The live scheduler's state its writers read (declared here, set by
-    :class:`~gpufleet.kube.process.live.LiveScheduler`), and what it tells (module docstring)."""
+class Teller:
+    """What the live scheduler tells besides bindings and evictions (module docstring):
+    it reads the store and the cache, and remembers what it told per pod."""
 
-    http: httpx.AsyncClient
-    options: ServeOptions
-    clock: Callable[[], float]
-    may_act: Callable[[], bool]
-    store: ObjectStore
-    cache: ClusterCache[Components]
-    scheduler: Scheduler | None
-    stats: ServeStats
-    metrics: Metrics
-    events: EventRecorder
-    podgroups: PodGroupStatus
-    queues: QueueStatus
-    latency: PodLatency
-    pending_log: PendingLog
-    waiting: dict[str, set[str]]
-    backoff: dict[str, tuple[float, float]]
-    conditions: dict[str, str]
-    shadowed: dict[str, tuple[str, str, str]]
-    """What a dry run last said it would do, per pod (reason, action, note of its event)."""
-    _conflicts: set[str]
-    _unreported: list[Problem]
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        options: ServeOptions,
+        store: ObjectStore,
+        cache: ClusterCache[Components],
+        events: EventRecorder,
+        *,
+        clock: Callable[[], float],
+        may_act: Callable[[], bool],
+    ) -> None:
+        self.http, self.options, self.store, self.cache = http, options, store, cache
+        self.events, self.clock, self.may_act = events, clock, may_act
+        self.conditions: dict[str, str] = {}
+        """The PodScheduled=False message last written per pod."""
+        self.shadowed: dict[str, tuple[str, str, str]] = {}
+        """What a dry run last said it would do, per pod (reason, action, note of its event)."""
+        self._conflicts: set[str] = set()
+        """Conflicts of the cache already reported."""
+        self._unreported: list[Problem] = []
 
-    def _take(self, changes: Changes) -> None:
-        raise NotImplementedError
+    def problem(self, problem: Problem) -> None:
+        """An object that could not be read: its event is written after the next cycle."""
+        self._unreported.append(problem)
 
-    async def _shadow(self, result: CycleResult) -> None:
+    def drop_problems(self) -> None:
+        """Forget the problems not yet told (logged when read; a dry run tells none)."""
+        self._unreported.clear()
+
+    async def shadow(self, result: CycleResult) -> None:
         """What a dry run (or a replica that does not lead) would do: logged, and in a dry
         run told to the pod as a Normal event (``WouldSchedule``, ``WouldEvict``) unless
         ``dry_run_events`` is off — each once per change of what would be done, since every
@@ -80,7 +79,7 @@ class Telling:
             now[e.pod] = ("WouldEvict", "Preempting", f"would evict {e.pod}: {why}")
             if self.shadowed.get(e.pod) != now[e.pod]:
                 note = f"would evict {e.pod} ({why})"
-                node = self._node(e.pod)
+                node = self.node(e.pod)
                 decide(note, action="would-evict", pod=e.pod, node=node, reason=why, for_=e.for_)
         for b in result.bindings:
             self.cache.forget(b.pod)
@@ -90,10 +89,10 @@ class Telling:
             for key, told in sorted(now.items()):
                 if self.shadowed.get(key) != told:
                     reason, action, note = told
-                    await self.events.record(self._regarding(key), "Normal", reason, action, note)
+                    await self.events.record(self.regarding(key), "Normal", reason, action, note)
         self.shadowed = now
 
-    def _forget_gone(self) -> None:
+    def forget_gone(self) -> None:
         """Drop what is remembered of pods that no longer exist, and event series past
         their window: nothing kept per pod outlives it."""
         raw = self.store.raw["Pod"]
@@ -102,17 +101,17 @@ class Telling:
             del self.conditions[key]
         self.events.prune(self.clock())
 
-    async def _report_conflicts(self) -> None:
+    async def report_conflicts(self) -> None:
         """Bound pods that contradict their node (the cache fenced it): one event each."""
         for key, message in self.cache.conflicts.items():
             if key not in self._conflicts:
                 log.warning("conflict: %s", message)
                 await self.events.record(
-                    self._regarding(key), "Warning", "Conflict", "Accounting", message
+                    self.regarding(key), "Warning", "Conflict", "Accounting", message
                 )
         self._conflicts = set(self.cache.conflicts)
 
-    async def _report_problems(self) -> None:
+    async def report_problems(self) -> None:
         problems, self._unreported = self._unreported, []
         for p in problems:
             regarding = Regarding(
@@ -123,14 +122,14 @@ class Telling:
                 # It cannot be scheduled until it is fixed: its own status says why, too.
                 ref = PodRef(p.namespace or "default", p.name, p.uid)
                 if self.conditions.get(p.uid or p.key) != p.message:
-                    await self._condition(ref, p.message)
+                    await self.condition(ref, p.message)
 
     def _pending_of_ours(self, key: str) -> bool:
         raw = self.store.raw["Pod"].get(key) or {}
         spec = raw.get("spec") or {}
         return spec.get("schedulerName") in self.store.schedulers and not spec.get("nodeName")
 
-    async def _patch_status(self, ref: PodRef, patch: dict[str, Any], kind: str) -> bool:
+    async def patch_status(self, ref: PodRef, patch: dict[str, Any], kind: str) -> bool:
         """Write ``patch`` to the pod's status; False (logged) when the server did not take
         it — a later cycle writes again — or when this replica no longer leads."""
         if not self.may_act():
@@ -147,20 +146,20 @@ class Telling:
             return False
         return True
 
-    async def _conditions(self, result: CycleResult, reasons: dict[str, str]) -> None:
+    async def tell_pending(self, result: CycleResult, reasons: dict[str, str]) -> None:
         """``PodScheduled=False`` with gpufleet's reason on each pending pod whose message
         changed (remembered per pod uid, and only once the server took it)."""
         for pending in result.pending:
             message = reasons[pending.pod]
-            ref = self._ref(pending.pod)
+            ref = self.ref(pending.pod)
             if self.conditions.get(ref.uid or pending.pod) == message:
                 continue
             await self.events.record(
-                self._regarding(pending.pod), "Warning", "FailedScheduling", "Scheduling", message
+                self.regarding(pending.pod), "Warning", "FailedScheduling", "Scheduling", message
             )
-            await self._condition(ref, message)
+            await self.condition(ref, message)
 
-    async def _condition(self, ref: PodRef, message: str) -> None:
+    async def condition(self, ref: PodRef, message: str) -> None:
         """Write ``PodScheduled=False``, reason ``Unschedulable``, with ``message`` (and
         remember it per pod once the server took it). As kube-scheduler's, the condition
         keeps its ``lastTransitionTime`` while its status stays ``False``."""
@@ -178,18 +177,18 @@ class Telling:
             "lastTransitionTime": since,
         }
         patch = {"status": {"conditions": [condition]}}
-        if await self._patch_status(ref, patch, "application/strategic-merge-patch+json"):
+        if await self.patch_status(ref, patch, "application/strategic-merge-patch+json"):
             self.conditions[ref.uid or f"{ref.namespace}/{ref.name}"] = message
 
-    def _regarding(self, key: str) -> Regarding:
-        ref = self._ref(key)
+    def regarding(self, key: str) -> Regarding:
+        ref = self.ref(key)
         return Regarding("Pod", ref.namespace, ref.name, ref.uid)
 
-    def _ref(self, key: str) -> PodRef:
+    def ref(self, key: str) -> PodRef:
         namespace, name = key.split("/", 1)
         pod = self.cache.pods.get(key)
         return PodRef(namespace, name, pod.uid if pod is not None else "")
 
-    def _node(self, key: str) -> str | None:
+    def node(self, key: str) -> str | None:
         pod = self.cache.pods.get(key)
         return pod.node if pod is not None else None

@@ -36,11 +36,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from gpufleet.kube.process.logs import decide
-from gpufleet.kube.process.tell import Telling
 from gpufleet.kube.write.bind import Outcome, Reply, bind, evict
 from gpufleet.kube.write.claims import ClaimWrite, release, reserve
 from gpufleet.kube.write.volumes import bind_volumes
@@ -49,7 +48,20 @@ from gpufleet.report.reasons import why_text
 from gpufleet.scheduler.state.changes import ClaimObject
 
 if TYPE_CHECKING:
+    import httpx
+
+    from gpufleet.kube.process.logs import PendingLog
+    from gpufleet.kube.process.metrics import Metrics, PodLatency
+    from gpufleet.kube.process.options import ServeOptions, ServeStats
+    from gpufleet.kube.process.tell import Teller
+    from gpufleet.kube.read.objects import Changes, ObjectStore
+    from gpufleet.kube.write.podgroups import PodGroupStatus
+    from gpufleet.kube.write.queues import QueueStatus
+    from gpufleet.kube.write.recorder import EventRecorder
     from gpufleet.scheduler.api.outcome import Binding, CycleResult
+    from gpufleet.scheduler.cycle.components import Components
+    from gpufleet.scheduler.cycle.session import Scheduler
+    from gpufleet.scheduler.state.cache import ClusterCache
 
 log = logging.getLogger("gpufleet.serve")
 
@@ -58,31 +70,61 @@ MAX_BACKOFF_S = 10.0
 """kube-scheduler's podInitialBackoffSeconds and podMaxBackoffSeconds."""
 
 
-class ResultWriter(Telling):
-    """What :class:`~gpufleet.kube.process.live.LiveScheduler` does with a cycle's result (module
-    docstring); the state it reads is the live scheduler's."""
+class ResultWriter:
+    """What :class:`~gpufleet.kube.process.live.LiveScheduler` does with a cycle's result
+    (module docstring). It holds the pods that wait (a backoff, or victims to be gone); what
+    it holds out of cycles and lets back in goes to ``take``, the live scheduler's buffer."""
 
-    async def _write(self, result: CycleResult, now: float) -> None:
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        options: ServeOptions,
+        store: ObjectStore,
+        cache: ClusterCache[Components],
+        teller: Teller,
+        *,
+        clock: Callable[[], float],
+        may_act: Callable[[], bool],
+        take: Callable[[Changes], None],
+        stats: ServeStats,
+        metrics: Metrics,
+        events: EventRecorder,
+        podgroups: PodGroupStatus,
+        queues: QueueStatus,
+        latency: PodLatency,
+        pending_log: PendingLog,
+    ) -> None:
+        self.http, self.options, self.store, self.cache = http, options, store, cache
+        self.teller, self.clock, self.may_act, self._take = teller, clock, may_act, take
+        self.stats, self.metrics, self.events = stats, metrics, events
+        self.podgroups, self.queues = podgroups, queues
+        self.latency, self.pending_log = latency, pending_log
+        self.waiting: dict[str, set[str]] = {}
+        """Nominated pods held until the victims evicted for them are deleted."""
+        self.backoff: dict[str, tuple[float, float]] = {}
+        """Pods whose bind failed: when they may be tried again, and the next wait."""
+
+    async def write(self, result: CycleResult, now: float, scheduler: Scheduler | None) -> None:
         reasons = {p.pod: why_text(p.why) for p in result.pending}
         self.pending_log.cycle(list(reasons.items()))
-        self._forget_gone()
+        self.teller.forget_gone()
         if self.options.dry_run or not self.may_act():
-            await self._shadow(result)
-            self._unreported.clear()  # logged when read; a dry run writes no event of them
+            await self.teller.shadow(result)
+            self.teller.drop_problems()  # logged when read; a dry run writes no event of them
             return
         accepted = await self._evict(result)
         await self._bind(result, now)
         for key in accepted:  # after the bindings that wait for them were taken back
             self.cache.terminating(key)  # a victim holds its GPUs until it is gone
-        await self._conditions(result, reasons)
+        await self.teller.tell_pending(result, reasons)
         await self.podgroups.write(
             self.store, self.cache, self._gang_reasons(reasons), self.may_act
         )
-        if self.scheduler is not None:
-            await self.podgroups.mark_stale(self.store, self.scheduler.stale, self.may_act)
+        if scheduler is not None:
+            await self.podgroups.mark_stale(self.store, scheduler.stale, self.may_act)
         await self.queues.write(self.store, self.cache, result, self.may_act)
-        await self._report_problems()
-        await self._report_conflicts()
+        await self.teller.report_problems()
+        await self.teller.report_conflicts()
 
     async def _evict(self, result: CycleResult) -> list[str]:
         """Post the cycle's evictions; the victims the API server accepted to evict."""
@@ -91,7 +133,7 @@ class ResultWriter(Telling):
             if not self.may_act():
                 self.cache.keep(eviction.pod)
                 continue
-            reply = await evict(self.http, self._ref(eviction.pod))
+            reply = await evict(self.http, self.teller.ref(eviction.pod))
             if reply.outcome in (Outcome.EVICTED, Outcome.GONE):
                 if reply.outcome is Outcome.EVICTED:
                     accepted.append(eviction.pod)
@@ -102,13 +144,13 @@ class ResultWriter(Telling):
                     note,
                     action=eviction.action,
                     pod=eviction.pod,
-                    node=self._node(eviction.pod),
+                    node=self.teller.node(eviction.pod),
                     reason=reason,
                     for_=eviction.for_,
                 )
                 note = f"Preempted by {eviction.for_} ({eviction.action})"
                 await self.events.record(
-                    self._regarding(eviction.pod), "Normal", "Preempted", "Preempting", note
+                    self.teller.regarding(eviction.pod), "Normal", "Preempted", "Preempting", note
                 )
                 continue
             self.stats.evictions_refused += 1
@@ -117,7 +159,7 @@ class ResultWriter(Telling):
                 note,
                 action="evict-refused",
                 pod=eviction.pod,
-                node=self._node(eviction.pod),
+                node=self.teller.node(eviction.pod),
                 reason=reply.detail,
                 for_=eviction.for_,
             )
@@ -168,7 +210,7 @@ class ResultWriter(Telling):
                     note += f" (each GPU a {binding.device})"
                 told.append(
                     self.events.record(
-                        self._regarding(binding.pod), "Normal", "Scheduled", "Binding", note
+                        self.teller.regarding(binding.pod), "Normal", "Scheduled", "Binding", note
                     )
                 )
 
@@ -179,7 +221,7 @@ class ResultWriter(Telling):
     async def _bind_one(self, binding: Binding, result: CycleResult) -> Reply:
         """Write the pod's volumes (``volumes.py``) and claims (``claims.py``), then post its
         binding; what a failed bind wrote of its claims is taken back."""
-        ref = self._ref(binding.pod)
+        ref = self.teller.ref(binding.pod)
         if binding.volumes:
             claims = self.cache.objects["PersistentVolumeClaim"]
             uids = {
@@ -227,7 +269,7 @@ class ResultWriter(Telling):
         if reply.outcome is Outcome.BOUND:
             self.stats.bound += 1
             self.backoff.pop(binding.pod, None)
-            self.conditions.pop(self._ref(binding.pod).uid or binding.pod, None)
+            self.teller.conditions.pop(self.teller.ref(binding.pod).uid or binding.pod, None)
             self.latency.bound(binding.pod, self.clock(), self.metrics)
             note = f"bound {binding.pod} to {binding.node}"
             decide(note, action="bind", pod=binding.pod, node=binding.node, reason="bound")
@@ -274,7 +316,7 @@ class ResultWriter(Telling):
         reason = f"waiting on node {binding.node} for the pods evicted for it to terminate"
         self._take(self.store.hold(binding.pod, reason))
 
-    def _release_holds(self, now: float) -> None:
+    def release_holds(self, now: float) -> None:
         """End the holds whose time came: backoffs past their wait, preemptors whose victims
         are gone (their events join the buffer the cycle applies)."""
         for key, (until, _) in list(self.backoff.items()):
@@ -288,9 +330,9 @@ class ResultWriter(Telling):
                 self._take(self.store.release(key))
 
     async def _nominate(self, binding: Binding) -> None:
-        ref = self._ref(binding.pod)
+        ref = self.teller.ref(binding.pod)
         patch = {"status": {"nominatedNodeName": binding.node}}
-        await self._patch_status(ref, patch, "application/merge-patch+json")
+        await self.teller.patch_status(ref, patch, "application/merge-patch+json")
 
     def _gang_reasons(self, reasons: dict[str, str]) -> dict[str, str]:
         """Why each waiting gang waits: the reason of its first pending pod."""
