@@ -29,11 +29,11 @@ from gpufleet.dra.cel import FUNCTIONS
 from gpufleet.kube.write.podgroups import PodGroupStatus
 from gpufleet.load import crds
 from gpufleet.load.errors import InputError
-from gpufleet.load.kinds import GPUFLEET
-from gpufleet.load.node_pools import read_node_pool, read_topology
-from gpufleet.load.queues import read_group, read_queue
-from gpufleet.load.reader import Reader
-from gpufleet.load.schema import STRICT, unknown_fields
+from gpufleet.load.objects.kinds import GPUFLEET
+from gpufleet.load.objects.node_pools import read_node_pool, read_topology
+from gpufleet.load.objects.queues import read_group, read_queue
+from gpufleet.load.objects.reader import Reader
+from gpufleet.load.objects.schema import STRICT, unknown_fields
 
 JSON = dict[str, Any]
 CHART = Path(__file__).parents[1] / "deploy" / "helm" / "gpufleet"

@@ -1,6 +1,7 @@
-"""GPU-operator nodes read from the labels GPU feature discovery writes (load/gpu_operator.py):
-what one advertised GPU is worth, the node's physical GPUs, and what bad labels say; and the
-rules that follow (MPS gives a pod one replica; a replica of no known count is a whole GPU).
+"""GPU-operator nodes read from the labels GPU feature discovery writes
+(load/objects/gpu_operator.py): what one advertised GPU is worth, the node's physical GPUs,
+and what bad labels say; and the rules that follow (MPS gives a pod one replica; a replica of
+no known count is a whole GPU).
 """
 
 from __future__ import annotations

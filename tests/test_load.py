@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gpufleet.load.errors import InputError
-from gpufleet.load.openb import (
+from gpufleet.load.traces.openb import (
     BUNDLED_NODES,
     BUNDLED_WORKLOAD,
     bundled,

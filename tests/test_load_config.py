@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.load.config import read_configuration
 from gpufleet.load.errors import InputError
+from gpufleet.load.objects.config import read_configuration
 
 POLICIES = ("gpufleet", "fgd", "best-fit")
 HEAD = "apiVersion: gpufleet.io/v1alpha1\nkind: SchedulerConfiguration\n"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gpufleet.load.errors import InputError
-from gpufleet.load.philly import gang_shape, load_philly
+from gpufleet.load.traces.philly import gang_shape, load_philly
 
 HEADER = "timestamp,duration,num_gpus,gpu_time,cluster\n"
 

@@ -1,4 +1,4 @@
-"""Every field of Kubernetes 1.37's PodSpec has a decision (gpufleet.load.pod_fields).
+"""Every field of Kubernetes 1.37's PodSpec has a decision (gpufleet.load.objects.pod_fields).
 
 The schema is the one ``kubernetes-validate`` ships (a dev dependency). A field that a later
 Kubernetes adds to the PodSpec, or under a part gpufleet reads field by field, fails this
@@ -15,7 +15,7 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from gpufleet.load.pod_fields import (
+from gpufleet.load.objects.pod_fields import (
     IMPLEMENTED,
     NOT_PLACEMENT,
     PREFERENCES,

@@ -1,6 +1,6 @@
 """A price sheet: what a node costs, per component and per hour.
 
-A sheet (``kind: PriceSheet``, read by ``load/prices.py``) has one entry per node type. A node
+A sheet (``kind: PriceSheet``, read by ``load/costs/prices.py``) has one entry per node type. A node
 is matched by its ``node.kubernetes.io/instance-type`` label first (the more specific: a cloud
 instance type fixes the GPUs, CPUs and memory), then by its GPU product
 (``nvidia.com/gpu.product``, as GPU feature discovery labels it; the traces' GPU model), then

@@ -41,15 +41,15 @@ from gpufleet.cost.prices import (
     NodeType,
     PriceSheet,
 )
-from gpufleet.load.documents import documents
 from gpufleet.load.errors import InputError
-from gpufleet.load.reader import Obj, Reader
-from gpufleet.load.schema import ANY, Schema, unknown_fields
+from gpufleet.load.objects.documents import documents
+from gpufleet.load.objects.reader import Obj, Reader
+from gpufleet.load.objects.schema import ANY, Schema, unknown_fields
 from gpufleet.load.shown import shown
 
 API_VERSION = "gpufleet.io/v1alpha1"
 KIND = "PriceSheet"
-DEFAULT_SHEET = Path(__file__).parent.parent / "data" / "prices.yaml"
+DEFAULT_SHEET = Path(__file__).parents[2] / "data" / "prices.yaml"
 """The sheet that ships with the package: illustrative list prices, dated in its title."""
 
 _PRICES = {"gpuHour": ANY, "vcpuHour": ANY, "ramGiBHour": ANY}

@@ -1,8 +1,8 @@
 """Typed access to one Kubernetes object's fields; every failure names the object and field.
 
-Shared by the snapshot readers (``load/nodes.py``, ``load/pods.py``, ``load/devices.py``
-and the others ``load/snapshot.py`` dispatches to): a :class:`Reader` wraps one object as a
-mapping and turns each wrong or missing field into an
+Shared by the snapshot readers (``load/objects/nodes.py``, ``load/objects/pods.py``,
+``load/objects/devices.py`` and the others ``load/snapshot.py`` dispatches to): a
+:class:`Reader` wraps one object as a mapping and turns each wrong or missing field into an
 :class:`~gpufleet.load.errors.InputError` ("FILE: Kind name: field 'x.y': expected ...");
 :func:`each` does the same for a structure no field check foresaw.
 """

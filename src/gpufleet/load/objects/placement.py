@@ -1,7 +1,7 @@
 """Read where a pod may go by the pods already there: its labels, required pod affinity and
 anti-affinity, ``DoNotSchedule`` topology spread constraints and host ports, into a
 :class:`~gpufleet.model.interpod.PodPlacement`; and say which fields it uses that gpufleet
-does not place by (:data:`gpufleet.load.pod_fields.REFUSED`), so that the pod waits with a
+does not place by (:data:`gpufleet.load.objects.pod_fields.REFUSED`), so that the pod waits with a
 reason naming them rather than land where Kubernetes would not put it.
 
 Kubernetes' semantics, as its API documents them:
@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gpufleet.load.pod_fields import REFUSED, used_fields
-from gpufleet.load.reader import Reader
+from gpufleet.load.objects.pod_fields import REFUSED, used_fields
+from gpufleet.load.objects.reader import Reader
 from gpufleet.model.interpod import (
     WILDCARD_IP,
     HostPort,

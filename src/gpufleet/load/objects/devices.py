@@ -19,7 +19,7 @@ from decimal import Decimal
 from typing import Any
 
 from gpufleet.dra.cel import Semver
-from gpufleet.load.reader import INT64_MAX, Reader
+from gpufleet.load.objects.reader import INT64_MAX, Reader
 from gpufleet.model.devices import (
     GPUS_PER_DEVICE,
     Claim,

@@ -2,7 +2,7 @@
 
 A Node's allocatable cpu, memory, GPUs, MIG slices, extended resources and pods; its
 labels (the GPU product, memory per GPU, dynamic MIG, and what one advertised GPU is under
-the GPU operator's MIG single strategy, time-slicing or MPS: load/gpu_operator.py) and
+the GPU operator's MIG single strategy, time-slicing or MPS: load/objects/gpu_operator.py) and
 taints (``spec.unschedulable`` acting as ``node.kubernetes.io/unschedulable``). A
 NodeResourceTopology adds which zone each GPU is in, each zone's CPU and whether the kubelet
 keeps a pod in one zone; one that does not account for every GPU gives no zones rather than
@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from decimal import Decimal
 
-from gpufleet.load.gpu_operator import MAX_ADVERTISED, gpu_devices
-from gpufleet.load.reader import Reader
-from gpufleet.load.vocabulary import (
+from gpufleet.load.objects.gpu_operator import MAX_ADVERTISED, gpu_devices
+from gpufleet.load.objects.reader import Reader
+from gpufleet.load.objects.vocabulary import (
     GPU_MEMORY_LABEL,
     GPU_PRODUCT_LABEL,
     GPU_RESOURCE,

@@ -15,12 +15,12 @@ import csv
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gpufleet.load import openb, philly
 from gpufleet.load.errors import InputError, reading, warn_default
-from gpufleet.load.kinds import Warn
-from gpufleet.load.openb import BUNDLED_NODES, TimedPod, bundled, load_nodes, load_timed_pods
-from gpufleet.load.philly import TraceJob, load_philly
+from gpufleet.load.objects.kinds import Warn
 from gpufleet.load.snapshot import load_snapshot
+from gpufleet.load.traces import openb, philly
+from gpufleet.load.traces.openb import BUNDLED_NODES, TimedPod, bundled, load_nodes, load_timed_pods
+from gpufleet.load.traces.philly import TraceJob, load_philly
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.workload import DEFAULT_QUEUE, ReplayJob
 

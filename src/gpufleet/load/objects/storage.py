@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gpufleet.load.placement import label_value, selector
-from gpufleet.load.pods import NOTHING, node_requirement
-from gpufleet.load.reader import Reader
+from gpufleet.load.objects.placement import label_value, selector
+from gpufleet.load.objects.pods import NOTHING, node_requirement
+from gpufleet.load.objects.reader import Reader
 from gpufleet.model.selectors import Requirement
 from gpufleet.model.volumes import CsiNode, PersistentVolume, StorageClass, VolumeClaim
 

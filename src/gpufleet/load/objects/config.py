@@ -35,10 +35,10 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
-from gpufleet.load.documents import documents
 from gpufleet.load.errors import InputError
-from gpufleet.load.reader import Obj, Reader
-from gpufleet.load.schema import ANY, Schema, unknown_fields
+from gpufleet.load.objects.documents import documents
+from gpufleet.load.objects.reader import Obj, Reader
+from gpufleet.load.objects.schema import ANY, Schema, unknown_fields
 from gpufleet.load.shown import shown
 
 API_VERSION = "gpufleet.io/v1alpha1"

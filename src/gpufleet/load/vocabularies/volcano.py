@@ -23,7 +23,7 @@ three and no other resource:
 
 The older hierarchy (the annotations ``volcano.sh/hierarchy`` and
 ``volcano.sh/hierarchy-weights``, whose levels are not Queues) and ``status`` are not read;
-a Queue carrying the annotations is a warning (load/checks.py).
+a Queue carrying the annotations is a warning (load/objects/checks.py).
 
 Volcano's PodGroup: ``spec.minMember`` (0 or absent: 1), ``spec.queue`` (default
 ``default``) and ``spec.minResources`` (its GPUs, CPU and memory, as a Queue's): the gang is
@@ -38,9 +38,9 @@ from __future__ import annotations
 
 import math
 
-from gpufleet.load.queues import read_min_resources
-from gpufleet.load.reader import Reader
-from gpufleet.load.vocabulary import LIST_RESOURCES, resource_list
+from gpufleet.load.objects.queues import read_min_resources
+from gpufleet.load.objects.reader import Reader
+from gpufleet.load.objects.vocabulary import LIST_RESOURCES, resource_list
 from gpufleet.model.workload import DEFAULT_QUEUE, GroupSpec, QueueSpec, vector
 
 ROOT = "root"

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import math
 
-from gpufleet.load.reader import Reader
-from gpufleet.load.vocabulary import LIST_RESOURCES, resource_list
+from gpufleet.load.objects.reader import Reader
+from gpufleet.load.objects.vocabulary import LIST_RESOURCES, resource_list
 from gpufleet.model.workload import QueueSpec, vector
 
 

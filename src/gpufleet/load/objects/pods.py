@@ -9,9 +9,9 @@ from collections.abc import Collection, Mapping
 from decimal import Decimal
 
 from gpufleet.load.foreign import PodNames
-from gpufleet.load.placement import pod_volumes, read_placement, refusal, refused_fields
-from gpufleet.load.reader import Reader
-from gpufleet.load.vocabulary import (
+from gpufleet.load.objects.placement import pod_volumes, read_placement, refusal, refused_fields
+from gpufleet.load.objects.reader import Reader
+from gpufleet.load.objects.vocabulary import (
     DEFAULT_SCHEDULER,
     FRACTION_ANNOTATION,
     GPU_INDEX_ANNOTATION,
@@ -460,7 +460,7 @@ def _blocked(
     ``SchedulingGated``), a pod being deleted is never placed, a pod of a PodGroup that does
     not exist waits for it, and so does a pod of a ``local_queue`` that does not exist (Kueue
     leaves its workload inadmissible), and so does a pod that sets a field gpufleet does not
-    place by (:data:`gpufleet.load.pod_fields.REFUSED`)."""
+    place by (:data:`gpufleet.load.objects.pod_fields.REFUSED`)."""
     gates = r.field_of_each("spec.schedulingGates", "name", "a scheduling gate name")
     if gates:
         names = ", ".join(gates)

@@ -26,7 +26,7 @@ places by what is advertised and counts — in queues, fair shares and cost — 
 
 The product is read without the suffixes, so a price sheet's ``gpuProduct`` entry for the
 GPU matches the node. MIG's ``mixed`` strategy advertises slices under their own names
-(``nvidia.com/mig-1g.5gb``, read by ``load/nodes.py``) and leaves whole GPUs whole: nothing
+(``nvidia.com/mig-1g.5gb``, read by ``load/objects/nodes.py``) and leaves whole GPUs whole: nothing
 here changes for it.
 """
 
@@ -38,8 +38,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
-from gpufleet.load.reader import Reader
-from gpufleet.load.vocabulary import GPU_PRODUCT_LABEL, INTEGER
+from gpufleet.load.objects.reader import Reader
+from gpufleet.load.objects.vocabulary import GPU_PRODUCT_LABEL, INTEGER
 from gpufleet.model.devices import MIG_COMPUTE_SLICES
 from gpufleet.model.mig import table_for
 from gpufleet.model.rows import MAX_GPUS_PER_NODE

@@ -13,15 +13,16 @@ the two fields scheduler-plugins' coscheduling acts on besides ``minMember``:
   what bounds, in coscheduling, how long a gang's placed pods wait for the rest at Permit.
   ``0``, as in coscheduling, is the configured default (``staleGrace``).
 
-Each object is read alone; the tree the Queues form is checked in :mod:`gpufleet.load.checks`.
+Each object is read alone; the tree the Queues form is checked in
+:mod:`gpufleet.load.objects.checks`.
 """
 
 from __future__ import annotations
 
 import math
 
-from gpufleet.load.reader import INT64_MAX, Reader
-from gpufleet.load.vocabulary import (
+from gpufleet.load.objects.reader import INT64_MAX, Reader
+from gpufleet.load.objects.vocabulary import (
     DEVICE_MATCH,
     LIST_RESOURCES,
     QUEUE_LABEL,

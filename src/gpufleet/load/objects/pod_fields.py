@@ -9,7 +9,7 @@ Kubernetes never makes. Each field (a path such as
 * :data:`IMPLEMENTED` — gpufleet places by it as kube-scheduler does (the plugin named);
 * :data:`REFUSED` — it changes where the pod may go and gpufleet does not place by it yet:
   a pending pod that sets it waits, with a reason naming the field, and the load warns
-  once per field with the count of pods (:func:`gpufleet.load.placement.refused_fields`);
+  once per field with the count of pods (:func:`gpufleet.load.objects.placement.refused_fields`);
 * :data:`PREFERENCES` — a soft rule kube-scheduler only scores: any node it allows is a
   placement Kubernetes accepts, so the pod is placed, and the load warns that the
   preference is not weighed;

@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from gpufleet.load.errors import InputError, limit_from_env, reading
-from gpufleet.load.reader import Obj
+from gpufleet.load.objects.reader import Obj
 from gpufleet.load.shown import shown
 
 MERGE_TAG = "tag:yaml.org,2002:merge"

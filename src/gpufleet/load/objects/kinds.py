@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 from gpufleet.load.errors import InputError
 from gpufleet.load.foreign import FOREIGN, NONE
-from gpufleet.load.reader import Obj
+from gpufleet.load.objects.reader import Obj
 
 GPUFLEET = "gpufleet.io/v1alpha1"
 SUPPORTED: Mapping[str, tuple[str, ...]] = {

@@ -7,7 +7,7 @@ import math
 import re
 from decimal import Decimal
 
-from gpufleet.load.reader import Reader
+from gpufleet.load.objects.reader import Reader
 
 SCHEDULER_NAME = "gpufleet"
 DEFAULT_SCHEDULER = "default-scheduler"

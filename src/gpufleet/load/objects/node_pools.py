@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from gpufleet.load.errors import InputError
-from gpufleet.load.nodes import read_node
-from gpufleet.load.reader import RESOURCE_VERSION, UID, Reader
+from gpufleet.load.objects.nodes import read_node
+from gpufleet.load.objects.reader import RESOURCE_VERSION, UID, Reader
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 MAX_POOL_NODES = 100_000

@@ -29,7 +29,7 @@ API types and its docs ("Cluster Queue", "Cohort", "Local Queue") define them:
   (100) is theirs;
 * a LocalQueue names its ClusterQueue in ``spec.clusterQueue``; a pod labelled
   ``kueue.x-k8s.io/queue-name: NAME`` belongs to the ClusterQueue of LocalQueue ``NAME`` of the
-  pod's namespace (:func:`gpufleet.load.pods.read_pod`).
+  pod's namespace (:func:`gpufleet.load.objects.pods.read_pod`).
 
 What Kueue's validation refuses is refused here, naming the object and field: a negative
 quantity, a flavor whose resources are not the group's covered resources in their order, a
@@ -47,8 +47,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from gpufleet.load.errors import InputError
-from gpufleet.load.reader import Reader
-from gpufleet.load.vocabulary import LIST_RESOURCES, in_units
+from gpufleet.load.objects.reader import Reader
+from gpufleet.load.objects.vocabulary import LIST_RESOURCES, in_units
 from gpufleet.model.workload import QueueSpec, vector
 
 V1BETA1 = "kueue.x-k8s.io/v1beta1"

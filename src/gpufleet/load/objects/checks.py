@@ -1,6 +1,6 @@
 """What a snapshot's objects are checked for beyond the fields each translator reads.
 
-Each object's fields and name against its kind (:mod:`gpufleet.load.schema`): an error in
+Each object's fields and name against its kind (:mod:`gpufleet.load.objects.schema`): an error in
 gpufleet's own kinds, one warning per unknown field in Kubernetes'. And what no object can
 be judged on alone: an object that appears twice, a Queue whose parents are missing or form
 a cycle, a PodGroup asking for a topology level the cluster does not have, a pod naming a
@@ -14,14 +14,18 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from gpufleet.load.devices import allocation, claim_spec
 from gpufleet.load.errors import InputError
 from gpufleet.load.foreign import KAI_POD_GROUP, VOLCANO_POD_GROUP, VOLCANO_QUEUE
-from gpufleet.load.kinds import Warn
-from gpufleet.load.pod_fields import PREFERENCES, REFUSED, used_fields
-from gpufleet.load.reader import Reader, each
-from gpufleet.load.schema import LENIENT, STRICT, name_problem, unknown_fields
-from gpufleet.load.vocabulary import DEFAULT_SCHEDULER, TOPOLOGY_PREFERRED, TOPOLOGY_REQUIRED
+from gpufleet.load.objects.devices import allocation, claim_spec
+from gpufleet.load.objects.kinds import Warn
+from gpufleet.load.objects.pod_fields import PREFERENCES, REFUSED, used_fields
+from gpufleet.load.objects.reader import Reader, each
+from gpufleet.load.objects.schema import LENIENT, STRICT, name_problem, unknown_fields
+from gpufleet.load.objects.vocabulary import (
+    DEFAULT_SCHEDULER,
+    TOPOLOGY_PREFERRED,
+    TOPOLOGY_REQUIRED,
+)
 from gpufleet.model.devices import Claim, DeviceAllocation
 from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, queue_problems
 
@@ -30,7 +34,7 @@ T = TypeVar("T")
 
 def check_fields(by_kind: Mapping[str, list[Reader]], warn: Warn) -> None:
     """Unknown fields: an error in gpufleet's own kinds, a warning in Kubernetes' (see
-    :mod:`gpufleet.load.schema`)."""
+    :mod:`gpufleet.load.objects.schema`)."""
     unknown: dict[tuple[str, str], list[Reader]] = {}
     for kind, readers in by_kind.items():
         strict = STRICT.get(kind)
@@ -138,7 +142,7 @@ def placement_fields(
 ) -> None:
     """One warning per field that pending pods gpufleet schedules set and that it does not
     place by (they wait) or only a preference of (they are placed without weighing it),
-    with the count of pods (:mod:`gpufleet.load.pod_fields`)."""
+    with the count of pods (:mod:`gpufleet.load.objects.pod_fields`)."""
     refused: Counter[str] = Counter()
     preferred: Counter[str] = Counter()
     for r, pod in zip(readers, pods, strict=True):

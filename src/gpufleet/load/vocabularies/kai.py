@@ -34,15 +34,15 @@ KAI's ``scheduling.run.ai/v2alpha2`` PodGroup, as KAI's scheduler reads it
   than 16 levels.
 
 ``spec.priorityClassName`` is not read: each pod's own priority class orders and preempts.
-``spec.preemptibility`` is a warning (load/checks.py).
+``spec.preemptibility`` is a warning (load/objects/checks.py).
 """
 
 from __future__ import annotations
 
 import math
 
-from gpufleet.load.reader import Reader
-from gpufleet.load.vocabulary import MIB
+from gpufleet.load.objects.reader import Reader
+from gpufleet.load.objects.vocabulary import MIB
 from gpufleet.model.workload import DEFAULT_QUEUE, GroupSpec, QueueSpec, SubGroup, vector
 
 RESOURCES = ("gpu", "cpu", "memory")
