@@ -7,7 +7,7 @@ One source of truth: a CRD's properties are the fields of
 and rules the readers (``queues.py``, ``node_pools.py``) enforce, from :data:`TYPES`,
 :data:`SHAPES` and :data:`RULES` below. Making a CRD fails when a field of the table has no
 type, or a type names no field, so the two cannot drift apart; what each rule allows is held
-equal to what the readers allow by a table of objects read both ways (``tests/test_crds.py``).
+equal to what the readers allow by a table of objects read both ways (``tests/load/test_crds.py``).
 
 Rules between fields are CEL ``x-kubernetes-validations`` as the API server evaluates them
 (Kubernetes 1.29 or later: they compare quantities with ``quantity()``). The Node a NodePool's

@@ -18,8 +18,9 @@ Kubernetes never makes. Each field (a path such as
 
 An entry of the last three kinds covers the field's whole subtree; an implemented field
 whose parts are read one by one lists its parts too (``subtree`` False), so that a part
-added by a later Kubernetes is a decision to make. ``tests/test_pod_fields.py`` walks the
-PodSpec of Kubernetes 1.37's OpenAPI schema and fails on any field no entry decides.
+added by a later Kubernetes is a decision to make.
+``tests/load/objects/test_pod_fields.py`` walks the PodSpec of Kubernetes 1.37's OpenAPI
+schema and fails on any field no entry decides.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ from gpufleet.load.objects.reader import Reader
 from gpufleet.load.objects.schema import STRICT, unknown_fields
 
 JSON = dict[str, Any]
-CHART = Path(__file__).parents[1] / "deploy" / "helm" / "gpufleet"
+CHART = Path(__file__).parents[2] / "deploy" / "helm" / "gpufleet"
 READERS: dict[str, Callable[[Reader], object]] = {
     "Queue": read_queue,
     "Topology": read_topology,
@@ -51,7 +51,7 @@ def test_the_committed_crds_are_the_generators() -> None:
     paths |= {path for path in generated if (CHART / path).is_file()}
     written = {path: (CHART / path).read_text(encoding="utf-8") for path in sorted(paths)}
     assert written == generated, "run: python -m gpufleet.load.crds --write " + str(
-        (CHART / "crds").relative_to(Path(__file__).parents[1])
+        (CHART / "crds").relative_to(Path(__file__).parents[2])
     )
 
 

@@ -36,7 +36,7 @@ def test_jobs_in_submission_order(tmp_path: Path) -> None:
 
 
 def test_the_real_trace_loads() -> None:
-    trace = Path(__file__).resolve().parents[2] / "shared" / "traces" / "philly" / "philly.csv"
+    trace = Path(__file__).resolve().parents[4] / "shared" / "traces" / "philly" / "philly.csv"
     if not trace.exists():
         pytest.skip("the shared Philly trace is not next to this checkout")
     jobs = load_philly(trace)

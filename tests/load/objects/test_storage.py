@@ -12,7 +12,7 @@ from gpufleet.report.cycle import cycle_json
 from gpufleet.scheduler.cycle.config import CycleConfig
 from tests.scenarios.test_scenarios import expectation, when
 
-SCENARIO = Path(__file__).parent / "scenarios" / "volume-binding.yaml"
+SCENARIO = Path(__file__).parents[2] / "scenarios" / "volume-binding.yaml"
 
 
 def test_each_unbound_claim_is_given_a_volume_or_a_node_to_provision_on() -> None:
