@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpufleet.cli.output import make_console, warn
-from gpufleet.cost.allocation import IDLE, Allocation, Nodes, Runs, allocate
+from gpufleet.cost.allocation import IDLE, CostAllocation, Nodes, Runs, allocate
 from gpufleet.cost.focus import focus_columns, iter_focus_rows
 from gpufleet.cost.idle import IdleArgs
 from gpufleet.cost.prices import PriceSheet
@@ -242,7 +242,7 @@ def results_source(
     )
 
 
-def _write_focus(alloc: Allocation, sheet: PriceSheet, path: Path, account: str) -> None:
+def _write_focus(alloc: CostAllocation, sheet: PriceSheet, path: Path, account: str) -> None:
     """The FOCUS CSV of ``alloc`` (``cost/focus.py``). FOCUS times are whole seconds: a window
     that is not (a replay's end) is costed again on the whole seconds inside it."""
     lo, hi = alloc.window
@@ -286,7 +286,7 @@ def prometheus_source(
     )
 
 
-def _gpu_idle(alloc: Allocation, by: str) -> list[dict[str, Any]]:
+def _gpu_idle(alloc: CostAllocation, by: str) -> list[dict[str, Any]]:
     """Rows with GPU time held idle (or not known to be used), largest cost first."""
     rows = [
         {k: r[k] for k in ("name", "gpuHours", "gpuIdleHours", "gpuIdleCost")}
@@ -300,7 +300,7 @@ def _gpu_idle(alloc: Allocation, by: str) -> list[dict[str, Any]]:
 
 
 def cost_json(
-    alloc: Allocation,
+    alloc: CostAllocation,
     costing: Costing,
     sheet: PriceSheet,
     dims: Sequence[str],
@@ -343,7 +343,7 @@ def _efficiency(row: dict[str, Any], resource: str, amount: str) -> str:
     return _share(row[f"{resource}Efficiency"])
 
 
-def _allocation_table(alloc: Allocation, by: str, *, share_idle: bool, title: str) -> Table:
+def _allocation_table(alloc: CostAllocation, by: str, *, share_idle: bool, title: str) -> Table:
     table = Table(title=title)
     columns = ("GPU h", "GPU eff", "CPU eff", "RAM eff", "GPU", "CPU", "RAM", "shared", "total")
     table.add_column(by, no_wrap=True)
@@ -372,7 +372,7 @@ def _allocation_table(alloc: Allocation, by: str, *, share_idle: bool, title: st
     return table
 
 
-def _idle_gpu_table(alloc: Allocation, by: str, idle: IdleArgs, currency: str) -> Table:
+def _idle_gpu_table(alloc: CostAllocation, by: str, idle: IdleArgs, currency: str) -> Table:
     table = Table(
         title=f"Idle allocated GPUs by {by}",
         caption=f"idle: activity < {idle.threshold:g} for {idle.window / 60:g} min or more",
@@ -387,7 +387,7 @@ def _idle_gpu_table(alloc: Allocation, by: str, idle: IdleArgs, currency: str) -
     return table
 
 
-def _unallocated_table(alloc: Allocation, currency: str) -> Table:
+def _unallocated_table(alloc: CostAllocation, currency: str) -> Table:
     table = Table(title=f"Unallocated ({IDLE}) by node")
     table.add_column("node", no_wrap=True)
     table.add_column("price entry")
@@ -410,7 +410,7 @@ def _unallocated_table(alloc: Allocation, currency: str) -> Table:
 
 def print_cost(
     console: Console,
-    alloc: Allocation,
+    alloc: CostAllocation,
     costing: Costing,
     sheet: PriceSheet,
     dims: Sequence[str],

@@ -37,9 +37,9 @@ from gpufleet.cost.prices import (
     GPU_PRODUCT_LABEL,
     INSTANCE_TYPE_LABEL,
     OPENCOST_BASE,
-    Components,
     NodeType,
     PriceSheet,
+    UnitPrices,
 )
 from gpufleet.load.errors import InputError
 from gpufleet.load.objects.documents import documents
@@ -178,14 +178,14 @@ def _read_entry(
     return NodeType(name, match, category, per_node=_price(r, raw["nodeHour"], f"{field}.nodeHour"))
 
 
-def _components(r: Reader, raw: object, field: str) -> Components:
+def _components(r: Reader, raw: object, field: str) -> UnitPrices:
     if not isinstance(raw, dict):
         raise r.fail(field, "a mapping of gpuHour, vcpuHour and ramGiBHour", raw)
     gpu, cpu, ram = (
         _price(r, raw.get(key, 0.0), f"{field}.{key}")
         for key in ("gpuHour", "vcpuHour", "ramGiBHour")
     )
-    return Components(gpu, cpu, ram)
+    return UnitPrices(gpu, cpu, ram)
 
 
 def _price(r: Reader, raw: object, field: str) -> float:
