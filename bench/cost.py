@@ -28,8 +28,8 @@ from pathlib import Path
 
 from bench.docs import publish
 from bench.traces import PHILLY, add_traces_option, require
-from gpufleet.load.prices import DEFAULT_SHEET, load_price_sheet
-from gpufleet.load.traces import load_replay
+from gpufleet.load.costs.prices import DEFAULT_SHEET, load_price_sheet
+from gpufleet.load.traces.replay_inputs import load_replay
 from gpufleet.metering.runs import RunLog
 from gpufleet.model.results import ReplayRun
 from gpufleet.plugins.registry import REPLAY_POLICIES, ReplayPolicy

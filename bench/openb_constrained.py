@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from bench.published import NODES_FILE
-from gpufleet.load.openb import load_nodes, load_pods
+from gpufleet.load.traces.openb import load_nodes, load_pods
 from gpufleet.sim.gpu_spec import constrain_gpu_models
 
 SET_SHARE = 0.2

@@ -24,7 +24,7 @@ import numpy as np
 from bench.docs import publish_table
 from bench.published import NODES_FILE, RESULTS_FILE, published_unallocated
 from bench.traces import add_traces_option, openb_dir, require
-from gpufleet.load.openb import load_nodes, load_pods
+from gpufleet.load.traces.openb import load_nodes, load_pods
 from gpufleet.model.arrays import MILLI
 from gpufleet.model.packing import best_fit_decreasing
 from gpufleet.model.pod import PodSpec

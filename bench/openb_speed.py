@@ -16,7 +16,13 @@ import sys
 import numpy as np
 
 from bench.docs import publish_table
-from gpufleet.load.openb import BUNDLED_NODES, BUNDLED_WORKLOAD, bundled, load_nodes, load_pods
+from gpufleet.load.traces.openb import (
+    BUNDLED_NODES,
+    BUNDLED_WORKLOAD,
+    bundled,
+    load_nodes,
+    load_pods,
+)
 from gpufleet.plugins.registry import POLICIES
 from gpufleet.sim.fill import run_fill
 

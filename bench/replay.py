@@ -22,7 +22,7 @@ from rich.console import Console
 
 from bench.docs import publish
 from bench.traces import OPENB, PHILLY, add_traces_option, require
-from gpufleet.load.traces import load_replay
+from gpufleet.load.traces.replay_inputs import load_replay
 from gpufleet.plugins.registry import REPLAY_POLICIES, ReplayPolicy
 from gpufleet.report.replay import COLUMNS, replay_table, rows
 from gpufleet.sim.replay import Replay

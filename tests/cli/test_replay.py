@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from gpufleet.load.errors import InputError
-from gpufleet.load.openb import load_timed_pods
 from gpufleet.load.snapshot import load_snapshot
-from gpufleet.load.traces import load_replay, trace_format
+from gpufleet.load.traces.openb import load_timed_pods
+from gpufleet.load.traces.replay_inputs import load_replay, trace_format
 from tests.cli.test_app import gpufleet
 
 PHILLY = """timestamp,duration,num_gpus,gpu_time,cluster

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gpufleet.load.traces import load_replay
+from gpufleet.load.traces.replay_inputs import load_replay
 from gpufleet.model.workload import ReplayJob
 from gpufleet.plugins.registry import REPLAY_POLICIES
 from gpufleet.report.replay_plot import replay_figure

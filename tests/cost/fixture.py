@@ -6,7 +6,7 @@ comments, not by the code under test."""
 from __future__ import annotations
 
 from gpufleet.cost.allocation import Nodes, Runs
-from gpufleet.cost.prices import Components, PriceSheet
+from gpufleet.cost.prices import PriceSheet, UnitPrices
 
 HOUR = 3600.0
 WINDOW = (0.0, 2 * HOUR)
@@ -32,7 +32,7 @@ spec:
 # a100-box: 4 GPUs, 32 vCPUs, 256 GiB. At the base prices: 4x1.5 + 32x0.0625 + 256x0.0078125
 # = 6 + 2 + 2 = 10 $/h; the node costs 12 $/h, so every base price is scaled by 1.2:
 # GPU 1.8, vCPU 0.075, GiB 0.009375 $/h.
-SPLIT = Components(gpu=1.8, cpu=0.075, ram=0.009375)
+SPLIT = UnitPrices(gpu=1.8, cpu=0.075, ram=0.009375)
 
 A_LABELS = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
 B_LABELS = {"node.kubernetes.io/instance-type": "a100-box", "nvidia.com/gpu.product": "A100"}

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpufleet.cost.allocation import IDLE, Nodes, Runs, allocate
-from gpufleet.load.prices import load_price_sheet
+from gpufleet.load.costs.prices import load_price_sheet
 from tests.cost import fixture
 
 

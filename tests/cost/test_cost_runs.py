@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from gpufleet.cost.allocation import allocate
-from gpufleet.load.cost_runs import load_cost_runs
+from gpufleet.load.costs.cost_runs import load_cost_runs
+from gpufleet.load.costs.prices import load_price_sheet
 from gpufleet.load.errors import InputError
-from gpufleet.load.prices import load_price_sheet
 from gpufleet.model.costs import JOBS_FILE, NODES_FILE, RUNS_FILE
 from gpufleet.plugins.registry import REPLAY_POLICIES
 from gpufleet.report.cost_files import jobs_csv, nodes_csv, runs_csv

@@ -31,7 +31,7 @@ from gpufleet.cost.focus import (
     x_column,
 )
 from gpufleet.cost.prices import PriceSheet
-from gpufleet.load.prices import read_price_sheet
+from gpufleet.load.costs.prices import read_price_sheet
 from gpufleet.report.focus import focus_number, write_focus
 from tests.cost import fixture
 from tests.cost.test_allocation import clusters

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from gpufleet.load.costs.prices import DEFAULT_SHEET, load_price_sheet
 from gpufleet.load.errors import InputError
-from gpufleet.load.prices import DEFAULT_SHEET, load_price_sheet
 from gpufleet.load.snapshot import load_snapshot
 from tests.cost.fixture import SHEET_YAML
 

@@ -15,9 +15,8 @@ import pytest
 
 from gpufleet.cost.idle import IdleArgs
 from gpufleet.cost.prices import PriceSheet
-from gpufleet.load.errors import InputError
-from gpufleet.load.prices import load_price_sheet
-from gpufleet.load.prometheus import (
+from gpufleet.load.costs.prices import load_price_sheet
+from gpufleet.load.costs.prometheus import (
     ENGINE_ACTIVE,
     GPU_UTIL,
     MAX_POINTS,
@@ -27,6 +26,7 @@ from gpufleet.load.prometheus import (
     prometheus_label,
     read_cluster,
 )
+from gpufleet.load.errors import InputError
 from tests.cost.recording import START
 
 HOUR = 3600.0

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from gpufleet.cost.nodes import UnpricedNodeError, price_nodes
-from gpufleet.load.prices import load_price_sheet
+from gpufleet.load.costs.prices import load_price_sheet
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.costs import IDLE, NO_UTILISATION
 from gpufleet.model.pod import PodSpec

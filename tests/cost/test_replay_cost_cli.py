@@ -13,7 +13,7 @@ from rich.console import Console
 
 from gpufleet.cli.replay import simulate_replay
 from gpufleet.cost.allocation import allocate
-from gpufleet.load.cost_runs import load_cost_runs
+from gpufleet.load.costs.cost_runs import load_cost_runs
 from gpufleet.load.errors import InputError
 from gpufleet.model.costs import JOBS_FILE, NO_UTILISATION, NODES_FILE, RUNS_FILE
 from tests.cli.test_app import gpufleet

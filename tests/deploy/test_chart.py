@@ -16,9 +16,9 @@ import yaml
 from kubernetes_validate import utils as kubernetes_validate
 
 from gpufleet.kube.read.kinds import API, KINDS, LIVE_VOCABULARIES, kinds
-from gpufleet.load.config import read_configuration
+from gpufleet.load.costs.prices import load_price_sheet
 from gpufleet.load.crds import definitions
-from gpufleet.load.prices import load_price_sheet
+from gpufleet.load.objects.config import read_configuration
 from gpufleet.plugins.registry import POLICIES
 from tests.deploy.conftest import CHART, NAMESPACE, RELEASE, Render
 

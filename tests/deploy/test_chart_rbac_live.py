@@ -24,7 +24,7 @@ from gpufleet.kube.process.leader import LeaseConfig
 from gpufleet.kube.process.live import LiveScheduler, Replica
 from gpufleet.kube.process.options import ServeOptions
 from gpufleet.kube.read.kinds import LIVE_VOCABULARIES
-from gpufleet.load.config import read_configuration
+from gpufleet.load.objects.config import read_configuration
 from gpufleet.plugins.registry import POLICIES
 from tests.apiserver.rbac import Identity, expand, unused
 from tests.apiserver.server import Emulator

@@ -30,7 +30,7 @@ import pytest
 import yaml
 
 from gpufleet.compose import schedule_snapshot, schedule_snapshot_costed
-from gpufleet.load.prices import DEFAULT_SHEET, load_price_sheet
+from gpufleet.load.costs.prices import DEFAULT_SHEET, load_price_sheet
 from gpufleet.load.snapshot import load_snapshot
 from gpufleet.report.reasons import why_text
 from gpufleet.scheduler.cycle.config import CycleConfig

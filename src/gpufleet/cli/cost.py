@@ -5,8 +5,8 @@ A *source* reads the runs of pods and the nodes they ran on over the window
 (:class:`Costing`); the rest is shared: the price sheet, OpenCost's allocation
 (:mod:`gpufleet.cost.allocation`), the tables, the JSON and the FOCUS export (``--focus``).
 The sources: a live cluster through Prometheus (``--prometheus``,
-:mod:`gpufleet.load.prometheus`) and a replay's recorded runs (``--results``,
-:mod:`gpufleet.load.cost_runs`).
+:mod:`gpufleet.load.costs.prometheus`) and a replay's recorded runs (``--results``,
+:mod:`gpufleet.load.costs.cost_runs`).
 """
 
 from __future__ import annotations
@@ -26,14 +26,14 @@ from rich.console import Console
 from rich.table import Table
 
 from gpufleet.cli.output import make_console, warn
-from gpufleet.cost.allocation import IDLE, Allocation, Nodes, Runs, allocate
+from gpufleet.cost.allocation import IDLE, CostAllocation, Nodes, Runs, allocate
 from gpufleet.cost.focus import focus_columns, iter_focus_rows
 from gpufleet.cost.idle import IdleArgs
 from gpufleet.cost.prices import PriceSheet
-from gpufleet.load.cost_runs import load_cost_runs
+from gpufleet.load.costs.cost_runs import load_cost_runs
+from gpufleet.load.costs.prices import DEFAULT_SHEET, load_price_sheet
+from gpufleet.load.costs.prometheus import DEFAULT_EXPERIMENT_LABEL, ENGINE_ACTIVE, read_cluster
 from gpufleet.load.errors import InputError
-from gpufleet.load.prices import DEFAULT_SHEET, load_price_sheet
-from gpufleet.load.prometheus import DEFAULT_EXPERIMENT_LABEL, ENGINE_ACTIVE, read_cluster
 from gpufleet.report.files import OutputPathError, check_file
 from gpufleet.report.focus import write_focus
 
@@ -242,7 +242,7 @@ def results_source(
     )
 
 
-def _write_focus(alloc: Allocation, sheet: PriceSheet, path: Path, account: str) -> None:
+def _write_focus(alloc: CostAllocation, sheet: PriceSheet, path: Path, account: str) -> None:
     """The FOCUS CSV of ``alloc`` (``cost/focus.py``). FOCUS times are whole seconds: a window
     that is not (a replay's end) is costed again on the whole seconds inside it."""
     lo, hi = alloc.window
@@ -286,7 +286,7 @@ def prometheus_source(
     )
 
 
-def _gpu_idle(alloc: Allocation, by: str) -> list[dict[str, Any]]:
+def _gpu_idle(alloc: CostAllocation, by: str) -> list[dict[str, Any]]:
     """Rows with GPU time held idle (or not known to be used), largest cost first."""
     rows = [
         {k: r[k] for k in ("name", "gpuHours", "gpuIdleHours", "gpuIdleCost")}
@@ -300,7 +300,7 @@ def _gpu_idle(alloc: Allocation, by: str) -> list[dict[str, Any]]:
 
 
 def cost_json(
-    alloc: Allocation,
+    alloc: CostAllocation,
     costing: Costing,
     sheet: PriceSheet,
     dims: Sequence[str],
@@ -343,7 +343,7 @@ def _efficiency(row: dict[str, Any], resource: str, amount: str) -> str:
     return _share(row[f"{resource}Efficiency"])
 
 
-def _allocation_table(alloc: Allocation, by: str, *, share_idle: bool, title: str) -> Table:
+def _allocation_table(alloc: CostAllocation, by: str, *, share_idle: bool, title: str) -> Table:
     table = Table(title=title)
     columns = ("GPU h", "GPU eff", "CPU eff", "RAM eff", "GPU", "CPU", "RAM", "shared", "total")
     table.add_column(by, no_wrap=True)
@@ -372,7 +372,7 @@ def _allocation_table(alloc: Allocation, by: str, *, share_idle: bool, title: st
     return table
 
 
-def _idle_gpu_table(alloc: Allocation, by: str, idle: IdleArgs, currency: str) -> Table:
+def _idle_gpu_table(alloc: CostAllocation, by: str, idle: IdleArgs, currency: str) -> Table:
     table = Table(
         title=f"Idle allocated GPUs by {by}",
         caption=f"idle: activity < {idle.threshold:g} for {idle.window / 60:g} min or more",
@@ -387,7 +387,7 @@ def _idle_gpu_table(alloc: Allocation, by: str, idle: IdleArgs, currency: str) -
     return table
 
 
-def _unallocated_table(alloc: Allocation, currency: str) -> Table:
+def _unallocated_table(alloc: CostAllocation, currency: str) -> Table:
     table = Table(title=f"Unallocated ({IDLE}) by node")
     table.add_column("node", no_wrap=True)
     table.add_column("price entry")
@@ -410,7 +410,7 @@ def _unallocated_table(alloc: Allocation, currency: str) -> Table:
 
 def print_cost(
     console: Console,
-    alloc: Allocation,
+    alloc: CostAllocation,
     costing: Costing,
     sheet: PriceSheet,
     dims: Sequence[str],

@@ -19,11 +19,11 @@ from gpufleet.cli.options import duration
 from gpufleet.cli.output import make_console, warn
 from gpufleet.compose import schedule_snapshot, schedule_snapshot_costed
 from gpufleet.cost.nodes import UnpricedNodeError
+from gpufleet.load.costs.prices import DEFAULT_SHEET, load_price_sheet
 from gpufleet.load.errors import InputError
 from gpufleet.load.foreign import ALL, check_vocabularies
-from gpufleet.load.prices import DEFAULT_SHEET, load_price_sheet
+from gpufleet.load.objects.vocabulary import SCHEDULER_NAME
 from gpufleet.load.snapshot import load_snapshot
-from gpufleet.load.vocabulary import SCHEDULER_NAME
 from gpufleet.model.workload import Snapshot
 from gpufleet.plugins.registry import POLICIES
 from gpufleet.report.cycle import (

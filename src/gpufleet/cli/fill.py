@@ -18,7 +18,13 @@ from rich.progress import Progress, TaskID
 from gpufleet.cli.options import positive
 from gpufleet.cli.output import make_progress, warn
 from gpufleet.load.errors import InputError, limit_from_env
-from gpufleet.load.openb import BUNDLED_NODES, BUNDLED_WORKLOAD, bundled, load_nodes, load_pods
+from gpufleet.load.traces.openb import (
+    BUNDLED_NODES,
+    BUNDLED_WORKLOAD,
+    bundled,
+    load_nodes,
+    load_pods,
+)
 from gpufleet.model.cluster import ClusterState, NodeSpec
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.results import FillRun

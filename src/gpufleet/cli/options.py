@@ -9,7 +9,7 @@ import math
 
 import typer
 
-from gpufleet.load.reader import duration_seconds
+from gpufleet.load.objects.reader import duration_seconds
 from gpufleet.sim.batch import seed_range
 
 

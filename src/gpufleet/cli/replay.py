@@ -24,10 +24,10 @@ from gpufleet.cli.options import positive
 from gpufleet.cli.output import make_progress, warn
 from gpufleet.cost.allocation import Nodes, Runs
 from gpufleet.cost.nodes import UnpricedNodeError, price_nodes
+from gpufleet.load.costs.prices import DEFAULT_SHEET, load_price_sheet
 from gpufleet.load.errors import InputError
-from gpufleet.load.openb import BUNDLED_WORKLOAD, bundled
-from gpufleet.load.prices import DEFAULT_SHEET, load_price_sheet
-from gpufleet.load.traces import load_replay
+from gpufleet.load.traces.openb import BUNDLED_WORKLOAD, bundled
+from gpufleet.load.traces.replay_inputs import load_replay
 from gpufleet.model.costs import JOBS_FILE, NODES_FILE, RUNS_FILE
 from gpufleet.model.results import ReplayRun
 from gpufleet.plugins.registry import REPLAY_POLICIES

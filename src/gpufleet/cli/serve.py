@@ -46,8 +46,8 @@ from gpufleet.kube.process.live import Replica
 from gpufleet.kube.process.logs import LineFormatter
 from gpufleet.kube.process.options import ServeOptions
 from gpufleet.kube.read.kinds import LIVE_VOCABULARIES
-from gpufleet.load.config import LEASE_DURATION_S, RENEW_DEADLINE_S, read_configuration
-from gpufleet.load.prices import DEFAULT_SHEET, load_price_sheet
+from gpufleet.load.costs.prices import DEFAULT_SHEET, load_price_sheet
+from gpufleet.load.objects.config import LEASE_DURATION_S, RENEW_DEADLINE_S, read_configuration
 from gpufleet.plugins.registry import POLICIES
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ the nodes, each with its capacity, component prices and the time it existed
 * GPU time requested but not used (*reserved but idle*, from utilisation) is reported beside
   the allocation, never mixed into ``__idle__``.
 
-:meth:`Allocation.aggregate` sums runs by any of their dimensions (pod, namespace, queue,
+:meth:`CostAllocation.aggregate` sums runs by any of their dimensions (pod, namespace, queue,
 experiment, node, ...) into rows named as OpenCost's ``/allocation`` response names its
 fields, with the idle row, or the idle shared over the rows by cost weight.
 
@@ -144,7 +144,7 @@ def overlap_hours(start: FloatArray, end: FloatArray, window: tuple[float, float
 
 
 @dataclass(frozen=True, slots=True)
-class Allocation:
+class CostAllocation:
     """Runs and nodes costed over ``window`` (module docstring). Per run: ``hours`` in the
     window, ``charged`` (``R x 3``: the average amount charged), ``amount_hours`` and
     ``cost``; per node: ``node_hours``, ``asset`` (``N x 3``: what it cost) and ``idle``."""
@@ -302,7 +302,7 @@ class Allocation:
         return float(self.asset.sum())
 
 
-def allocate(runs: Runs, nodes: Nodes, window: tuple[float, float]) -> Allocation:
+def allocate(runs: Runs, nodes: Nodes, window: tuple[float, float]) -> CostAllocation:
     """Cost ``runs`` on ``nodes`` over ``window`` (module docstring)."""
     lo, hi = window
     if not hi > lo:
@@ -319,12 +319,12 @@ def allocate(runs: Runs, nodes: Nodes, window: tuple[float, float]) -> Allocatio
     asset = nodes.capacity * node_hours[:, None] * nodes.prices
     n = len(nodes.names)
     workload = np.stack([np.bincount(runs.node, cost[:, k], minlength=n) for k in range(3)], 1)
-    return Allocation(
+    return CostAllocation(
         window, runs, nodes, hours, charged, amount_hours, cost, node_hours, asset, asset - workload
     )
 
 
-def hourly(runs: Runs, nodes: Nodes) -> Allocation:
+def hourly(runs: Runs, nodes: Nodes) -> CostAllocation:
     """What ``nodes`` and ``runs`` cost per hour as they are now: every run and node held for
     one whole hour (the ``cost`` of a run is its rate in $ per hour)."""
     always = np.full(len(runs.pods), -math.inf), np.full(len(runs.pods), math.inf)

@@ -2,7 +2,7 @@
 
 FOCUS, the FinOps Foundation's open cost and usage specification, is the billing format that
 cost tools read from every cloud; gpufleet's export makes a cluster one more provider of it.
-:func:`focus_rows` turns an :class:`~gpufleet.cost.allocation.Allocation` into rows
+:func:`focus_rows` turns an :class:`~gpufleet.cost.allocation.CostAllocation` into rows
 (:func:`iter_focus_rows` streams them), and ``report/focus.py`` writes them as CSV. The
 FinOps Foundation's ``focus-validator`` (2.2.1, its FOCUS 1.2 rules) checks what is written,
 in ``tests/cost/test_focus.py``.
@@ -25,7 +25,7 @@ ChargeCategory ``Usage``:
 A row whose quantity is zero (a pod that asked for no GPU; a node with nothing idle) is left
 out: FOCUS records usage-based charges only where the service was used. So the EffectiveCost
 of the workload rows adds up to the allocation's workload, and of all rows to
-:attr:`Allocation.total <gpufleet.cost.allocation.Allocation.total>`, to float rounding.
+:attr:`CostAllocation.total <gpufleet.cost.allocation.CostAllocation.total>`, to float rounding.
 
 **Prices.** A price sheet gives one price per component and node type; gpufleet applies no
 discount, commitment or negotiation to it, so ListCost, ContractedCost, BilledCost and
@@ -101,7 +101,7 @@ from typing import Any
 
 import numpy as np
 
-from gpufleet.cost.allocation import HOUR, IDLE, Allocation, overlap_hours
+from gpufleet.cost.allocation import HOUR, IDLE, CostAllocation, overlap_hours
 from gpufleet.cost.prices import FOCUS_CATEGORY, PriceSheet
 from gpufleet.model.arrays import FloatArray, IntArray
 
@@ -186,7 +186,7 @@ def x_column(dimension: str) -> str:
     return "x_" + "".join(p[0].upper() + p[1:] for p in parts)
 
 
-def _dimensions(allocation: Allocation) -> list[tuple[str, str]]:
+def _dimensions(allocation: CostAllocation) -> list[tuple[str, str]]:
     """``(dimension, column)`` for every dimension of the runs but ``pod`` and the run's node
     and node type (a replay records them as dimensions: ``x_Node`` and ``x_NodeType`` hold them
     already, from the nodes)."""
@@ -203,13 +203,13 @@ def _dimensions(allocation: Allocation) -> list[tuple[str, str]]:
     return out
 
 
-def focus_columns(allocation: Allocation) -> tuple[str, ...]:
+def focus_columns(allocation: CostAllocation) -> tuple[str, ...]:
     """The columns of :func:`focus_rows` for ``allocation``, in order."""
     dims = tuple(column for _, column in _dimensions(allocation))
     return FOCUS_COLUMNS + _FIXED_X + dims + _EFFICIENCY_X
 
 
-def focus_rows(allocation: Allocation, sheet: PriceSheet, **options: Any) -> list[Row]:
+def focus_rows(allocation: CostAllocation, sheet: PriceSheet, **options: Any) -> list[Row]:
     """The FOCUS rows of ``allocation`` priced by ``sheet`` (module docstring), each a mapping
     of :func:`focus_columns` to a string, a float or None (null); ``options`` as
     :func:`iter_focus_rows` takes them, which streams the same rows."""
@@ -217,7 +217,7 @@ def focus_rows(allocation: Allocation, sheet: PriceSheet, **options: Any) -> lis
 
 
 def iter_focus_rows(
-    allocation: Allocation,
+    allocation: CostAllocation,
     sheet: PriceSheet,
     *,
     billing_account_id: str,
@@ -313,7 +313,7 @@ def iter_focus_rows(
 
 
 def _priced(
-    allocation: Allocation, sheet: PriceSheet, categories: Sequence[str]
+    allocation: CostAllocation, sheet: PriceSheet, categories: Sequence[str]
 ) -> list[list[tuple[Row, str]]]:
     """Per node and component: the columns its rows share, and the end of their
     ChargeDescription (where and at what price)."""
@@ -346,7 +346,7 @@ def _priced(
     return out
 
 
-def _pod(allocation: Allocation, r: int, dims: Sequence[tuple[str, str]]) -> Row:
+def _pod(allocation: CostAllocation, r: int, dims: Sequence[tuple[str, str]]) -> Row:
     """The columns of run ``r``'s rows that say whose they are."""
     runs, nodes = allocation.runs, allocation.nodes
     pod = runs.pods[r]
@@ -390,7 +390,7 @@ def charge_periods(window: tuple[float, float]) -> tuple[FloatArray, FloatArray]
 
 
 def _segments(
-    allocation: Allocation, starts: FloatArray, ends: FloatArray
+    allocation: CostAllocation, starts: FloatArray, ends: FloatArray
 ) -> tuple[IntArray, IntArray, FloatArray]:
     """Each run's stretches inside the charge periods: run, period and hours, in period
     order, then run order."""
@@ -414,7 +414,7 @@ def _segments(
 
 
 def _idle(
-    allocation: Allocation,
+    allocation: CostAllocation,
     starts: FloatArray,
     ends: FloatArray,
     *,

@@ -1,6 +1,6 @@
 """A price sheet: what a node costs, per component and per hour.
 
-A sheet (``kind: PriceSheet``, read by ``load/prices.py``) has one entry per node type. A node
+A sheet (``kind: PriceSheet``, read by ``load/costs/prices.py``) has one entry per node type. A node
 is matched by its ``node.kubernetes.io/instance-type`` label first (the more specific: a cloud
 instance type fixes the GPUs, CPUs and memory), then by its GPU product
 (``nvidia.com/gpu.product``, as GPU feature discovery labels it; the traces' GPU model), then
@@ -31,7 +31,7 @@ FOCUS_CATEGORY = {"on-demand": "Standard", "spot": "Dynamic", "committed": "Comm
 
 
 @dataclass(frozen=True, slots=True)
-class Components:
+class UnitPrices:
     """$ per unit-hour of each component: a GPU, a vCPU, a GiB of memory."""
 
     gpu: float
@@ -39,7 +39,7 @@ class Components:
     ram: float
 
 
-OPENCOST_BASE = Components(gpu=0.95, cpu=0.031611, ram=0.004237)
+OPENCOST_BASE = UnitPrices(gpu=0.95, cpu=0.031611, ram=0.004237)
 """OpenCost's default component prices (its ``default.json``): the base ratios of a sheet that
 gives none, used only to split a node price."""
 
@@ -52,10 +52,10 @@ class NodeType:
     name: str
     match: tuple[str, str] | None
     category: str
-    components: Components | None = None
+    components: UnitPrices | None = None
     per_node: float | None = None
 
-    def prices(self, gpus: float, cpus: float, ram_gib: float, base: Components) -> Components:
+    def prices(self, gpus: float, cpus: float, ram_gib: float, base: UnitPrices) -> UnitPrices:
         """The component prices of a node of this type with ``gpus``, ``cpus`` and
         ``ram_gib`` (a node price split in the ratios of ``base``)."""
         if self.components is not None:
@@ -63,9 +63,9 @@ class NodeType:
         assert self.per_node is not None
         weight = gpus * base.gpu + cpus * base.cpu + ram_gib * base.ram
         if weight <= 0:
-            return Components(0.0, 0.0, 0.0)
+            return UnitPrices(0.0, 0.0, 0.0)
         scale = self.per_node / weight
-        return Components(base.gpu * scale, base.cpu * scale, base.ram * scale)
+        return UnitPrices(base.gpu * scale, base.cpu * scale, base.ram * scale)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +77,7 @@ class PriceSheet:
     currency: str
     title: str
     types: tuple[NodeType, ...]
-    base: Components = OPENCOST_BASE
+    base: UnitPrices = OPENCOST_BASE
     default: NodeType | None = None
 
     def type_of(self, labels: Mapping[str, str], model: str | None = None) -> NodeType | None:

@@ -22,7 +22,7 @@ from gpufleet.model.costs import HourlyCost
 from gpufleet.model.workload import request_vector
 
 if TYPE_CHECKING:
-    from gpufleet.cost.allocation import Allocation, Nodes
+    from gpufleet.cost.allocation import CostAllocation, Nodes
     from gpufleet.model.arrays import FloatArray
     from gpufleet.scheduler.api.transaction import Running
     from gpufleet.scheduler.state.claims import ClaimBook
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 def running_hourly(
     running: Sequence[Running], nodes: Nodes, book: ClaimBook | None = None
-) -> Allocation:
+) -> CostAllocation:
     """``running`` and ``nodes`` costed for one hour (the ``cost`` of a run is its rate),
     with dimensions ``queue`` (``__unallocated__`` for another scheduler's pod of no queue)
     and ``namespace``. ``nodes`` are the ledger's, in its order, priced with their DRA
@@ -55,7 +55,7 @@ def running_hourly(
     return hourly(runs, nodes)
 
 
-def hourly_cost(alloc: Allocation, parents: Mapping[str, str | None]) -> HourlyCost:
+def hourly_cost(alloc: CostAllocation, parents: Mapping[str, str | None]) -> HourlyCost:
     """The figures of an hourly ``alloc``: the nodes, the running pods, the unallocated rest,
     per queue (``parents``: queue -> its parent, None at the top)."""
     return HourlyCost(

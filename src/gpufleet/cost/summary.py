@@ -1,6 +1,6 @@
 """A replay's cost in figures: the allocation of its runs summed up for the report.
 
-From an :class:`~gpufleet.cost.allocation.Allocation` of a replay's runs (with dimensions
+From an :class:`~gpufleet.cost.allocation.CostAllocation` of a replay's runs (with dimensions
 ``queue``, ``job`` and ``outcome``), :func:`summarise` gives
 :class:`~gpufleet.model.costs.ReplayCost`: what the cluster cost over the window, what pods
 were charged and what no pod was (``__idle__``), per resource; the cost of evicted runs;
@@ -22,7 +22,7 @@ from gpufleet.cost.timeline import cost_over_time
 from gpufleet.model.costs import CostTimeline, JobCost, QueueCost, ReplayCost, Sheet, Split
 
 if TYPE_CHECKING:
-    from gpufleet.cost.allocation import Allocation
+    from gpufleet.cost.allocation import CostAllocation
     from gpufleet.cost.prices import PriceSheet
     from gpufleet.model.arrays import FloatArray
 
@@ -53,7 +53,7 @@ def rollup(
     return total
 
 
-def queue_costs(alloc: Allocation, parents: Mapping[str, str | None]) -> tuple[QueueCost, ...]:
+def queue_costs(alloc: CostAllocation, parents: Mapping[str, str | None]) -> tuple[QueueCost, ...]:
     """Per queue of the runs' ``queue`` dimension and of ``parents`` (queue -> its parent,
     None at the top), its cost and GPU-hours with its children's, costliest first."""
     cost = alloc.cost
@@ -85,7 +85,7 @@ def queue_costs(alloc: Allocation, parents: Mapping[str, str | None]) -> tuple[Q
 
 
 def summarise(
-    alloc: Allocation,
+    alloc: CostAllocation,
     *,
     sheet: PriceSheet,
     parents: Mapping[str, str | None],
@@ -118,7 +118,7 @@ def summarise(
     )
 
 
-def job_costs(alloc: Allocation) -> tuple[JobCost, ...]:
+def job_costs(alloc: CostAllocation) -> tuple[JobCost, ...]:
     """Every job's cost and GPU-hours, most costly first (then by name); its queue is that
     of its first run."""
     runs = alloc.runs

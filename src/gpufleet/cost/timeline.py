@@ -21,7 +21,7 @@ import numpy as np
 from gpufleet.cost.allocation import HOUR, IDLE
 
 if TYPE_CHECKING:
-    from gpufleet.cost.allocation import Allocation
+    from gpufleet.cost.allocation import CostAllocation
     from gpufleet.model.arrays import FloatArray
 
 
@@ -48,7 +48,7 @@ def cumulative(
     return result
 
 
-def cost_over_time(alloc: Allocation, by: str, times: FloatArray) -> dict[str, FloatArray]:
+def cost_over_time(alloc: CostAllocation, by: str, times: FloatArray) -> dict[str, FloatArray]:
     """Per value of the runs' dimension ``by`` (``queue``, ``job``, ...), the cost of its
     runs from the window's start to each of ``times``; and :data:`IDLE`, what the nodes
     cost by then less what every run did (unallocated)."""

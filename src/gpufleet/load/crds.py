@@ -1,19 +1,20 @@
 """The CustomResourceDefinitions of gpufleet's own kinds (Queue, Topology, NodePool) and of
 scheduler-plugins' PodGroup, made from the field table the loader checks objects against.
 
-One source of truth: a CRD's properties are the fields of :data:`gpufleet.load.schema.STRICT`
+One source of truth: a CRD's properties are the fields of
+:data:`gpufleet.load.objects.schema.STRICT`
 (the fields the loader reads, where an unknown one is an error), each given the type, bounds
 and rules the readers (``queues.py``, ``node_pools.py``) enforce, from :data:`TYPES`,
 :data:`SHAPES` and :data:`RULES` below. Making a CRD fails when a field of the table has no
 type, or a type names no field, so the two cannot drift apart; what each rule allows is held
-equal to what the readers allow by a table of objects read both ways (``tests/test_crds.py``).
+equal to what the readers allow by a table of objects read both ways (``tests/load/test_crds.py``).
 
 Rules between fields are CEL ``x-kubernetes-validations`` as the API server evaluates them
 (Kubernetes 1.29 or later: they compare quantities with ``quantity()``). The Node a NodePool's
 ``spec.template`` holds is checked by the loader only: the CRD keeps its fields as given.
 
 The PodGroup CRD (``scheduling.x-k8s.io/v1alpha1``, namespaced) is scheduler-plugins' kind:
-its spec is the fields of :data:`gpufleet.load.schema.POD_GROUP` with the types of
+its spec is the fields of :data:`gpufleet.load.objects.schema.POD_GROUP` with the types of
 scheduler-plugins' API (``int32``, a resource list), and its status is that API's (``phase``,
 ``occupiedBy``, the counts, ``scheduleStartTime``) plus what ``gpufleet.kube.write.podgroups``
 writes besides (``scheduled``, the ``Scheduled`` condition), so that nothing gpufleet writes
@@ -38,9 +39,9 @@ from typing import Any
 
 import yaml
 
-from gpufleet.load.kinds import GPUFLEET, SUPPORTED
-from gpufleet.load.node_pools import HOSTNAME_LABEL, MAX_DOMAINS, MAX_POOL_NODES
-from gpufleet.load.schema import ANY, LENIENT, STRICT, Schema
+from gpufleet.load.objects.kinds import GPUFLEET, SUPPORTED
+from gpufleet.load.objects.node_pools import HOSTNAME_LABEL, MAX_DOMAINS, MAX_POOL_NODES
+from gpufleet.load.objects.schema import ANY, LENIENT, STRICT, Schema
 
 JSON = dict[str, Any]
 CATEGORIES = ("gpufleet",)
@@ -58,7 +59,7 @@ DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ms|h|m|s))+$"
 INT32_MAX = 2**31 - 1
 """The largest ``int32``: scheduler-plugins' clients cannot read a larger count."""
 MAX_QUANTITY = "4503599627370496"
-"""2^52, :data:`gpufleet.load.reader.MAX_QUANTITY`: beyond it a quantity is a typo."""
+"""2^52, :data:`gpufleet.load.objects.reader.MAX_QUANTITY`: beyond it a quantity is a typo."""
 
 
 def _int_or_string(pattern: str, minimum: int) -> JSON:

@@ -16,10 +16,10 @@ docs/migration.md):
   write);
 * ``capacityscheduling`` — scheduler-plugins' capacity scheduling plugin:
   ``scheduling.x-k8s.io/v1alpha1`` ElasticQuota, the queue of the pods of its namespace
-  (:mod:`gpufleet.load.elasticquota`);
+  (:mod:`gpufleet.load.vocabularies.elasticquota`);
 * ``kueue`` — Kueue: ``kueue.x-k8s.io/v1beta2`` (and ``v1beta1``) ClusterQueue, Cohort and
   LocalQueue, and the pod label ``kueue.x-k8s.io/queue-name`` that names a LocalQueue of the
-  pod's namespace (:mod:`gpufleet.load.kueue`).
+  pod's namespace (:mod:`gpufleet.load.vocabularies.kueue`).
 
 Which vocabularies are read is a setting (:data:`ALL` by default in a what-if; the live
 scheduler reads gpufleet's own only, and may pass a set later). gpufleet's own objects and

@@ -34,11 +34,13 @@ Choices worth knowing:
 * Nodes, Pods, PodGroups and Queues keep their ``metadata.uid`` and
   ``metadata.resourceVersion`` (:meth:`Reader.identity`); they never change a decision.
 
-Here the objects are sorted by kind (:mod:`gpufleet.load.kinds`) and each kind goes through
-its reader, in the order their references need: :mod:`~gpufleet.load.node_pools`,
-:mod:`~gpufleet.load.nodes`, :mod:`~gpufleet.load.queues`, :mod:`~gpufleet.load.pods`,
-:mod:`~gpufleet.load.devices`; what is checked across objects is
-:mod:`gpufleet.load.checks`, and the YAML itself is read by :mod:`gpufleet.load.documents`.
+Here the objects are sorted by kind (:mod:`gpufleet.load.objects.kinds`) and each kind goes
+through its reader, in the order their references need:
+:mod:`~gpufleet.load.objects.node_pools`, :mod:`~gpufleet.load.objects.nodes`,
+:mod:`~gpufleet.load.objects.queues`, :mod:`~gpufleet.load.objects.pods`,
+:mod:`~gpufleet.load.objects.devices`; what is checked across objects is
+:mod:`gpufleet.load.objects.checks`, and the YAML itself is read by
+:mod:`gpufleet.load.objects.documents`.
 """
 
 from collections import Counter
@@ -47,21 +49,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TypeVar
 
-from gpufleet.load.checks import (
-    check_fields,
-    check_levels,
-    foreign_fields,
-    missing_classes,
-    namespace_labels,
-    other_schedulers,
-    placement_fields,
-    pod_claims,
-    queue_tree,
-    unique,
-)
-from gpufleet.load.devices import device_class, pools
-from gpufleet.load.documents import documents, objects_of
-from gpufleet.load.elasticquota import read_elastic_quota
 from gpufleet.load.errors import InputError, warn_default
 from gpufleet.load.foreign import (
     ALL,
@@ -77,24 +64,39 @@ from gpufleet.load.foreign import (
     installed_classes,
     pod_names,
 )
-from gpufleet.load.kai import read_kai_group, read_kai_queue
-from gpufleet.load.kinds import Warn, sort_objects
-from gpufleet.load.kueue import (
+from gpufleet.load.objects.checks import (
+    check_fields,
+    check_levels,
+    foreign_fields,
+    missing_classes,
+    namespace_labels,
+    other_schedulers,
+    placement_fields,
+    pod_claims,
+    queue_tree,
+    unique,
+)
+from gpufleet.load.objects.devices import device_class, pools
+from gpufleet.load.objects.documents import documents, objects_of
+from gpufleet.load.objects.kinds import Warn, sort_objects
+from gpufleet.load.objects.node_pools import pool_levels, read_node_pool, read_topology
+from gpufleet.load.objects.nodes import read_node, read_numa, with_numa
+from gpufleet.load.objects.pods import read_pod, succeeded_in
+from gpufleet.load.objects.queues import read_group, read_priority_class, read_queue
+from gpufleet.load.objects.reader import Obj, Reader, each
+from gpufleet.load.objects.storage import read_claim, read_csi_node, read_storage_class, read_volume
+from gpufleet.load.objects.vocabulary import SCHEDULER_NAME
+from gpufleet.load.vocabularies.elasticquota import read_elastic_quota
+from gpufleet.load.vocabularies.kai import read_kai_group, read_kai_queue
+from gpufleet.load.vocabularies.kueue import (
     NamedBy,
     kueue_queues,
     read_cluster_queue,
     read_cohort,
     read_local_queue,
 )
-from gpufleet.load.node_pools import pool_levels, read_node_pool, read_topology
-from gpufleet.load.nodes import read_node, read_numa, with_numa
-from gpufleet.load.pods import read_pod, succeeded_in
-from gpufleet.load.queues import read_group, read_priority_class, read_queue
-from gpufleet.load.reader import Obj, Reader, each
-from gpufleet.load.storage import read_claim, read_csi_node, read_storage_class, read_volume
-from gpufleet.load.vocabulary import SCHEDULER_NAME
-from gpufleet.load.volcano import ROOT as VOLCANO_ROOT
-from gpufleet.load.volcano import read_volcano_group, read_volcano_queue
+from gpufleet.load.vocabularies.volcano import ROOT as VOLCANO_ROOT
+from gpufleet.load.vocabularies.volcano import read_volcano_group, read_volcano_queue
 from gpufleet.model.devices import Pool
 from gpufleet.model.volumes import Storage
 from gpufleet.model.workload import Snapshot

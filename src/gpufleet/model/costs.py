@@ -27,7 +27,7 @@ TOP_JOBS = 10
 
 RUNS_FILE = "cost-runs.csv"
 """A replay's runs, one row per pod and stretch of time on a node, for every policy and
-seed (written by ``report/cost_files.py``, read by ``load/cost_runs.py``)."""
+seed (written by ``report/cost_files.py``, read by ``load/costs/cost_runs.py``)."""
 RUN_COLUMNS = (
     "policy",
     "seed",

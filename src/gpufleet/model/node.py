@@ -53,7 +53,7 @@ class NodeSpec:
     gpu_unit: float = 1.0
     """Physical GPUs one advertised GPU (``nvidia.com/gpu``, or ``nvidia.com/gpu.shared``)
     counts as: 1 for a whole GPU, less for a MIG slice of the single strategy or a time-sliced
-    or MPS replica (load/gpu_operator.py). Placement takes advertised GPUs, as Kubernetes
+    or MPS replica (load/objects/gpu_operator.py). Placement takes advertised GPUs, as Kubernetes
     does; queues and cost count them at this worth."""
     gpu_sharing: str = ""
     """What one advertised GPU is where it is not a whole GPU (``MIG 1g.5gb slice (1/7 of an

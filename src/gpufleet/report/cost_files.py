@@ -1,7 +1,7 @@
 """A replay's cost records as CSV: its runs, its nodes with their prices, every job's cost.
 
 ``cost-runs.csv`` and ``cost-nodes.csv`` are what the cost was computed from, so that it can
-be computed again by any dimension later (``load/cost_runs.py`` reads them back); the window
+be computed again by any dimension later (``load/costs/cost_runs.py`` reads them back); the window
 and the sheet of each run are in ``results.json``. ``cost-jobs.csv`` is every job's cost, of
 which ``results.json`` and the table list only the most costly. Columns:
 :data:`~gpufleet.model.costs.RUN_COLUMNS`, :data:`~gpufleet.model.costs.NODE_COLUMNS`,

@@ -12,7 +12,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpufleet.load.openb import Workload, load_nodes, load_pods
+from gpufleet.load.traces.openb import Workload, load_nodes, load_pods
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.results import FillRun
 from gpufleet.plugins.registry import POLICIES

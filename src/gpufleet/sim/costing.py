@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpufleet.cost.allocation import Allocation, Nodes, Runs, allocate
+from gpufleet.cost.allocation import CostAllocation, Nodes, Runs, allocate
 from gpufleet.cost.summary import summarise
 from gpufleet.metering.runs import OUTCOMES
 
@@ -40,7 +40,7 @@ def cost_replay(
     finished: bytes,
     finished_jobs: int,
     end: float,
-) -> tuple[Allocation, ReplayCost]:
+) -> tuple[CostAllocation, ReplayCost]:
     """The runs of ``log`` costed over ``[0, end)``, and their summary.
 
     ``tenants`` is the queue of each of ``jobs`` (the run log's owners are their indexes),

@@ -61,7 +61,7 @@ from gpufleet.sim.clock import ARRIVAL, COMPLETION, PERIODIC, EventQueue
 from gpufleet.sim.costing import cost_replay
 
 if TYPE_CHECKING:
-    from gpufleet.cost.allocation import Allocation
+    from gpufleet.cost.allocation import CostAllocation
     from gpufleet.cost.prices import PriceSheet
     from gpufleet.model.costs import ReplayCost
     from gpufleet.plugins.registry import ReplayPolicy
@@ -183,7 +183,7 @@ class Replay:
         """The runs of pods on nodes, to cost (only with a price sheet)."""
         self.finished = bytearray(len(self.jobs))
         """Per job: 1 once it finished."""
-        self.allocation: Allocation | None = None
+        self.allocation: CostAllocation | None = None
         """The runs costed over the replay's window (after :meth:`run`, with prices)."""
 
     # -- jobs in and out of the cluster --------------------------------------------------

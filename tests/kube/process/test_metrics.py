@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpufleet.cost.prices import Components, NodeType, PriceSheet
+from gpufleet.cost.prices import NodeType, PriceSheet, UnitPrices
 from gpufleet.kube.process.metrics import Metrics, PodLatency
 from gpufleet.scheduler.api.outcome import CycleResult, Pending, WhyCode, why
 from gpufleet.scheduler.state.changes import Event
@@ -63,7 +63,7 @@ def test_hourly_cost_per_queue_and_idle_by_the_price_sheet() -> None:
         "test prices",
         (
             NodeType(
-                "h100", ("nvidia.com/gpu.product", "H100"), "on-demand", Components(3, 0.05, 0.01)
+                "h100", ("nvidia.com/gpu.product", "H100"), "on-demand", UnitPrices(3, 0.05, 0.01)
             ),
         ),
     )

@@ -10,7 +10,7 @@ from typing import Any
 
 from gpufleet.kube.process.options import ServeOptions
 from gpufleet.kube.write.recorder import rfc3339
-from gpufleet.load.vocabulary import STALE_ANNOTATION
+from gpufleet.load.objects.vocabulary import STALE_ANNOTATION
 from gpufleet.scheduler.cycle.config import CycleConfig
 from tests.apiserver.server import Emulator
 from tests.kube.process.test_serve import add_group, add_node, add_pod, pods, serve

@@ -14,7 +14,7 @@ import pytest
 from gpufleet.kube.read.objects import ObjectStore
 from gpufleet.kube.write.podgroups import MARK_WAIT_S, PodGroupStatus, condition, counts, phase
 from gpufleet.kube.write.recorder import rfc3339
-from gpufleet.load.vocabulary import STALE_ANNOTATION
+from gpufleet.load.objects.vocabulary import STALE_ANNOTATION
 from tests.kube.read.test_objects import group, pod
 
 PHASES = {"Pending", "Scheduling", "Running", "Unknown", "Finished", "Failed"}

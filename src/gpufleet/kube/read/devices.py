@@ -2,7 +2,7 @@
 
 :class:`~gpufleet.kube.read.objects.ObjectStore` translates one object at a time; what is read
 of the DRA kinds (``resource.k8s.io/v1``) lives here, with the snapshot's readers
-(``load/devices.py``) doing the reading, so that a live cluster and its snapshot say the
+(``load/objects/devices.py``) doing the reading, so that a live cluster and its snapshot say the
 same of the same objects:
 
 * a **DeviceClass** is read as a snapshot reads it, and its CEL selectors are compiled
@@ -17,7 +17,7 @@ same of the same objects:
   devices are taken;
 * a pod names its claims directly (``resourceClaimName``) or through a template: the
   resourceclaim controller creates the pod's claim from the template and records its name
-  in the pod's ``status.resourceClaimStatuses`` (``load/pods.py``). A pending pod whose
+  in the pod's ``status.resourceClaimStatuses`` (``load/objects/pods.py``). A pending pod whose
   claim does not exist yet, or whose template was not turned into a claim yet, waits
   (:func:`waiting_for_claims`), as kube-scheduler's DRA plugin keeps it unschedulable.
 """
@@ -28,10 +28,10 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from gpufleet.dra.cel import SelectorError, compile_selector
-from gpufleet.load.devices import allocation, claim_spec, device_class, pools
 from gpufleet.load.errors import InputError
-from gpufleet.load.pods import generated_claims
-from gpufleet.load.reader import Obj, Reader
+from gpufleet.load.objects.devices import allocation, claim_spec, device_class, pools
+from gpufleet.load.objects.pods import generated_claims
+from gpufleet.load.objects.reader import Obj, Reader
 from gpufleet.model.devices import DeviceClass, Pool
 from gpufleet.scheduler.state.changes import ClaimObject
 

@@ -11,7 +11,7 @@ The kinds (:data:`KINDS`): Nodes with their NodeResourceTopologies, PriorityClas
 Queues, PodGroups, Topologies, the DRA kinds (DeviceClasses, ResourceSlices merged into
 pools, ResourceClaims with their allocation, ResourceClaimTemplates; see
 :mod:`gpufleet.kube.read.devices`), the storage kinds (StorageClasses, PersistentVolumes and
-their claims, CSINodes; :mod:`gpufleet.load.storage`) and Pods.
+their claims, CSINodes; :mod:`gpufleet.load.objects.storage`) and Pods.
 
 A translation reads what the API server resolves from other objects. A pod reads its
 PriorityClass (where ``spec.priority`` is absent), its PodGroup (the queue it inherits; a
@@ -51,8 +51,6 @@ from gpufleet.kube.read.devices import (
     waiting_for_claims,
 )
 from gpufleet.kube.read.kinds import CONTEXT, NAMESPACED, becomes, kinds
-from gpufleet.load.devices import claim_spec
-from gpufleet.load.elasticquota import read_elastic_quota
 from gpufleet.load.errors import InputError
 from gpufleet.load.foreign import (
     ELASTIC_QUOTA,
@@ -64,16 +62,15 @@ from gpufleet.load.foreign import (
     installed_classes,
     pod_names,
 )
-from gpufleet.load.kai import read_kai_group, read_kai_queue
-from gpufleet.load.node_pools import read_topology
-from gpufleet.load.nodes import read_node, read_numa, with_numa
-from gpufleet.load.pods import read_pod
-from gpufleet.load.queues import read_group, read_priority_class, read_queue
-from gpufleet.load.reader import Obj, Reader
-from gpufleet.load.snapshot import described
-from gpufleet.load.storage import read_claim as read_volume_claim
-from gpufleet.load.storage import read_csi_node, read_storage_class, read_volume
-from gpufleet.load.vocabulary import (
+from gpufleet.load.objects.devices import claim_spec
+from gpufleet.load.objects.node_pools import read_topology
+from gpufleet.load.objects.nodes import read_node, read_numa, with_numa
+from gpufleet.load.objects.pods import read_pod
+from gpufleet.load.objects.queues import read_group, read_priority_class, read_queue
+from gpufleet.load.objects.reader import Obj, Reader
+from gpufleet.load.objects.storage import read_claim as read_volume_claim
+from gpufleet.load.objects.storage import read_csi_node, read_storage_class, read_volume
+from gpufleet.load.objects.vocabulary import (
     FRACTION_ANNOTATION,
     GPU_INDEX_ANNOTATION,
     GPU_MEMORY_ANNOTATION,
@@ -81,8 +78,11 @@ from gpufleet.load.vocabulary import (
     POD_GROUP_LABEL,
     SCHEDULER_NAME,
 )
-from gpufleet.load.volcano import ROOT as VOLCANO_ROOT
-from gpufleet.load.volcano import read_volcano_group, read_volcano_queue
+from gpufleet.load.snapshot import described
+from gpufleet.load.vocabularies.elasticquota import read_elastic_quota
+from gpufleet.load.vocabularies.kai import read_kai_group, read_kai_queue
+from gpufleet.load.vocabularies.volcano import ROOT as VOLCANO_ROOT
+from gpufleet.load.vocabularies.volcano import read_volcano_group, read_volcano_queue
 from gpufleet.model.arrays import MILLI
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.devices import Claim
@@ -96,7 +96,7 @@ SOURCE = "cluster"
 """What errors name as the place an object came from."""
 
 Numa: TypeAlias = tuple[tuple[int, ...], tuple[int, ...], bool]
-"""A node's NUMA zones as ``load/nodes.py`` reads them: per GPU its zone, per zone its
+"""A node's NUMA zones as ``load/objects/nodes.py`` reads them: per GPU its zone, per zone its
 CPU, whether the kubelet keeps a pod in one zone."""
 
 

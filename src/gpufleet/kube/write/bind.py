@@ -34,7 +34,7 @@ from typing import Any
 
 import httpx
 
-from gpufleet.load.vocabulary import GPU_INDEX_ANNOTATION
+from gpufleet.load.objects.vocabulary import GPU_INDEX_ANNOTATION
 
 
 class Outcome(enum.Enum):

@@ -20,7 +20,7 @@ a failed bind had written is taken back (:func:`release`): the pod leaves ``rese
 and a claim it allocated that no other pod reserves loses its allocation again — what the
 resourceclaim controller does with an allocated claim that nobody reserves.
 
-``allocation`` of ``load/devices.py`` reads back exactly what :func:`allocation_body`
+``allocation`` of ``load/objects/devices.py`` reads back exactly what :func:`allocation_body`
 writes, so that a restart knows every device that was given.
 """
 

@@ -49,7 +49,7 @@ import httpx
 from gpufleet.kube.read.kinds import API
 from gpufleet.kube.write.recorder import rfc3339
 from gpufleet.kube.write.status import JSON, StatusWriter
-from gpufleet.load.vocabulary import STALE_ANNOTATION
+from gpufleet.load.objects.vocabulary import STALE_ANNOTATION
 from gpufleet.model.workload import GroupSpec
 
 if TYPE_CHECKING:

@@ -29,7 +29,7 @@ import httpx
 
 from gpufleet.kube.read.kinds import object_path
 from gpufleet.kube.write.bind import message_of
-from gpufleet.load.storage import SELECTED_NODE
+from gpufleet.load.objects.storage import SELECTED_NODE
 
 MERGE = {"Content-Type": "application/merge-patch+json"}
 

@@ -1,0 +1,1 @@
+"""Cost inputs: price sheets, the Prometheus client that reads usage, and recorded cost runs."""

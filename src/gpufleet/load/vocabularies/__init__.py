@@ -1,0 +1,1 @@
+"""Other schedulers' vocabularies (KAI, Volcano, Kueue, ElasticQuota) read into gpufleet's model."""
