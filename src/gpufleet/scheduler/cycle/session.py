@@ -76,7 +76,14 @@ class Session:
             ledger=ledger,
             pool=pool,
             backlog=Backlog.of(with_claim_gpus(jobs, ledger)),
-            framework=_framework(cache, config.policy, ledger, pending, rng),
+            framework=_framework(
+                cache.framework(config.policy, ledger.state, rng),
+                cache.components,
+                config.policy,
+                ledger,
+                pending,
+                rng=rng,
+            ),
             pending=pending,
             topology=_levels(cache),
         )
@@ -150,7 +157,9 @@ class Scheduler:
             ledger=ledger,
             pool=cache.pool(),
             backlog=backlog,
-            framework=_framework(cache, self.config.policy, ledger, (), self.rng),
+            framework=_framework(
+                self.framework, cache.components, self.config.policy, ledger, (), rng=self.rng
+            ),
             topology=_levels(cache),
         )
 
@@ -269,16 +278,17 @@ def _copies(cache: ClusterCache[Components]) -> tuple[Ledger, VictimPool]:
 
 
 def _framework(
-    cache: ClusterCache[Components],
+    framework: Framework | None,
+    components: Components,
     policy: str,
     ledger: Ledger,
     pending: Sequence[PodInfo],
+    *,
     rng: np.random.Generator,
 ) -> Callable[[], Framework]:
-    """The policy's plugins, as the cache keeps them for its workload; a cache without pods
-    has none, and a cycle that has pods to place measures against ``pending``."""
-    framework = cache.framework(policy, ledger.state, rng)
+    """``framework``, the policy's plugins as the cache keeps them for its workload; a cache
+    without pods has none, and a cycle that has pods to place measures against ``pending``."""
     if framework is not None:
         return lambda: framework
     specs = [ledger.state.demand(p.spec) for p in pending]
-    return lambda: make_framework(cache.components, policy, specs, rng)
+    return lambda: make_framework(components, policy, specs, rng)
