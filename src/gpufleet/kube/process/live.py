@@ -33,7 +33,8 @@ from gpufleet.kube.process.options import ServeOptions, ServeStats
 from gpufleet.kube.process.tell import Teller
 from gpufleet.kube.process.writes import ResultWriter
 from gpufleet.kube.read.kinds import PATHS, REQUIRED, kinds
-from gpufleet.kube.read.objects import Changes, ObjectStore
+from gpufleet.kube.read.objects import ObjectStore
+from gpufleet.kube.read.translated import Changes
 from gpufleet.kube.read.watch import Kind, Reflector
 from gpufleet.kube.write.podgroups import PodGroupStatus
 from gpufleet.kube.write.queues import QueueStatus

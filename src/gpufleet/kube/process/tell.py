@@ -21,7 +21,8 @@ from gpufleet.kube.write.recorder import EventRecorder, Regarding, rfc3339
 
 if TYPE_CHECKING:
     from gpufleet.kube.process.options import ServeOptions
-    from gpufleet.kube.read.objects import ObjectStore, Problem
+    from gpufleet.kube.read.objects import ObjectStore
+    from gpufleet.kube.read.translated import Problem
     from gpufleet.scheduler.api.outcome import CycleResult
     from gpufleet.scheduler.cycle.components import Components
     from gpufleet.scheduler.state.cache import ClusterCache

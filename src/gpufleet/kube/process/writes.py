@@ -54,7 +54,8 @@ if TYPE_CHECKING:
     from gpufleet.kube.process.metrics import Metrics, PodLatency
     from gpufleet.kube.process.options import ServeOptions, ServeStats
     from gpufleet.kube.process.tell import Teller
-    from gpufleet.kube.read.objects import Changes, ObjectStore
+    from gpufleet.kube.read.objects import ObjectStore
+    from gpufleet.kube.read.translated import Changes
     from gpufleet.kube.write.podgroups import PodGroupStatus
     from gpufleet.kube.write.queues import QueueStatus
     from gpufleet.kube.write.recorder import EventRecorder

@@ -213,7 +213,7 @@ def _own_groups(store: ObjectStore) -> Iterator[tuple[str, GroupSpec, list[Raw]]
         spec = store.made["PodGroup"].get(key)
         if not isinstance(spec, GroupSpec) or store.defined_by("PodGroup", key) != "PodGroup":
             continue  # it cannot be read (reported as such), or another object defines it
-        pods = [store.raw["Pod"][p] for p in sorted(store.readers.get(("PodGroup", key), ()))]
+        pods = [store.raw["Pod"][p] for p in store.dependents.pods_reading("PodGroup", key)]
         if any(_scheduler(p) in store.schedulers for p in pods):
             yield key, spec, pods
 
