@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
-CODE   := src tests bench
+CODE   := src tests bench tools
 # The FinOps Foundation's focus-validator checks the FOCUS export in the tests. It needs
 # Python 3.12+ and dependencies gpufleet's own dev tools refuse, so it has its own venv, made
 # with PYTHON312, else python3.13, else pyenv's first 3.12 or newer.

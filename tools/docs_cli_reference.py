@@ -11,6 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 import typer.main
+from typer.core import TyperGroup
+
+from gpufleet.cli.app import app
 
 PAGE = "cli-reference.md"
 
@@ -38,7 +41,9 @@ def _command(name: str, command: Any, parent: Any) -> list[str]:
     arguments = [p for p in command.params if p.param_type_name == "argument"]
     for argument in arguments:
         help_text = _cell(getattr(argument, "help", None) or "")
-        lines.append(f"- argument `{argument.name.upper()}`" + (f": {help_text}" if help_text else ""))
+        lines.append(
+            f"- argument `{argument.name.upper()}`" + (f": {help_text}" if help_text else "")
+        )
     if arguments:
         lines.append("")
     options = [p for p in command.params if p.param_type_name == "option"]
@@ -51,9 +56,9 @@ def _command(name: str, command: Any, parent: Any) -> list[str]:
 
 def render() -> str:
     """The reference page: the top-level options, then every command with its options."""
-    from gpufleet.cli.app import app
-
     root = typer.main.get_command(app)
+    if not isinstance(root, TyperGroup):
+        raise TypeError("gpufleet's typer app is expected to be a group of commands")
     ctx = root.context_class(root, info_name="gpufleet")
     lines = [
         "# CLI reference",
@@ -76,7 +81,7 @@ def render() -> str:
 
 
 def on_files(files: Any, config: Any) -> Any:
-    from mkdocs.structure.files import File
+    from mkdocs.structure.files import File  # noqa: PLC0415 (only the docs' environment has MkDocs)
 
     files.append(File.generated(config, PAGE, content=render()))
     return files

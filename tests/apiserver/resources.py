@@ -23,7 +23,7 @@ Behaviour that differs between kinds is a column, never a branch on a name elsew
 * ``review`` — a review (TokenReview, SubjectAccessReview): ``create`` only, answered and
   never stored (``reviews.py``).
 * ``short_names`` and ``categories`` — what discovery lists for ``kubectl get po`` and
-  ``kubectl get all``. A custom resource whose CRD gpufleet generates (``gpufleet.load.crds``)
+  ``kubectl get all``. A custom resource whose CRD gpufleet generates (``tools/crds``)
   takes them from that CRD's ``spec.names``, as apiserver serves a CRD's, so ``kubectl get
   gfq`` works here exactly when it works in a cluster with the chart installed.
 """
@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gpufleet.load.crds import definitions
+from tools.crds.kinds import definitions
 
 VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
 

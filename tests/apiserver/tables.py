@@ -6,7 +6,7 @@ application/json;as=Table;v=v1;g=meta.k8s.io`` gets a ``meta.k8s.io/v1`` ``Table
 ``PartialObjectMetadata`` by default, the whole object or nothing). The columns are
 kube-apiserver's printers' for pods (``NAME READY STATUS RESTARTS AGE``, and ``IP NODE
 NOMINATED NODE READINESS GATES`` at priority 1, shown by ``-o wide``), nodes and v1 Events;
-the kinds whose CRDs gpufleet generates (its own and PodGroup, ``gpufleet.load.crds``: the
+the kinds whose CRDs gpufleet generates (its own and PodGroup, ``tools/crds``: the
 chart's files are its output, a test says so) get their ``additionalPrinterColumns``, as
 apiserver prints a custom resource: ``NAME``, then each column's value at its ``jsonPath``
 (none: null, a blank cell in kubectl), a ``date`` as an age; other kinds get ``NAME AGE``,
@@ -20,7 +20,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from gpufleet.load.crds import definitions
+from tools.crds.kinds import definitions
+
 from tests.apiserver.resources import Resource
 from tests.apiserver.views import to_storage
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import httpx
 import pytest
+from tools.crds.kinds import definitions
 
-from gpufleet.load.crds import definitions
 from tests.apiserver.fixtures import watch_events
 from tests.apiserver.server import Emulator
 

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes_validate import utils as kubernetes_validate
+from tools.crds.kinds import definitions
 
 from gpufleet.kube.read.kinds import API, KINDS, LIVE_VOCABULARIES, kinds
 from gpufleet.load.costs.prices import load_price_sheet
-from gpufleet.load.crds import definitions
 from gpufleet.load.objects.config import read_configuration
 from gpufleet.plugins.registry import POLICIES
 from tests.deploy.conftest import CHART, NAMESPACE, RELEASE, Render

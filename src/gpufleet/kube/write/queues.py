@@ -2,7 +2,7 @@
 
 After each cycle the live scheduler writes ``status`` of each ``gpufleet.io`` Queue the
 cluster has, the fields ``kubectl get queues`` shows (the CRD's printer columns,
-``load/crds.py``):
+``tools/crds/``):
 
 * ``allocated`` — per resource (``gpu`` in GPUs, ``cpu`` in millicores, ``memory`` in MiB,
   as the ``gpufleet_queue_allocated`` metric) what the running pods of the queue and of the

@@ -24,10 +24,13 @@ import httpx
 import jsonschema
 import pytest
 from celpy.adapter import json_to_cel
+from tools.crds import schema as crd_schema
+from tools.crds.chart import files, main
+from tools.crds.kinds import KINDS, PHASES, POD_GROUP, definitions
+from tools.crds.schema import TYPES, spec_schema
 
 from gpufleet.dra.cel import FUNCTIONS
 from gpufleet.kube.write.podgroups import PodGroupStatus
-from gpufleet.load import crds
 from gpufleet.load.errors import InputError
 from gpufleet.load.objects.kinds import GPUFLEET
 from gpufleet.load.objects.node_pools import read_node_pool, read_topology
@@ -46,11 +49,11 @@ READERS: dict[str, Callable[[Reader], object]] = {
 
 
 def test_the_committed_crds_are_the_generators() -> None:
-    generated = crds.files()
+    generated = files()
     paths = {p.relative_to(CHART).as_posix() for p in (CHART / "crds").glob("*.yaml")}
     paths |= {path for path in generated if (CHART / path).is_file()}
     written = {path: (CHART / path).read_text(encoding="utf-8") for path in sorted(paths)}
-    assert written == generated, "run: python -m gpufleet.load.crds --write " + str(
+    assert written == generated, "run: python -m tools.crds --write " + str(
         (CHART / "crds").relative_to(Path(__file__).parents[2])
     )
 
@@ -58,16 +61,16 @@ def test_the_committed_crds_are_the_generators() -> None:
 def test_the_generator_writes_into_a_chart_only(tmp_path: Path) -> None:
     """The PodGroup CRD goes to the chart's templates/, beside the crds/ folder named."""
     with pytest.raises(SystemExit) as stopped:
-        crds.main(["--write", str(tmp_path / "crds")])
+        main(["--write", str(tmp_path / "crds")])
     assert stopped.value.code == 2
     (tmp_path / "Chart.yaml").write_text("name: x\n")
-    crds.main(["--write", str(tmp_path / "crds")])
+    main(["--write", str(tmp_path / "crds")])
     made = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.glob("*/*.yaml"))
-    assert made == sorted(crds.files())
+    assert made == sorted(files())
 
 
 def _definition(kind: str) -> JSON:
-    (crd,) = [d for d in crds.definitions() if d["spec"]["names"]["kind"] == kind]
+    (crd,) = [d for d in definitions() if d["spec"]["names"]["kind"] == kind]
     return crd
 
 
@@ -150,7 +153,7 @@ def _obj(kind: str, spec: JSON | None) -> JSON:
 
 def group(**spec: Any) -> JSON:
     return {
-        "apiVersion": crds.POD_GROUP,
+        "apiVersion": POD_GROUP,
         "kind": "PodGroup",
         "metadata": {"name": "x", "namespace": "ml"},
         "spec": spec,
@@ -356,26 +359,26 @@ def _nodes(schema: JSON) -> Iterator[JSON]:
 def test_a_field_of_the_loaders_table_without_a_type_is_an_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    types = {k: dict(v) for k, v in crds.TYPES.items()}
+    types = {k: dict(v) for k, v in TYPES.items()}
     del types["Queue"]["spec.priority"]
-    monkeypatch.setattr(crds, "TYPES", types)
+    monkeypatch.setattr(crd_schema, "TYPES", types)
     with pytest.raises(KeyError, match=r"no type for field spec\.priority"):
-        crds.spec_schema("Queue")
+        spec_schema("Queue")
 
 
 def test_a_type_for_a_field_the_loader_does_not_read_is_an_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    types = {k: dict(v) for k, v in crds.TYPES.items()}
+    types = {k: dict(v) for k, v in TYPES.items()}
     types["Queue"]["spec.weight"] = {"type": "number"}
-    monkeypatch.setattr(crds, "TYPES", types)
+    monkeypatch.setattr(crd_schema, "TYPES", types)
     with pytest.raises(KeyError, match="does not read"):
-        crds.spec_schema("Queue")
+        spec_schema("Queue")
 
 
 def test_short_names_do_not_take_kubernetes_or_volcano_ones() -> None:
     taken = {"q", "queue-v1beta1", "pg", "no", "po", "pc", "np", "cq", "lq"}
-    names = [n for k in crds.KINDS for n in k.short_names]
+    names = [n for k in KINDS for n in k.short_names]
     assert len(set(names)) == len(names)
     assert not taken & set(names)
 
@@ -478,7 +481,7 @@ def crd_problems(crd: JSON) -> Iterator[str]:
                     break
 
 
-@pytest.mark.parametrize("crd", crds.definitions(), ids=lambda d: str(d["metadata"]["name"]))
+@pytest.mark.parametrize("crd", definitions(), ids=lambda d: str(d["metadata"]["name"]))
 def test_each_crd_is_one_the_api_server_takes(crd: JSON) -> None:
     assert list(crd_problems(crd)) == []
 
@@ -569,7 +572,7 @@ def test_the_podgroup_crd_keeps_whole_what_gpufleet_writes() -> None:
     fields = {name for status in written for name in status}
     assert set(status_schema["properties"]) == fields | UPSTREAM_STATUS
     assert set(status_schema["properties"]["phase"]["enum"]) == {s["phase"] for s in written}
-    assert set(crds.PHASES) == {s["phase"] for s in written}
+    assert set(PHASES) == {s["phase"] for s in written}
 
 
 def test_a_status_beyond_the_api_is_refused() -> None:
