@@ -196,7 +196,7 @@ def serve(
     prices: Annotated[
         Path,
         typer.Option(
-            help='PriceSheet for the hourly cost gauges of /metrics (README, "Cost").',
+            help="PriceSheet for the hourly cost gauges of /metrics (docs: cost model).",
             show_default="the bundled illustrative sheet",
         ),
     ] = DEFAULT_SHEET,

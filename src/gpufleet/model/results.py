@@ -1,4 +1,5 @@
-"""Results of simulation runs, as values the report layer renders (JSON schema in README)."""
+"""Results of simulation runs, as values the report layer renders (``results.json``, its
+schema in ``docs/simulate.md``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``results.json``: every run, in the schema documented in the README."""
+"""``results.json``: every run, in the schema documented in ``docs/simulate.md``."""
 
 from __future__ import annotations
 
