@@ -11,7 +11,7 @@ import pytest
 
 from tests.cli.test_replay import PHILLY
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def bench(*args: str) -> subprocess.CompletedProcess[str]:
