@@ -17,7 +17,8 @@ from gpufleet.model.pod import PodSpec
 from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, Snapshot
 from gpufleet.scheduler.api.job import Job
 from gpufleet.scheduler.cycle.config import CycleConfig
-from gpufleet.scheduler.cycle.cycle import Cycle, snapshot_cycle
+from gpufleet.scheduler.cycle.cycle import Cycle
+from gpufleet.scheduler.cycle.session import snapshot_session
 from gpufleet.scheduler.state.claims import ClaimBook
 from gpufleet.scheduler.state.ledger import Ledger
 
@@ -165,9 +166,9 @@ def cycle_of(
     or one pod of 1 GPU if it has none."""
     snapshot = Snapshot(tuple(nodes), tuple(pods), tuple(groups), tuple(queues))
     workload = None if pods else [pod("w").gpus(1).obj()]
-    return snapshot_cycle(
+    return snapshot_session(
         snapshot, config or CycleConfig(), now, workload=workload, components=COMPONENTS
-    )
+    ).cycle
 
 
 def ledger_of(

@@ -17,7 +17,6 @@ from gpufleet.model.costs import CycleCost, HourlyCost, Sheet
 from gpufleet.plugins.registry import FIT_FILTERS, PLUGINS, POLICIES
 from gpufleet.scheduler.cycle.components import Components
 from gpufleet.scheduler.cycle.config import CycleConfig
-from gpufleet.scheduler.cycle.cycle import snapshot_cycle
 from gpufleet.scheduler.cycle.session import Session
 from gpufleet.scheduler.placement.topology import DomainTopology
 from gpufleet.scheduler.queues.admission import QueueAdmission
@@ -91,5 +90,5 @@ def schedule_snapshot_costed(
 
 
 def run_cycle(snapshot: Snapshot, now: float, config: CycleConfig | None = None) -> CycleResult:
-    """One cycle built straight from ``snapshot`` at ``now`` (no cache)."""
-    return snapshot_cycle(snapshot, config or CycleConfig(), now, components=COMPONENTS).run()
+    """One cycle of ``snapshot`` at ``now``, as :func:`schedule_snapshot` runs it."""
+    return schedule_snapshot(snapshot, now, config)

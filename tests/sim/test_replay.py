@@ -24,8 +24,7 @@ from gpufleet.plugins.registry import REPLAY_POLICIES, ReplayPolicy
 from gpufleet.report.reasons import why_text
 from gpufleet.scheduler.api.job import Job
 from gpufleet.scheduler.cycle.config import CycleConfig
-from gpufleet.scheduler.cycle.cycle import snapshot_cycle
-from gpufleet.scheduler.cycle.session import Scheduler
+from gpufleet.scheduler.cycle.session import Scheduler, snapshot_session
 from gpufleet.scheduler.queues.backlog import job_shape
 from gpufleet.scheduler.state.cache import ClusterCache
 from gpufleet.scheduler.state.changes import Event
@@ -179,9 +178,9 @@ def test_room_probed_anywhere_is_made_once_inside_a_rack() -> None:
         (GroupSpec("ns/g", 2, topology_preferred=rack),),
         topology=(rack,),
     )
-    cycle = snapshot_cycle(
+    cycle = snapshot_session(
         snapshot, CycleConfig(actions=("preempt",)), 10_000.0, components=COMPONENTS
-    )
+    ).cycle
     result = cycle.run()
     assert sorted(b.pod for b in result.bindings) == ["ns/g0", "ns/g1"]
     nodes = {b.node for b in result.bindings}
@@ -199,9 +198,9 @@ def test_consolidation_may_move_a_shared_pod_to_another_gpu_of_its_node() -> Non
         PodInfo("ns/s", PodSpec("s", 1000, 1024, 1, 600), node="n1", gpus=(1,), started=0.0),
         PodInfo("ns/new", PodSpec("new", 1000, 1024, 1, 800)),
     )
-    result = snapshot_cycle(
+    result = snapshot_session(
         Snapshot((node,), pods), CycleConfig(actions=("consolidate",)), 100.0, components=COMPONENTS
-    ).run()
+    ).cycle.run()
     assert [e.pod for e in result.evictions] == ["ns/r"]
     assert {b.pod: b.gpus for b in result.bindings} == {"ns/new": (0,), "ns/r": (1,)}
 
@@ -210,9 +209,9 @@ def test_a_gang_no_node_can_run_keeps_the_filters_reason() -> None:
     node = NodeSpec("n1", 64_000, 512 * 1024, 8, "V100")
     spec = PodSpec("g", 1000, 1024, 8, 1000, frozenset({"H100"}))
     pods = tuple(PodInfo(f"ns/g{k}", spec, group="ns/g") for k in range(2))
-    result = snapshot_cycle(
+    result = snapshot_session(
         Snapshot((node,), pods, (GroupSpec("ns/g", 2),)), CycleConfig(), 0.0, components=COMPONENTS
-    ).run()
+    ).cycle.run()
     assert "GPU model" in why_text(result.pending[0].why)
 
 
@@ -310,12 +309,12 @@ def test_queues_are_ordered_by_the_fair_shares_of_this_cycle() -> None:
 
     running = (pod("a-run", "a", 3, node="n1"), pod("b-run", "b", 1, node="n1"))
     queues = (QueueSpec("a"), QueueSpec("b"))
-    cycle = snapshot_cycle(
+    cycle = snapshot_session(
         Snapshot((node,), running, queues=queues),
         CycleConfig(),
         0.0,
         components=COMPONENTS,
-    )
+    ).cycle
     heads: dict[str, Job] = {}
     for name, queue, gpus, created in (
         ("a1", "a", 1, 1.0),

@@ -22,7 +22,8 @@ from gpufleet.model.workload import GroupSpec, PodInfo, Snapshot
 from gpufleet.report.reasons import status_text, why_text
 from gpufleet.scheduler.api.transaction import Transaction
 from gpufleet.scheduler.cycle.config import CycleConfig
-from gpufleet.scheduler.cycle.cycle import Cycle, snapshot_cycle
+from gpufleet.scheduler.cycle.cycle import Cycle
+from gpufleet.scheduler.cycle.session import snapshot_session
 from gpufleet.scheduler.placement.allocate import Placer
 from gpufleet.scheduler.placement.domains import Failure, PlaceAll, Where, restrict
 from gpufleet.scheduler.placement.rules import TopologyRule
@@ -184,7 +185,7 @@ def clique_cycle(
         pools=(clique_pool("n1", cliques[0]), clique_pool("n2", cliques[1])),
         claims=claims,
     )
-    return snapshot_cycle(snapshot, CycleConfig(), 100.0, components=COMPONENTS)
+    return snapshot_session(snapshot, CycleConfig(), 100.0, components=COMPONENTS).cycle
 
 
 def devices(cycle: Cycle) -> dict[str, list[str]]:
@@ -326,5 +327,7 @@ def test_the_topology_rule_is_the_components(
     )
     snapshot = Snapshot((node("n0", gpus=4), node("n1", gpus=4)), pods, (GroupSpec("ns/g", 2),))
     components = replace(COMPONENTS, topology_rule=rule)
-    result = snapshot_cycle(snapshot, CycleConfig(actions=()), 100.0, components=components).run()
+    result = snapshot_session(
+        snapshot, CycleConfig(actions=()), 100.0, components=components
+    ).cycle.run()
     assert len(result.bindings) == bound

@@ -29,7 +29,8 @@ from gpufleet.scheduler.api.outcome import NoteCode, note
 from gpufleet.scheduler.api.transaction import Running
 from gpufleet.scheduler.cycle.components import Components
 from gpufleet.scheduler.cycle.config import CycleConfig
-from gpufleet.scheduler.cycle.cycle import Cycle, snapshot_cycle
+from gpufleet.scheduler.cycle.cycle import Cycle
+from gpufleet.scheduler.cycle.session import snapshot_session
 from gpufleet.scheduler.room.preempt import Preempt
 from gpufleet.scheduler.room.protocols import moving
 from gpufleet.scheduler.room.victims import VictimSearch
@@ -391,7 +392,7 @@ def test_a_filter_of_the_profile_is_obeyed_while_making_room() -> None:
         (QueueSpec("a"),),
     )
     config = CycleConfig(policy="whole-node", actions=("preempt",))
-    cycle = snapshot_cycle(snapshot, config, NOW, components=components)
+    cycle = snapshot_session(snapshot, config, NOW, components=components).cycle
     search = search_for(cycle, "a/job")
     plan, note = search.run(PREEMPT, pods_request(search.job.core))
     assert plan is not None, note

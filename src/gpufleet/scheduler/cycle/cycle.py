@@ -28,17 +28,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from gpufleet.framework.runtime import Exclusion, Framework
 from gpufleet.framework.status import Code
 from gpufleet.model.workload import (
     PodInfo,
-    Snapshot,
     pods_request,
     vector,
 )
-from gpufleet.scheduler.api.job import Job, snapshot_jobs
+from gpufleet.scheduler.api.job import Job
 from gpufleet.scheduler.api.outcome import (
     Binding,
     CycleResult,
@@ -73,9 +70,8 @@ from gpufleet.scheduler.room.protocols import Means, Round, consolidation_epoch
 from gpufleet.scheduler.room.room import Room
 from gpufleet.scheduler.room.under_limit import UnderLimit
 from gpufleet.scheduler.state.fairshare import EPS
-from gpufleet.scheduler.state.ledger import Ledger, with_claim_gpus
+from gpufleet.scheduler.state.ledger import Ledger
 from gpufleet.scheduler.state.pool import VictimPool
-from gpufleet.scheduler.state.shapes import make_framework
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -111,8 +107,8 @@ class Cycle:
         evicted, ``backlog`` the pending jobs (``pending`` their pods, as read: those blocked
         are reported), ``framework`` builds the policy's plugins when a pod is first placed,
         ``topology`` the cluster's topology levels. A session opens one on the cache
-        (``session.py``); :func:`snapshot_cycle` builds one from a snapshot. A replay keeps
-        one Cycle for a whole trace and calls :meth:`begin` before each cycle.
+        (``session.py``; a snapshot's cache too, ``snapshot_session``). A replay keeps one
+        Cycle for a whole trace and calls :meth:`begin` before each cycle.
         """
         self.config, self.now, self.pending = config, now, tuple(pending)
         self.ledger = ledger
@@ -387,38 +383,3 @@ class Cycle:
         stale = self.stale.release(self.commit, self.now, job.key, reason)
         assert stale is not None
         return stale
-
-
-def snapshot_cycle(
-    snapshot: Snapshot,
-    config: CycleConfig,
-    now: float,
-    *,
-    components: Components,
-    workload: Sequence[PodSpec] | None = None,
-    rng: np.random.Generator | None = None,
-) -> Cycle:
-    """A cycle at ``now`` straight from ``snapshot``: a ledger of its nodes with its bound
-    pods, its preemptible pods as victims, its pending jobs; FGD's fragmentation measured
-    against ``workload`` (default: the snapshot's pods), with ``rng`` (default: seed 0)."""
-    ledger = Ledger.of(snapshot, config.non_preemptible_priority)
-    ledger.bind_all(snapshot.pods)
-    backlog = Backlog.of(with_claim_gpus(snapshot_jobs(snapshot, ledger.state), ledger))
-    random = rng if rng is not None else np.random.default_rng(0)
-
-    def framework() -> Framework:
-        specs = [ledger.state.demand(p.spec) for p in snapshot.pods]
-        chosen = specs if workload is None else workload
-        return make_framework(components, config.policy, chosen, random)
-
-    return Cycle(
-        config,
-        now,
-        components=components,
-        ledger=ledger,
-        pool=VictimPool.of(ledger, now),
-        backlog=backlog,
-        framework=framework,
-        pending=snapshot.pods,
-        topology=snapshot.topology,
-    )

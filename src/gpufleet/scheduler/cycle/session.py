@@ -36,6 +36,7 @@ from gpufleet.scheduler.cycle.cycle import Cycle
 from gpufleet.scheduler.cycle.stale_gang import stale_gang
 from gpufleet.scheduler.queues.backlog import Backlog, job_shape
 from gpufleet.scheduler.state.cache import ClusterCache
+from gpufleet.scheduler.state.changes import snapshot_events
 from gpufleet.scheduler.state.ledger import Ledger, with_claim_gpus
 from gpufleet.scheduler.state.pool import VictimPool
 from gpufleet.scheduler.state.shapes import make_framework
@@ -44,7 +45,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Hashable, Sequence
 
     from gpufleet.framework.runtime import Framework
-    from gpufleet.model.workload import PodInfo
+    from gpufleet.model.pod import PodSpec
+    from gpufleet.model.workload import PodInfo, Snapshot
     from gpufleet.scheduler.api.outcome import CycleResult
     from gpufleet.scheduler.cycle.components import Components
 
@@ -94,6 +96,22 @@ class Session:
         if self.assume:
             self.cache.assume(result, self.now)
         return result
+
+
+def snapshot_session(
+    snapshot: Snapshot,
+    config: CycleConfig,
+    now: float,
+    *,
+    components: Components,
+    workload: Sequence[PodSpec] | None = None,
+) -> Session:
+    """A session at ``now`` over a cache holding every object of ``snapshot`` (the what-if's
+    way in; tests and benchmarks build their cycles so too). FGD's fragmentation is measured
+    against ``workload`` (default: the snapshot's pods)."""
+    cache = ClusterCache(config.non_preemptible_priority, components=components, workload=workload)
+    cache.apply_all(snapshot_events(snapshot))
+    return Session(cache, config, now)
 
 
 class Scheduler:
