@@ -15,17 +15,9 @@ import pytest
 
 from gpufleet.cost.idle import IdleArgs
 from gpufleet.cost.prices import PriceSheet
+from gpufleet.load.costs.cluster_usage import ENGINE_ACTIVE, GPU_UTIL, ClusterUsage, read_cluster
 from gpufleet.load.costs.prices import load_price_sheet
-from gpufleet.load.costs.prometheus import (
-    ENGINE_ACTIVE,
-    GPU_UTIL,
-    MAX_POINTS,
-    ClusterUsage,
-    Series,
-    counter_rate,
-    prometheus_label,
-    read_cluster,
-)
+from gpufleet.load.costs.prometheus import MAX_POINTS, Series, counter_rate, prometheus_label
 from gpufleet.load.errors import InputError
 from tests.cost.recording import START
 

@@ -5,7 +5,7 @@ A *source* reads the runs of pods and the nodes they ran on over the window
 (:class:`Costing`); the rest is shared: the price sheet, OpenCost's allocation
 (:mod:`gpufleet.cost.allocation`), the tables, the JSON and the FOCUS export (``--focus``).
 The sources: a live cluster through Prometheus (``--prometheus``,
-:mod:`gpufleet.load.costs.prometheus`) and a replay's recorded runs (``--results``,
+:mod:`gpufleet.load.costs.cluster_usage`) and a replay's recorded runs (``--results``,
 :mod:`gpufleet.load.costs.cost_runs`).
 """
 
@@ -30,9 +30,13 @@ from gpufleet.cost.allocation import IDLE, CostAllocation, Nodes, Runs, allocate
 from gpufleet.cost.focus import focus_columns, iter_focus_rows
 from gpufleet.cost.idle import IdleArgs
 from gpufleet.cost.prices import PriceSheet
+from gpufleet.load.costs.cluster_usage import (
+    DEFAULT_EXPERIMENT_LABEL,
+    ENGINE_ACTIVE,
+    read_cluster,
+)
 from gpufleet.load.costs.cost_runs import load_cost_runs
 from gpufleet.load.costs.prices import DEFAULT_SHEET, load_price_sheet
-from gpufleet.load.costs.prometheus import DEFAULT_EXPERIMENT_LABEL, ENGINE_ACTIVE, read_cluster
 from gpufleet.load.errors import InputError
 from gpufleet.report.files import OutputPathError, check_file
 from gpufleet.report.focus import write_focus

@@ -1,9 +1,9 @@
 """Reserved but idle: which GPUs a pod held and did not use, from utilisation samples.
 
 The samples are what an exporter such as NVIDIA's dcgm-exporter reports per GPU: the graphics
-engine's activity, 0 to 1, at regular times (``load/costs/prometheus.py`` reads them, one series per
-GPU and pod). A GPU is *idle* over a stretch of consecutive samples each below ``threshold``
-that lasts at least ``window``:
+engine's activity, 0 to 1, at regular times (``load/costs/cluster_usage.py`` reads them, one
+series per GPU and pod). A GPU is *idle* over a stretch of consecutive samples each below
+``threshold`` that lasts at least ``window``:
 
 * a sample stands for the time until the next one, at most ``interval`` (the spacing of the
   samples, e.g. a query's step): a stretch of ``n`` samples ``interval`` apart lasts
