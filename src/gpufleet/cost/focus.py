@@ -33,66 +33,18 @@ EffectiveCost are one figure, PricingQuantity x ListUnitPrice. The sheet's ``com
 category is PricingCategory ``Committed``, but the commitment itself (CommitmentDiscountId and
 its columns) is not known to a sheet and is not exported.
 
-**Columns** (FOCUS columns in alphabetical order, then gpufleet's ``x_`` columns):
-
-=======================  ===================================================================
-BilledCost               PricingQuantity x ListUnitPrice, in BillingCurrency
-BillingAccountId         given (``billing_account_id``): e.g. the cluster
-BillingAccountName       given; the id by default
-BillingCurrency          the price sheet's currency
-BillingPeriodStart/End   the calendar month (UTC) holding the charge period
-ChargeCategory           ``Usage``
-ChargeClass              null: no row corrects an earlier billing period
-ChargeDescription        what was charged, for whom, on which node, at what price
-ChargeFrequency          ``Usage-Based``
-ChargePeriodStart/End    the hour, cut to the window (``YYYY-MM-DDTHH:mm:ssZ``: so the
-                         window must start and end on whole seconds)
-ConsumedQuantity/Unit    the same as PricingQuantity/Unit: the resource-hours held
-ContractedCost           = BilledCost (no negotiated prices)
-EffectiveCost            = BilledCost (nothing amortised)
-InvoiceId                given (``invoice_id``); null by default: gpufleet issues no invoice
-InvoiceIssuerName        given; ProviderName by default
-ListCost                 = BilledCost
-ListUnitPrice            the node's component price ($ per unit-hour)
-PricingCategory          the node's category: on-demand ``Standard``, spot ``Dynamic``,
-                         committed ``Committed``
-PricingQuantity          resource-hours: GPUs, vCPUs or GiB x hours
-PricingUnit              ``GPU-Hours``, ``Core-Hours``, ``GiB-Hours``
-ProviderName             given; ``gpufleet`` by default
-PublisherName            given; ProviderName by default
-ResourceId               the pod (``namespace/name``) or, for idle, the node
-ResourceName             the pod's name (after the namespace) or the node's
-ResourceType             ``Pod`` or ``Node``
-ServiceCategory          ``Compute``
-ServiceName              given; ``Kubernetes GPU cluster`` by default
-ServiceSubcategory       ``Containers``
-SkuId                    the hardware and component: the sheet entry's instance type or GPU
-                         product (its name for the default entry), ``/GPU`` ``/vCPU``
-                         ``/Memory``
-SkuMeter                 ``GPU``, ``vCPU`` or ``Memory``
-SkuPriceDetails          null (the price is in ListUnitPrice)
-SkuPriceId               the sheet, its entry and the component: ``sheet/entry/GPU``
-Tags                     JSON object: the run's dimensions and node as provider-defined tags,
-                         prefixed ``gpufleet/`` (idle rows: the node only)
-x_Allocation             the pod, or ``__idle__``
-x_Component              ``gpu``, ``cpu`` or ``ram``, as the allocation names them
-x_Node, x_NodeType       the node and its price sheet entry
-x_<Dimension>            each dimension of the runs but ``pod`` (x_Namespace, x_Queue,
-                         x_Experiment, ...); null on idle rows
-x_GpuEfficiency,         the run's average usage over its request, per component; null where
-x_CpuEfficiency,         the usage is unknown or nothing was requested, and on idle rows
-x_RamEfficiency
-=======================  ===================================================================
+**Columns**: the page on ``gpufleet cost`` in the documentation lists each column and
+what gpufleet writes in it (``docs/cost.md``, "FOCUS columns").
 
 A node priced as a whole (``nodeHour``) has its component prices split by its shape, so one
 SkuPriceId can carry different unit prices on nodes of different shapes matched by GPU product.
 
-Pure: times stay epoch seconds until :func:`iso_utc` writes them, by integer arithmetic on
-the proleptic Gregorian calendar.
+Pure: times stay epoch seconds until :func:`iso_utc` writes them (UTC).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 from collections.abc import Iterator, Sequence
@@ -106,7 +58,6 @@ from gpufleet.cost.prices import FOCUS_CATEGORY, PriceSheet
 from gpufleet.model.arrays import FloatArray, IntArray
 
 FOCUS_VERSION = "1.2"
-DAY = 86400
 SERVICE_NAME = "Kubernetes GPU cluster"
 PROVIDER = "gpufleet"
 TAG_PREFIX = "gpufleet/"
@@ -459,46 +410,18 @@ def _json(tags: dict[str, str]) -> str:
     return json.dumps(tags, sort_keys=True, separators=(",", ":"))
 
 
-def civil_from_days(days: int) -> tuple[int, int, int]:
-    """Year, month and day of the ``days``-th day after 1970-01-01 (proleptic Gregorian):
-    counted in 400-year eras of 146,097 days, each year starting on 1 March so that the leap
-    day falls last."""
-    z = days + 719468  # days since 0000-03-01
-    era = z // 146097
-    doe = z - era * 146097
-    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
-    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
-    mp = (5 * doy + 2) // 153  # months since March
-    day = doy - (153 * mp + 2) // 5 + 1
-    month = mp + 3 if mp < 10 else mp - 9
-    return yoe + era * 400 + (month <= 2), month, day
-
-
-def days_from_civil(year: int, month: int, day: int) -> int:
-    """The inverse of :func:`civil_from_days`."""
-    y = year - (month <= 2)
-    era = y // 400
-    yoe = y - era * 400
-    doy = (153 * (month - 3 if month > 2 else month + 9) + 2) // 5 + day - 1
-    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-    return era * 146097 + doe - 719468
-
-
 def iso_utc(t: float) -> str:
     """Epoch seconds as FOCUS writes a moment: ``YYYY-MM-DDTHH:mm:ssZ``, UTC, the fraction of
     a second dropped."""
-    days, seconds = divmod(math.floor(t), DAY)
-    year, month, day = civil_from_days(days)
-    hh, rest = divmod(seconds, 3600)
-    mm, ss = divmod(rest, 60)
-    return f"{year:04d}-{month:02d}-{day:02d}T{hh:02d}:{mm:02d}:{ss:02d}Z"
+    return _utc(t).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def month_of(t: float) -> tuple[float, float]:
     """The calendar month (UTC) holding epoch second ``t``: its start and the next's."""
-    year, month, _ = civil_from_days(math.floor(t) // DAY)
-    nxt = (year + 1, 1) if month == 12 else (year, month + 1)
-    return (
-        float(days_from_civil(year, month, 1) * DAY),
-        float(days_from_civil(*nxt, 1) * DAY),
-    )
+    first = _utc(t).replace(day=1, hour=0, minute=0, second=0)
+    after = (first + dt.timedelta(days=32)).replace(day=1)
+    return first.timestamp(), after.timestamp()
+
+
+def _utc(t: float) -> dt.datetime:
+    return dt.datetime.fromtimestamp(math.floor(t), tz=dt.UTC)
