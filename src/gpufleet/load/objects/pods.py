@@ -1,31 +1,34 @@
-"""Read Pods from a snapshot: requests (limits where requests are absent, init containers),
-GPUs whole, shared or as a MIG slice, placement constraints, priority, queue, gang, claims."""
+"""Read Pods from a snapshot: their requests (``requests.py``: GPUs whole, shared or as a MIG
+slice), node constraints, placement, priority, queue, gang and claims."""
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Collection, Mapping
 from decimal import Decimal
 
 from gpufleet.load.foreign import PodNames
 from gpufleet.load.objects.placement import pod_volumes, read_placement, refusal, refused_fields
 from gpufleet.load.objects.reader import Reader
+from gpufleet.load.objects.requests import (
+    INTEGER,
+    extended_requests,
+    first_key,
+    gpu_request,
+    guaranteed_whole_cpus,
+    mig_request,
+    pod_requests,
+)
 from gpufleet.load.objects.vocabulary import (
     DEFAULT_SCHEDULER,
-    FRACTION_ANNOTATION,
     GPU_INDEX_ANNOTATION,
-    GPU_MEMORY_ANNOTATION,
-    GPU_RESOURCE,
     MIG_PREFIX,
     POD_GROUP_LABEL,
     QUEUE_LABEL,
     SCHEDULER_NAME,
     cpu_milli,
     mib,
-    mig_profile,
 )
-from gpufleet.model.arrays import MILLI
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.selectors import (
     FIELD_NODE_NAME,
@@ -36,159 +39,11 @@ from gpufleet.model.selectors import (
 )
 from gpufleet.model.workload import DEFAULT_QUEUE, PodInfo
 
-
-def _requests(r: Reader) -> tuple[dict[str, Decimal], dict[str, str]]:
-    """The pod's request per resource, as kube-scheduler counts it: the containers' sum,
-    at least each init container's beside the sidecars started before it, sidecars added,
-    pod-level requests instead where ``spec.resources`` sets them, ``spec.overhead`` added;
-    and the field that first asks for each (for errors:
-    ``spec.containers[1].resources.limits.nvidia.com/gpu``)."""
-    fields: dict[str, str] = {}
-    pod_level: dict[str, Decimal] = {}
-
-    def container_requests(path: str) -> list[dict[str, Decimal]]:
-        out = []
-        for i, container in enumerate(r.sequence(path)):
-            if not isinstance(container, Mapping):
-                raise r.fail(f"{path}[{i}]", "a container", container)
-            resources = container.get("resources") or {}
-            if not isinstance(resources, Mapping):
-                raise r.fail(f"{path}[{i}].resources", "a mapping", resources)
-            merged: dict[str, Decimal] = {}
-            own: dict[str, str] = {}
-            for part in ("limits", "requests"):  # requests win; limits default them
-                values = resources.get(part) or {}
-                if not isinstance(values, Mapping):
-                    raise r.fail(f"{path}[{i}].resources.{part}", "a mapping", values)
-                for name, raw in values.items():
-                    field = f"{path}[{i}].resources.{part}.{name}"
-                    merged[str(name)] = r.quantity(field, raw)
-                    own[str(name)] = field
-            for name, field in own.items():
-                fields.setdefault(name, field)
-            out.append(merged)
-        return out
-
-    containers = container_requests("spec.containers")
-    if not containers:
-        raise r.fail("spec.containers", "at least one container", r.get("spec.containers"))
-    total: dict[str, Decimal] = {}
-    for c in containers:
-        _add(total, c)
-    # Init containers run one after another before the others, each beside the sidecars
-    # (restartPolicy Always) started before it; sidecars keep running with the containers.
-    sidecars: dict[str, Decimal] = {}
-    init_peak: dict[str, Decimal] = {}
-    inits = r.sequence("spec.initContainers")
-    for container, c in zip(inits, container_requests("spec.initContainers"), strict=True):
-        if container.get("restartPolicy") == "Always":
-            _add(total, c)
-            _add(sidecars, c)
-            running = dict(sidecars)
-        else:
-            running = dict(c)
-            _add(running, sidecars)
-        for name, q in running.items():
-            init_peak[name] = max(init_peak.get(name, Decimal(0)), q)
-    for name, q in init_peak.items():
-        total[name] = max(total.get(name, Decimal(0)), q)
-    for part in ("requests", "limits"):  # pod-level resources: requests default to limits
-        for name, raw in r.mapping(f"spec.resources.{part}").items():
-            if str(name) in POD_LEVEL and (part == "requests" or str(name) not in pod_level):
-                pod_level[str(name)] = r.quantity(f"spec.resources.{part}.{name}", raw)
-                fields.setdefault(str(name), f"spec.resources.{part}.{name}")
-    total |= pod_level
-    for name, raw in r.mapping("spec.overhead").items():
-        total[str(name)] = total.get(str(name), Decimal(0)) + r.quantity(
-            f"spec.overhead.{name}", raw
-        )
-    return total, fields
-
-
-def _add(total: dict[str, Decimal], more: Mapping[str, Decimal]) -> None:
-    for name, q in more.items():
-        total[name] = total.get(name, Decimal(0)) + q
-
-
-POD_LEVEL = frozenset({"cpu", "memory"})
-"""Resources a pod's ``spec.resources`` may set (hugepages too, which gpufleet reads as
-other resources of the containers)."""
-
-
 GPUFLEET_ONLY = PodNames()
 """gpufleet's own names only (what the live scheduler reads)."""
 
-POD_RESOURCES = frozenset({"cpu", "memory", GPU_RESOURCE})
-"""Requests the pod model reads as such (MIG slices aside); the others are extended."""
-
-
-def _extended(requests: dict[str, Decimal]) -> tuple[tuple[str, int], ...]:
-    """The pod's other requests, in their base unit (a fraction of a byte rounds up)."""
-    return tuple(
-        (name, math.ceil(q))
-        for name, q in sorted(requests.items())
-        if q > 0 and name not in POD_RESOURCES and not name.startswith(MIG_PREFIX)
-    )
-
-
-MAX_GPU_MEMORY_MIB = 10**9
-"""More GPU memory than any GPU has (the node label ``nvidia.com/gpu.memory`` has at most 9
-digits of MiB): a typo."""
-
-
-def _first(found: Mapping[str, str], keys: tuple[str, ...]) -> str | None:
-    """The first of ``keys`` that ``found`` holds (a label or annotation, by precedence)."""
-    return next((k for k in keys if k in found), None)
-
-
-def _gpu_request(
-    r: Reader, requests: dict[str, Decimal], fields: dict[str, str], names: PodNames
-) -> tuple[int, int, int]:
-    """(num_gpu, gpu_milli, gpu_memory_mib) of a pod: a share sized by GPU memory keeps its
-    MiB, its milli-GPU 0 (they depend on the node it is judged against). Another
-    vocabulary's share (KAI's ``gpu-fraction``, ``gpu-memory`` in MiB) counts where
-    gpufleet's own annotations are absent."""
-    whole = requests.get(GPU_RESOURCE, Decimal(0))
-    if whole != int(whole):
-        raise r.fail(fields[GPU_RESOURCE], "a whole number of GPUs", whole)
-    annotations = r.strings("metadata.annotations")
-    fraction_key = _first(annotations, (FRACTION_ANNOTATION, *names.fraction_annotations))
-    memory_key = _first(annotations, (GPU_MEMORY_ANNOTATION, *names.memory_mib_annotations))
-    fraction_field = f"metadata.annotations.{fraction_key}"
-    memory_field = f"metadata.annotations.{memory_key}"
-    milli = None
-    if fraction_key is not None:
-        raw = annotations[fraction_key]
-        try:
-            fraction = float(raw)
-        except ValueError:
-            fraction = -1.0
-        if not 0 < fraction <= 1:
-            raise r.fail(fraction_field, "a fraction of one GPU in (0, 1], such as '0.5'", raw)
-        milli = max(1, round(fraction * MILLI))
-    elif memory_key is not None:
-        raw = annotations[memory_key]
-        if memory_key == GPU_MEMORY_ANNOTATION:
-            asked = mib(r.quantity(memory_field, raw), round_up=True)
-        elif INTEGER.fullmatch(raw.strip()):
-            asked = int(raw)
-        else:
-            raise r.fail(memory_field, "MiB of GPU memory of one GPU, such as '2000'", raw)
-        if not 0 < asked < MAX_GPU_MEMORY_MIB:  # as the node label: at most 9 digits of MiB
-            raise r.fail(memory_field, "GPU memory of one GPU, such as '20Gi'", raw)
-        if whole > 1:
-            raise r.fail(memory_field, f"no share of one GPU with {whole} whole GPUs", whole)
-        return 1, 0, asked
-    if milli is None:
-        return int(whole), MILLI if whole else 0, 0
-    if whole > 1:
-        raise r.fail(fraction_field, f"no fraction with {whole} whole GPUs", whole)
-    return 1, milli, 0
-
-
 NOTHING = Requirement("", "In", ())
 """A requirement no node meets (what an empty node-selector term means)."""
-INTEGER = re.compile(r"-?[0-9]+")
 
 
 def node_requirement(r: Reader, field: str, expr: object, kind: str) -> Requirement:
@@ -210,53 +65,6 @@ def node_requirement(r: Reader, field: str, expr: object, kind: str) -> Requirem
             raise r.fail(f"{field}", "metadata.name with In or NotIn (the only node field)", key)
         key = FIELD_NODE_NAME
     return Requirement(key, op, values)
-
-
-def _guaranteed_whole_cpus(r: Reader) -> bool:
-    """Guaranteed QoS (every container's CPU and memory limits set, requests equal to them)
-    with whole CPUs: what the kubelet's static CPU manager pins."""
-    containers = r.sequence("spec.containers")
-    for container in containers:
-        resources = container.get("resources") or {}
-        limits = resources.get("limits") or {}
-        requests = resources.get("requests") or {}
-        for name in ("cpu", "memory"):
-            if name not in limits:
-                return False
-            if name in requests and r.quantity("requests", requests[name]) != r.quantity(
-                "limits", limits[name]
-            ):
-                return False
-        cpu = r.quantity("limits.cpu", limits["cpu"])
-        if cpu != int(cpu):
-            return False
-    return bool(containers)
-
-
-def _mig_request(
-    r: Reader, requests: dict[str, Decimal], fields: dict[str, str]
-) -> tuple[str, int] | None:
-    """The pod's MIG slices: their profile and count (summed over its containers, as the
-    device plugin's mixed strategy counts ``nvidia.com/mig-<profile>``)."""
-    asked = {
-        profile: count
-        for resource, count in requests.items()
-        if (profile := mig_profile(r, fields.get(resource, "spec.containers"), resource))
-        and count > 0
-    }
-    if not asked:
-        return None
-    if len(asked) > 1:
-        first = min(fields.get(f"{MIG_PREFIX}{p}", "spec.containers") for p in asked)
-        raise r.fail(
-            first,
-            "MIG slices of one profile per pod (gpufleet places one profile per pod)",
-            {f"{MIG_PREFIX}{p}": n for p, n in sorted(asked.items())},
-        )
-    ((profile, count),) = asked.items()
-    if count != int(count):
-        raise r.fail(fields[f"{MIG_PREFIX}{profile}"], "a whole number of slices", count)
-    return profile, int(count)
 
 
 def _constraint(r: Reader) -> NodeConstraint | None:
@@ -310,7 +118,7 @@ def _group_of(
     then the annotations of the vocabularies read (empty: none)."""
     if POD_GROUP_LABEL in labels:
         return f"{r.namespace}/{labels[POD_GROUP_LABEL]}", f"label {POD_GROUP_LABEL}"
-    key = _first(annotations, names.group_annotations)
+    key = first_key(annotations, names.group_annotations)
     if key is not None:
         return f"{r.namespace}/{annotations[key]}", f"annotation {key}"
     return "", ""
@@ -345,9 +153,9 @@ def read_pod(
     phase = r.string("status.phase", "Pending")
     if phase in {"Succeeded", "Failed"}:
         return None
-    requests, fields = _requests(r)
-    num_gpu, gpu_milli, gpu_memory = _gpu_request(r, requests, fields, names)
-    mig_slices = _mig_request(r, requests, fields)
+    requests, fields = pod_requests(r)
+    num_gpu, gpu_milli, gpu_memory = gpu_request(r, requests, fields, names)
+    mig_slices = mig_request(r, requests, fields)
     mig, mig_count = mig_slices if mig_slices is not None else (None, 1)
     if mig is not None and num_gpu:
         raise r.fail(fields[f"{MIG_PREFIX}{mig}"], "no whole GPUs with it", num_gpu)
@@ -360,9 +168,9 @@ def read_pod(
         None,
         _constraint(r),
         mig,
-        _guaranteed_whole_cpus(r),
+        guaranteed_whole_cpus(r),
         mig_count,
-        _extended(requests),
+        extended_requests(requests),
         gpu_memory,
         volumes=pod_volumes(r),
         placement=read_placement(r, r.strings("metadata.labels")),
@@ -383,7 +191,7 @@ def read_pod(
     # A pod of a LocalQueue that does not exist has no queue: Kueue admitted it (if it
     # runs) to a ClusterQueue gpufleet cannot know.
     queue = "" if lost else named or group_queues.get(group) or DEFAULT_QUEUE
-    priority, can_preempt = _priority(r, classes, _first(labels, names.priority_labels))
+    priority, can_preempt = _priority(r, classes, first_key(labels, names.priority_labels))
     node = r.string("spec.nodeName")
     if node is not None and node not in node_gpus:
         raise r.fail("spec.nodeName", "a Node of the snapshot", node)
@@ -420,7 +228,7 @@ def read_pod(
         blocked,
         uid=uid,
         resource_version=version,
-        subgroup=labels.get(_first(labels, names.subgroup_labels) or "", "") if group else "",
+        subgroup=labels.get(first_key(labels, names.subgroup_labels) or "", "") if group else "",
     )
 
 
@@ -436,14 +244,14 @@ def _named_queue(
     """The queue a pod names itself (a queue label or annotation, else the ClusterQueue of
     the Kueue LocalQueue it names) or by its namespace (an ElasticQuota's), None if none;
     and, where the LocalQueue it names does not exist, that LocalQueue and its label."""
-    queue_key = _first(labels, (QUEUE_LABEL, *names.queue_labels))
-    queue_note = _first(annotations, names.queue_annotations)
+    queue_key = first_key(labels, (QUEUE_LABEL, *names.queue_labels))
+    queue_note = first_key(annotations, names.queue_annotations)
     own = (labels[queue_key] if queue_key else None) or (
         annotations[queue_note] if queue_note else None
     )
     if own:
         return own, ""
-    local_key = _first(labels, names.local_queue_labels)
+    local_key = first_key(labels, names.local_queue_labels)
     if local_key and labels[local_key]:
         local = f"{namespace}/{labels[local_key]}"
         if local not in local_queues:
