@@ -22,12 +22,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpufleet.cost.allocation import IDLE, Nodes, Runs, allocate
+from gpufleet.cost.calendar import iso_utc, month_of
 from gpufleet.cost.focus import (
     FOCUS_COLUMNS,
     focus_columns,
     focus_rows,
-    iso_utc,
-    month_of,
     x_column,
 )
 from gpufleet.cost.prices import PriceSheet

@@ -39,12 +39,11 @@ what gpufleet writes in it (``docs/cost.md``, "FOCUS columns").
 A node priced as a whole (``nodeHour``) has its component prices split by its shape, so one
 SkuPriceId can carry different unit prices on nodes of different shapes matched by GPU product.
 
-Pure: times stay epoch seconds until :func:`iso_utc` writes them (UTC).
+Pure: times stay epoch seconds until :func:`~gpufleet.cost.calendar.iso_utc` writes them.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import math
 from collections.abc import Iterator, Sequence
@@ -54,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from gpufleet.cost.allocation import HOUR, IDLE, CostAllocation, overlap_hours
+from gpufleet.cost.calendar import iso_utc, month_of
 from gpufleet.cost.prices import FOCUS_CATEGORY, PriceSheet
 from gpufleet.model.arrays import FloatArray, IntArray
 
@@ -408,20 +408,3 @@ def _skus(sheet: PriceSheet, types: Sequence[str]) -> list[list[tuple[str, str]]
 
 def _json(tags: dict[str, str]) -> str:
     return json.dumps(tags, sort_keys=True, separators=(",", ":"))
-
-
-def iso_utc(t: float) -> str:
-    """Epoch seconds as FOCUS writes a moment: ``YYYY-MM-DDTHH:mm:ssZ``, UTC, the fraction of
-    a second dropped."""
-    return _utc(t).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def month_of(t: float) -> tuple[float, float]:
-    """The calendar month (UTC) holding epoch second ``t``: its start and the next's."""
-    first = _utc(t).replace(day=1, hour=0, minute=0, second=0)
-    after = (first + dt.timedelta(days=32)).replace(day=1)
-    return first.timestamp(), after.timestamp()
-
-
-def _utc(t: float) -> dt.datetime:
-    return dt.datetime.fromtimestamp(math.floor(t), tz=dt.UTC)
