@@ -55,7 +55,8 @@ def schedule_snapshot(
     """Schedule ``snapshot`` once at ``now``: every object applied to an empty cache, then
     one session — the what-if edge (``gpufleet schedule``)."""
     config = config or CycleConfig()
-    return Session(_snapshot_cache(snapshot, config), config, now).run()
+    # The cache is dropped after this one cycle: its decisions need not be assumed into it.
+    return Session(_snapshot_cache(snapshot, config), config, now).cycle.run()
 
 
 def _snapshot_cache(snapshot: Snapshot, config: CycleConfig) -> ClusterCache[Components]:
