@@ -1,7 +1,7 @@
 """``gpufleet cost`` against a real Prometheus serving the recorded cluster
 (``recording.py``): the tables and JSON a user gets, and one line and exit code 2 for each
 kind of bad input. The figures are worked out by hand from the recording, under the test
-sheet of ``test_prometheus.py`` or the bundled one."""
+sheet of ``tests/load/costs/test_cluster_usage.py`` or the bundled one."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from gpufleet.cli.app import main
-from tests.cost.conftest import _free_port
-from tests.cost.test_prometheus import SHEET
+from tests.conftest import _free_port
+from tests.load.costs.test_cluster_usage import SHEET
 
 WINDOW = ["--start", "2025-03-03T10:00:00Z", "--end", "2025-03-03T12:00:00Z"]
 
@@ -77,7 +77,7 @@ def test_the_table_a_user_reads(prometheus_url: str, sheet_file: Path, tmp_path:
     assert "prices: test-cluster — round test prices (USD)" in out
     assert "GPU utilisation: DCGM_FI_PROF_GR_ENGINE_ACTIVE, DCGM_FI_DEV_GPU_UTIL / 100" in out
     namespace, experiment, idle_pods, idle_queues, nodes = (table_rows(t) for t in tables(out)[1:])
-    # Per pod, GPU + CPU + RAM $ (test sheet; runs and usage as test_prometheus.py has them):
+    # Per pod, GPU + CPU + RAM $ (test sheet; runs and usage as test_cluster_usage.py has them):
     #   train-0  gpu-a 2 h: 4 x 2 x 3 = 24;  max(20, 16) x 2 x 0.05 = 2.0;  128 x 2 x 0.01 = 2.56
     #   notebook gpu-a 1.5 h: 1 x 1.5 x 3 = 4.5;  4 x 1.5 x 0.05 = 0.3;  32 x 1.5 x 0.01 = 0.48
     #   eval-1   gpu-b 2 h: 1 x 2 x 1 = 2;  4 x 2 x 0.0625 = 0.5;  16 x 2 x 0.015625 = 0.5

@@ -1,5 +1,5 @@
 """A real Prometheus (Debian's ``prometheus`` package) serving the recorded cluster of
-``recording.py``: its OpenMetrics text turned into a TSDB block by ``promtool tsdb
+``tests/cost/recording.py``: its OpenMetrics text turned into a TSDB block by ``promtool tsdb
 create-blocks-from openmetrics``, then served on a loopback port, once per test session.
 
 No binary, no test: the tests that need it fail, naming the package to install."""
