@@ -177,7 +177,7 @@ def test_replay_command_writes_table_json_and_plots(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     runs = json.loads(result.stdout)["runs"]
-    assert [r["policy"] for r in runs] == ["kube-default", "fifo-gang", "gpufleet"]
+    assert [r["policy"] for r in runs] == ["kube-default", "fifo-gang", "gang-backfill", "gpufleet"]
     for run in runs:
         assert run["protocol"] == "replay"
         assert run["workload"] == "philly"
@@ -185,9 +185,14 @@ def test_replay_command_writes_table_json_and_plots(tmp_path: Path) -> None:
         assert run["finished_jobs"] == 4  # 24 GPUs take every job in turn
         assert {q["queue"] for q in run["queues"]} == {"alpha", "beta"}
         assert run["capacity_gpu_hours"] > 0
+        assert run["never_started_jobs"] == 0
+        assert [c["size"] for c in run["sizes"]] == ["1", "2-4", "5-8", ">8"]
+        assert sum(c["jobs"] for c in run["sizes"]) == 4
     for name in ("results.json", "replay.png", "index.html"):
         assert (tmp_path / "report" / name).stat().st_size > 0
-    assert "gpufleet" in (tmp_path / "report" / "index.html").read_text()
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "gpufleet" in page
+    assert "Waits by job size" in page
 
 
 def test_until_cuts_the_replay_short(tmp_path: Path) -> None:

@@ -30,8 +30,8 @@ def evict(pod: str, at: float) -> Fact:
     return lambda m: m.stopped(pod, at, evicted=True)
 
 
-def arrive(job: str, q: str, at: float) -> Fact:
-    return lambda m: m.arrived(job, q, at)
+def arrive(job: str, q: str, at: float, gpus: float = 1.0) -> Fact:
+    return lambda m: m.arrived(job, q, at, gpus=gpus)
 
 
 def run(job: str, at: float) -> Fact:
@@ -195,6 +195,37 @@ def test_jobs_waits_and_completion_times() -> None:
     assert reading.wait_quantiles_s[100] == 50
     assert reading.mean_jct_s == 80
     assert [(u.queue, u.jobs) for u in reading.queues] == [("a", 2), ("b", 2)]
+
+
+def test_waits_per_job_size_count_the_jobs_that_never_started() -> None:
+    m = meter(
+        [
+            arrive("small", "a", 0, gpus=0.5),  # a share counts as the 1-GPU class
+            arrive("one", "a", 0, gpus=1),
+            arrive("four", "a", 0, gpus=4),
+            run("small", 10),
+            arrive("eight", "b", 20, gpus=8),  # never starts: waits from 20 to the end, 100
+            run("one", 30),
+            run("four", 40),
+            arrive("big", "b", 60, gpus=16),  # never starts: waits 40 so far
+        ]
+    )
+    reading = m.reading(100)
+    sizes = {c.size: c for c in reading.sizes}
+    assert list(sizes) == ["1", "2-4", "5-8", ">8"]
+    assert (sizes["1"].jobs, sizes["1"].never_started, sizes["1"].mean_wait_s) == (2, 0, 20)
+    assert (sizes["2-4"].jobs, sizes["2-4"].p95_wait_s) == (1, 40)
+    assert (sizes["5-8"].never_started, sizes["5-8"].mean_wait_s) == (1, 80)
+    assert (sizes[">8"].never_started, sizes[">8"].p50_wait_s) == (1, 40)
+    assert reading.never_started_jobs == 2
+    # The overall waits are over the jobs that started; the classes hide no starvation.
+    assert reading.mean_wait_s == pytest.approx((10 + 30 + 40) / 3)
+
+
+def test_a_size_class_without_jobs_has_no_waits() -> None:
+    reading = meter([arrive("one", "a", 0, gpus=1), run("one", 5)]).reading(10)
+    empty = [c for c in reading.sizes if c.size != "1"]
+    assert all(c.jobs == 0 and c.mean_wait_s is None for c in empty)
 
 
 def test_no_jobs_no_waits() -> None:

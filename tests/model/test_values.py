@@ -62,7 +62,7 @@ from gpufleet.model.interpod import (
 )
 from gpufleet.model.mig import TABLES, Instance, MigProfile
 from gpufleet.model.pod import PodSpec
-from gpufleet.model.results import FillRun, QueueUsage, ReplayRun, Timeline
+from gpufleet.model.results import FillRun, QueueUsage, ReplayRun, SizeWaits, Timeline
 from gpufleet.model.selectors import NodeConstraint, Requirement, Taint, Toleration
 from gpufleet.model.values import FrozenMap
 from gpufleet.model.volumes import CsiNode, PersistentVolume, Storage, StorageClass, VolumeClaim
@@ -271,7 +271,7 @@ def replay_run() -> ReplayRun:
     return ReplayRun(
         "trace", "gpufleet", 42, 10, 8, 1, 1, 5.0, 4.0, 9.0, 50.0, 70.0, 3600.0, 2, 0.5,
         12.0, 24.0, 7200.0, 100, (QueueUsage("team-a", 10, 12.0, 10.0),), (0.0, 5.0, 9.0),
-        timeline(), 1.5,
+        timeline(), 1.5, 1, (SizeWaits("1", 10, 1, 5.0, 4.0, 9.0),),
     )  # fmt: skip
 
 
@@ -458,6 +458,7 @@ CASES: dict[type, Case] = {
     TypicalPods: Case(typical, {"gpu_models": (frozenset({"V100"}), None)}),
     FillRun: Case(lambda: FillRun("default", "fgd", 42, (None, 50.0), (None, 10.0), 3, 100, 2.5)),
     QueueUsage: Case(lambda: QueueUsage("team-a", 10, 12.0, 10.0)),
+    SizeWaits: Case(lambda: SizeWaits("1", 10, 1, 5.0, 4.0, 9.0)),
     Timeline: Case(timeline, {"allocated": {"team-b": (1.0, 2.0)}}),
     ReplayRun: Case(
         replay_run,

@@ -132,9 +132,27 @@ def test_strict_fifo_blocks_behind_the_first_job_that_does_not_fit() -> None:
         gpu_job("small", "a", 2.0, 100.0, 1, 1),
     ]
     fifo = Replay(nodes(1), jobs, REPLAY_POLICIES["fifo-gang"]).run()
-    backfill = Replay(nodes(1), jobs, REPLAY_POLICIES["gpufleet"]).run()
     assert fifo.wait_quantiles_s[-1] == pytest.approx(1100.0 - 2.0)  # small: after wide
-    assert sorted([backfill.p50_wait_s or 0.0, backfill.wait_quantiles_s[-1]]) == [0.0, 999.0]
+    for name in ("gpufleet", "gang-backfill"):
+        backfill = Replay(nodes(1), jobs, REPLAY_POLICIES[name]).run()
+        assert sorted([backfill.p50_wait_s or 0.0, backfill.wait_quantiles_s[-1]]) == [0.0, 999.0]
+
+
+def test_gang_backfill_places_gangs_whole_and_evicts_nothing() -> None:
+    run = Replay(nodes(3), trace(), REPLAY_POLICIES["gang-backfill"]).run()
+    assert (run.preemptions, run.lost_gpu_hours) == (0, 0.0)
+    assert run.finished_jobs == run.jobs == len(trace())
+
+
+def test_a_job_that_never_starts_counts_in_its_size_class_at_its_wait_so_far() -> None:
+    jobs = [gpu_job("huge", "a", 0.0, 100.0, 2, 8), gpu_job("one", "a", 5.0, 100.0, 1, 1)]
+    run = Replay(nodes(1), jobs, REPLAY_POLICIES["gang-backfill"]).run(until=1000.0)
+    assert run.never_started_jobs == 1
+    sizes = {c.size: c for c in run.sizes}
+    assert (sizes[">8"].jobs, sizes[">8"].never_started) == (1, 1)
+    assert sizes[">8"].mean_wait_s == pytest.approx(1000.0)
+    assert (sizes["1"].jobs, sizes["1"].never_started, sizes["1"].mean_wait_s) == (1, 0, 0.0)
+    assert run.mean_wait_s == 0.0  # the overall waits are over the jobs that started
 
 
 def test_reclaim_evicts_and_reruns_a_job_and_counts_the_lost_gpu_time() -> None:

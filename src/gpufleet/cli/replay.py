@@ -34,7 +34,7 @@ from gpufleet.plugins.registry import REPLAY_POLICIES
 from gpufleet.report.cost_files import jobs_csv, nodes_csv, runs_csv
 from gpufleet.report.cost_page import cost_page
 from gpufleet.report.files import write_text
-from gpufleet.report.replay import DAY, replay_html, replay_table
+from gpufleet.report.replay import DAY, replay_html, replay_table, size_table
 from gpufleet.report.replay_cost import COST_PAGE, cost_html, cost_tables
 from gpufleet.report.results import results_json
 from gpufleet.sim.replay import Replay
@@ -150,6 +150,7 @@ def simulate_replay(
         span = "" if until is None else f", until {until:g}s"
     title = f"{data.workload} replay — {arrived:,} jobs, {capacity:,} GPUs ({where}){span}"
     console.print(replay_table(runs, title))
+    console.print(size_table(runs, "Waits by job size (jobs that never started: wait so far)"))
     for table in cost_tables(runs):
         console.print(table)
     return _write_report(out, runs, records, idle, nodes_priced, title, capacity)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpufleet.model.results import QueueUsage, Timeline
+from gpufleet.model.results import SIZE_CLASSES, QueueUsage, SizeWaits, Timeline
 from gpufleet.scheduler.state.fairshare import QueueTree, fair_shares
 
 if TYPE_CHECKING:
@@ -65,6 +65,8 @@ class Reading:
     queues: tuple[QueueUsage, ...]
     wait_quantiles_s: tuple[float, ...]
     timeline: Timeline
+    never_started_jobs: int
+    sizes: tuple[SizeWaits, ...]
 
 
 class Meter:
@@ -133,6 +135,7 @@ class Meter:
         self._jobs: dict[str, int] = {}
         """Job key to its row in the per-job arrays, in order of arrival."""
         self._job_queue = array("q")
+        self._job_gpus = array("d")
         self._arrival = array("d")
         self._first_start = array("d")
         self._start = array("d")
@@ -214,13 +217,14 @@ class Meter:
 
     # -- jobs ---------------------------------------------------------------------------
 
-    def arrived(self, job: str, queue: str, at: float) -> None:
-        """Job ``job`` of ``queue`` arrives at ``at``."""
+    def arrived(self, job: str, queue: str, at: float, *, gpus: float) -> None:
+        """Job ``job`` of ``queue``, of ``gpus`` GPUs in all, arrives at ``at``."""
         self.advance(at)
         if job in self._jobs:
             raise ValueError(f"job {job!r} arrived twice")
         self._jobs[job] = len(self._arrival)
         self._job_queue.append(self._index(queue))
+        self._job_gpus.append(gpus)
         self._arrival.append(at)
         self._first_start.append(math.nan)
         self._start.append(math.nan)
@@ -315,7 +319,33 @@ class Meter:
                 float(w) for w in (np.percentile(waits, np.arange(101)) if waits.size else ())
             ),
             timeline=self.timeline(),
+            never_started_jobs=int(np.count_nonzero(~started)),
+            sizes=self._size_waits(arrival, first_start, end),
         )
+
+    def _size_waits(
+        self, arrival: FloatArray, first_start: FloatArray, end: float
+    ) -> tuple[SizeWaits, ...]:
+        """The waits per job-size class, a job that never started waiting until ``end``."""
+        started = ~np.isnan(first_start)
+        waits = np.where(started, first_start, np.maximum(end, arrival)) - arrival
+        gpus = np.frombuffer(self._job_gpus, dtype=np.float64)
+        out, smaller = [], -math.inf
+        for size, largest in SIZE_CLASSES:
+            mine = (gpus > smaller) & (gpus <= largest)
+            w = waits[mine]
+            out.append(
+                SizeWaits(
+                    size,
+                    int(w.size),
+                    int(np.count_nonzero(mine & ~started)),
+                    float(w.mean()) if w.size else None,
+                    float(np.percentile(w, 50)) if w.size else None,
+                    float(np.percentile(w, 95)) if w.size else None,
+                )
+            )
+            smaller = largest
+        return tuple(out)
 
     # -- internals ----------------------------------------------------------------------
 

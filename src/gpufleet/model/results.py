@@ -3,6 +3,7 @@ schema in ``docs/simulate.md``)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -92,6 +93,44 @@ class Timeline:
         }
 
 
+SIZE_CLASSES: tuple[tuple[str, float], ...] = (
+    ("1", 1.0),
+    ("2-4", 4.0),
+    ("5-8", 8.0),
+    (">8", math.inf),
+)
+"""Job-size classes by GPUs, each with its largest size: a job of at most 1 GPU (shares
+too), 2 to 4, 5 to 8 (one 8-GPU server), more than 8 (a gang across servers)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SizeWaits:
+    """The waits of one job-size class (:data:`SIZE_CLASSES`). Every job that arrived
+    counts: one that never started waits from its arrival to the end of the run (its wait
+    so far), so starvation raises the figures instead of leaving them."""
+
+    size: str
+    jobs: int
+    never_started: int
+    mean_wait_s: float | None
+    p50_wait_s: float | None
+    p95_wait_s: float | None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "size": self.size,
+            "jobs": self.jobs,
+            "never_started": self.never_started,
+            "mean_wait_s": _rounded(self.mean_wait_s),
+            "p50_wait_s": _rounded(self.p50_wait_s),
+            "p95_wait_s": _rounded(self.p95_wait_s),
+        }
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
 @dataclass(frozen=True, slots=True)
 class ReplayRun:
     """One time-driven replay of a trace under a policy (protocol ``replay``).
@@ -104,6 +143,8 @@ class ReplayRun:
     the last jobs took, not how busy the cluster was. ``lost_gpu_hours``
     is the GPU time of runs that were evicted before they finished (they rerun from the
     start). ``wait_quantiles_s[q]`` is the q-th percentile of the waits (q = 0..100).
+    ``never_started_jobs`` arrived and never started; ``sizes`` are the waits per job-size
+    class with those jobs counted at their wait so far (:class:`SizeWaits`).
     ``cost`` is what the run cost under a price sheet (None: not costed).
     """
 
@@ -130,11 +171,12 @@ class ReplayRun:
     wait_quantiles_s: tuple[float, ...]
     timeline: Timeline
     elapsed_s: float
+    never_started_jobs: int
+    sizes: tuple[SizeWaits, ...]
     cost: ReplayCost | None = None
 
     def to_json(self) -> dict[str, object]:
-        def rounded(value: float | None) -> float | None:
-            return None if value is None else round(value, 3)
+        rounded = _rounded
 
         return {
             "protocol": "replay",
@@ -145,6 +187,7 @@ class ReplayRun:
             "finished_jobs": self.finished_jobs,
             "running_jobs": self.running_jobs,
             "pending_jobs": self.pending_jobs,
+            "never_started_jobs": self.never_started_jobs,
             "mean_wait_s": rounded(self.mean_wait_s),
             "p50_wait_s": rounded(self.p50_wait_s),
             "p95_wait_s": rounded(self.p95_wait_s),
@@ -159,6 +202,7 @@ class ReplayRun:
             "cycles": self.cycles,
             "queues": [q.to_json() for q in self.queues],
             "wait_quantiles_s": [round(w, 3) for w in self.wait_quantiles_s],
+            "sizes": [c.to_json() for c in self.sizes],
             "timeline": self.timeline.to_json(),
             "elapsed_s": round(self.elapsed_s, 3),
             **({} if self.cost is None else {"cost": self.cost.to_json()}),

@@ -261,6 +261,9 @@ def replay_registry(placements: Registry[Profile]) -> Registry[ReplayPolicy]:
       some of its GPUs while the rest of it waits), whole GPUs, one queue, no preemption;
     * ``fifo-gang`` — gangs all-or-nothing, one queue in strict first-come-first-served
       order (Kueue's StrictFIFO), best-fit placement, no preemption;
+    * ``gang-backfill`` — the baseline a user would pick first: one queue per tenant served
+      in gpufleet's fair-share order, gangs all-or-nothing, every job that fits started
+      (greedy backfill), best-fit placement, no reservations and no evictions;
     * ``gpufleet`` — one queue per tenant served in fair-share order, gangs with topology
       preference, backfill, consolidation and preemption. No reclaim and no starvation
       holds, as measured on Philly (docs/benchmarks.md): a reclaimed job reruns from the
@@ -274,6 +277,7 @@ def replay_registry(placements: Registry[Profile]) -> Registry[ReplayPolicy]:
     for policy in (
         ReplayPolicy("kube-default", "kube-default", gangs=False, tenant_queues=False),
         ReplayPolicy("fifo-gang", "best-fit", gangs=True, tenant_queues=False, strict_fifo=True),
+        ReplayPolicy("gang-backfill", "best-fit", gangs=True, tenant_queues=True),
         ReplayPolicy(
             "gpufleet",
             "gpufleet",

@@ -15,6 +15,7 @@ COLUMNS = (
     "seed",
     "jobs",
     "finished",
+    "never started",
     "mean wait h",
     "p50 wait h",
     "p95 wait h",
@@ -39,6 +40,7 @@ def rows(runs: Sequence[ReplayRun]) -> list[tuple[str, ...]]:
             str(r.seed),
             f"{r.jobs:,}",
             f"{r.finished_jobs:,}",
+            f"{r.never_started_jobs:,}",
             hours(r.mean_wait_s),
             hours(r.p50_wait_s),
             hours(r.p95_wait_s),
@@ -52,11 +54,48 @@ def rows(runs: Sequence[ReplayRun]) -> list[tuple[str, ...]]:
     ]
 
 
+SIZE_COLUMNS = (
+    "policy",
+    "job GPUs",
+    "jobs",
+    "never started",
+    "mean wait h",
+    "p50 wait h",
+    "p95 wait h",
+)
+"""The waits per job-size class: every job counts, one that never started at its wait so
+far (the main table's waits are over the jobs that started)."""
+
+
+def size_rows(runs: Sequence[ReplayRun]) -> list[tuple[str, ...]]:
+    return [
+        (
+            r.policy,
+            c.size,
+            f"{c.jobs:,}",
+            f"{c.never_started:,}",
+            hours(c.mean_wait_s),
+            hours(c.p50_wait_s),
+            hours(c.p95_wait_s),
+        )
+        for r in first_seed(runs)
+        for c in r.sizes
+    ]
+
+
 def replay_table(runs: Sequence[ReplayRun], title: str) -> Table:
+    return _table(title, COLUMNS, rows(runs))
+
+
+def size_table(runs: Sequence[ReplayRun], title: str) -> Table:
+    return _table(title, SIZE_COLUMNS, size_rows(runs))
+
+
+def _table(title: str, columns: Sequence[str], cells: Sequence[Sequence[str]]) -> Table:
     table = Table(title=title)
-    for i, column in enumerate(COLUMNS):
+    for i, column in enumerate(columns):
         table.add_column(column, justify="left" if i == 0 else "right", no_wrap=i == 0)
-    for row in rows(runs):
+    for row in cells:
         table.add_row(*row)
     return table
 
@@ -73,8 +112,10 @@ NOTE = """<img src="replay.png"
  alt="GPUs allocated per queue over time, pending GPUs and job waits, per policy">
 <p class="note">Time-driven replay: jobs arrive at their trace time, wait in their queue,
 run for their trace duration and leave; an evicted job loses its run and waits again. Wait
-is arrival to first start; JCT arrival to finish; allocation the time-weighted share of
-GPUs held. Every run, with its timeline, is in <a href="results.json">results.json</a>.</p>"""
+is arrival to first start (the first table: over the jobs that started; by job size: every
+job, one that never started at its wait so far); JCT arrival to finish; allocation the
+time-weighted share of GPUs held. Every run, with its timeline, is in
+<a href="results.json">results.json</a>.</p>"""
 
 
 def replay_html(runs: Sequence[ReplayRun], subtitle: str, extra: str = "") -> str:
@@ -99,6 +140,8 @@ def replay_html(runs: Sequence[ReplayRun], subtitle: str, extra: str = "") -> st
         part
         for part in (
             table_html(COLUMNS, rows(runs)),
+            "<h2>Waits by job size (jobs that never started at their wait so far)</h2>",
+            table_html(SIZE_COLUMNS, size_rows(runs)),
             "<h2>GPU-hours per queue against fair share</h2>",
             table_html(["queue", *(f"{r.policy} (held / fair)" for r in shown)], queue_rows),
             NOTE,

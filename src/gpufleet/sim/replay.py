@@ -200,7 +200,7 @@ class Replay:
 
     def _arrive(self, i: int, now: float) -> None:
         job = self.jobs[i]
-        self.meter.arrived(job.name, self._tenant(job), now)
+        self.meter.arrived(job.name, self._tenant(job), now, gpus=job.gpus)
         if job.gpus > self.capacity and (self._gang(job) or job.pods > self.capacity):
             # It can never start (a gang larger than the cluster; without gangs, more pods
             # than GPUs): it waits for good, counted as never started, and none of its pods
@@ -373,6 +373,8 @@ class Replay:
             wait_quantiles_s=reading.wait_quantiles_s,
             timeline=reading.timeline,
             elapsed_s=elapsed,
+            never_started_jobs=reading.never_started_jobs,
+            sizes=reading.sizes,
             cost=cost,
         )
 
