@@ -95,8 +95,21 @@ WANTS_1 = run("a/job", 10).gpus(1).obj()
                 run("a/p3", 5).gpus(2).on("n1", 0, 1).obj(),
             ],
             WANTS_2,
-            ["a/p3"],
-            id="fewest-victims-first",
+            # two victims of priority 1 rather than one of priority 5
+            ["a/p1", "a/p2"],
+            id="lowest-priority-before-fewest-victims",
+        ),
+        pytest.param(
+            [two("n0"), two("n1")],
+            [
+                run("a/young1").gpus(1).on("n0", 0, started=90.0).obj(),
+                run("a/young2").gpus(1).on("n0", 1, started=90.0).obj(),
+                run("a/old").gpus(2).on("n1", 0, 1, started=0.0).obj(),
+            ],
+            WANTS_2,
+            # two victims that ran 10 s (20 GPU-s lost) rather than one that ran 100 s (200)
+            ["a/young1", "a/young2"],
+            id="least-work-lost-before-fewest-victims",
         ),
         pytest.param(
             [two("n0"), two("n1")],
@@ -215,10 +228,11 @@ def test_cost_orders_units_cheapest_first() -> None:
         ),
         "high-whole-new": (placed("a/6", run("x", 5).gpus(1).obj(), (5,), 90.0),),
     }
+    # At 100 s: the new whole pod lost 50 GPU-s, the old one 90, the gang of two 100.
     assert sorted(units, key=lambda name: search.cost(units[name])) == [
         "low-whole-new",
-        "low-gang-new",
         "low-whole-old",
+        "low-gang-new",
         "low-share-new",
         "high-whole-new",
     ]

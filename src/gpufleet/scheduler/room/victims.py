@@ -22,10 +22,12 @@ min runtime for preempt and reclaim. A pod of a gang that has no pods to spare b
 
 For each pod of the job's core, in turn: if it fits, it is placed; otherwise every node on
 which it would fit once all eligible victims were gone is tried: victims are taken
-cheapest first (lowest priority, whole-GPU pods before pods sharing a GPU, newest first,
-smallest unit) until the pod fits, then each is reprieved, most expensive first, if the pod
-still fits without evicting it. The node with the fewest victims (then lowest priorities,
-fewest broken GPU shares, least work lost — the GPU-time its victims have run) wins.
+cheapest first (lowest priority, whole-GPU pods before pods sharing a GPU, least work lost,
+newest, smallest unit) until the pod fits, then each is reprieved, most expensive first, if
+the pod still fits without evicting it. The node whose victims have the lowest priority
+wins, then the one where the least work is lost (the GPU-time the victims have run: one
+20-day-old job costs more than two 5-minute-old ones), then the fewest broken GPU shares,
+then the fewest victims.
 Everything happens in one transaction, so a job that cannot be completed leaves no
 evictions behind.
 """
@@ -117,16 +119,20 @@ class VictimSearch:
         return (
             max(r.pod.priority for r in unit),
             any(r.spec.is_gpu_share for r in unit),
+            self.lost_work(list(unit)),
             -max(r.pod.started or 0.0 for r in unit),
             len(unit),
             unit[0].pod.key,
         )
 
     def lost_work(self, victims: list[Running]) -> float:
-        """GPU-seconds the victims have run (their work is lost unless they checkpoint)."""
-        now = self.means.round.now
+        """GPU-seconds the victims have run: their GPUs, with the devices of their
+        ResourceClaims, times the time since they started (their work is lost unless they
+        checkpoint)."""
+        now, book = self.means.round.now, self.ledger.book
         return sum(
-            v.spec.gpu_equivalent * (now - v.pod.started)
+            (v.spec.gpu_equivalent + sum(book.most_gpus(k) for k in v.pod.claims))
+            * (now - v.pod.started)
             for v in victims
             if v.pod.started is not None
         )
@@ -206,7 +212,7 @@ class VictimSearch:
         *,
         relocate: bool,
     ) -> tuple[int, list[Running]] | None:
-        """The node where the fewest, cheapest victims make room for ``spec``."""
+        """The node where the cheapest victims (least work lost) make room for ``spec``."""
         pool = self.pool
         left = pool.without(mask, [r.pod.key for r in taken])
         if not left.any():
@@ -260,7 +266,7 @@ class VictimSearch:
         relocate: bool,
         beat: tuple[object, ...] | None = None,
     ) -> tuple[tuple[object, ...], list[Running]] | None:
-        """The fewest, cheapest victims on ``node`` that let ``spec`` fit (state unchanged).
+        """The cheapest victims on ``node`` that let ``spec`` fit (state unchanged).
 
         A pod whose gang has no pod to spare brings its whole gang, and every member must be
         an eligible victim itself; spares are counted against everything chosen so far. A
@@ -299,10 +305,10 @@ class VictimSearch:
                 txn.rollback(inner)
         flat = [v for u in chosen for v in u]
         score = (
-            len(flat),
             max(v.pod.priority for v in flat),
-            sum(v.spec.is_gpu_share for v in flat),
             self.lost_work(flat),
+            sum(v.spec.is_gpu_share for v in flat),
+            len(flat),
             node,
         )
         ok = (beat is None or score < beat) and (
