@@ -240,8 +240,10 @@ def test_consolidation_is_retried_once_new_pods_may_move() -> None:
         [PodInfo("ns/fixed", PodSpec("fixed", 1000, 1024, 1, 1000), node="n1", priority=200)],
         CycleConfig(policy="kube-default", actions=("consolidate",)),
     )
-    for name, gpus in (("a", 1), ("b", 2)):
-        _wait(cache, name, gpus, len(name))
+    # a is served first (a higher priority); b has waited long enough to earn moving a
+    # (2 GPUs x 110 s against 1 GPU x 10 s)
+    _wait(cache, "a", 1, 1.0, priority=10)
+    _wait(cache, "b", 2, -100.0)
     first = scheduler.run(0.0)
     assert [b.pod for b in first.bindings] == ["ns/a"]
     _confirm(cache, first, 0.0)
@@ -274,8 +276,11 @@ def _backlog_scheduler(
     return _scheduler([NodeSpec("n1", 64_000, 512 * 1024, 8, "V100")], pods, config)
 
 
-def _wait(cache: ClusterCache[Components], name: str, gpus: int, created: float) -> None:
-    pod = PodInfo(f"ns/{name}", PodSpec(name, 1000, 1024, gpus, 1000), created=created)
+def _wait(
+    cache: ClusterCache[Components], name: str, gpus: int, created: float, priority: int = 0
+) -> None:
+    spec = PodSpec(name, 1000, 1024, gpus, 1000)
+    pod = PodInfo(f"ns/{name}", spec, created=created, priority=priority)
     cache.apply(Event("ADDED", "Pod", pod))
 
 

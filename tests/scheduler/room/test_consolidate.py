@@ -110,6 +110,29 @@ def test_a_plan_moves_a_pod_and_places_the_job_where_it_was() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("created", "moves"),
+    [
+        # at 100 s, a/solo (1 GPU) has run 100 s: moving it loses 100 GPU-s
+        pytest.param(0.0, True, id="waited-100s-x2-gpus-earns-twice-the-loss"),
+        pytest.param(60.0, False, id="waited-40s-x2-gpus-does-not"),
+    ],
+)
+def test_a_move_must_earn_twice_the_work_it_throws_away(created: float, moves: bool) -> None:
+    search = search_for(info("a/job").gpus(2).created(created).obj())
+    plan, _ = search.run(CONSOLIDATE, pods_request(search.job.core))
+    assert (plan is not None) is moves
+
+
+def test_a_move_refused_for_its_gain_is_tried_again_each_hour() -> None:
+    def epoch(now: float) -> object:
+        cycle = cycle_of([node("n0", gpus=2)], [WANTS_2], now=now)
+        return CONSOLIDATE.epoch(cycle.means)
+
+    assert epoch(100.0) == epoch(3500.0)
+    assert epoch(100.0) != epoch(3700.0)
+
+
 def test_no_room_when_moving_every_movable_pod_would_not_help() -> None:
     gang = (
         info("a/g-0").gpus(1).gang("a/g").on("n0", 0).obj(),
@@ -136,7 +159,7 @@ def test_the_movable_pods_are_kept_for_the_epoch_and_the_held_nodes() -> None:
     others = Exclusion(np.array([True, False, True, True]), "held")
     # a/solo fits only on the free GPUs of n2 (now), n3 and n0, its own node
     assert not movable(VictimSearch(cycle.means, search.job, others))[0].any()
-    assert CONSOLIDATE.epoch(cycle.means) == cycle.means.consolidation_epoch()
+    assert CONSOLIDATE.epoch(cycle.means) == (cycle.means.consolidation_epoch(), 0)
 
 
 def test_a_job_that_never_preempts_may_still_have_pods_moved() -> None:

@@ -4,6 +4,12 @@ Candidates are preemptible pods outside gangs and without ResourceClaims (a gang
 not moved: that would break the gang) that fit somewhere else on their own. A moved pod
 must be bound again elsewhere in the same cycle. Tried only when the job fits the cluster's
 total free capacity: moving pods creates no capacity, it only gathers it.
+
+A move must earn the work it throws away: the pods moved for a job (their GPUs times the
+time they have run, as the victim search counts it) may lose at most 1/:data:`GAIN_RATIO` of
+what the job has waited (its GPUs times its wait so far). A job refused for too little gain
+is tried again once its wait has grown: the consolidation epoch turns every
+:data:`RECHECK_S`.
 """
 
 from __future__ import annotations
@@ -18,14 +24,20 @@ from gpufleet.scheduler.api.outcome import NoteCode, note
 from gpufleet.scheduler.room.protocols import always, moving
 
 if TYPE_CHECKING:
-    from collections.abc import Hashable
+    from collections.abc import Callable, Hashable
 
     from gpufleet.model.arrays import BoolArray, FloatArray
     from gpufleet.model.cluster import ClusterState
     from gpufleet.scheduler.api.job import Job
-    from gpufleet.scheduler.room.protocols import Candidates, Means, SearchView
+    from gpufleet.scheduler.api.transaction import Running
+    from gpufleet.scheduler.room.protocols import Candidates, Means, SearchView, Unit
 
 NAME = "consolidate"
+GAIN_RATIO = 2.0
+"""A move is made when the job's GPU-time waited is at least this many times the GPU-time
+the moved pods lose."""
+RECHECK_S = 3600.0
+"""How often a consolidation refused for too little gain is tried again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +60,7 @@ class Consolidate:
             or state.memory_free.sum() < request[2]
         ):
             return None, note(NoteCode.BEYOND_FREE), always
-        return movable(search)[0], None, always
+        return movable(search)[0], None, earned(search)
 
     def freed(self, search: SearchView, mask: BoolArray) -> ClusterState:
         return movable(search)[1]
@@ -59,7 +71,18 @@ class Consolidate:
     def epoch(self, means: Means) -> Hashable:
         """What runs where is all it depends on: a failure lasts until capacity is freed
         or new pods may be moved, across cycles."""
-        return means.consolidation_epoch()
+        return means.consolidation_epoch(), int(means.round.now // RECHECK_S)
+
+
+def earned(search: SearchView) -> Callable[[Unit, list[Running]], bool]:
+    """Whether moving a unit, beside the pods already taken, still earns its loss."""
+    job, now = search.job, search.means.round.now
+    gain = sum(p.demand.gpu_equivalent for p in job.core) * max(0.0, now - job.created)
+
+    def accept(unit: Unit, taken: list[Running]) -> bool:
+        return GAIN_RATIO * search.lost_work([*taken, *unit]) <= gain
+
+    return accept
 
 
 def movable(search: SearchView) -> tuple[BoolArray, ClusterState]:
