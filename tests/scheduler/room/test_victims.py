@@ -246,6 +246,9 @@ def test_lost_work_is_the_gpu_time_the_victims_ran() -> None:
         placed("a/3", run("x").gpus(1).obj(), (3,), None),
     ]
     assert search.lost_work(victims) == pytest.approx(2 * 60 + 0.5 * 100)
+    # a start after now (clock skew, a what-if at an earlier time) loses nothing, not less
+    ahead = placed("a/4", run("x").gpus(4).obj(), (4,), 150.0)
+    assert search.lost_work([*victims, ahead]) == pytest.approx(2 * 60 + 0.5 * 100)
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ profile names (``CycleConfig.actions``) make room, in that order: ``consolidate.
 preemptible pods to defragment, ``reclaim.py`` takes capacity back from queues above their
 fair share, ``preempt.py`` evicts lower-priority pods of the job's own queue. Each of these
 is a rule for who may be a victim (a :class:`~gpufleet.scheduler.room.protocols.RoomAction`); the
-search for the fewest, cheapest victims is the one
+search for the cheapest victims (lowest priority, then least work lost) is the one
 :class:`~gpufleet.scheduler.room.victims.VictimSearch` they share, and ``scheduler/room/room.py``
 runs them with its memo of failures.
 ``stale_gang.py`` releases a gang left below its ``minMember``.

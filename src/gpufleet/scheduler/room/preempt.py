@@ -2,7 +2,8 @@
 
 Victims are the preemptible pods of the job's queue with a lower priority than the job's,
 past the queue's ``preemptMinRuntime``. Every unit of victims may be taken; the search
-(:class:`~gpufleet.scheduler.room.victims.VictimSearch`) chooses the fewest and cheapest.
+(:class:`~gpufleet.scheduler.room.victims.VictimSearch`) chooses the cheapest: lowest
+priority, then least work lost.
 """
 
 from __future__ import annotations

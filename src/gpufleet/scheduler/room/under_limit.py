@@ -6,15 +6,15 @@ queue at its GPU limit preempts the queue's running ``train`` pod; Volcano's pre
 evicts within a queue whatever its capability). Without it a queue at its limit would run its
 low-priority work to the end while its urgent work waits.
 
-The victims are what the preempt action may take (``room/preempt.py``): preemptible pods
-of the job's own queue, of lower priority than the job, past the queue's
-``preemptMinRuntime``, never a pod bound in this cycle; a gang with no pod to spare goes
-whole. They are chosen cheapest first (the victim search's order: lowest priority, whole
-GPUs before shares, newest, fewest pods) until what they hold brings every queue on the
-job's path back under its limit with the job counted, and then the costliest of them that
-are not needed for that are reprieved. The job must then be admitted (a non-preemptible job
-still within its quota) and fit the cluster with those victims gone; otherwise nothing is
-evicted and the job waits at its limit.
+The victims are what the preempt action may take (``room/preempt.py``): preemptible pods of
+the job's own queue, of lower priority than the job, past the queue's ``preemptMinRuntime``,
+never a pod bound in this cycle; a gang with no pod to spare goes whole. They are chosen
+cheapest first (the victim search's order: lowest priority, whole GPUs before shares, least
+work lost, newest, fewest pods) until what they hold brings every queue on the job's path
+back under its limit with the job counted, and then the costliest of them that are not
+needed for that are reprieved. The job must then be admitted (a non-preemptible job still
+within its quota) and fit the cluster with those victims gone; otherwise nothing is evicted
+and the job waits at its limit.
 """
 
 from __future__ import annotations

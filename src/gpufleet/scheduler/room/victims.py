@@ -69,6 +69,9 @@ class VictimSearch:
         self.pool = means.pool
         self.pod: PodInfo | None = None
         """The pod of the job whose room is being made (its claims must fit too)."""
+        self._claim_gpus: dict[str, float] = {}
+        """Per running pod, the GPUs of its claims, read before the search evicts anything
+        (an evicted pod's claims are released: they would read as their upper bound)."""
 
     def run(self, action: RoomAction, request: FloatArray) -> tuple[Plan | None, Note]:
         """Make room for the job's core with ``action``'s victims: a plan, and a note."""
@@ -126,16 +129,27 @@ class VictimSearch:
         )
 
     def lost_work(self, victims: list[Running]) -> float:
-        """GPU-seconds the victims have run: their GPUs, with the devices of their
-        ResourceClaims, times the time since they started (their work is lost unless they
-        checkpoint)."""
-        now, book = self.means.round.now, self.ledger.book
+        """GPU-seconds the victims have run: their GPUs, with their share of the devices of
+        their ResourceClaims, times the time since they started (their work is lost unless
+        they checkpoint)."""
+        now = self.means.round.now
         return sum(
-            (v.spec.gpu_equivalent + sum(book.most_gpus(k) for k in v.pod.claims))
-            * (now - v.pod.started)
+            (v.spec.gpu_equivalent + self._claimed(v)) * max(0.0, now - v.pod.started)
             for v in victims
             if v.pod.started is not None
         )
+
+    def _claimed(self, r: Running) -> float:
+        """The GPUs of ``r``'s claims, each shared evenly by the running pods that use it."""
+        if not r.pod.claims:
+            return 0.0
+        known = self._claim_gpus.get(r.pod.key)
+        if known is None:
+            book = self.ledger.book
+            known = self._claim_gpus[r.pod.key] = sum(
+                book.most_gpus(k) / max(1, self.ledger.claim_consumers(k)) for k in r.pod.claims
+            )
+        return known
 
     def fits(self, spec: PodSpec, node: int) -> bool:
         """``spec`` fits ``node`` now by every filter of the profile (the rule placement
