@@ -34,7 +34,7 @@ from gpufleet.scheduler.state.fairshare import QueueTree, fair_shares
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from gpufleet.model.arrays import FloatArray
+    from gpufleet.model.arrays import BoolArray, FloatArray
     from gpufleet.model.workload import QueueSpec
 
 HOUR = 3600.0
@@ -291,6 +291,7 @@ class Meter:
         jobs_of = np.bincount(
             np.frombuffer(self._job_queue, dtype=np.int64), minlength=len(self.queues)
         )
+        mean_wait, p50_wait, p95_wait = _mean_p50_p95(waits)
         window, window_gpu_s = min(self.average_until, end), self._averaged_gpu_seconds
         if window <= 0:  # nothing to average before the window ends: the whole span
             window, window_gpu_s = end, self.gpu_seconds
@@ -299,9 +300,9 @@ class Meter:
             finished_jobs=int(np.count_nonzero(finished)),
             running_jobs=running,
             pending_jobs=arrival.size - int(np.count_nonzero(finished)) - running,
-            mean_wait_s=float(waits.mean()) if waits.size else None,
-            p50_wait_s=float(np.percentile(waits, 50)) if waits.size else None,
-            p95_wait_s=float(np.percentile(waits, 95)) if waits.size else None,
+            mean_wait_s=mean_wait,
+            p50_wait_s=p50_wait,
+            p95_wait_s=p95_wait,
             mean_jct_s=float(jcts.mean()) if jcts.size else None,
             gpu_allocation_mean=(
                 100.0 * window_gpu_s / (self.capacity * window) if self.capacity * window else 0.0
@@ -320,30 +321,21 @@ class Meter:
             ),
             timeline=self.timeline(),
             never_started_jobs=int(np.count_nonzero(~started)),
-            sizes=self._size_waits(arrival, first_start, end),
+            sizes=self._size_waits(arrival, first_start, started, end),
         )
 
     def _size_waits(
-        self, arrival: FloatArray, first_start: FloatArray, end: float
+        self, arrival: FloatArray, first_start: FloatArray, started: BoolArray, end: float
     ) -> tuple[SizeWaits, ...]:
         """The waits per job-size class, a job that never started waiting until ``end``."""
-        started = ~np.isnan(first_start)
         waits = np.where(started, first_start, np.maximum(end, arrival)) - arrival
         gpus = np.frombuffer(self._job_gpus, dtype=np.float64)
         out, smaller = [], -math.inf
         for size, largest in SIZE_CLASSES:
             mine = (gpus > smaller) & (gpus <= largest)
             w = waits[mine]
-            out.append(
-                SizeWaits(
-                    size,
-                    int(w.size),
-                    int(np.count_nonzero(mine & ~started)),
-                    float(w.mean()) if w.size else None,
-                    float(np.percentile(w, 50)) if w.size else None,
-                    float(np.percentile(w, 95)) if w.size else None,
-                )
-            )
+            never = int(np.count_nonzero(mine & ~started))
+            out.append(SizeWaits(size, int(w.size), never, *_mean_p50_p95(w)))
             smaller = largest
         return tuple(out)
 
@@ -386,3 +378,11 @@ class Meter:
         )
         shares = np.stack([fair.get(q, np.zeros(spans.size)) for q in self.queues], axis=1)
         return spans @ held, spans @ shares
+
+
+def _mean_p50_p95(values: FloatArray) -> tuple[float | None, float | None, float | None]:
+    """The mean, median and 95th percentile of ``values`` (None each: there are none)."""
+    if not values.size:
+        return None, None, None
+    p50, p95 = np.percentile(values, [50, 95])
+    return float(values.mean()), float(p50), float(p95)

@@ -9,6 +9,7 @@ from rich.table import Table
 
 from gpufleet.model.results import ReplayRun
 from gpufleet.report.html import page, table_html
+from gpufleet.report.table import text_table
 
 COLUMNS = (
     "policy",
@@ -84,20 +85,11 @@ def size_rows(runs: Sequence[ReplayRun]) -> list[tuple[str, ...]]:
 
 
 def replay_table(runs: Sequence[ReplayRun], title: str) -> Table:
-    return _table(title, COLUMNS, rows(runs))
+    return text_table(title, COLUMNS, rows(runs))
 
 
 def size_table(runs: Sequence[ReplayRun], title: str) -> Table:
-    return _table(title, SIZE_COLUMNS, size_rows(runs))
-
-
-def _table(title: str, columns: Sequence[str], cells: Sequence[Sequence[str]]) -> Table:
-    table = Table(title=title)
-    for i, column in enumerate(columns):
-        table.add_column(column, justify="left" if i == 0 else "right", no_wrap=i == 0)
-    for row in cells:
-        table.add_row(*row)
-    return table
+    return text_table(title, SIZE_COLUMNS, size_rows(runs))
 
 
 def first_seed(runs: Sequence[ReplayRun]) -> list[ReplayRun]:

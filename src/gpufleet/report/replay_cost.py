@@ -27,6 +27,7 @@ from gpufleet.model.costs import (
 from gpufleet.model.results import ReplayRun
 from gpufleet.report.html import table_html
 from gpufleet.report.replay import first_seed
+from gpufleet.report.table import text_table
 
 TOP_QUEUES = 15
 """Queues in the per-queue table (the most costly under the first policy shown)."""
@@ -140,17 +141,13 @@ def cost_tables(runs: Sequence[ReplayRun]) -> list[Table | Text]:
         return []
     currency = found[0][1].sheet.currency
     columns = cost_columns(currency)
-    summary = Table(title="cost of the replay")
-    for i, column in enumerate(columns):
-        summary.add_column(column, justify="left" if i == 0 else "right", no_wrap=i == 0)
-    for row in cost_rows(runs):
-        summary.add_row(*row)
+    summary = text_table("cost of the replay", columns, cost_rows(runs))
     header, body = queue_rows(runs)
-    queues = Table(title=f"cost per queue, {currency} (a parent includes its children)")
-    for i, column in enumerate(header):
-        queues.add_column(column, justify="left" if i == 0 else "right", no_wrap=i == 0)
-    for line in body:
-        queues.add_row(Text(line[0]), *line[1:])  # names are the user's: never markup
+    queues = text_table(
+        f"cost per queue, {currency} (a parent includes its children)",
+        header,
+        [(Text(line[0]), *line[1:]) for line in body],  # names are the user's: never markup
+    )
     jobs = Table(title=f"most costly jobs, {currency}")
     for i, column in enumerate(("policy", "job", "queue", "GPU-h", "cost")):
         jobs.add_column(column, justify="left" if i < 3 else "right", no_wrap=i < 3)

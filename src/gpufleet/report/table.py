@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich.table import Table
+from rich.text import Text
 
 from gpufleet.report.summary import FRAG_AT, PolicySummary
 
@@ -39,9 +40,15 @@ def summary_table(summaries: Sequence[PolicySummary]) -> Table:
     seed_text = (
         f"seed {seeds[0]}" if len(seeds) == 1 else f"seeds {seeds[0]}-{seeds[-1]} (mean ± sd)"
     )
-    table = Table(title=f"{', '.join(workloads)} — {seed_text}")
-    for i, column in enumerate(COLUMNS):
+    return text_table(f"{', '.join(workloads)} — {seed_text}", COLUMNS, rows(summaries))
+
+
+def text_table(title: str, columns: Sequence[str], cells: Sequence[Sequence[str | Text]]) -> Table:
+    """A terminal table: its first column, the name, left-aligned and never wrapped; the
+    figures right-aligned."""
+    table = Table(title=title)
+    for i, column in enumerate(columns):
         table.add_column(column, justify="left" if i == 0 else "right", no_wrap=i == 0)
-    for row in rows(summaries):
+    for row in cells:
         table.add_row(*row)
     return table
