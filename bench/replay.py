@@ -2,20 +2,25 @@
 
 Prints, per trace and policy: jobs, finished, never started, mean / p50 / p95 wait, mean
 JCT, time-weighted GPU allocation, preemptions, lost GPU-hours and the run time; then the
-waits per job-size class, every job counted (one that never started at its wait so far).
+waits per job-size class, every job counted (one that never started at its wait so far);
+then what each evicting action cost and bought. On Philly, gpufleet also runs with a
+restart time of 5 minutes and with checkpoints every 30 minutes (``--restart-time``,
+``--checkpoint-interval`` set both for every run instead).
 openb default replays on its own 1,213 nodes; Philly on the bundled default cluster (80 x 8
 GPUs, racks of 8). ``--until`` cuts the replays short (seconds of trace time); ``--policy``
 picks policies and ``--trace`` traces (both repeatable); ``--variants`` adds gpufleet with
-reclaim, with starvation holds (after 30 min, after 6 h), and without consolidation. A run
+reclaim, with its reservation after 30 min or 6 h, without a reservation, and without
+consolidation. A run
 of everything (no option) writes its table into docs/benchmarks.md unless ``--no-docs``.
 
     python -m bench.replay [--trace philly] [--policy gpufleet] [--until 3000000] [--variants]
-                           [--traces DIR]
+                           [--restart-time 300] [--checkpoint-interval 1800] [--traces DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -26,8 +31,11 @@ from bench.traces import OPENB, PHILLY, add_traces_option, require
 from gpufleet.load.traces.replay_inputs import load_replay
 from gpufleet.plugins.registry import REPLAY_POLICIES, ReplayPolicy
 from gpufleet.report.replay import (
+    ACTION_COLUMNS,
     COLUMNS,
     SIZE_COLUMNS,
+    action_rows,
+    action_table,
     replay_table,
     rows,
     size_rows,
@@ -38,10 +46,17 @@ from gpufleet.sim.replay import Replay
 GPUFLEET = REPLAY_POLICIES["gpufleet"]
 VARIANTS = [
     replace(GPUFLEET, name="gpufleet+reclaim", actions=("consolidate", "reclaim", "preempt")),
-    replace(GPUFLEET, name="gpufleet+holds-30m", starvation_after_s=1800.0),
-    replace(GPUFLEET, name="gpufleet+holds-6h", starvation_after_s=6 * 3600.0),
+    replace(GPUFLEET, name="gpufleet+reserve-30m", starvation_after_s=1800.0),
+    replace(GPUFLEET, name="gpufleet+reserve-6h", starvation_after_s=6 * 3600.0),
+    replace(GPUFLEET, name="gpufleet-reserve", starvation_after_s=math.inf),
     replace(GPUFLEET, name="gpufleet-consolidate", actions=("preempt",)),
 ]
+RUN_MODELS = [
+    (replace(GPUFLEET, name="gpufleet restart 5m"), 0.0, 300.0),
+    (replace(GPUFLEET, name="gpufleet checkpoints 30m"), 1800.0, 0.0),
+    (replace(GPUFLEET, name="gpufleet both"), 1800.0, 300.0),
+]
+"""gpufleet on Philly as jobs restart: a restart time, checkpoints every 30 minutes, both."""
 
 FILES = {
     "openb-default": Path(OPENB) / "openb_pod_list_default.csv",
@@ -57,6 +72,8 @@ def main() -> None:
     parser.add_argument("--until", type=float, default=None)
     parser.add_argument("--variants", action="store_true")
     parser.add_argument("--no-docs", action="store_true")
+    parser.add_argument("--restart-time", type=float, default=None)
+    parser.add_argument("--checkpoint-interval", type=float, default=None)
     add_traces_option(parser)
     args = parser.parse_args()
     traces = args.trace or list(FILES)
@@ -68,8 +85,15 @@ def main() -> None:
     policies: list[ReplayPolicy] = [REPLAY_POLICIES[n] for n in args.policy or REPLAY_POLICIES]
     if args.variants:
         policies += VARIANTS
+    actions = ["| trace | " + " | ".join(ACTION_COLUMNS) + " |"]
+    actions.append("|---" * (len(ACTION_COLUMNS) + 1) + "|")
+    chosen = args.restart_time is not None or args.checkpoint_interval is not None
+    everything = not (args.trace or args.policy or args.until or args.variants or chosen)
     for trace in traces:
         data = load_replay(args.traces / FILES[trace])
+        plans = [(p, args.checkpoint_interval or 0.0, args.restart_time or 0.0) for p in policies]
+        if trace == "philly" and not chosen and (everything or args.variants):
+            plans += RUN_MODELS
         runs = [
             Replay(
                 data.nodes,
@@ -78,16 +102,20 @@ def main() -> None:
                 queues=data.queues,
                 topology=data.topology,
                 workload=data.workload,
+                checkpoint_interval_s=checkpoint,
+                restart_s=restart,
             ).run(until=args.until)
-            for policy in policies
+            for policy, checkpoint, restart in plans
         ]
         gpus = sum(n.gpus for n in data.nodes)
         console.print(
             replay_table(runs, f"{trace}: {len(data.jobs):,} jobs, {gpus:,} GPUs ({data.cluster})")
         )
         console.print(size_table(runs, f"{trace}: waits by job size (never started: wait so far)"))
+        console.print(action_table(runs, f"{trace}: what each evicting action cost and bought"))
         lines += [f"| {trace} | " + " | ".join(row[:1] + row[2:]) + " |" for row in rows(runs)]
         sizes += [f"| {trace} | " + " | ".join(row) + " |" for row in size_rows(runs)]
+        actions += [f"| {trace} | " + " | ".join(row) + " |" for row in action_rows(runs)]
     lines += [
         "",
         "Waits by job size (GPUs per job), every job counted: one that never started at its "
@@ -95,9 +123,14 @@ def main() -> None:
         "",
         *sizes,
         "",
+        "What each evicting action cost (the runs it ended, the GPU-hours they lost, restart "
+        "time included) and bought (the jobs it made room for that started, and the GPU-hours "
+        "they had waited).",
+        "",
+        *actions,
+        "",
         "Reproduce: `python -m bench.replay` (hours; run time in seconds).",
     ]
-    everything = not (args.trace or args.policy or args.until or args.variants)
     if everything:
         publish("replay", "\n".join(lines), write_docs=not args.no_docs)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from gpufleet.compose import COMPONENTS
 from gpufleet.model.cluster import ClusterState, NodeSpec
@@ -128,6 +129,11 @@ class InfoBuilder:
 
     def created(self, at: float) -> InfoBuilder:
         self.info = replace(self.info, created=at)
+        return self
+
+    def progress(self, **fields: Any) -> InfoBuilder:
+        """Its expected duration, checkpoints or moves (``model/progress.py``)."""
+        self.info = replace(self.info, progress=replace(self.info.progress, **fields))
         return self
 
     def never_preempts(self) -> InfoBuilder:

@@ -458,7 +458,7 @@ def test_a_pod_without_creation_time_has_an_unknown_age_not_one_since_1970(
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert ("Waiting 86400s" in done.stdout) is starving, done.stdout
-    assert "holding node(s)" in done.stdout if starving else "holding" not in done.stdout
+    assert "reserved for it" in done.stdout if starving else "reserved" not in done.stdout
 
 
 DRA_SCENARIO = Path(__file__).parents[1] / "scenarios" / "dra-per-device-node-selection.yaml"

@@ -11,6 +11,7 @@ from gpufleet.compose import run_cycle
 from gpufleet.load.errors import InputError
 from gpufleet.load.snapshot import load_snapshot
 from gpufleet.model.cluster import NodeSpec
+from gpufleet.model.progress import Progress
 from gpufleet.model.selectors import Requirement, Taint
 from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, Snapshot
 from gpufleet.report.cycle import cycle_json
@@ -570,6 +571,30 @@ POD = "apiVersion: v1\nkind: Pod\nmetadata: {{name: p, namespace: ml{meta}}}\nsp
             "StorageClass x: field 'volumeBindingMode': expected Immediate | WaitForFirstConsumer",
             id="storage-class-mode",
         ),
+        pytest.param(
+            [
+                NODE,
+                POD.format(
+                    meta=", annotations: {gpufleet.io/checkpoint-interval: often}",
+                    spec="containers: [{name: c}]",
+                ),
+            ],
+            "Pod p: field 'metadata.annotations.gpufleet.io/checkpoint-interval': expected a "
+            "duration such as '30m' or '2h', got 'often'",
+            id="checkpoint-interval",
+        ),
+        pytest.param(
+            [
+                NODE,
+                POD.format(
+                    meta=", annotations: {gpufleet.io/last-checkpoint: yesterday}",
+                    spec="containers: [{name: c}]",
+                ),
+            ],
+            "Pod p: field 'metadata.annotations.gpufleet.io/last-checkpoint': expected an RFC "
+            "3339 time",
+            id="last-checkpoint",
+        ),
         pytest.param(["key: [unclosed"], "is not valid YAML", id="bad-yaml"),
         pytest.param(["- just\n- a list"], "expected Kubernetes objects", id="not-objects"),
     ],
@@ -655,3 +680,13 @@ def test_a_node_pool_does_not_give_its_nodes_the_templates_identity(tmp_path: Pa
     snap = load_snapshot(write(tmp_path, pool))
     assert [n.name for n in snap.nodes] == ["pool-000", "pool-001"]
     assert identities(snap) == [("", ""), ("", "")]
+
+
+def test_a_pod_says_what_its_run_is_worth_in_annotations(tmp_path: Path) -> None:
+    meta = (
+        ", annotations: {gpufleet.io/expected-duration: 2h, gpufleet.io/checkpoint-interval: "
+        "30m, gpufleet.io/last-checkpoint: '2026-01-01T00:10:00Z'}"
+    )
+    path = write(tmp_path, NODE, POD.format(meta=meta, spec="containers: [{name: c}]"))
+    (pod,) = load_snapshot(path).pods
+    assert pod.progress == Progress(7200.0, 1800.0, 1767226200.0)

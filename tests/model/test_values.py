@@ -62,7 +62,15 @@ from gpufleet.model.interpod import (
 )
 from gpufleet.model.mig import TABLES, Instance, MigProfile
 from gpufleet.model.pod import PodSpec
-from gpufleet.model.results import FillRun, QueueUsage, ReplayRun, SizeWaits, Timeline
+from gpufleet.model.progress import Progress
+from gpufleet.model.results import (
+    ActionTally,
+    FillRun,
+    QueueUsage,
+    ReplayRun,
+    SizeWaits,
+    Timeline,
+)
 from gpufleet.model.selectors import NodeConstraint, Requirement, Taint, Toleration
 from gpufleet.model.values import FrozenMap
 from gpufleet.model.volumes import CsiNode, PersistentVolume, Storage, StorageClass, VolumeClaim
@@ -412,7 +420,11 @@ CASES: dict[type, Case] = {
         lambda: WeightedTerm(term(), 20), {"term": replace(term(), namespaces=None)}
     ),
     QueueSpec: Case(queue_spec, {"parent": None, "quota_set": (True, True, False)}),
-    PodInfo: Case(pod_info, {"spec": replace(pod_spec(), cpu_milli=1), "node": None}),
+    PodInfo: Case(
+        pod_info,
+        {"spec": replace(pod_spec(), cpu_milli=1), "node": None, "progress": Progress(moves=1)},
+    ),
+    Progress: Case(lambda: Progress(3600.0, 600.0, 30.0, 1, 40.0), {"last_checkpoint": None}),
     GroupSpec: Case(group_spec, {"subgroups": (SubGroup("workers", 2),)}),
     SubGroup: Case(lambda: SubGroup("workers", 2, "job", "rack", "zone")),
     QueueProblem: Case(lambda: QueueProblem("cycle", "a", ("a", "b", "a"))),
@@ -459,6 +471,7 @@ CASES: dict[type, Case] = {
     FillRun: Case(lambda: FillRun("default", "fgd", 42, (None, 50.0), (None, 10.0), 3, 100, 2.5)),
     QueueUsage: Case(lambda: QueueUsage("team-a", 10, 12.0, 10.0)),
     SizeWaits: Case(lambda: SizeWaits("1", 10, 1, 5.0, 4.0, 9.0)),
+    ActionTally: Case(lambda: ActionTally("consolidate", 3, 1.5, 2, 40.0)),
     Timeline: Case(timeline, {"allocated": {"team-b": (1.0, 2.0)}}),
     ReplayRun: Case(
         replay_run,
@@ -467,6 +480,7 @@ CASES: dict[type, Case] = {
             "queues": (),
             "timeline": replace(timeline(), pending_gpus=()),
             "cost": replay_cost(),
+            "actions": (ActionTally("consolidate", 3, 1.5, 2, 40.0),),
         },
     ),
     Sheet: Case(lambda: Sheet("sheet", "list prices", "USD")),
@@ -686,10 +700,11 @@ def test_a_placed_pod_copies_every_field() -> None:
         demand_milli=400,
         demand_unit=0.25,
         subgroup="workers",
+        progress=Progress(1800.0, 600.0, None, 1, 2.0),
     )
     copied = {"key", "spec", "queue", "group", "priority", "can_preempt", "created", "managed"}
     copied |= {"claims", "blocked", "claim_gpus", "uid", "resource_version", "demand_milli"}
-    copied |= {"demand_unit", "subgroup"}
+    copied |= {"demand_unit", "subgroup", "progress"}
     assert {f.name for f in fields(PodInfo)} == copied | {"node", "gpus", "started"}
     bound = pod.placed("n1", (3,), 42.0)
     expected = replace(pod, node="n1", gpus=(3,), started=42.0)

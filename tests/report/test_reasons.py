@@ -203,9 +203,16 @@ CASES = [
         id="stale-released",
     ),
     pytest.param(
-        why(WhyCode.STARVING, waited_s=4000.0, after_s=1800.0, nodes=("n1", "n2"), then=LIMIT),
+        why(
+            WhyCode.STARVING,
+            waited_s=4000.0,
+            after_s=1800.0,
+            nodes=("n1", "n2"),
+            start_in_s=600.0,
+            then=LIMIT,
+        ),
         "queue team-a is at its limit of 4 GPUs (3 GPUs in use, job needs 2 GPUs) Waiting 4000s "
-        "(over 1800s): holding node(s) n1, n2 for it.",
+        "(over 1800s): node(s) n1, n2 reserved for it, expected free in 600s.",
         id="starving",
     ),
     pytest.param(

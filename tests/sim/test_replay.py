@@ -431,3 +431,24 @@ def _reclaim_jobs() -> list[ReplayJob]:
         *(gpu_job(f"a{i}", "a", 0.0, 20_000.0, 1, 4) for i in range(2)),
         gpu_job("b0", "b", 10.0, 40_000.0, 1, 4),
     ]
+
+
+def test_checkpoints_keep_work_and_a_restart_costs_its_time() -> None:
+    # As above, one 4-GPU job of a is reclaimed after running about 30 minutes. With
+    # checkpoints every 10 minutes it keeps 30 of them; its restart costs 2 minutes.
+    jobs = [
+        *(gpu_job(f"a{i}", "a", 0.0, 20_000.0, 1, 4) for i in range(2)),
+        gpu_job("b0", "b", 10.0, 40_000.0, 1, 4),
+    ]
+    plain = Replay(nodes(1), jobs, RECLAIM).run()
+    saved = Replay(nodes(1), jobs, RECLAIM, checkpoint_interval_s=600.0, restart_s=120.0).run()
+    assert saved.lost_gpu_hours == pytest.approx(plain.lost_gpu_hours - 4 * (1800 - 120) / 3600)
+    (tally,) = saved.actions
+    assert (tally.action, tally.evictions, tally.jobs_started) == ("reclaim", 1, 1)
+    assert tally.lost_gpu_hours == pytest.approx(saved.lost_gpu_hours)
+    assert tally.waited_gpu_hours > 0
+    assert saved.finished_jobs == 3
+    # the evicted job needs only the rest of its run, after its restart
+    assert saved.mean_jct_s is not None
+    assert plain.mean_jct_s is not None
+    assert saved.mean_jct_s < plain.mean_jct_s

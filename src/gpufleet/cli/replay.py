@@ -34,7 +34,7 @@ from gpufleet.plugins.registry import REPLAY_POLICIES
 from gpufleet.report.cost_files import jobs_csv, nodes_csv, runs_csv
 from gpufleet.report.cost_page import cost_page
 from gpufleet.report.files import write_text
-from gpufleet.report.replay import DAY, replay_html, replay_table, size_table
+from gpufleet.report.replay import DAY, action_table, replay_html, replay_table, size_table
 from gpufleet.report.replay_cost import COST_PAGE, cost_html, cost_tables
 from gpufleet.report.results import results_json
 from gpufleet.sim.replay import Replay
@@ -67,6 +67,12 @@ def _replay_window(
     return start, until
 
 
+def _seconds(value: float, option: str) -> float:
+    if not math.isfinite(value) or value < 0:
+        raise typer.BadParameter(f"{option} must be a number of seconds >= 0, got {value:g}")
+    return value
+
+
 def simulate_replay(
     workload: Path | None,
     nodes: Path | None,
@@ -76,6 +82,7 @@ def simulate_replay(
     cluster: Path | None,
     queues: Path | None,
     window: tuple[float | None, float | None],
+    run_model: tuple[float, float],
     prices: Path | None,
     out: Path,
     console: Console,
@@ -89,6 +96,10 @@ def simulate_replay(
     if workload is None and nodes is None and cluster is None:
         cluster = bundled(DEFAULT_REPLAY_CLUSTER)
     start, until = _replay_window(workload is None, *window)
+    checkpoint_s, restart_s = (
+        _seconds(run_model[0], "--checkpoint-interval"),
+        _seconds(run_model[1], "--restart-time"),
+    )
     data = load_replay(
         workload or bundled(BUNDLED_WORKLOAD),
         fmt=trace_format,
@@ -134,6 +145,8 @@ def simulate_replay(
                     seed=seed,
                     workload=data.workload,
                     prices=sheet,
+                    checkpoint_interval_s=checkpoint_s,
+                    restart_s=restart_s,
                 )
                 runs.append(replay.run(until=stop, progress=partial(_days, progress, task)))
                 if replay.allocation is not None:
@@ -149,11 +162,17 @@ def simulate_replay(
     else:
         span = "" if until is None else f", until {until:g}s"
     title = f"{data.workload} replay — {arrived:,} jobs, {capacity:,} GPUs ({where}){span}"
+    _print_tables(console, runs, title)
+    return _write_report(out, runs, records, idle, nodes_priced, title, capacity)
+
+
+def _print_tables(console: Console, runs: list[ReplayRun], title: str) -> None:
     console.print(replay_table(runs, title))
     console.print(size_table(runs, "Waits by job size (jobs that never started: wait so far)"))
+    if any(r.actions for r in runs):
+        console.print(action_table(runs, "What each evicting action cost and bought"))
     for table in cost_tables(runs):
         console.print(table)
-    return _write_report(out, runs, records, idle, nodes_priced, title, capacity)
 
 
 def _write_report(

@@ -91,6 +91,22 @@ def simulate(
             show_default="the end; with no --workload 12096000, day 140",
         ),
     ] = None,
+    checkpoint_interval: Annotated[
+        float | None,
+        typer.Option(
+            help="replay: seconds between a job's checkpoints (an evicted job keeps what it "
+            "saved).",
+            show_default="none: an evicted job reruns from the start",
+        ),
+    ] = None,
+    restart_time: Annotated[
+        float | None,
+        typer.Option(
+            help="replay: seconds a restarted job runs before it makes progress (counted "
+            "in the GPU-hours lost).",
+            show_default="0",
+        ),
+    ] = None,
     prices: Annotated[
         Path | None,
         typer.Option(
@@ -123,6 +139,8 @@ def simulate(
         "--queues": queues is not None,
         "--since": since is not None,
         "--until": until is not None,
+        "--checkpoint-interval": checkpoint_interval is not None,
+        "--restart-time": restart_time is not None,
         "--prices": prices is not None,
     }
     wrong = fill_only if protocol == "replay" else replay_only
@@ -149,6 +167,7 @@ def simulate(
             cluster,
             queues,
             (since, until),
+            (checkpoint_interval or 0.0, restart_time or 0.0),
             prices,
             out,
             console,

@@ -3,8 +3,9 @@
 This module owns every measure over time, so that every edge measures the same way: the
 GPU-seconds pods held (in all and per queue), the time-weighted allocation, the timeline of
 GPUs held per queue and GPUs asked for by waiting pods, each queue's fair share integrated
-over time, the GPU time of evicted pods (lost: their runs start over), preemptions, and
-per job its wait (arrival to first start) and completion time (arrival to finish).
+over time, the GPU time evictions threw away (lost: the work since the last checkpoint,
+and the restart time paid after) in all and per evicting action, preemptions, and per job
+its wait (arrival to first start) and completion time (arrival to finish).
 
 A :class:`Meter` is driven by facts, never by a caller's internals: a pod waits, starts
 (is bound), stops (finished, deleted or evicted); a job arrives, starts a run (all its pods
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpufleet.model.results import SIZE_CLASSES, QueueUsage, SizeWaits, Timeline
+from gpufleet.model.results import SIZE_CLASSES, ActionTally, QueueUsage, SizeWaits, Timeline
 from gpufleet.scheduler.state.fairshare import QueueTree, fair_shares
 
 if TYPE_CHECKING:
@@ -67,6 +68,7 @@ class Reading:
     timeline: Timeline
     never_started_jobs: int
     sizes: tuple[SizeWaits, ...]
+    actions: tuple[ActionTally, ...]
 
 
 class Meter:
@@ -119,6 +121,9 @@ class Meter:
         """GPU-seconds of pods that were evicted: the work they did is lost."""
         self.preemptions = 0
         """Runs of jobs ended by an eviction."""
+        self._actions: dict[str, list[float]] = {}
+        """Per evicting action: runs it ended, GPU-seconds lost, jobs it made room for that
+        started, and the GPU-seconds those had waited."""
         self._spans = array("d")
         """The closed intervals' lengths."""
         self._span_held = array("d")
@@ -195,21 +200,47 @@ class Meter:
         if wait is not None:
             self._waiting[wait[0]] -= wait[1]
 
-    def stopped(self, pod: str, at: float, *, evicted: bool = False) -> None:
-        """Pod ``pod`` is gone at ``at``: a running pod frees its GPUs (and, ``evicted``,
-        its GPU time so far is lost); a waiting one no longer asks."""
+    def stopped(
+        self,
+        pod: str,
+        at: float,
+        *,
+        evicted: bool = False,
+        lost_s: float | None = None,
+        action: str = "",
+    ) -> None:
+        """Pod ``pod`` is gone at ``at``: a running pod frees its GPUs; a waiting one no
+        longer asks. Of a running pod's time, ``lost_s`` seconds were lost (by default, its
+        whole run if ``evicted``, else nothing): the work since its last checkpoint, the
+        restart time it paid; ``action`` is the evicting action they are charged to."""
         self.advance(at)
         run = self._running.pop(pod, None)
         if run is not None:
             j, gpus, start = run
             self._held[j] -= gpus
-            if evicted:
-                self.lost_gpu_seconds += gpus * (at - start)
+            lost = (at - start if evicted else 0.0) if lost_s is None else lost_s
+            if lost > 0:
+                self.lost_gpu_seconds += gpus * lost
+                if action:
+                    self._action(action)[1] += gpus * lost
             return
         wait = self._queued.pop(pod, None)
         if wait is None:
             raise ValueError(f"pod {pod!r} stopped, but it was neither running nor queued")
         self._waiting[wait[0]] -= wait[1]
+
+    def _action(self, action: str) -> list[float]:
+        tally = self._actions.get(action)
+        if tally is None:
+            tally = self._actions[action] = [0.0, 0.0, 0.0, 0.0]
+        return tally
+
+    def made_room(self, action: str, job: str, at: float) -> None:
+        """``action`` evicted pods so that ``job`` could start, and it did at ``at``."""
+        i = self._job(job)
+        tally = self._action(action)
+        tally[2] += 1
+        tally[3] += self._job_gpus[i] * max(0.0, at - self._arrival[i])
 
     def __contains__(self, pod: object) -> bool:
         """Whether ``pod`` is running or queued."""
@@ -240,13 +271,15 @@ class Meter:
         if math.isnan(self._first_start[i]):
             self._first_start[i] = at
 
-    def job_stopped(self, job: str, at: float, *, evicted: bool = False) -> None:
-        """``job`` finishes at ``at``, or, ``evicted``, loses its run (a preemption) and
-        waits again (even if not all its pods had started)."""
+    def job_stopped(self, job: str, at: float, *, evicted: bool = False, action: str = "") -> None:
+        """``job`` finishes at ``at``, or, ``evicted`` (by ``action``), loses its run (a
+        preemption) and waits again (even if not all its pods had started)."""
         self.advance(at)
         i = self._job(job)
         if evicted:
             self.preemptions += 1
+            if action:
+                self._action(action)[0] += 1
         elif math.isnan(self._start[i]):
             raise ValueError(f"job {job!r} finished without running")
         else:
@@ -322,6 +355,10 @@ class Meter:
             timeline=self.timeline(),
             never_started_jobs=int(np.count_nonzero(~started)),
             sizes=self._size_waits(arrival, first_start, started, end),
+            actions=tuple(
+                ActionTally(name, int(t[0]), t[1] / HOUR, int(t[2]), t[3] / HOUR)
+                for name, t in sorted(self._actions.items())
+            ),
         )
 
     def _size_waits(

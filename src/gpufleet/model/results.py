@@ -127,6 +127,30 @@ class SizeWaits:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class ActionTally:
+    """What one evicting action cost and bought over a replay: the runs it ended
+    (``evictions``: a moved job's run counts), the GPU-hours they lost (the work since
+    their last checkpoint, and the restart time they paid after), the jobs it made room
+    for that started, and the GPU-hours those jobs had waited when they started (what a
+    move is weighed against, ``scheduler/room/consolidate.py``)."""
+
+    action: str
+    evictions: int
+    lost_gpu_hours: float
+    jobs_started: int
+    waited_gpu_hours: float
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "action": self.action,
+            "evictions": self.evictions,
+            "lost_gpu_hours": round(self.lost_gpu_hours, 3),
+            "jobs_started": self.jobs_started,
+            "waited_gpu_hours": round(self.waited_gpu_hours, 3),
+        }
+
+
 def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
@@ -141,8 +165,11 @@ class ReplayRun:
     ``allocation_window_s``: the last arrival (or the cut, if earlier). After the last
     arrival the cluster only drains, and an average to the end would measure how long
     the last jobs took, not how busy the cluster was. ``lost_gpu_hours``
-    is the GPU time of runs that were evicted before they finished (they rerun from the
-    start). ``wait_quantiles_s[q]`` is the q-th percentile of the waits (q = 0..100).
+    is the GPU time evictions threw away: of each evicted run, the time since its last
+    checkpoint (all of it, without checkpoints: the job reruns from the start), and of each
+    restarted run, the restart time before it made progress. ``actions`` says which action
+    cost what (:class:`ActionTally`); ``most_moves`` is the most times one job was moved.
+    ``wait_quantiles_s[q]`` is the q-th percentile of the waits (q = 0..100).
     ``never_started_jobs`` arrived and never started; ``sizes`` are the waits per job-size
     class with those jobs counted at their wait so far (:class:`SizeWaits`).
     ``cost`` is what the run cost under a price sheet (None: not costed).
@@ -173,6 +200,8 @@ class ReplayRun:
     elapsed_s: float
     never_started_jobs: int
     sizes: tuple[SizeWaits, ...]
+    actions: tuple[ActionTally, ...] = ()
+    most_moves: int = 0
     cost: ReplayCost | None = None
 
     def to_json(self) -> dict[str, object]:
@@ -203,6 +232,8 @@ class ReplayRun:
             "queues": [q.to_json() for q in self.queues],
             "wait_quantiles_s": [round(w, 3) for w in self.wait_quantiles_s],
             "sizes": [c.to_json() for c in self.sizes],
+            "actions": [a.to_json() for a in self.actions],
+            "most_moves": self.most_moves,
             "timeline": self.timeline.to_json(),
             "elapsed_s": round(self.elapsed_s, 3),
             **({} if self.cost is None else {"cost": self.cost.to_json()}),

@@ -20,6 +20,7 @@ from gpufleet.model.arrays import FloatArray
 from gpufleet.model.cluster import ClusterState, NodeSpec
 from gpufleet.model.devices import Claim, DeviceAllocation, DeviceClass, Pool
 from gpufleet.model.pod import PodSpec
+from gpufleet.model.progress import NO_PROGRESS, Progress
 from gpufleet.model.values import EMPTY, ArrayValue, frozen_map, read_only
 from gpufleet.model.volumes import NO_STORAGE, Storage
 
@@ -145,6 +146,8 @@ class PodInfo:
     demand_unit: float = 1.0
     """For a pending pod asking advertised GPUs: what one counts as toward its queue
     (:func:`with_demand`; set by the cycle). A bound pod counts its node's worth instead."""
+    progress: Progress = NO_PROGRESS
+    """Its expected duration, checkpoints and moves (``model/progress.py``)."""
 
     @property
     def demand(self) -> PodSpec:
@@ -187,6 +190,7 @@ class PodInfo:
             self.demand_milli,
             self.subgroup,
             self.demand_unit,
+            self.progress,
         )
 
 

@@ -254,6 +254,12 @@ class ReplayPolicy:
     """Gangs prefer one domain of the cluster's widest topology level."""
 
 
+RESERVE_AFTER_S = 86_400.0
+"""gpufleet's replay reserves nodes for the oldest job waiting longer than this: on Philly, a
+day keeps every job size's p95 wait under kube-default's at the least cost in mean wait
+(thresholds from 30 minutes to a day measured, docs/benchmarks.md)."""
+
+
 def replay_registry(placements: Registry[Profile]) -> Registry[ReplayPolicy]:
     """The replay's policies, configurations of the one cycle rather than code paths:
 
@@ -265,11 +271,13 @@ def replay_registry(placements: Registry[Profile]) -> Registry[ReplayPolicy]:
       in gpufleet's fair-share order, gangs all-or-nothing, every job that fits started
       (greedy backfill), best-fit placement, no reservations and no evictions;
     * ``gpufleet`` — one queue per tenant served in fair-share order, gangs with topology
-      preference, backfill, consolidation and preemption. No reclaim and no starvation
-      holds, as measured on Philly (docs/benchmarks.md): a reclaimed job reruns from the
-      start, and over the full trace reclaim threw away 366,624 GPU-hours (a fifth of the
-      cluster's time) while the mean wait tripled; nodes held for jobs waiting over 30
-      minutes (or 6 hours) idled so much capacity that mean waits tripled too.
+      preference, backfill, consolidation (of pods that lose at most 30 minutes of work,
+      ``scheduler/room/consolidate.py``), preemption, and a reservation with backfill for the
+      oldest job that has waited over a day (``scheduler/queues/holds.py``), so that no job
+      size starves. No reclaim, as measured on Philly (docs/benchmarks.md): a reclaimed job
+      reruns from its last checkpoint, none in that trace, and over the full trace reclaim
+      threw away 366,624 GPU-hours (a fifth of the cluster's time) while the mean wait
+      tripled.
 
     Each names a placement policy of ``placements`` (an unknown one fails here).
     """
@@ -284,6 +292,7 @@ def replay_registry(placements: Registry[Profile]) -> Registry[ReplayPolicy]:
             gangs=True,
             tenant_queues=True,
             actions=("consolidate", "preempt"),
+            starvation_after_s=RESERVE_AFTER_S,
             topology=True,
         ),
     ):

@@ -191,7 +191,8 @@ def _starving(why: Why) -> str:
     f = why.facts
     return (
         f"{_then(why)} Waiting {f['waited_s']:.0f}s (over {f['after_s']:g}s): "
-        f"holding node(s) {', '.join(f['nodes'])} for it."
+        f"node(s) {', '.join(f['nodes'])} reserved for it, expected free in "
+        f"{max(0.0, float(f['start_in_s'])):.0f}s."
     )
 
 

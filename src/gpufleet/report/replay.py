@@ -84,6 +84,38 @@ def size_rows(runs: Sequence[ReplayRun]) -> list[tuple[str, ...]]:
     ]
 
 
+ACTION_COLUMNS = (
+    "policy",
+    "action",
+    "evictions",
+    "GPU-h lost",
+    "jobs started",
+    "their GPU-h waited",
+)
+"""What each evicting action cost (the runs it ended, the work they lost, restart time
+included) and bought (the jobs it made room for that started, and how long they had
+waited, in GPU-hours)."""
+
+
+def action_rows(runs: Sequence[ReplayRun]) -> list[tuple[str, ...]]:
+    return [
+        (
+            r.policy,
+            a.action,
+            f"{a.evictions:,}",
+            f"{a.lost_gpu_hours:,.0f}",
+            f"{a.jobs_started:,}",
+            f"{a.waited_gpu_hours:,.0f}",
+        )
+        for r in first_seed(runs)
+        for a in r.actions
+    ]
+
+
+def action_table(runs: Sequence[ReplayRun], title: str) -> Table:
+    return text_table(title, ACTION_COLUMNS, action_rows(runs))
+
+
 def replay_table(runs: Sequence[ReplayRun], title: str) -> Table:
     return text_table(title, COLUMNS, rows(runs))
 
@@ -103,7 +135,8 @@ def first_seed(runs: Sequence[ReplayRun]) -> list[ReplayRun]:
 NOTE = """<img src="replay.png"
  alt="GPUs allocated per queue over time, pending GPUs and job waits, per policy">
 <p class="note">Time-driven replay: jobs arrive at their trace time, wait in their queue,
-run for their trace duration and leave; an evicted job loses its run and waits again. Wait
+run for their trace duration and leave; an evicted job loses its work since its last
+checkpoint (all of it, without checkpoints) and waits again. Wait
 is arrival to first start (the first table: over the jobs that started; by job size: every
 job, one that never started at its wait so far); JCT arrival to finish; allocation the
 time-weighted share of GPUs held. Every run, with its timeline, is in
@@ -134,6 +167,8 @@ def replay_html(runs: Sequence[ReplayRun], subtitle: str, extra: str = "") -> st
             table_html(COLUMNS, rows(runs)),
             "<h2>Waits by job size (jobs that never started at their wait so far)</h2>",
             table_html(SIZE_COLUMNS, size_rows(runs)),
+            "<h2>What each evicting action cost and bought</h2>" if action_rows(runs) else "",
+            table_html(ACTION_COLUMNS, action_rows(runs)) if action_rows(runs) else "",
             "<h2>GPU-hours per queue against fair share</h2>",
             table_html(["queue", *(f"{r.policy} (held / fair)" for r in shown)], queue_rows),
             NOTE,

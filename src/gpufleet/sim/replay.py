@@ -13,12 +13,19 @@ the same second, so that a job arriving as another ends finds its GPUs free.
 
 A job is a gang of identical pods. It starts when all its pods are bound and runs for its
 duration; then its pods leave. A job whose pods are evicted (preempted, reclaimed, moved
-by consolidation) loses the run — the GPU time it had is counted as lost. An evicted pod
+by consolidation) loses the work of its run since its last checkpoint: with a checkpoint
+interval (``checkpoint_interval_s``, counted from the start of each run) it keeps what it
+saved, without one it reruns from the start. A restarted run first spends ``restart_s``
+making no progress (loading its checkpoint); that time is lost too. Each pod says both on
+its ``progress`` (``model/progress.py``), as the annotations ``gpufleet.io/checkpoint-interval``
+and ``gpufleet.io/expected-duration`` do in a cluster: the expected duration of a job is what
+its tenant's finished jobs took (the median of the last :data:`HISTORY` of them, else the
+cycle's default) — never its own duration from the trace. An evicted pod
 stops counting in the cache when the cycle evicts it; then its ``DELETED`` event comes,
 and the job goes back to its queue in its old place (new pending pods, created when the
-job arrived), to run again from the start; a pod moved by consolidation is bound again
-elsewhere by the same cycle. What is measured is measured by
-:class:`~gpufleet.metering.meter.Meter`, from the facts of these events.
+job arrived), to run again from its last checkpoint; a pod moved by consolidation is bound
+again elsewhere by the same cycle, its move counted on its ``progress``. What is measured
+is measured by :class:`~gpufleet.metering.meter.Meter`, from the facts of these events.
 
 Given a price sheet, the replay also costs what ran: a
 :class:`~gpufleet.metering.runs.RunLog` is told the same facts (a pod starts on a node,
@@ -33,9 +40,11 @@ the placement policies they run) are configurations of the one cycle, not code p
 from __future__ import annotations
 
 import math
+import statistics
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -45,6 +54,7 @@ from gpufleet.cost.nodes import price_nodes
 from gpufleet.metering.meter import Meter
 from gpufleet.metering.runs import RunLog
 from gpufleet.model.cluster import NodeSpec
+from gpufleet.model.progress import Progress as PodProgress
 from gpufleet.model.results import ReplayRun
 from gpufleet.model.workload import (
     DEFAULT_QUEUE,
@@ -82,6 +92,9 @@ def pod_names(job: ReplayJob) -> list[str]:
     return [f"{job.name}/{k}" for k in range(job.pods)]
 
 
+HISTORY = 100
+"""Finished jobs per tenant whose durations estimate the next one's."""
+
 RECLAIM_MIN_RUNTIME_S = 1800.0
 """Default queues protect a run for 30 minutes from reclaim and preemption."""
 
@@ -108,10 +121,42 @@ def tenant_queues(
 
 @dataclass(slots=True)
 class _Progress:
-    """Where one job's current run stands."""
+    """Where one job stands: its current run, the work it saved, its moves."""
 
     attempt: int = 0
     bound: int = 0
+    saved_s: float = 0.0
+    """Work saved by checkpoints of earlier runs: a run needs only the rest."""
+    run_start: float = math.nan
+    """When the current run started (all its pods bound); NaN: not running."""
+    delay_s: float = 0.0
+    """The restart time of the current run, before it makes progress."""
+    blame: str = ""
+    """The action whose eviction made the current run a restart."""
+    moves: int = 0
+    moved_at: float | None = None
+
+
+@dataclass(slots=True)
+class _History:
+    """Per tenant, the durations of its last finished jobs: what its next job is expected
+    to take (their median; ``default_s`` before any finished)."""
+
+    default_s: float
+    durations: dict[str, deque[float]] = field(default_factory=dict)
+    known: dict[str, float] = field(default_factory=dict)
+
+    def finished(self, tenant: str, duration_s: float) -> None:
+        self.durations.setdefault(tenant, deque(maxlen=HISTORY)).append(duration_s)
+        self.known.pop(tenant, None)
+
+    def expected_s(self, tenant: str) -> float:
+        estimate = self.known.get(tenant)
+        if estimate is None:
+            past = self.durations.get(tenant)
+            estimate = statistics.median(past) if past else self.default_s
+            self.known[tenant] = estimate
+        return estimate
 
 
 class Replay:
@@ -131,8 +176,11 @@ class Replay:
         period_s: float = 300.0,
         workload: str = "",
         prices: PriceSheet | None = None,
+        checkpoint_interval_s: float = 0.0,
+        restart_s: float = 0.0,
     ) -> None:
         self.workload, self.seed = workload, seed
+        self.checkpoint_interval_s, self.restart_s = checkpoint_interval_s, restart_s
         self.jobs = sorted(jobs, key=lambda j: (j.arrival_s, j.name))
         self.policy = policy
         self.period_s = period_s
@@ -153,8 +201,10 @@ class Replay:
             actions=policy.actions,
             strict_fifo=policy.strict_fifo,
             starvation_after_s=policy.starvation_after_s,
+            restart_s=restart_s,
             records=False,
         )
+        self.history = _History(config.expected_duration_s)
         self.topology = topology
         self.cache = new_cache(config, workload=[job.spec for job in self.jobs])
         """The cluster: what runs is its ledger."""
@@ -220,10 +270,22 @@ class Replay:
         job = self.jobs[i]
         queue = self._cycle_queue(job)
         group = job.name if self._gang(job) else ""
+        state = self.progress[i]
+        progress = PodProgress(
+            self.history.expected_s(self._tenant(job)),
+            self.checkpoint_interval_s,
+            moves=state.moves,
+            moved_at=state.moved_at,
+        )
         for name in pod_names(job):
             self.pod_job[name] = i
             pod = PodInfo(
-                name, replace(job.spec, name=name), queue=queue, group=group, created=job.arrival_s
+                name,
+                replace(job.spec, name=name),
+                queue=queue,
+                group=group,
+                created=job.arrival_s,
+                progress=progress,
             )
             self.cache.apply(Event("ADDED", "Pod", pod))
         self._wait(i, now)
@@ -236,48 +298,85 @@ class Replay:
         self.progress[i].bound = 0
 
     def _stop(
-        self, i: int, now: float, *, evicted: bool = False, keep: frozenset[str] = frozenset()
+        self,
+        i: int,
+        now: float,
+        *,
+        evicted: bool = False,
+        keep: frozenset[str] = frozenset(),
+        action: str = "",
     ) -> None:
         """End the run of job ``i``: its pods are deleted (those the cycle evicted stopped
-        counting already; ``keep`` the ones it moved, which run on)."""
-        job = self.jobs[i]
+        counting already; ``keep`` the ones it moved, which run on). An eviction (by
+        ``action``) loses each pod's time since the run's last checkpoint; a finished run
+        lost its restart time, charged to the action that caused the restart."""
+        job, state = self.jobs[i], self.progress[i]
+        saved = self._saved_s(i, now) if evicted else 0.0
         pods = self.cache.pods
         runlog = self.runlog
+        blame = action if evicted else state.blame
         for name in pod_names(job):
+            pod = pods.get(name)
             if name in self.meter:
-                self.meter.stopped(name, now, evicted=evicted)
+                lost = state.delay_s
+                if evicted:
+                    started = pod.started if pod is not None and pod.started is not None else now
+                    lost = max(0.0, now - started - saved)
+                self.meter.stopped(name, now, evicted=evicted, lost_s=lost, action=blame)
                 if runlog is not None:
                     runlog.stopped(name, now, evicted=evicted)
-            pod = pods.get(name)
             if pod is not None and name not in keep:
                 self.cache.apply(Event("DELETED", "Pod", pod))
-        self.meter.job_stopped(job.name, now, evicted=evicted)
+        if evicted:
+            state.saved_s += saved
+            state.blame = action
+        state.run_start = math.nan
+        self.meter.job_stopped(job.name, now, evicted=evicted, action=action)
+
+    def _saved_s(self, i: int, now: float) -> float:
+        """The work job ``i``'s current run saved by ``now``: its checkpoints, counted from
+        the run's start, less the restart time before it made progress."""
+        state, interval = self.progress[i], self.checkpoint_interval_s
+        if interval <= 0 or math.isnan(state.run_start):
+            return 0.0
+        taken = math.floor((now - state.run_start) / interval) * interval
+        left = self.jobs[i].duration_s - state.saved_s
+        return min(left, max(0.0, taken - state.delay_s))
 
     def _complete(self, i: int, attempt: int, now: float) -> None:
         if attempt != self.progress[i].attempt:
             return  # the run this completion belonged to was evicted
         self.finished[i] = 1
+        job = self.jobs[i]
         self._stop(i, now)
-        group = self.cache.get("PodGroup", self.jobs[i].name)
+        self.history.finished(self._tenant(job), job.duration_s)
+        group = self.cache.get("PodGroup", job.name)
         if group is not None:
             self.cache.apply(Event("DELETED", "PodGroup", group))
 
-    def _evicted(self, key: str, now: float, moved: frozenset[str]) -> None:
+    def _evicted(self, key: str, now: float, moved: frozenset[str], action: str) -> None:
         """Job of pod ``key`` lost its run: back to its queue, or, if the cycle moved the
         pod (consolidation moves only jobs of one pod), restarted by the binding that
         follows in the same result."""
         i = self.pod_job[key]
-        self.progress[i].attempt += 1
-        self._stop(i, now, evicted=True, keep=moved)
+        state = self.progress[i]
+        state.attempt += 1
+        self._stop(i, now, evicted=True, keep=moved, action=action)
         if key in moved:
+            state.moves += 1
+            state.moved_at = now
             self._wait(i, now)
         else:
             self._enqueue(i, now)
 
-    def _bound(self, binding: Binding, now: float) -> None:
-        """A cycle bound pod ``binding.pod``: the bind is confirmed (the cache assumed it)."""
+    def _bound(self, binding: Binding, now: float) -> bool:
+        """A cycle bound pod ``binding.pod``: the bind is confirmed (the cache assumed it).
+        True when that started its job's run."""
         key = binding.pod
-        pod = self.cache.pods[key].placed(binding.node, binding.gpus or (), now)
+        pod = self.cache.pods[key]
+        if pod.bound:  # moved: bound again elsewhere, its move counted
+            pod = replace(pod, progress=pod.progress.moved(now))
+        pod = pod.placed(binding.node, binding.gpus or (), now)
         self.cache.apply(Event("MODIFIED", "Pod", pod))
         i = self.pod_job[key]
         progress, job = self.progress[i], self.jobs[i]
@@ -298,8 +397,13 @@ class Replay:
         progress.bound += 1
         if progress.bound == job.pods:
             self.meter.job_started(job.name, now)
-            self.events.push(now + self.jobs[i].duration_s, COMPLETION, (i, progress.attempt))
+            progress.run_start = now
+            progress.delay_s = self.restart_s if progress.attempt else 0.0
+            end = now + progress.delay_s + job.duration_s - progress.saved_s
+            self.events.push(end, COMPLETION, (i, progress.attempt))
             self.other_events += 1
+            return True
+        return False
 
     # -- the clock ----------------------------------------------------------------------
 
@@ -375,6 +479,8 @@ class Replay:
             elapsed_s=elapsed,
             never_started_jobs=reading.never_started_jobs,
             sizes=reading.sizes,
+            actions=reading.actions,
+            most_moves=max((p.moves for p in self.progress), default=0),
             cost=cost,
         )
 
@@ -399,9 +505,16 @@ class Replay:
         result = self.scheduler.run(now, act=periodic)
         moved = frozenset(e.pod for e in result.evictions if e.moved)
         evicted: set[int] = set()
+        room_for: dict[int, str] = {}
         for eviction in result.evictions:
+            by = self.index.get(eviction.for_, self.pod_job.get(eviction.for_))
+            if by is not None:
+                room_for.setdefault(by, eviction.action)
             if self.pod_job[eviction.pod] not in evicted:
                 evicted.add(self.pod_job[eviction.pod])
-                self._evicted(eviction.pod, now, moved)
+                self._evicted(eviction.pod, now, moved, eviction.action)
         for binding in result.bindings:
-            self._bound(binding, now)
+            if self._bound(binding, now):
+                i = self.pod_job[binding.pod]
+                if i in room_for:
+                    self.meter.made_room(room_for[i], self.jobs[i].name, now)

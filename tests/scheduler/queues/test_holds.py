@@ -1,6 +1,7 @@
-"""Starvation holds (``scheduler/queues/holds.py``): a starving job holds, per pod of its core,
-the allowed node with the most idle GPU that no other starving job holds; jobs asking for
-fewer GPUs may not use them; ``version`` changes only when the held nodes change."""
+"""The reservation (``scheduler/queues/holds.py``): the oldest starving job reserves, per pod
+of its core, the allowed node expected to be free soonest; other jobs may use the reserved
+nodes only if they are expected to end before the reservation's start (or outrank its job);
+an older starving job takes it over; ``version`` changes only when the reserved nodes do."""
 
 from __future__ import annotations
 
@@ -13,16 +14,31 @@ from gpufleet.model.arrays import IntArray
 from gpufleet.model.cluster import ClusterState
 from gpufleet.model.pod import PodSpec
 from gpufleet.scheduler.api.job import Job
-from gpufleet.scheduler.queues.holds import REASON, Holds
-from tests.builders import cluster, info, job, node, with_gpu_free
+from gpufleet.scheduler.api.transaction import Running
+from gpufleet.scheduler.queues.holds import REASON, Holds, drained_by, remaining_s
+from tests.builders import cluster, info, job, node
+
+HOUR = 3600.0
+NOW = 10 * HOUR
 
 
 def state() -> ClusterState:
-    """Four 8-GPU nodes with 2, 6, 4 and 8 GPUs idle."""
-    nodes = cluster(*(node(f"n{i}", gpus=8) for i in range(4)))
-    for i, idle in enumerate((2, 6, 4, 8)):
-        with_gpu_free(nodes, i, [1000] * idle + [0] * (8 - idle))
-    return nodes
+    return cluster(*(node(f"n{i}", gpus=8) for i in range(4)))
+
+
+def running(node_index: int, gpus: int, started: float, expected: float = 0.0) -> Running:
+    pod = info(f"run/{node_index}-{started}").gpus(gpus).on(f"n{node_index}", started=started)
+    pod = pod.progress(expected_duration_s=expected)
+    spec = pod.obj().spec
+    return Running(pod.obj(), node_index, tuple(range(gpus)), spec)
+
+
+RUNNING = [
+    running(0, 8, NOW - 20 * HOUR),  # ran 20 h: expected to run 20 h more
+    running(1, 4, NOW - 0.5 * HOUR, expected=2 * HOUR),  # 1.5 h left
+    running(2, 8, NOW - 0.25 * HOUR, expected=1 * HOUR),  # 0.75 h left
+    # n3 is empty: free now
+]
 
 
 def anywhere(_spec: PodSpec) -> IntArray:
@@ -33,107 +49,148 @@ def only(*nodes: int) -> Callable[[PodSpec], IntArray]:
     return lambda _spec: np.array(nodes, dtype=np.int64)
 
 
-def gpu_job(key: str, gpus: int, pods: int = 1) -> Job:
-    return job(*(info(f"{key}-{i}").gang(key).gpus(gpus).obj() for i in range(pods)))
+def gpu_job(
+    key: str,
+    gpus: int,
+    pods: int = 1,
+    *,
+    created: float = 0.0,
+    expected: float = 0.0,
+    priority: int = 0,
+) -> Job:
+    return job(
+        *(
+            info(f"{key}-{i}")
+            .gang(key)
+            .gpus(gpus)
+            .created(created)
+            .priority(priority)
+            .progress(expected_duration_s=expected)
+            .obj()
+            for i in range(pods)
+        )
+    )
 
 
-def held_names(holds: Holds, asking: Job, states: ClusterState) -> list[str]:
-    held = holds.against(asking)
+def reserved(holds: Holds, asking: Job, states: ClusterState, now: float = NOW) -> list[str]:
+    held = holds.against(asking, now)
     return [] if held is None else [states.names[i] for i in np.flatnonzero(held.mask)]
 
 
+def test_a_running_pod_is_expected_to_run_its_estimate_or_as_long_again_as_it_ran() -> None:
+    assert remaining_s(RUNNING[1].pod, NOW, HOUR) == 1.5 * HOUR
+    assert remaining_s(RUNNING[0].pod, NOW, HOUR) == 20 * HOUR  # past its estimate
+    free_at = drained_by(state(), RUNNING, NOW, HOUR)
+    assert (free_at - NOW).tolist() == [20 * HOUR, 1.5 * HOUR, 0.75 * HOUR, 0.0]
+
+
 @pytest.mark.parametrize(
-    ("starving", "static", "expected"),
+    ("starving", "static", "nodes", "start_in_h"),
     [
-        pytest.param(gpu_job("ns/big", 8), anywhere, ["n3"], id="most-idle-node"),
-        pytest.param(gpu_job("ns/big", 8, pods=2), anywhere, ["n3", "n1"], id="one-node-per-pod"),
-        pytest.param(gpu_job("ns/big", 8), only(0, 2), ["n2"], id="only-allowed-nodes"),
+        pytest.param(gpu_job("ns/big", 8), anywhere, ["n3"], 0.0, id="an-empty-node"),
+        pytest.param(gpu_job("ns/big", 8, 2), anywhere, ["n2", "n3"], 0.75, id="soonest-free"),
+        pytest.param(gpu_job("ns/big", 4, 3), anywhere, ["n2", "n3"], 0.75, id="pods-share-nodes"),
+        pytest.param(gpu_job("ns/big", 8), only(0, 1), ["n1"], 1.5, id="only-allowed-nodes"),
+        pytest.param(gpu_job("ns/big", 16), anywhere, [], None, id="fits-no-node-ever"),
+    ],
+)
+def test_the_reservation_takes_the_nodes_expected_free_soonest(
+    starving: Job,
+    static: Callable[[PodSpec], IntArray],
+    nodes: list[str],
+    start_in_h: float | None,
+) -> None:
+    holds = Holds(HOUR)
+    made = holds.hold(starving, state(), static, RUNNING, NOW)
+    if start_in_h is None:
+        assert made is None
+        assert holds.reservation is None
+        return
+    assert made is not None
+    assert list(made.nodes) == nodes
+    assert made.start == NOW + start_in_h * HOUR
+
+
+@pytest.mark.parametrize(
+    ("asking", "now", "kept_off"),
+    [
+        pytest.param(gpu_job("ns/short", 1, expected=0.5 * HOUR), NOW, False, id="ends-before"),
+        pytest.param(gpu_job("ns/long", 1, expected=2 * HOUR), NOW, True, id="ends-after"),
+        pytest.param(gpu_job("ns/default", 1), NOW, True, id="default-estimate-ends-after"),
         pytest.param(
-            gpu_job("ns/big", 8, pods=3), only(0, 2), ["n2", "n0"], id="as-many-as-allowed"
+            gpu_job("ns/short", 1, expected=60.0), NOW + 2 * HOUR, True, id="no-backfill-after"
         ),
-        pytest.param(gpu_job("ns/big", 8), only(), [], id="nowhere-allowed"),
+        pytest.param(gpu_job("ns/vip", 8, priority=10), NOW, False, id="higher-priority"),
+        pytest.param(gpu_job("ns/big", 8, 2), NOW, False, id="its-own-job"),
     ],
 )
-def test_hold_takes_the_nodes_with_the_most_idle_gpus(
-    starving: Job, static: Callable[[PodSpec], IntArray], expected: list[str]
+def test_backfill_onto_reserved_nodes_only_by_jobs_that_end_before_the_start(
+    asking: Job, now: float, kept_off: bool
 ) -> None:
-    holds = Holds()
-    assert holds.hold(starving, state(), static) == expected
-    assert (starving.key in holds.held) == bool(expected)
+    holds, states = Holds(HOUR), state()
+    holds.hold(gpu_job("ns/big", 8, 2), states, anywhere, RUNNING, NOW)  # starts in 0.75 h
+    assert reserved(holds, asking, states, now) == (["n2", "n3"] if kept_off else [])
 
 
-def test_a_node_held_for_one_job_is_not_held_again_for_another() -> None:
-    holds, states = Holds(), state()
-    assert holds.hold(gpu_job("ns/first", 8), states, anywhere) == ["n3"]
-    assert holds.hold(gpu_job("ns/second", 4), states, anywhere) == ["n1"]
-
-
-@pytest.mark.parametrize(
-    ("asking", "expected"),
-    [
-        pytest.param(gpu_job("ns/small", 2), ["n3"], id="fewer-gpus-kept-off"),
-        pytest.param(gpu_job("ns/same", 8), [], id="as-many-gpus-not-held"),
-        pytest.param(gpu_job("ns/gang", 4, pods=3), [], id="more-gpus-in-all-not-held"),
-    ],
-)
-def test_against_holds_nodes_only_from_jobs_asking_for_fewer_gpus(
-    asking: Job, expected: list[str]
-) -> None:
-    holds, states = Holds(), state()
-    holds.hold(gpu_job("ns/big", 8), states, anywhere)
-    assert held_names(holds, asking, states) == expected
-
-
-def test_the_held_mask_carries_the_reason() -> None:
-    holds, states = Holds(), state()
-    assert holds.against(gpu_job("ns/small", 1)) is None
-    holds.hold(gpu_job("ns/big", 8), states, anywhere)
-    held = holds.against(gpu_job("ns/small", 1))
+def test_the_reservation_carries_the_reason() -> None:
+    holds, states = Holds(HOUR), state()
+    holds.hold(gpu_job("ns/big", 8), states, anywhere, RUNNING, NOW)
+    held = holds.against(gpu_job("ns/small", 1, expected=HOUR), NOW)
     assert held is not None
     assert held.message == REASON
-    assert held.mask.tolist() == [False, False, False, True]
 
 
-def test_masks_of_several_starving_jobs_are_joined() -> None:
-    holds, states = Holds(), state()
-    holds.hold(gpu_job("ns/eight", 8), states, anywhere)
-    holds.hold(gpu_job("ns/four", 4), states, anywhere)
-    assert held_names(holds, gpu_job("ns/two", 2), states) == ["n1", "n3"]
-    assert held_names(holds, gpu_job("ns/six", 6), states) == ["n3"]
+def test_an_older_starving_job_takes_the_reservation_over_a_younger_one_does_not() -> None:
+    holds, states = Holds(HOUR), state()
+    young, old, younger = (
+        gpu_job("ns/young", 8, created=5.0),
+        gpu_job("ns/old", 8, 2, created=1.0),
+        gpu_job("ns/younger", 8, created=9.0),
+    )
+    assert holds.hold(young, states, anywhere, RUNNING, NOW) is not None
+    assert holds.hold(old, states, anywhere, RUNNING, NOW) is not None
+    assert holds.hold(younger, states, anywhere, RUNNING, NOW) is None
+    assert list(holds.held) == ["ns/old"]
+
+
+def test_nodes_and_start_stay_fixed_until_the_start_then_only_the_nodes_change() -> None:
+    holds, states, big = Holds(HOUR), state(), gpu_job("ns/big", 8, 2)
+    first = holds.hold(big, states, anywhere, RUNNING, NOW)
+    assert first is not None
+    assert holds.hold(big, states, anywhere, RUNNING[:2], NOW + 0.5 * HOUR) is first
+    # past its start, n2's pod still runs: the nodes are chosen again (n2 is still the
+    # soonest of the busy ones), and the start stays: no backfill from now on
+    later = holds.hold(big, states, anywhere, RUNNING, NOW + HOUR)
+    assert later is not None
+    assert later.start == first.start
+    assert later.nodes == ("n2", "n3")
+    drained = holds.hold(big, states, anywhere, RUNNING[:1], NOW + HOUR)  # n1, n2 empty
+    assert drained is not None
+    assert drained.nodes == ("n1", "n2")  # the free nodes first, by index
+    assert drained.start == first.start
 
 
 @pytest.mark.parametrize(
     ("before", "after", "changed"),
     [
-        pytest.param(None, None, False, id="never-held"),
         pytest.param(None, anywhere, True, id="starts-holding"),
-        pytest.param(anywhere, None, True, id="stops-holding"),
-        pytest.param(anywhere, anywhere, False, id="holds-the-same-nodes-again"),
-        pytest.param(anywhere, only(0, 2), True, id="holds-other-nodes"),
+        pytest.param(anywhere, None, True, id="released"),
+        pytest.param(anywhere, anywhere, False, id="holds-on"),
     ],
 )
-def test_trying_changes_the_version_only_when_the_held_nodes_change(
+def test_the_version_changes_only_when_the_reserved_nodes_do(
     before: Callable[[PodSpec], IntArray] | None,
     after: Callable[[PodSpec], IntArray] | None,
     changed: bool,
 ) -> None:
-    holds, states, starving = Holds(), state(), gpu_job("ns/big", 8)
+    holds, states, starving = Holds(HOUR), state(), gpu_job("ns/big", 8)
     if before is not None:
-        holds.hold(starving, states, before)
+        holds.hold(starving, states, before, RUNNING, NOW)
     version = holds.version
-    with holds.trying(starving):
-        assert starving.key not in holds.held  # its old hold is dropped while it is tried
-        if after is not None:
-            holds.hold(starving, states, after)
+    if after is None:
+        holds.release(starving.key)
+        holds.release("ns/other")  # not the holder: nothing changes
+    else:
+        holds.hold(starving, states, after, RUNNING, NOW)
     assert holds.version == version + changed
     assert (starving.key in holds.held) == (after is not None)
-
-
-def test_trying_another_job_leaves_the_holds_and_version_alone() -> None:
-    holds, states = Holds(), state()
-    holds.hold(gpu_job("ns/big", 8), states, anywhere)
-    version = holds.version
-    with holds.trying(gpu_job("ns/small", 1)):
-        pass
-    assert holds.version == version
-    assert list(holds.held) == ["ns/big"]

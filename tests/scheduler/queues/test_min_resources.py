@@ -111,7 +111,7 @@ def test_a_starving_gang_short_of_its_min_resources_holds_nodes() -> None:
         config=config,
         now=4000.0,
     )
-    assert "Waiting 4000s (over 1800s): holding node(s) n0 for it." in reasons(result)[f"{GANG}-0"]
+    assert "Waiting 4000s (over 1800s): node(s) n0 reserved for it" in reasons(result)[f"{GANG}-0"]
 
 
 def test_elastic_pods_of_a_started_gang_are_not_held_to_min_resources() -> None:

@@ -12,7 +12,13 @@ from gpufleet.model.workload import GroupSpec, PodInfo, pods_request
 from gpufleet.report.reasons import note_text, note_words
 from gpufleet.scheduler.api.outcome import NoteCode, note
 from gpufleet.scheduler.cycle.cycle import Cycle
-from gpufleet.scheduler.room.consolidate import Consolidate, movable
+from gpufleet.scheduler.room.consolidate import (
+    GAIN_RATIO,
+    MAX_MOVES,
+    MOVE_COOLDOWN_S,
+    Consolidate,
+    movable,
+)
 from gpufleet.scheduler.room.room import as_action
 from gpufleet.scheduler.room.victims import VictimSearch
 from tests.builders import cycle_of, info, job_of, node
@@ -110,16 +116,56 @@ def test_a_plan_moves_a_pod_and_places_the_job_where_it_was() -> None:
     ]
 
 
+# at 100 s, a/solo (1 GPU) has run 100 s: moving it loses 100 GPU-s, and the 2-GPU job must
+# have waited GAIN_RATIO * 100 / 2 seconds for the move to earn it
+EARNS = 100.0 - GAIN_RATIO * 50.0
+
+
 @pytest.mark.parametrize(
     ("created", "moves"),
     [
-        # at 100 s, a/solo (1 GPU) has run 100 s: moving it loses 100 GPU-s
-        pytest.param(0.0, True, id="waited-100s-x2-gpus-earns-twice-the-loss"),
-        pytest.param(60.0, False, id="waited-40s-x2-gpus-does-not"),
+        pytest.param(EARNS, True, id="waited-enough-earns-the-margin"),
+        pytest.param(EARNS + 1.0, False, id="waited-a-second-less-does-not"),
     ],
 )
-def test_a_move_must_earn_twice_the_work_it_throws_away(created: float, moves: bool) -> None:
+def test_a_move_must_earn_the_work_it_throws_away_by_the_margin(
+    created: float, moves: bool
+) -> None:
     search = search_for(info("a/job").gpus(2).created(created).obj())
+    plan, _ = search.run(CONSOLIDATE, pods_request(search.job.core))
+    assert (plan is not None) is moves
+
+
+@pytest.mark.parametrize(
+    ("progress", "moves"),
+    [
+        pytest.param({}, False, id="100s-run-without-checkpoint-loses-too-much"),
+        pytest.param({"checkpoint_interval_s": 90.0}, True, id="checkpointed-at-90s"),
+        pytest.param({"last_checkpoint": 95.0}, True, id="reported-checkpoint-at-95s"),
+        pytest.param({"last_checkpoint": 200.0}, False, id="a-checkpoint-in-the-future-counts-not"),
+    ],
+)
+def test_old_work_is_protected_unless_it_was_saved(progress: dict[str, float], moves: bool) -> None:
+    solo = info("a/solo").gpus(1).on("n0", 0).progress(**progress).obj()
+    job = info("a/job").gpus(2).created(EARNS + 50.0).obj()  # earns a 50 GPU-s loss, not 100
+    search = search_for(job, running=(solo, *RUNNING[1:]))
+    plan, _ = search.run(CONSOLIDATE, pods_request(search.job.core))
+    assert (plan is not None) is moves
+
+
+@pytest.mark.parametrize(
+    ("progress", "moves"),
+    [
+        pytest.param({"moves": 1, "moved_at": 90.0}, False, id="moved-10s-ago-cools-down"),
+        pytest.param({"moves": 1, "moved_at": 100.0 - MOVE_COOLDOWN_S}, True, id="cooled-down"),
+        pytest.param({"moves": MAX_MOVES, "moved_at": -1e9}, False, id="moved-the-most-times"),
+    ],
+)
+def test_a_moved_job_is_not_moved_again_until_it_cooled_down_nor_too_often(
+    progress: dict[str, float], moves: bool
+) -> None:
+    solo = info("a/solo").gpus(1).on("n0", 0).progress(**progress).obj()
+    search = search_for(info("a/job").gpus(2).created(EARNS).obj(), running=(solo, *RUNNING[1:]))
     plan, _ = search.run(CONSOLIDATE, pods_request(search.job.core))
     assert (plan is not None) is moves
 

@@ -23,6 +23,7 @@ from gpufleet.framework.registry import PluginFactory, Registry
 from gpufleet.framework.runtime import Exclusion
 from gpufleet.model.cluster import ClusterState, NodeSpec
 from gpufleet.model.pod import PodSpec
+from gpufleet.model.progress import NO_PROGRESS, Progress
 from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, Snapshot, pods_request
 from gpufleet.report.reasons import note_words
 from gpufleet.scheduler.api.outcome import NoteCode, note
@@ -249,6 +250,28 @@ def test_lost_work_is_the_gpu_time_the_victims_ran() -> None:
     # a start after now (clock skew, a what-if at an earlier time) loses nothing, not less
     ahead = placed("a/4", run("x").gpus(4).obj(), (4,), 150.0)
     assert search.lost_work([*victims, ahead]) == pytest.approx(2 * 60 + 0.5 * 100)
+
+
+@pytest.mark.parametrize(
+    ("progress", "restart_s", "lost_s"),
+    [
+        pytest.param(NO_PROGRESS, 0.0, 60.0, id="no-checkpoint-the-whole-run"),
+        pytest.param(NO_PROGRESS, 300.0, 360.0, id="and-the-restart-time"),
+        pytest.param(
+            Progress(checkpoint_interval_s=25.0), 0.0, 10.0, id="since-the-50s-checkpoint"
+        ),
+        pytest.param(Progress(last_checkpoint=95.0), 30.0, 35.0, id="since-the-reported-one"),
+        pytest.param(Progress(last_checkpoint=20.0), 0.0, 60.0, id="one-before-the-run-counts-not"),
+    ],
+)
+def test_lost_work_counts_from_the_last_checkpoint_plus_the_restart(
+    progress: Progress, restart_s: float, lost_s: float
+) -> None:
+    search = search_for(gang_cycle(2, 2), "a/job")
+    search.means.restart_s = restart_s
+    victim = placed("a/1", run("x").gpus(2).obj(), (0, 1), 40.0)  # ran 60 s at 100 s
+    victim = replace(victim, pod=replace(victim.pod, progress=progress))
+    assert search.lost_work([victim]) == pytest.approx(2 * lost_s)
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from decimal import Decimal
 
 from gpufleet.load.foreign import PodNames
 from gpufleet.load.objects.placement import pod_volumes, read_placement, refusal, refused_fields
-from gpufleet.load.objects.reader import Reader
+from gpufleet.load.objects.reader import Reader, duration_seconds
 from gpufleet.load.objects.requests import (
     INTEGER,
     extended_requests,
@@ -30,6 +30,7 @@ from gpufleet.load.objects.vocabulary import (
     mib,
 )
 from gpufleet.model.pod import PodSpec
+from gpufleet.model.progress import NO_PROGRESS, Progress
 from gpufleet.model.selectors import (
     FIELD_NODE_NAME,
     OPERATORS,
@@ -229,6 +230,34 @@ def read_pod(
         uid=uid,
         resource_version=version,
         subgroup=labels.get(first_key(labels, names.subgroup_labels) or "", "") if group else "",
+        progress=_progress(r, annotations),
+    )
+
+
+EXPECTED_DURATION = "gpufleet.io/expected-duration"
+CHECKPOINT_INTERVAL = "gpufleet.io/checkpoint-interval"
+LAST_CHECKPOINT = "gpufleet.io/last-checkpoint"
+
+
+def _progress(r: Reader, annotations: Mapping[str, str]) -> Progress:
+    """What the pod's annotations say of its run (``model/progress.py``)."""
+    if not any(k in annotations for k in (EXPECTED_DURATION, CHECKPOINT_INTERVAL, LAST_CHECKPOINT)):
+        return NO_PROGRESS
+
+    def duration(key: str) -> float:
+        raw = annotations.get(key)
+        if raw is None:
+            return 0.0
+        seconds = duration_seconds(raw)
+        if seconds is None:
+            raise r.fail(f"metadata.annotations.{key}", "a duration such as '30m' or '2h'", raw)
+        return seconds
+
+    last = annotations.get(LAST_CHECKPOINT)
+    return Progress(
+        expected_duration_s=duration(EXPECTED_DURATION),
+        checkpoint_interval_s=duration(CHECKPOINT_INTERVAL),
+        last_checkpoint=r.time_of(f"metadata.annotations.{LAST_CHECKPOINT}", last),
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpufleet.model.workload import NON_PREEMPTIBLE_PRIORITY
+from gpufleet.scheduler.queues.holds import DEFAULT_EXPECTED_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -13,6 +14,12 @@ class CycleConfig:
     non_preemptible_priority: int = NON_PREEMPTIBLE_PRIORITY
     stale_grace_s: float = 60.0
     starvation_after_s: float = 1800.0
+    """A job waiting this long that does not fit reserves nodes (``queues/holds.py``)."""
+    expected_duration_s: float = DEFAULT_EXPECTED_S
+    """How long a run is expected to take when its pod does not say
+    (``gpufleet.io/expected-duration``): what backfill onto reserved nodes is judged by."""
+    restart_s: float = 0.0
+    """What a job pays to start again after an eviction, counted in the work it loses."""
     actions: tuple[str, ...] = ("consolidate", "reclaim", "preempt")
     """The actions that make room, in the order they are tried (names of the registry)."""
     watch: frozenset[str] = frozenset()

@@ -119,7 +119,7 @@ class Cycle:
         self.order = components.queue_rule(ledger)
         self.admission = components.admission_rule(ledger, config.non_preemptible_priority)
         self.min_resources = MinResources(ledger)
-        self.holds = Holds()
+        self.holds = Holds(config.expected_duration_s)
         actions = [components.actions[name] for name in config.actions]
         rule = components.topology_rule(topology)
         self.room = Room(actions, rule)
@@ -131,7 +131,9 @@ class Cycle:
         pool.at(now)
         self.pool = pool
         self.backlog = backlog
-        self.means = Means(ledger, pool, self.placer, self.order, self.round)
+        self.means = Means(
+            ledger, pool, self.placer, self.order, self.round, restart_s=config.restart_s
+        )
         self.under_limit = UnderLimit(self.means, self.admission)
         self.dispatcher = Dispatcher(
             backlog,
@@ -141,6 +143,7 @@ class Cycle:
             self.means,
             strict_fifo=config.strict_fifo,
             records=config.records,
+            starvation_after_s=config.starvation_after_s,
         )
         self.commit = Commit(ledger, pool, now)
         self._start(now)
@@ -153,6 +156,9 @@ class Cycle:
         self.pool.add([r for r in fresh if self.ledger.evictable(r.pod)])
         self.pool.at(now)
         self.round.act = act
+        held = self.holds.reservation
+        if held is not None and held.job not in self.backlog:
+            self.holds.release(held.job)  # it was bound, or it left
         self._start(now)
 
     def _start(self, now: float) -> None:
@@ -251,8 +257,10 @@ class Cycle:
 
     def schedule(self, job: Job) -> bool:
         """Place ``job`` (or make room for it); False if it stays pending."""
-        with self.holds.trying(job):
-            return self._schedule(job, self.holds.against(job))
+        placed = self._schedule(job, self.holds.against(job, self.now))
+        if placed:
+            self.holds.release(job.key)
+        return placed
 
     def _schedule(self, job: Job, held: Exclusion | None) -> bool:
         if job.strays:
@@ -367,10 +375,16 @@ class Cycle:
         waited = self.now - job.created
         after = self.config.starvation_after_s
         if waited >= after and any(p.spec.num_gpu for p in job.core):
-            held = self.holds.hold(job, self.ledger.state, self.fit.static_nodes)
-            if held:
+            running = self.ledger.running.values()
+            held = self.holds.hold(job, self.ledger.state, self.fit.static_nodes, running, self.now)
+            if held is not None and held.job == job.key:
                 reason = why(
-                    WhyCode.STARVING, waited_s=waited, after_s=after, nodes=tuple(held), then=reason
+                    WhyCode.STARVING,
+                    waited_s=waited,
+                    after_s=after,
+                    nodes=held.nodes,
+                    start_in_s=held.start - self.now,
+                    then=reason,
                 )
         self.journal.pend(job, job.pods, reason, notes=notes, record=record)
 

@@ -11,6 +11,7 @@ that a cycle now would do nothing.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from gpufleet.model.workload import pods_request
@@ -46,6 +47,7 @@ class Dispatcher:
         *,
         strict_fifo: bool,
         records: bool,
+        starvation_after_s: float = math.inf,
     ) -> None:
         self.backlog, self.order, self.holds, self.room, self.means = (
             backlog,
@@ -55,6 +57,7 @@ class Dispatcher:
             means,
         )
         self.strict_fifo, self.records = strict_fifo, records
+        self.starvation_after_s = starvation_after_s
 
     def serve(
         self, journal: Journal, evictions: Sequence[Eviction], schedule: Callable[[Job], bool]
@@ -63,7 +66,11 @@ class Dispatcher:
         ``schedule`` places a job (or makes room for it), False if it stays pending;
         ``evictions`` are the cycle's so far."""
         backlog, strict, tree = self.backlog, self.strict_fifo, self.means.ledger.tree
-        judge = self.worth if self.means.round.act else self.viable
+        plain = self.worth if self.means.round.act else self.viable
+
+        def judge(job: Job) -> bool:
+            return self.reserving(job) or plain(job)
+
         heads: dict[str, Job] = {}
         for queue in backlog.queues():
             if queue in tree.queues:
@@ -117,9 +124,13 @@ class Dispatcher:
         constraints wait, bindings too (a pod bound may be the one such a job needs beside
         it, or even out its spread). A cycle that may evict has tokens of its own: there
         every failed class is judged again (:meth:`worth`), with its fair shares and min
-        runtimes."""
+        runtimes. Every starvation threshold's length of time, every class is tried again:
+        a job that has come to starve meanwhile reserves nodes when it fails
+        (``queues/holds.py``)."""
         ledger, turn = self.means.ledger, self.means.round
         token: tuple[object, ...] = (ledger.released, self.holds.version)
+        if math.isfinite(self.starvation_after_s) and self.starvation_after_s > 0:
+            token = (*token, int(turn.now // self.starvation_after_s))
         if self.backlog.helped_by_bindings:
             token = (*token, ledger.started)
         return (*token, "act", turn.cycles) if turn.act else token
@@ -139,13 +150,27 @@ class Dispatcher:
         if self.viable(job):
             return True
         request = pods_request(job.core)
-        held = self.holds.against(job)
+        held = self.holds.against(job, self.means.round.now)
         return bool(self.room.possible(self.means, job, request, [], held))
+
+    def reserving(self, job: Job) -> bool:
+        """Whether trying ``job`` could make or renew a reservation though it does not fit:
+        it starves, and no older job holds the reservation, or it holds one whose start has
+        passed (its nodes are chosen again, ``queues/holds.py``)."""
+        after, now = self.starvation_after_s, self.means.round.now
+        if not math.isfinite(after) or now - job.created < after:
+            return False
+        held = self.holds.reservation
+        if held is None:
+            return True
+        if held.job == job.key:
+            return now >= held.start
+        return job.created < held.created
 
     def viable(self, job: Job) -> bool:
         """Whether ``job`` may fit now without evicting anything: False only when its core
         is of one plain spec and the cluster has fewer slots for it than it needs (an exact
         bound, see :meth:`~gpufleet.scheduler.placement.fit.Fit.slots`)."""
         core = job.core
-        held = self.holds.against(job)
+        held = self.holds.against(job, self.means.round.now)
         return not core or self.means.placer.fit.slots(core, None, held) >= len(core)

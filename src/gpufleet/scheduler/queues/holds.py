@@ -1,15 +1,38 @@
-"""Starvation holds: nodes kept free for a job that has waited too long.
+"""The reservation: nodes kept for the oldest job that has waited too long.
 
-A job that has waited past the starvation threshold and still does not fit holds, until it
-is tried again, the nodes that could run its pods (those with the most idle GPU), so that
-later, smaller jobs cannot keep overtaking it: a job asking for fewer GPUs than a starving
-one may not use the nodes held for it. ``version`` changes only when the held nodes do, so
-that the failures remembered under the old holds are judged again.
+Backfill alone starves big gangs: small jobs keep taking the GPUs that free up one by one,
+and a gang that needs whole nodes never finds them. As Slurm's backfill does, the oldest
+job that has waited past the starvation threshold (``starvation_after_s``) and still does
+not fit reserves nodes for its pods, and other jobs may use them only if they are expected
+to end before it needs them:
+
+* **Which nodes**: for each pod of its core, the allowed node expected to be free soonest
+  (:func:`drained_by`: the latest expected end of the pods running there), until the pods
+  fit the reserved nodes' GPUs. Its **start** is when the last of them is expected to be
+  free. Start and nodes are fixed when the reservation is made, so that it does not recede
+  as running jobs outlast their estimates. Once the start has passed and the job still
+  waits, the nodes are chosen again at each try by the same rule (the ones already free
+  are chosen first, so what has drained stays reserved): a job that outruns its estimate
+  on one reserved node does not hold the reservation up.
+* **Backfill**: a job may use reserved nodes if it is expected to end by the start (``now``
+  plus its expected duration), or if its priority is above the reserved job's. After the
+  start, no job may: the nodes only empty, and the reserved job starts once the pods that
+  ran there before end — its wait is bounded by the run times of the jobs on its nodes, not
+  by the stream of smaller jobs behind it.
+* **Expected run times** come from what a scheduler knows: the pod annotation
+  ``gpufleet.io/expected-duration`` (``model/progress.py``), else the cycle's default. A
+  running pod is expected to run for its expected duration, or, once it has run past half
+  of it, as long again as it has run (run times are heavy-tailed: a job that has gone on
+  long is likely to go on).
+
+One job holds a reservation at a time: an older starving job that fails takes it over.
+The reservation ends when its job binds or leaves. ``version`` changes when the reserved
+nodes do, so that the failures remembered under the old ones are judged again.
 """
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -18,67 +41,132 @@ from gpufleet.framework.runtime import Exclusion
 from gpufleet.scheduler.api.job import job_gpus
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterable
 
-    from gpufleet.model.arrays import BoolArray, IntArray
+    from gpufleet.model.arrays import BoolArray, FloatArray, IntArray
     from gpufleet.model.cluster import ClusterState
     from gpufleet.model.pod import PodSpec
+    from gpufleet.model.workload import PodInfo
     from gpufleet.scheduler.api.job import Job
+    from gpufleet.scheduler.api.transaction import Running
 
-REASON = "node(s) were held for a starving job"
+REASON = "node(s) were reserved for a starving job"
+
+DEFAULT_EXPECTED_S = 3600.0
+"""How long a run is expected to take when its pod does not say (``CycleConfig``)."""
+
+
+def expected_s(pod: PodInfo, default_s: float) -> float:
+    """How long a run of ``pod`` is expected to take."""
+    return pod.progress.expected_duration_s or default_s
+
+
+def remaining_s(pod: PodInfo, now: float, default_s: float) -> float:
+    """How much longer running ``pod`` is expected to run (see the module docstring)."""
+    ran = max(0.0, now - (pod.started if pod.started is not None else now))
+    return max(expected_s(pod, default_s) - ran, ran)
+
+
+def job_expected_s(job: Job, default_s: float) -> float:
+    """How long ``job`` is expected to run once started: its longest pod's estimate."""
+    return max((expected_s(p, default_s) for p in job.pods), default=default_s)
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Nodes reserved for ``job`` (its key) from ``start`` on."""
+
+    job: str
+    created: float
+    """When the job was created (an older starving job takes the reservation over)."""
+    priority: int
+    mask: BoolArray
+    nodes: tuple[str, ...]
+    start: float
+    """When the reserved nodes are expected to be free; no backfill after it."""
+    gpus: float
 
 
 class Holds:
-    """Per starving job: the nodes held for it, and its GPUs."""
+    """The reservation of the oldest starving job, if any (see the module docstring)."""
 
-    def __init__(self) -> None:
-        self.held: dict[str, tuple[BoolArray, float]] = {}
+    def __init__(self, default_expected_s: float = DEFAULT_EXPECTED_S) -> None:
+        self.default_expected_s = default_expected_s
+        self.reservation: Reservation | None = None
         self.version = 0
 
-    def against(self, job: Job) -> Exclusion | None:
-        """The nodes held for starving jobs that ask for more GPUs than ``job``."""
-        if not self.held:
-            return None
-        gpus = job_gpus(job)
-        masks = [mask for mask, held_gpus in self.held.values() if held_gpus > gpus]
-        if not masks:
-            return None
-        return Exclusion(np.logical_or.reduce(masks), REASON)
+    @property
+    def held(self) -> dict[str, tuple[BoolArray, float]]:
+        """The reserved nodes per job holding them (none or one)."""
+        r = self.reservation
+        return {} if r is None else {r.job: (r.mask, r.gpus)}
 
-    @contextmanager
-    def trying(self, job: Job) -> Iterator[None]:
-        """While ``job`` is tried its old hold is dropped (it is made anew if it still
-        starves); the holds count as changed only if it holds other nodes after."""
-        before = self.held.pop(job.key, None)
-        try:
-            yield
-        finally:
-            after = self.held.get(job.key)
-            if _changed(before, after):
-                self.version += 1
+    def against(self, job: Job, now: float) -> Exclusion | None:
+        """The reserved nodes ``job`` may not use: none for the reserved job itself, a job
+        of higher priority, or one expected to end by the reservation's start."""
+        r = self.reservation
+        if r is None or r.job == job.key or job.priority > r.priority:
+            return None
+        if now < r.start and now + job_expected_s(job, self.default_expected_s) <= r.start:
+            return None
+        return Exclusion(r.mask, REASON)
+
+    def release(self, key: str) -> None:
+        """``key`` bound or left: its reservation ends."""
+        if self.reservation is not None and self.reservation.job == key:
+            self.reservation = None
+            self.version += 1
 
     def hold(
-        self, job: Job, state: ClusterState, static_nodes: Callable[[PodSpec], IntArray]
-    ) -> list[str]:
-        """Hold nodes that could run the starving job's pods; their names."""
-        taken = [m for m, _ in self.held.values()]
-        mask = np.logical_or.reduce(taken) if taken else np.zeros(state.size, dtype=np.bool_)
+        self,
+        job: Job,
+        state: ClusterState,
+        static_nodes: Callable[[PodSpec], IntArray],
+        running: Iterable[Running],
+        now: float,
+    ) -> Reservation | None:
+        """The reservation of starving ``job``, made if no older job holds one (None: one
+        does, or no node could ever run its pods)."""
+        r = self.reservation
+        if r is not None and r.job != job.key and r.created <= job.created:
+            return None
+        if r is not None and r.job == job.key and now < r.start:
+            return r
+        free_at = drained_by(state, running, now, self.default_expected_s)
         mine = np.zeros(state.size, dtype=np.bool_)
-        names = []
+        room = state.gpu_count.astype(np.float64)
         for pod in job.core:
-            possible = static_nodes(pod.spec)
-            possible = possible[~mask[possible]]
-            if possible.size == 0:
+            gpus = pod.demand.gpu_equivalent
+            if not gpus:
                 continue
-            node = int(possible[np.argmax(state.gpu_idle[possible])])
-            mask[node] = mine[node] = True
-            names.append(state.names[node])
-        if names:
-            self.held[job.key] = (mine, job_gpus(job))
-        return names
+            possible = static_nodes(pod.spec)
+            possible = possible[room[possible] >= gpus]
+            if possible.size == 0:
+                return None  # no node can ever run this pod: nothing to reserve
+            node = int(possible[np.lexsort((possible, ~mine[possible], free_at[possible]))[0]])
+            mine[node] = True
+            room[node] -= gpus
+        if not mine.any():
+            return None
+        nodes = tuple(state.names[i] for i in np.flatnonzero(mine))
+        start = max(now, float(free_at[mine].max()))
+        if r is not None and r.job == job.key:
+            start = r.start  # overdue: other nodes, but still no backfill
+        self.reservation = Reservation(
+            job.key, job.created, job.priority, mine, nodes, start, job_gpus(job)
+        )
+        if r is None or not np.array_equal(r.mask, mine):
+            self.version += 1
+        return self.reservation
 
 
-def _changed(before: tuple[BoolArray, float] | None, after: tuple[BoolArray, float] | None) -> bool:
-    if before is None or after is None:
-        return before is not after
-    return not np.array_equal(before[0], after[0])
+def drained_by(
+    state: ClusterState, running: Iterable[Running], now: float, default_s: float
+) -> FloatArray:
+    """Per node, when the pods running on it are all expected to have ended (``now`` for
+    an empty node)."""
+    free_at = np.full(state.size, now, dtype=np.float64)
+    for r in running:
+        end = now + remaining_s(r.pod, now, default_s)
+        free_at[r.node] = max(free_at[r.node], end)
+    return free_at

@@ -10,6 +10,13 @@ time they have run, as the victim search counts it) may lose at most 1/:data:`GA
 what the job has waited (its GPUs times its wait so far). A job refused for too little gain
 is tried again once its wait has grown: the consolidation epoch turns every
 :data:`RECHECK_S`.
+
+A pod that would lose more than :data:`MAX_MOVE_LOSS_S` of work (since its start or last
+checkpoint, plus the restart time) is never moved, whatever the gain: on a busy cluster a
+restarted run's rework queues everyone else. A moved job is not moved again for
+:data:`MOVE_COOLDOWN_S`, nor ever more than
+:data:`MAX_MOVES` times (its pod's ``progress.moves``, ``model/progress.py``): a pod just
+moved has lost nothing yet and would otherwise be the cheapest victim of the next search.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gpufleet.model.arrays import MILLI
+from gpufleet.model.progress import work_at_risk
 from gpufleet.scheduler.api.outcome import NoteCode, note
 from gpufleet.scheduler.room.protocols import always, moving
 
@@ -38,6 +46,14 @@ GAIN_RATIO = 2.0
 the moved pods lose."""
 RECHECK_S = 3600.0
 """How often a consolidation refused for too little gain is tried again."""
+MAX_MOVE_LOSS_S = 1800.0
+"""The most work one moved pod may throw away: the time since its start or last checkpoint,
+plus the restart time. Older unsaved work is never moved: a move restarts it, and on a busy
+cluster the rework queues everyone else."""
+MOVE_COOLDOWN_S = 6 * 3600.0
+"""How long a moved job is protected from being moved again."""
+MAX_MOVES = 2
+"""How many times consolidation may move one job, at most."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,14 +93,30 @@ class Consolidate:
 
 
 def earned(search: SearchView) -> Callable[[Unit, list[Running]], bool]:
-    """Whether moving a unit, beside the pods already taken, still earns its loss."""
-    job, now = search.job, search.means.round.now
+    """Whether moving a unit, beside the pods already taken, still earns its loss: none of
+    its pods cools down or would lose too much, and the job's wait earns what they lose."""
+    job, now, restart = search.job, search.means.round.now, search.means.restart_s
     gain = sum(p.demand.gpu_equivalent for p in job.core) * max(0.0, now - job.created)
 
     def accept(unit: Unit, taken: list[Running]) -> bool:
+        if any(cooling(r, now) for r in unit):
+            return False
+        if any(
+            work_at_risk(r.pod.progress, r.pod.started, now, restart) > MAX_MOVE_LOSS_S
+            for r in unit
+        ):
+            return False
         return GAIN_RATIO * search.lost_work([*taken, *unit]) <= gain
 
     return accept
+
+
+def cooling(running: Running, now: float) -> bool:
+    """Whether ``running`` was moved too recently (or too often) to be moved again."""
+    progress = running.pod.progress
+    if progress.moves >= MAX_MOVES:
+        return True
+    return progress.moved_at is not None and now - progress.moved_at < MOVE_COOLDOWN_S
 
 
 def movable(search: SearchView) -> tuple[BoolArray, ClusterState]:
@@ -114,6 +146,9 @@ def _relocatable_alone(search: SearchView, mask: BoolArray) -> BoolArray:
     keep = mask.copy()
     fits: dict[Hashable, bool] = {}
     for i in np.flatnonzero(mask):
+        if pool.items[i].pod.progress.moves >= MAX_MOVES:
+            keep[i] = False  # never again
+            continue
         spec = moving(pool.items[i])
         anywhere = fits.get(spec.request_key)
         if anywhere is None:

@@ -102,6 +102,8 @@ class Means:
     placer: Placer
     order: QueueRule
     round: Round
+    restart_s: float = 0.0
+    """What a job pays to start again after an eviction, counted in the work it loses."""
     movable: tuple[Hashable, BoolArray, ClusterState] | None = None
 
     def consolidation_epoch(self) -> Hashable:

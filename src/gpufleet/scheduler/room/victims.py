@@ -22,11 +22,12 @@ min runtime for preempt and reclaim. A pod of a gang that has no pods to spare b
 
 For each pod of the job's core, in turn: if it fits, it is placed; otherwise every node on
 which it would fit once all eligible victims were gone is tried: victims are taken
-cheapest first (lowest priority, whole-GPU pods before pods sharing a GPU, least work lost,
-newest, smallest unit) until the pod fits, then each is reprieved, most expensive first, if
+cheapest first (lowest priority, whole-GPU pods before pods sharing a GPU, least work lost
+— GPUs times the time since the last checkpoint, plus the restart time —, newest, smallest
+unit) until the pod fits, then each is reprieved, most expensive first, if
 the pod still fits without evicting it. The node whose victims have the lowest priority
-wins, then the one where the least work is lost (the GPU-time the victims have run: one
-20-day-old job costs more than two 5-minute-old ones), then the fewest broken GPU shares,
+wins, then the one where the least work is lost (one 20-day-old job without checkpoints
+costs more than two 5-minute-old ones), then the fewest broken GPU shares,
 then the fewest victims.
 Everything happens in one transaction, so a job that cannot be completed leaves no
 evictions behind.
@@ -39,6 +40,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gpufleet.framework.status import Code, Status
+from gpufleet.model.progress import work_at_risk
 from gpufleet.scheduler.api.outcome import Note, NoteCode, note
 from gpufleet.scheduler.api.transaction import Transaction
 from gpufleet.scheduler.placement.place import choose_gpus, on_node, place
@@ -129,12 +131,13 @@ class VictimSearch:
         )
 
     def lost_work(self, victims: list[Running]) -> float:
-        """GPU-seconds the victims have run: their GPUs, with their share of the devices of
-        their ResourceClaims, times the time since they started (their work is lost unless
-        they checkpoint)."""
-        now = self.means.round.now
+        """GPU-seconds the victims' eviction throws away: their GPUs, with their share of
+        the devices of their ResourceClaims, times the time since their last checkpoint
+        plus the restart time (``model/progress.py``)."""
+        now, restart = self.means.round.now, self.means.restart_s
         return sum(
-            (v.spec.gpu_equivalent + self._claimed(v)) * max(0.0, now - v.pod.started)
+            (v.spec.gpu_equivalent + self._claimed(v))
+            * work_at_risk(v.pod.progress, v.pod.started, now, restart)
             for v in victims
             if v.pod.started is not None
         )
