@@ -8,7 +8,10 @@ import pytest
 
 from gpufleet.cost.prices import NodeType, PriceSheet, UnitPrices
 from gpufleet.kube.process.metrics import Metrics, PodLatency
-from gpufleet.scheduler.api.outcome import CycleResult, Pending, WhyCode, why
+from gpufleet.model.pod import PodSpec
+from gpufleet.model.progress import Progress
+from gpufleet.model.workload import PodInfo
+from gpufleet.scheduler.api.outcome import Binding, CycleResult, Eviction, Pending, WhyCode, why
 from gpufleet.scheduler.state.changes import Event
 from tests.scheduler.state.test_cache import bound, cache_of, gpu_node, pending
 
@@ -112,3 +115,32 @@ def test_a_pod_made_again_under_its_name_enters_the_queue_anew() -> None:
     assert (latency.seen, latency.attempts) == ({"ns/a": 160.0}, {})
     latency.pending("ns/a", 190.0, "uid-3")  # made again, seen by its watch event
     assert latency.seen == {"ns/a": 190.0}
+
+
+def test_each_action_counts_its_evictions_the_work_they_lost_and_the_jobs_it_started() -> None:
+    old = PodInfo("ns/old", PodSpec("old", 1000, 1024, 2, 1000), started=0.0)
+    saved = PodInfo(
+        "ns/saved",
+        PodSpec("saved", 1000, 1024, 1, 1000),
+        started=0.0,
+        progress=Progress(checkpoint_interval_s=600.0),
+    )
+    job = PodInfo("ns/job", PodSpec("job", 1000, 1024, 4, 1000))
+    result = CycleResult(
+        bindings=(Binding("ns/job", "n0", (0, 1, 2, 3)),),
+        evictions=(
+            Eviction("ns/old", "preempt", "ns/job"),
+            Eviction("ns/saved", "preempt", "ns/job"),
+        ),
+        pending=(),
+    )
+    metrics = Metrics("gpufleet")
+    pods = {p.key: p for p in (old, saved, job)}
+    metrics.evicted(result, pods, now=1000.0, restart_s=60.0)
+    sample = metrics.registry.get_sample_value
+    assert sample("gpufleet_evictions_total", {"action": "preempt"}) == 2
+    # 2 GPUs x (1000 s + 60) and 1 GPU x (400 s since its 600 s checkpoint + 60)
+    assert (
+        sample("gpufleet_evicted_work_gpu_seconds_total", {"action": "preempt"}) == 2 * 1060 + 460
+    )
+    assert sample("gpufleet_room_made_jobs_total", {"action": "preempt"}) == 1

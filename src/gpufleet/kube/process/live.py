@@ -205,6 +205,8 @@ class LiveScheduler:
         self.cache.expire(now)
         started = time.perf_counter()
         result = await asyncio.to_thread(self.scheduler.run, now)
+        if result.evictions:
+            self.metrics.evicted(result, self.cache.pods, now, self.options.config.restart_s)
         self.stats.cycles += 1
         self.latency.tried(result, self.cache)
         await self.writer.write(result, now, self.scheduler)

@@ -10,7 +10,9 @@ pods, allocation and fair share per resource; the share of GPUs allocated; bind 
 watch restarts per kind; and, priced by the price sheet (``cost/``), what each queue's running
 pods cost per hour, what the nodes cost per hour and how much of it no pod was charged for, in
 OpenCost's hourly-cost style (``gpufleet_queue_hourly_cost``, ``gpufleet_cluster_hourly_cost``,
-``gpufleet_idle_hourly_cost``). Each scheduler has its own registry (tests run many at once).
+``gpufleet_idle_hourly_cost``); and per evicting action, what it cost and bought
+(``gpufleet_evictions_total``, ``gpufleet_evicted_work_gpu_seconds_total``,
+``gpufleet_room_made_jobs_total``). Each scheduler has its own registry (tests run many at once).
 """
 
 from __future__ import annotations
@@ -23,12 +25,13 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disa
 from gpufleet.cost.allocation import IDLE
 from gpufleet.cost.nodes import price_nodes
 from gpufleet.cost.rates import running_hourly
+from gpufleet.model.progress import work_at_risk
 from gpufleet.model.workload import RESOURCES
 from gpufleet.plugins.stranding import Ratios, stranded
 from gpufleet.scheduler.api.outcome import WhyCode
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Sequence
+    from collections.abc import Collection, Mapping, Sequence
 
     from gpufleet.cost.allocation import Nodes
     from gpufleet.cost.prices import PriceSheet
@@ -101,6 +104,25 @@ class Metrics:
             "Total preemption attempts in the cluster till now.",
             registry=registry,
         )
+        self.action_evictions = Counter(
+            "gpufleet_evictions",
+            "Pods evicted (or moved) to make room, by the action that evicted them.",
+            ["action"],
+            registry=registry,
+        )
+        self.action_lost = Counter(
+            "gpufleet_evicted_work_gpu_seconds",
+            "GPU-seconds of work the evictions threw away (since each pod's start or last "
+            "checkpoint, plus the restart time), by action.",
+            ["action"],
+            registry=registry,
+        )
+        self.action_started = Counter(
+            "gpufleet_room_made_jobs",
+            "Jobs bound in the cycle that evicted pods to make room for them, by action.",
+            ["action"],
+            registry=registry,
+        )
         self.queue_pending = Gauge(
             "gpufleet_queue_pending_pods",
             "Pending pods per gpufleet queue.",
@@ -167,6 +189,24 @@ class Metrics:
             ["resource"],
             registry=registry,
         )
+
+    def evicted(
+        self, result: CycleResult, pods: Mapping[str, PodInfo], now: float, restart_s: float
+    ) -> None:
+        """Count what each action evicted, the work it threw away (read from the victims as
+        the cycle saw them, before they are deleted) and the jobs it made room for."""
+        bound = {b.pod for b in result.bindings}
+        helped: dict[str, str] = {}
+        for eviction in result.evictions:
+            self.action_evictions.labels(eviction.action).inc()
+            helped.setdefault(eviction.for_, eviction.action)
+            pod = pods.get(eviction.pod)
+            if pod is not None:
+                lost = work_at_risk(pod.progress, pod.started, now, restart_s)
+                self.action_lost.labels(eviction.action).inc(pod.spec.gpu_equivalent * lost)
+        for job, action in helped.items():
+            if any(pods[k].gang == job for k in bound if k in pods):
+                self.action_started.labels(action).inc()
 
     def cycle(
         self,
