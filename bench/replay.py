@@ -3,15 +3,17 @@
 Prints, per trace and policy: jobs, finished, never started, mean / p50 / p95 wait, mean
 JCT, time-weighted GPU allocation, preemptions, lost GPU-hours and the run time; then the
 waits per job-size class, every job counted (one that never started at its wait so far);
-then what each evicting action cost and bought. On Philly, gpufleet also runs with a
-restart time of 5 minutes and with checkpoints every 30 minutes (``--restart-time``,
-``--checkpoint-interval`` set both for every run instead).
-openb default replays on its own 1,213 nodes; Philly on the bundled default cluster (80 x 8
-GPUs, racks of 8). ``--until`` cuts the replays short (seconds of trace time); ``--policy``
-picks policies and ``--trace`` traces (both repeatable); ``--variants`` adds gpufleet with
-reclaim, with its reservation after 30 min or 6 h, without a reservation, and without
-consolidation. A run
-of everything (no option) writes its table into docs/benchmarks.md unless ``--no-docs``.
+then what each evicting action cost and bought. openb default replays on its own 1,213
+nodes (nothing waits there), and, as openb-busy, trace days 137-140 on the 24 GPUs of
+``gpufleet simulate --protocol replay``'s default; Philly on the bundled default cluster
+(80 x 8 GPUs, racks of 8), where gpufleet also runs with a restart time of 5 minutes, with
+checkpoints every 30 minutes, and with both.
+
+``--until`` cuts the replays short (seconds of trace time); ``--policy`` picks policies and
+``--trace`` traces (both repeatable); ``--restart-time`` and ``--checkpoint-interval`` set
+both for every run; ``--variants`` adds gpufleet with reclaim, with its reservation after
+30 min or 6 h, without a reservation, and without consolidation. A run of everything (no
+option) writes its tables into docs/benchmarks.md unless ``--no-docs``.
 
     python -m bench.replay [--trace philly] [--policy gpufleet] [--until 3000000] [--variants]
                            [--restart-time 300] [--checkpoint-interval 1800] [--traces DIR]
@@ -28,11 +30,15 @@ from rich.console import Console
 
 from bench.docs import publish
 from bench.traces import OPENB, PHILLY, add_traces_option, require
-from gpufleet.load.traces.replay_inputs import load_replay
+from gpufleet.cli.replay import DEFAULT_REPLAY_CLUSTER, DEFAULT_REPLAY_WINDOW
+from gpufleet.load.traces.openb import bundled
+from gpufleet.load.traces.replay_inputs import ReplayInput, load_replay
+from gpufleet.model.workload import ReplayJob
 from gpufleet.plugins.registry import REPLAY_POLICIES, ReplayPolicy
 from gpufleet.report.replay import (
     ACTION_COLUMNS,
     COLUMNS,
+    DAY,
     SIZE_COLUMNS,
     action_rows,
     action_table,
@@ -42,6 +48,7 @@ from gpufleet.report.replay import (
     size_table,
 )
 from gpufleet.sim.replay import Replay
+from gpufleet.sim.window import trace_window
 
 GPUFLEET = REPLAY_POLICIES["gpufleet"]
 VARIANTS = [
@@ -60,9 +67,25 @@ RUN_MODELS = [
 
 FILES = {
     "openb-default": Path(OPENB) / "openb_pod_list_default.csv",
+    "openb-busy": Path(OPENB) / "openb_pod_list_default.csv",
     "philly": PHILLY,
 }
 """Each trace's file inside the traces directory."""
+
+
+def load(trace: str, traces: Path) -> tuple[ReplayInput, list[ReplayJob], float | None, str]:
+    """A trace's inputs, the jobs replayed, where the replay stops (None: the end) and the
+    cluster's name.
+    ``openb-busy`` is ``gpufleet simulate --protocol replay``'s default: trace days 137-140
+    on three servers of 24 GPUs, where jobs queue (on the openb cluster's own 6,212 GPUs
+    nothing waits)."""
+    if trace != "openb-busy":
+        data = load_replay(traces / FILES[trace])
+        return data, list(data.jobs), None, data.cluster
+    data = load_replay(traces / FILES[trace], cluster=bundled(DEFAULT_REPLAY_CLUSTER))
+    since, until = DEFAULT_REPLAY_WINDOW
+    where = f"bundled {DEFAULT_REPLAY_CLUSTER}, trace days {since / DAY:g}-{until / DAY:g}"
+    return data, trace_window(data.jobs, since), until - since, where
 
 
 def main() -> None:
@@ -90,27 +113,27 @@ def main() -> None:
     chosen = args.restart_time is not None or args.checkpoint_interval is not None
     everything = not (args.trace or args.policy or args.until or args.variants or chosen)
     for trace in traces:
-        data = load_replay(args.traces / FILES[trace])
+        data, jobs, stop, where = load(trace, args.traces)
+        if args.until is not None:
+            stop = args.until if stop is None else min(stop, args.until)
         plans = [(p, args.checkpoint_interval or 0.0, args.restart_time or 0.0) for p in policies]
         if trace == "philly" and not chosen and (everything or args.variants):
             plans += RUN_MODELS
         runs = [
             Replay(
                 data.nodes,
-                data.jobs,
+                jobs,
                 policy,
                 queues=data.queues,
                 topology=data.topology,
                 workload=data.workload,
                 checkpoint_interval_s=checkpoint,
                 restart_s=restart,
-            ).run(until=args.until)
+            ).run(until=stop)
             for policy, checkpoint, restart in plans
         ]
         gpus = sum(n.gpus for n in data.nodes)
-        console.print(
-            replay_table(runs, f"{trace}: {len(data.jobs):,} jobs, {gpus:,} GPUs ({data.cluster})")
-        )
+        console.print(replay_table(runs, f"{trace}: {len(jobs):,} jobs, {gpus:,} GPUs ({where})"))
         console.print(size_table(runs, f"{trace}: waits by job size (never started: wait so far)"))
         console.print(action_table(runs, f"{trace}: what each evicting action cost and bought"))
         lines += [f"| {trace} | " + " | ".join(row[:1] + row[2:]) + " |" for row in rows(runs)]
