@@ -101,7 +101,7 @@ def test_the_reservation_takes_the_nodes_expected_free_soonest(
     start_in_h: float | None,
 ) -> None:
     holds = Holds(HOUR)
-    made = holds.hold(starving, state(), static, RUNNING, NOW)
+    made = holds.hold(starving, state(), static, RUNNING, now=NOW)
     if start_in_h is None:
         assert made is None
         assert holds.reservation is None
@@ -128,13 +128,13 @@ def test_backfill_onto_reserved_nodes_only_by_jobs_that_end_before_the_start(
     asking: Job, now: float, kept_off: bool
 ) -> None:
     holds, states = Holds(HOUR), state()
-    holds.hold(gpu_job("ns/big", 8, 2), states, anywhere, RUNNING, NOW)  # starts in 0.75 h
+    holds.hold(gpu_job("ns/big", 8, 2), states, anywhere, RUNNING, now=NOW)  # starts in 0.75 h
     assert reserved(holds, asking, states, now) == (["n2", "n3"] if kept_off else [])
 
 
 def test_the_reservation_carries_the_reason() -> None:
     holds, states = Holds(HOUR), state()
-    holds.hold(gpu_job("ns/big", 8), states, anywhere, RUNNING, NOW)
+    holds.hold(gpu_job("ns/big", 8), states, anywhere, RUNNING, now=NOW)
     held = holds.against(gpu_job("ns/small", 1, expected=HOUR), NOW)
     assert held is not None
     assert held.message == REASON
@@ -147,27 +147,31 @@ def test_an_older_starving_job_takes_the_reservation_over_a_younger_one_does_not
         gpu_job("ns/old", 8, 2, created=1.0),
         gpu_job("ns/younger", 8, created=9.0),
     )
-    assert holds.hold(young, states, anywhere, RUNNING, NOW) is not None
-    assert holds.hold(old, states, anywhere, RUNNING, NOW) is not None
-    assert holds.hold(younger, states, anywhere, RUNNING, NOW) is None
+    assert holds.hold(young, states, anywhere, RUNNING, now=NOW) is not None
+    assert holds.hold(old, states, anywhere, RUNNING, now=NOW) is not None
+    assert holds.hold(younger, states, anywhere, RUNNING, now=NOW) is None
     assert list(holds.held) == ["ns/old"]
 
 
 def test_nodes_and_start_stay_fixed_until_the_start_then_only_the_nodes_change() -> None:
     holds, states, big = Holds(HOUR), state(), gpu_job("ns/big", 8, 2)
-    first = holds.hold(big, states, anywhere, RUNNING, NOW)
+    first = holds.hold(big, states, anywhere, RUNNING, now=NOW)
     assert first is not None
-    assert holds.hold(big, states, anywhere, RUNNING[:2], NOW + 0.5 * HOUR) is first
+    assert holds.hold(big, states, anywhere, RUNNING[:2], now=NOW + 0.5 * HOUR) is first
     # past its start, n2's pod still runs: the nodes are chosen again (n2 is still the
     # soonest of the busy ones), and the start stays: no backfill from now on
-    later = holds.hold(big, states, anywhere, RUNNING, NOW + HOUR)
+    later = holds.hold(big, states, anywhere, RUNNING, now=NOW + HOUR, token=1)
     assert later is not None
     assert later.start == first.start
     assert later.nodes == ("n2", "n3")
-    drained = holds.hold(big, states, anywhere, RUNNING[:1], NOW + HOUR)  # n1, n2 empty
+    drained = holds.hold(
+        big, states, anywhere, RUNNING[:1], now=NOW + HOUR, token=2
+    )  # n1, n2 empty
     assert drained is not None
     assert drained.nodes == ("n1", "n2")  # the free nodes first, by index
     assert drained.start == first.start
+    # nothing freed since: the same reservation, not chosen again
+    assert holds.hold(big, states, anywhere, RUNNING, now=NOW + 2 * HOUR, token=2) is drained
 
 
 @pytest.mark.parametrize(
@@ -185,12 +189,12 @@ def test_the_version_changes_only_when_the_reserved_nodes_do(
 ) -> None:
     holds, states, starving = Holds(HOUR), state(), gpu_job("ns/big", 8)
     if before is not None:
-        holds.hold(starving, states, before, RUNNING, NOW)
+        holds.hold(starving, states, before, RUNNING, now=NOW)
     version = holds.version
     if after is None:
         holds.release(starving.key)
         holds.release("ns/other")  # not the holder: nothing changes
     else:
-        holds.hold(starving, states, after, RUNNING, NOW)
+        holds.hold(starving, states, after, RUNNING, now=NOW)
     assert holds.version == version + changed
     assert (starving.key in holds.held) == (after is not None)

@@ -375,8 +375,15 @@ class Cycle:
         waited = self.now - job.created
         after = self.config.starvation_after_s
         if waited >= after and any(p.spec.num_gpu for p in job.core):
-            running = self.ledger.running.values()
-            held = self.holds.hold(job, self.ledger.state, self.fit.static_nodes, running, self.now)
+            ledger = self.ledger
+            held = self.holds.hold(
+                job,
+                ledger.state,
+                self.fit.static_nodes,
+                ledger.running.values(),
+                now=self.now,
+                token=ledger.released,
+            )
             if held is not None and held.job == job.key:
                 reason = why(
                     WhyCode.STARVING,

@@ -41,7 +41,7 @@ from gpufleet.framework.runtime import Exclusion
 from gpufleet.scheduler.api.job import job_gpus
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Hashable, Iterable
 
     from gpufleet.model.arrays import BoolArray, FloatArray, IntArray
     from gpufleet.model.cluster import ClusterState
@@ -85,6 +85,9 @@ class Reservation:
     start: float
     """When the reserved nodes are expected to be free; no backfill after it."""
     gpus: float
+    token: Hashable = None
+    """What the nodes were chosen under (the capacity freed so far): an overdue reservation
+    is chosen again only once it changed."""
 
 
 class Holds:
@@ -123,14 +126,17 @@ class Holds:
         state: ClusterState,
         static_nodes: Callable[[PodSpec], IntArray],
         running: Iterable[Running],
+        *,
         now: float,
+        token: Hashable = None,
     ) -> Reservation | None:
         """The reservation of starving ``job``, made if no older job holds one (None: one
-        does, or no node could ever run its pods)."""
+        does, or no node could ever run its pods); ``token`` says what capacity has been
+        freed (an overdue reservation is chosen again when it changed)."""
         r = self.reservation
         if r is not None and r.job != job.key and r.created <= job.created:
             return None
-        if r is not None and r.job == job.key and now < r.start:
+        if r is not None and r.job == job.key and (now < r.start or r.token == token):
             return r
         free_at = drained_by(state, running, now, self.default_expected_s)
         mine = np.zeros(state.size, dtype=np.bool_)
@@ -153,7 +159,7 @@ class Holds:
         if r is not None and r.job == job.key:
             start = r.start  # overdue: other nodes, but still no backfill
         self.reservation = Reservation(
-            job.key, job.created, job.priority, mine, nodes, start, job_gpus(job)
+            job.key, job.created, job.priority, mine, nodes, start, job_gpus(job), token
         )
         if r is None or not np.array_equal(r.mask, mine):
             self.version += 1

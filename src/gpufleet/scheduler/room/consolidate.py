@@ -126,16 +126,18 @@ def movable(search: SearchView) -> tuple[BoolArray, ClusterState]:
     freed state stays an upper bound (the search checks each move itself)."""
     means, pool = search.means, search.pool
     held = search.held
-    key = (means.consolidation_epoch(), None if held is None else held.mask.tobytes())
-    known = means.movable
-    if known is None or known[0] != key:
+    epoch, where = means.consolidation_epoch(), None if held is None else held.mask.tobytes()
+    if means.movable is None or means.movable[0] != epoch:
+        means.movable = (epoch, {})
+    known = means.movable[1].get(where)
+    if known is None:  # per held mask: jobs kept off a reservation and jobs not alternate
         candidates = pool.alive & pool.single & ~pool.claims
         state = search.state
         if state.divided_gpus:  # a pod on MIG slices or replicas stays: its charge would change
             candidates &= state.gpu_unit[pool.node] == 1.0
         mask = _relocatable_alone(search, candidates)
-        known = means.movable = (key, mask, pool.freed(search.state, mask))
-    return known[1], known[2]
+        known = means.movable[1][where] = (mask, pool.freed(search.state, mask))
+    return known
 
 
 def _relocatable_alone(search: SearchView, mask: BoolArray) -> BoolArray:

@@ -104,7 +104,7 @@ class Means:
     round: Round
     restart_s: float = 0.0
     """What a job pays to start again after an eviction, counted in the work it loses."""
-    movable: tuple[Hashable, BoolArray, ClusterState] | None = None
+    movable: tuple[Hashable, dict[bytes | None, tuple[BoolArray, ClusterState]]] | None = None
 
     def consolidation_epoch(self) -> Hashable:
         return consolidation_epoch(self.ledger, self.pool)
