@@ -156,8 +156,7 @@ class Dispatcher:
     def reserving(self, job: Job) -> bool:
         """Whether trying ``job`` could make or renew a reservation though it does not fit:
         it starves, and no older job holds the reservation, or it holds one whose start has
-        passed and capacity was freed since its nodes were chosen (they are chosen again,
-        ``queues/holds.py``)."""
+        passed (its nodes are chosen again, ``queues/holds.py``)."""
         after, now = self.starvation_after_s, self.means.round.now
         if not math.isfinite(after) or now - job.created < after:
             return False
@@ -165,7 +164,7 @@ class Dispatcher:
         if held is None:
             return True
         if held.job == job.key:
-            return now >= held.start and held.token != self.means.ledger.released
+            return now >= held.start
         return job.created < held.created
 
     def viable(self, job: Job) -> bool:

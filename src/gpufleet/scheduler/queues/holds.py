@@ -136,7 +136,7 @@ class Holds:
         r = self.reservation
         if r is not None and r.job != job.key and r.created <= job.created:
             return None
-        if r is not None and r.job == job.key and (now < r.start or r.token == token):
+        if r is not None and r.job == job.key and now < r.start:
             return r
         free_at = drained_by(state, running, now, self.default_expected_s)
         mine = np.zeros(state.size, dtype=np.bool_)

@@ -120,10 +120,12 @@ def cooling(running: Running, now: float) -> bool:
 
 
 def movable(search: SearchView) -> tuple[BoolArray, ClusterState]:
-    """The pods consolidation may move (each fits somewhere on its own), and the state
-    with all of them gone. Kept for the consolidation epoch and the held nodes: within an
-    epoch capacity is only taken, so the pods that fit can only have become fewer and the
-    freed state stays an upper bound (the search checks each move itself)."""
+    """The pods consolidation may move (each fits somewhere on its own and would lose at
+    most :data:`MAX_MOVE_LOSS_S`), and the state with all of them gone. Kept for the
+    consolidation epoch and the held nodes: within an epoch capacity is only taken and pods
+    only grow older, so the pods that may move can only have become fewer and the freed
+    state stays an upper bound (the search checks each move itself). A pod whose checkpoint
+    makes it young again is seen at the next epoch, within the hour."""
     means, pool = search.means, search.pool
     held = search.held
     epoch, where = means.consolidation_epoch(), None if held is None else held.mask.tobytes()
@@ -135,6 +137,11 @@ def movable(search: SearchView) -> tuple[BoolArray, ClusterState]:
         state = search.state
         if state.divided_gpus:  # a pod on MIG slices or replicas stays: its charge would change
             candidates &= state.gpu_unit[pool.node] == 1.0
+        now, restart = means.round.now, means.restart_s
+        for i in np.flatnonzero(candidates):  # old unsaved work never moves (MAX_MOVE_LOSS_S)
+            pod = pool.items[i].pod
+            if work_at_risk(pod.progress, pod.started, now, restart) > MAX_MOVE_LOSS_S:
+                candidates[i] = False
         mask = _relocatable_alone(search, candidates)
         known = means.movable[1][where] = (mask, pool.freed(search.state, mask))
     return known
