@@ -382,7 +382,6 @@ class Cycle:
                 self.fit.static_nodes,
                 ledger.running.values(),
                 now=self.now,
-                token=ledger.released,
             )
             if held is not None and held.job == job.key:
                 reason = why(

@@ -41,7 +41,7 @@ from gpufleet.framework.runtime import Exclusion
 from gpufleet.scheduler.api.job import job_gpus
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Hashable, Iterable
+    from collections.abc import Callable, Iterable
 
     from gpufleet.model.arrays import BoolArray, FloatArray, IntArray
     from gpufleet.model.cluster import ClusterState
@@ -85,9 +85,6 @@ class Reservation:
     start: float
     """When the reserved nodes are expected to be free; no backfill after it."""
     gpus: float
-    token: Hashable = None
-    """What the nodes were chosen under (the capacity freed so far): an overdue reservation
-    is chosen again only once it changed."""
 
 
 class Holds:
@@ -128,11 +125,9 @@ class Holds:
         running: Iterable[Running],
         *,
         now: float,
-        token: Hashable = None,
     ) -> Reservation | None:
         """The reservation of starving ``job``, made if no older job holds one (None: one
-        does, or no node could ever run its pods); ``token`` says what capacity has been
-        freed (an overdue reservation is chosen again when it changed)."""
+        does, or no node could ever run its pods)."""
         r = self.reservation
         if r is not None and r.job != job.key and r.created <= job.created:
             return None
@@ -159,7 +154,7 @@ class Holds:
         if r is not None and r.job == job.key:
             start = r.start  # overdue: other nodes, but still no backfill
         self.reservation = Reservation(
-            job.key, job.created, job.priority, mine, nodes, start, job_gpus(job), token
+            job.key, job.created, job.priority, mine, nodes, start, job_gpus(job)
         )
         if r is None or not np.array_equal(r.mask, mine):
             self.version += 1
