@@ -164,9 +164,7 @@ def test_nodes_and_start_stay_fixed_until_the_start_then_only_the_nodes_change()
     assert later is not None
     assert later.start == first.start
     assert later.nodes == ("n2", "n3")
-    drained = holds.hold(
-        big, states, anywhere, RUNNING[:1], now=NOW + HOUR, token=2
-    )  # n1, n2 empty
+    drained = holds.hold(big, states, anywhere, RUNNING[:1], now=NOW + HOUR)  # n1, n2 empty
     assert drained is not None
     assert drained.nodes == ("n1", "n2")  # the free nodes first, by index
     assert drained.start == first.start
