@@ -288,8 +288,8 @@ class Framework:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Exclusion(ArrayValue):
-    """Nodes a placement may not use, as a filter with its own reason: held for a starving
-    job, outside a gang's topology domain, unable to allocate the pod's claims, or where a
+    """Nodes a placement may not use, as a filter with its own reason: reserved for a
+    starving job, outside a gang's topology domain, unable to allocate the pod's claims, or where a
     share would be over its cap (compared and hashed by value, :class:`ArrayValue`)."""
 
     mask: BoolArray

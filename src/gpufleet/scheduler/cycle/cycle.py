@@ -15,7 +15,7 @@ The walk of one pending job, top to bottom (ARCHITECTURE.md, "Cycle"):
    search of ``victims.py``); a plan found is applied.
 4. Otherwise the job stays pending with its reason; a gang running below ``minMember`` is
    released after its grace period (``cycle/stale_gang.py``); a job that has waited past
-   the starvation threshold holds nodes against smaller jobs (``holds.py``).
+   the starvation threshold reserves nodes if it is the oldest to (``holds.py``).
 5. Bindings and evictions are recorded on the ledger (``ledger.py``) as they are decided
    and returned as a :class:`~gpufleet.scheduler.api.outcome.CycleResult`.
 
