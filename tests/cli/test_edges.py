@@ -556,3 +556,17 @@ def test_a_results_document_nested_too_deeply_is_refused(tmp_path: Path) -> None
     done = gpufleet("cost", "--results", "run", cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert "nested too deeply" in done.stderr
+
+
+@pytest.mark.parametrize(("value", "ok"), [("2h", True), ("0", False)])
+def test_the_default_expected_duration_is_a_positive_duration(
+    tmp_path: Path, value: str, ok: bool
+) -> None:
+    (tmp_path / "snapshot.yaml").write_text(ageless_snapshot("2026-01-01T00:00:00Z"))
+    done = gpufleet(
+        "explain", "-f", "snapshot.yaml", "ml/waits", "--now", "2026-01-02T00:00:00Z",
+        "--expected-duration", value, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == (0 if ok else 2), done.stderr
+    if not ok:
+        assert "--expected-duration" in done.stderr

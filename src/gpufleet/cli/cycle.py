@@ -35,6 +35,7 @@ from gpufleet.report.cycle import (
 )
 from gpufleet.scheduler.api.outcome import CycleResult
 from gpufleet.scheduler.cycle.config import CycleConfig
+from gpufleet.scheduler.queues.holds import DEFAULT_EXPECTED_S
 from gpufleet.scheduler.state.ledger import SnapshotError
 
 
@@ -94,6 +95,16 @@ Now = Annotated[
     ),
 ]
 PolicyOption = Annotated[str, typer.Option(help=f"Placement policy: {', '.join(POLICIES)}.")]
+ExpectedOption = Annotated[
+    float,
+    typer.Option(
+        parser=duration,
+        metavar="DURATION",
+        help="How long a run is expected to take when its pod has no "
+        "gpufleet.io/expected-duration annotation (seconds, or 2h): what backfill onto "
+        "reserved nodes is judged by.",
+    ),
+]
 StarvationOption = Annotated[
     float,
     typer.Option(
@@ -161,11 +172,17 @@ def _config(
     grace: float,
     non_preemptible: int,
     watch: frozenset[str] = frozenset(),
+    *,
+    expected: float = DEFAULT_EXPECTED_S,
 ) -> CycleConfig:
     if policy not in POLICIES:
         raise typer.BadParameter(f"unknown policy {policy!r}; known: {', '.join(POLICIES)}")
     _seconds(starvation, "--starvation-after")
     _seconds(grace, "--stale-grace")
+    if not expected > 0:  # also NaN
+        raise typer.BadParameter(
+            f"expected more than 0 seconds, got {expected:g}", param_hint="'--expected-duration'"
+        )
     if non_preemptible < 0:
         # Pods without a priority class have priority 0: a negative threshold would make
         # every such pod non-preemptible, which no one means.
@@ -178,6 +195,7 @@ def _config(
         non_preemptible_priority=non_preemptible,
         stale_grace_s=grace,
         starvation_after_s=starvation,
+        expected_duration_s=expected,
         watch=watch,
     )
 
@@ -188,6 +206,7 @@ def schedule(
     now: Now = None,
     policy: PolicyOption = "gpufleet",
     starvation_after: StarvationOption = 1800.0,
+    expected_duration: ExpectedOption = DEFAULT_EXPECTED_S,
     stale_grace: GraceOption = 60.0,
     non_preemptible_priority: NonPreemptibleOption = 100,
     scheduler_name: SchedulerNameOption = None,
@@ -214,7 +233,9 @@ def schedule(
     """
     if output not in {"json", "table"}:
         raise typer.BadParameter(f"-o must be json or table, got {output!r}")
-    config = _config(policy, starvation_after, stale_grace, non_preemptible_priority)
+    config = _config(
+        policy, starvation_after, stale_grace, non_preemptible_priority, expected=expected_duration
+    )
     when = _now(now)
     sheet_path = prices or DEFAULT_SHEET
     sheet = load_price_sheet(sheet_path) if cost or prices is not None else None
@@ -253,6 +274,7 @@ def explain(
     now: Now = None,
     policy: PolicyOption = "gpufleet",
     starvation_after: StarvationOption = 1800.0,
+    expected_duration: ExpectedOption = DEFAULT_EXPECTED_S,
     stale_grace: GraceOption = 60.0,
     non_preemptible_priority: NonPreemptibleOption = 100,
     scheduler_name: SchedulerNameOption = None,
@@ -265,7 +287,12 @@ def explain(
     if output not in {"json", "text"}:
         raise typer.BadParameter(f"-o must be json or text, got {output!r}")
     config = _config(
-        policy, starvation_after, stale_grace, non_preemptible_priority, frozenset({pod})
+        policy,
+        starvation_after,
+        stale_grace,
+        non_preemptible_priority,
+        frozenset({pod}),
+        expected=expected_duration,
     )
     when = _now(now)
     snapshot = _load(filename, scheduler_name, _vocabularies(vocabulary))

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from gpufleet.cli.cycle import (
+    ExpectedOption,
     GraceOption,
     NonPreemptibleOption,
     PolicyOption,
@@ -49,6 +50,7 @@ from gpufleet.kube.read.kinds import LIVE_VOCABULARIES
 from gpufleet.load.costs.prices import DEFAULT_SHEET, load_price_sheet
 from gpufleet.load.objects.config import LEASE_DURATION_S, RENEW_DEADLINE_S, read_configuration
 from gpufleet.plugins.registry import POLICIES
+from gpufleet.scheduler.queues.holds import DEFAULT_EXPECTED_S
 
 if TYPE_CHECKING:
     from lightkube.config.kubeconfig import KubeConfig
@@ -90,6 +92,7 @@ def serve(
     ] = "gpufleet",
     policy: PolicyOption = "gpufleet",
     starvation_after: StarvationOption = 1800.0,
+    expected_duration: ExpectedOption = DEFAULT_EXPECTED_S,
     stale_grace: GraceOption = 60.0,
     non_preemptible_priority: NonPreemptibleOption = 100,
     dry_run: Annotated[
@@ -265,7 +268,13 @@ def serve(
     logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
     config = load_config(kubeconfig, context)
     options = ServeOptions(
-        config=_config(policy, starvation_after, stale_grace, non_preemptible_priority),
+        config=_config(
+            policy,
+            starvation_after,
+            stale_grace,
+            non_preemptible_priority,
+            expected=expected_duration,
+        ),
         scheduler_name=scheduler_name,
         period_s=period,
         dry_run=dry_run,

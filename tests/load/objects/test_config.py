@@ -20,6 +20,7 @@ schedulerName: gpu-east
 policy: fgd
 period: 500ms
 starvationAfter: 1h30m
+expectedDuration: 2h
 staleGrace: 90
 nonPreemptiblePriority: 1000
 vocabularies: [kai, gpufleet, volcano]
@@ -46,6 +47,7 @@ def test_every_field_becomes_the_option_it_stands_for(tmp_path: Path) -> None:
         "policy": "fgd",
         "period": 0.5,
         "starvation_after": 5400.0,
+        "expected_duration": 7200.0,
         "stale_grace": 90.0,
         "non_preemptible_priority": 1000,
         "vocabulary": ["kai", "gpufleet", "volcano"],

@@ -9,6 +9,7 @@ kube-scheduler reads a ``KubeSchedulerConfiguration``. The file is one YAML docu
     policy: gpufleet
     period: 1s
     starvationAfter: 30m
+    expectedDuration: 1h
     staleGrace: 60s
     watchDownGrace: 1m
     nonPreemptiblePriority: 100
@@ -52,6 +53,7 @@ _DURATIONS = {
     # field: (serve's option, the least it may be, in seconds)
     "period": ("period", 0.05),
     "starvationAfter": ("starvation_after", 0.0),
+    "expectedDuration": ("expected_duration", 1.0),
     "staleGrace": ("stale_grace", 0.0),
     "watchDownGrace": ("watch_down_grace", 1.0),
     "leaderElection.leaseDuration": ("leader_elect_lease_duration", 1.0),
