@@ -194,3 +194,17 @@ def test_the_version_changes_only_when_the_reserved_nodes_do(
         holds.hold(starving, states, after, RUNNING, now=NOW)
     assert holds.version == version + changed
     assert (starving.key in holds.held) == (after is not None)
+
+
+def test_pods_without_gpus_do_not_hold_a_node_back() -> None:
+    daemon = info("kube-system/exporter").on("n3", started=NOW - 60 * 24 * HOUR).obj()
+    running = [*RUNNING, Running(daemon, 3, (), daemon.spec)]
+    assert (drained_by(state(), running, NOW, HOUR) - NOW)[3] == 0.0
+
+
+def test_a_job_no_node_can_run_any_more_gives_its_reservation_up() -> None:
+    holds, states, big = Holds(HOUR), state(), gpu_job("ns/big", 8)
+    assert holds.hold(big, states, anywhere, RUNNING, now=NOW) is not None
+    # past its start, its nodes were relabelled: nothing left to reserve
+    assert holds.hold(big, states, only(), RUNNING, now=NOW + 30 * HOUR) is None
+    assert holds.reservation is None

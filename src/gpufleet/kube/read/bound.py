@@ -20,6 +20,7 @@ from lightkube.utils.quantity import parse_quantity
 from gpufleet.kube.read.translated import SOURCE, Problem, bound_to, meta, problem
 from gpufleet.load.errors import InputError
 from gpufleet.load.foreign import PodNames
+from gpufleet.load.objects.pods import PROGRESS_ANNOTATIONS
 from gpufleet.load.objects.reader import Obj, Reader
 from gpufleet.load.objects.vocabulary import (
     FRACTION_ANNOTATION,
@@ -119,15 +120,15 @@ def holds_its_requests(made: PodInfo, raw: Obj) -> bool:
 
 def requests_only(obj: Obj, names: PodNames) -> Obj:
     """``obj`` without the annotations that share GPUs or name them (gpufleet's, and those
-    of the vocabularies read), a share counted as one whole GPU of its first container
-    where no container asks for GPUs itself."""
+    of the vocabularies read) or say what its run is worth, a share counted as one whole
+    GPU of its first container where no container asks for GPUs itself."""
     metadata = dict(meta(obj))
     notes = dict(metadata.get("annotations") or {})
     shares: tuple[str, ...] = (FRACTION_ANNOTATION, GPU_MEMORY_ANNOTATION)
     shares += names.fraction_annotations + names.memory_mib_annotations
     shared = any(a in notes for a in shares)
-    for name in (*shares, GPU_INDEX_ANNOTATION):
-        notes.pop(name, None)
+    for name in (*shares, GPU_INDEX_ANNOTATION, *PROGRESS_ANNOTATIONS):
+        notes.pop(name, None)  # a job's own bad checkpoint note must not hide what it holds
     metadata["annotations"] = notes
     out = {**obj, "metadata": metadata}
     if shared:

@@ -237,11 +237,12 @@ def read_pod(
 EXPECTED_DURATION = "gpufleet.io/expected-duration"
 CHECKPOINT_INTERVAL = "gpufleet.io/checkpoint-interval"
 LAST_CHECKPOINT = "gpufleet.io/last-checkpoint"
+PROGRESS_ANNOTATIONS = (EXPECTED_DURATION, CHECKPOINT_INTERVAL, LAST_CHECKPOINT)
 
 
 def _progress(r: Reader, annotations: Mapping[str, str]) -> Progress:
     """What the pod's annotations say of its run (``model/progress.py``)."""
-    if not any(k in annotations for k in (EXPECTED_DURATION, CHECKPOINT_INTERVAL, LAST_CHECKPOINT)):
+    if not any(k in annotations for k in PROGRESS_ANNOTATIONS):
         return NO_PROGRESS
 
     def duration(key: str) -> float:

@@ -173,6 +173,8 @@ class Cycle:
         self.room.forget_stale(consolidation_epoch(self.ledger, self.pool))
         self.placer.caps = {}
         self._stale_judged: set[str] = set()
+        self._reserved = False
+        """Whether the job being tried holds the reservation after its try."""
         """Gangs below ``minMember`` whose stale-gang release this cycle judged."""
 
     # -- what the actions read ----------------------------------------------------------
@@ -257,9 +259,10 @@ class Cycle:
 
     def schedule(self, job: Job) -> bool:
         """Place ``job`` (or make room for it); False if it stays pending."""
+        self._reserved = False
         placed = self._schedule(job, self.holds.against(job, self.now))
-        if placed:
-            self.holds.release(job.key)
+        if placed or not self._reserved:
+            self.holds.release(job.key)  # bound, or pending for a reason no room cures
         return placed
 
     def _schedule(self, job: Job, held: Exclusion | None) -> bool:
@@ -384,6 +387,7 @@ class Cycle:
                 now=self.now,
             )
             if held is not None and held.job == job.key:
+                self._reserved = True
                 reason = why(
                     WhyCode.STARVING,
                     waited_s=waited,

@@ -142,8 +142,9 @@ class Holds:
                 continue
             possible = static_nodes(pod.spec)
             possible = possible[room[possible] >= gpus]
-            if possible.size == 0:
-                return None  # no node can ever run this pod: nothing to reserve
+            if possible.size == 0:  # no node can ever run this pod: nothing to reserve
+                self.release(job.key)
+                return None
             node = int(possible[np.lexsort((possible, ~mine[possible], free_at[possible]))[0]])
             mine[node] = True
             room[node] -= gpus
@@ -164,10 +165,12 @@ class Holds:
 def drained_by(
     state: ClusterState, running: Iterable[Running], now: float, default_s: float
 ) -> FloatArray:
-    """Per node, when the pods running on it are all expected to have ended (``now`` for
-    an empty node)."""
+    """Per node, when the GPU pods running on it are all expected to have ended (``now``
+    for a node without any)."""
     free_at = np.full(state.size, now, dtype=np.float64)
     for r in running:
+        if not r.spec.num_gpu:
+            continue  # a DaemonSet or CPU pod that runs for months holds no GPU back
         end = now + remaining_s(r.pod, now, default_s)
         free_at[r.node] = max(free_at[r.node], end)
     return free_at
