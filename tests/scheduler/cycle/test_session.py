@@ -124,6 +124,7 @@ def now_of(path: Path) -> float:
         "gang-stale-released",
         "dra-preempt-frees-device",
         "starving-job-holds-nodes",
+        "starving-gang-reserves-in-one-rack",
         "topology-required-preempts-in-rack",
         "mig-dynamic-repartition",
         "gpu-memory-consolidate-resizes",

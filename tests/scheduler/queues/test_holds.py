@@ -112,6 +112,30 @@ def test_the_reservation_takes_the_nodes_expected_free_soonest(
 
 
 @pytest.mark.parametrize(
+    ("domains", "nodes", "start_in_h"),
+    [
+        pytest.param([0, 1, 0, 1], ["n1", "n3"], 1.5, id="the-domain-free-soonest"),
+        pytest.param([0, 0, 1, 1], ["n2", "n3"], 0.75, id="soonest-nodes-share-a-domain"),
+        pytest.param([0, 1, 2, 3], [], None, id="no-domain-holds-the-gang"),
+        pytest.param([-1, -1, -1, -1], [], None, id="no-node-has-the-label"),
+    ],
+)
+def test_a_gang_that_requires_a_domain_reserves_inside_one(
+    domains: list[int], nodes: list[str], start_in_h: float | None
+) -> None:
+    holds = Holds(HOUR)
+    ids = np.array(domains, dtype=np.int64)
+    made = holds.hold(gpu_job("ns/big", 8, 2), state(), anywhere, RUNNING, now=NOW, domains=ids)
+    if start_in_h is None:
+        assert made is None
+        assert holds.reservation is None
+        return
+    assert made is not None
+    assert list(made.nodes) == nodes
+    assert made.start == NOW + start_in_h * HOUR
+
+
+@pytest.mark.parametrize(
     ("asking", "now", "kept_off"),
     [
         pytest.param(gpu_job("ns/short", 1, expected=0.5 * HOUR), NOW, False, id="ends-before"),

@@ -60,6 +60,7 @@ from gpufleet.scheduler.cycle.journal import (
 )
 from gpufleet.scheduler.cycle.stale_gang import StaleGangs
 from gpufleet.scheduler.placement.allocate import Placer
+from gpufleet.scheduler.placement.domains import Domains
 from gpufleet.scheduler.placement.fit import Fit
 from gpufleet.scheduler.placement.place import Placement, place
 from gpufleet.scheduler.queues.backlog import Backlog
@@ -379,12 +380,15 @@ class Cycle:
         after = self.config.starvation_after_s
         if waited >= after and any(p.spec.num_gpu for p in job.core):
             ledger = self.ledger
+            group = ledger.groups.get(job.key)
+            level = group.topology_required if group is not None else None
             held = self.holds.hold(
                 job,
                 ledger.state,
                 self.fit.static_nodes,
                 ledger.running.values(),
                 now=self.now,
+                domains=Domains.of(ledger.state, level).ids if level else None,
             )
             if held is not None and held.job == job.key:
                 self._reserved = True

@@ -8,9 +8,11 @@ to end before it needs them:
 
 * **Which nodes**: for each pod of its core, the allowed node expected to be free soonest
   (:func:`drained_by`: the latest expected end of the pods running there), until the pods
-  fit the reserved nodes' GPUs. Its **start** is when the last of them is expected to be
-  free. Start and nodes are fixed when the reservation is made, so that it does not recede
-  as running jobs outlast their estimates. Once the start has passed and the job still
+  fit the reserved nodes' GPUs; for a gang that requires a topology domain, inside one
+  domain of that level, the one whose chosen nodes are expected free soonest. Its
+  **start** is when the last of them is expected to be free. Start and nodes are fixed
+  when the reservation is made, so that it does not recede as running jobs outlast their
+  estimates. Once the start has passed and the job still
   waits, the nodes are chosen again at each try by the same rule (the ones already free
   are chosen first, so what has drained stays reserved): a job that outruns its estimate
   on one reserved node does not hold the reservation up.
@@ -41,7 +43,7 @@ from gpufleet.framework.runtime import Exclusion
 from gpufleet.scheduler.api.job import job_gpus
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Iterator
 
     from gpufleet.model.arrays import BoolArray, FloatArray, IntArray
     from gpufleet.model.cluster import ClusterState
@@ -125,33 +127,32 @@ class Holds:
         running: Iterable[Running],
         *,
         now: float,
+        domains: IntArray | None = None,
     ) -> Reservation | None:
         """The reservation of starving ``job``, made if no older job holds one (None: one
-        does, or no node could ever run its pods)."""
+        does, or no node could ever run its pods). ``domains``: per node, the id of its
+        domain at the level the job's gang requires (-1: the node lacks the label); the
+        reserved nodes then lie in one domain, the one whose nodes are expected free
+        soonest."""
         r = self.reservation
         if r is not None and r.job != job.key and r.created <= job.created:
             return None
         if r is not None and r.job == job.key and now < r.start:
             return r
         free_at = drained_by(state, running, now, self.default_expected_s)
-        mine = np.zeros(state.size, dtype=np.bool_)
-        room = state.gpu_count.astype(np.float64)
-        for pod in job.core:
-            gpus = pod.demand.gpu_equivalent
-            if not gpus:
+        best: tuple[float, BoolArray] | None = None
+        for within in _confinements(domains):
+            mine = _choose(job, state, static_nodes, free_at, within)
+            if mine is None or not mine.any():
                 continue
-            possible = static_nodes(pod.spec)
-            possible = possible[room[possible] >= gpus]
-            if possible.size == 0:  # no node can ever run this pod: nothing to reserve
-                self.release(job.key)
-                return None
-            node = int(possible[np.lexsort((possible, ~mine[possible], free_at[possible]))[0]])
-            mine[node] = True
-            room[node] -= gpus
-        if not mine.any():
+            start = max(now, float(free_at[mine].max()))
+            if best is None or start < best[0]:
+                best = (start, mine)
+        if best is None:  # no node (or domain) can ever run these pods: nothing to reserve
+            self.release(job.key)
             return None
+        start, mine = best
         nodes = tuple(state.names[i] for i in np.flatnonzero(mine))
-        start = max(now, float(free_at[mine].max()))
         if r is not None and r.job == job.key:
             start = r.start  # overdue: other nodes, but still no backfill
         self.reservation = Reservation(
@@ -160,6 +161,42 @@ class Holds:
         if r is None or not np.array_equal(r.mask, mine):
             self.version += 1
         return self.reservation
+
+
+def _confinements(domains: IntArray | None) -> Iterator[BoolArray | None]:
+    """Where the reserved nodes may lie: anywhere, or inside each domain in turn."""
+    if domains is None:
+        yield None
+        return
+    for domain in np.unique(domains[domains >= 0]):
+        yield np.asarray(domains == domain)
+
+
+def _choose(
+    job: Job,
+    state: ClusterState,
+    static_nodes: Callable[[PodSpec], IntArray],
+    free_at: FloatArray,
+    within: BoolArray | None,
+) -> BoolArray | None:
+    """Per pod of ``job``'s core, the allowed node (inside ``within``) expected free
+    soonest, until its GPUs hold the pods (None: a pod no node can ever hold)."""
+    mine = np.zeros(state.size, dtype=np.bool_)
+    room = state.gpu_count.astype(np.float64)
+    for pod in job.core:
+        gpus = pod.demand.gpu_equivalent
+        if not gpus:
+            continue
+        possible = static_nodes(pod.spec)
+        if within is not None:
+            possible = possible[within[possible]]
+        possible = possible[room[possible] >= gpus]
+        if possible.size == 0:
+            return None
+        node = int(possible[np.lexsort((possible, ~mine[possible], free_at[possible]))[0]])
+        mine[node] = True
+        room[node] -= gpus
+    return mine
 
 
 def drained_by(
