@@ -329,3 +329,50 @@ def test_another_schedulers_stale_gang_is_left_to_it() -> None:
     scheduler = Scheduler(cache_of(theirs), CONFIG)
     assert released(scheduler.run(1000.0)) == []
     assert scheduler.stale == {}
+
+
+def starving() -> Snapshot:
+    """An 8-GPU job waits on three full nodes; their pods expect to run 10 h, 2 h and 5 h."""
+    hour = 3600.0
+    return Snapshot(
+        tuple(node(f"n{i}", gpus=8) for i in range(3)),
+        (
+            *(
+                info(f"x/run-{i}")
+                .gpus(8)
+                .on(f"n{i}", started=0.0)
+                .progress(expected_duration_s=h * hour)
+                .obj()
+                for i, h in enumerate((10, 2, 5))
+            ),
+            info("ml/big").gpus(8).created(0.0).obj(),
+        ),
+    )
+
+
+def test_a_reservation_outlives_a_rebuild_of_the_cycle() -> None:
+    """Made at 1 h on n1 (expected free at 2 h), it keeps its nodes and start when a new
+    node rebuilds the ledger at 1.4 h, though n1's pod, past half its estimate, would now
+    be expected to run until 2.8 h; when n1 goes, it is due: its nodes are chosen again
+    and no backfill reopens."""
+    cache = cache_of(starving())
+    scheduler = Scheduler(cache, CONFIG)
+    scheduler.run(3600.0)
+    made = scheduler.cycle.holds.reservation
+    assert made is not None
+    assert (made.job, made.nodes, made.start) == ("ml/big", ("n1",), 7200.0)
+    before = scheduler.cycle
+    cache.apply(Event("ADDED", "Node", node("n3", gpus=8)))
+    late = info("x/run-3").gpus(8).on("n3", started=0.0).progress(expected_duration_s=72000.0)
+    cache.apply(Event("ADDED", "Pod", late.obj()))
+    scheduler.run(5000.0)
+    assert scheduler.cycle is not before  # rebuilt
+    kept = scheduler.cycle.holds.reservation
+    assert kept is not None
+    assert (kept.nodes, kept.start, kept.mask.tolist()) == (("n1",), 7200.0, [0, 1, 0, 0])
+    cache.apply(Event("DELETED", "Pod", info("x/run-1").gpus(8).on("n1", started=0.0).obj()))
+    cache.apply(Event("DELETED", "Node", node("n1", gpus=8)))
+    scheduler.run(5100.0)
+    due = scheduler.cycle.holds.reservation
+    assert due is not None
+    assert (due.nodes, due.start) == (("n2",), 5100.0)

@@ -15,12 +15,13 @@ result — in its :class:`~gpufleet.scheduler.cycle.cycle.Cycle`.
   scheduler), always assuming. It keeps one ``Cycle`` and its backlog across
   cycles, so that what a cycle learnt lasts: which classes of jobs failed under which
   token (:mod:`gpufleet.scheduler.queues.backlog`), failed searches for room, the holds of
-  starving jobs, the per-spec caches. Its pending jobs follow the cache's pods: before a
-  cycle it reads the gangs whose pending pods changed (:meth:`ClusterCache.pending_changes`)
-  and builds those jobs anew, in the order of the changes; a job the cycle binds leaves
-  the backlog in the cycle. What runs is only ever the cache's ledger. It also keeps
-  since when each gang has run below its ``minMember`` (:attr:`Scheduler.stale`), which
-  a ledger rebuilt from the objects would not know, for stale-gang release.
+  starving jobs (a reservation also outlives a rebuild of the cycle), the per-spec caches.
+  Its pending jobs follow the cache's pods: before a cycle it reads the gangs whose
+  pending pods changed (:meth:`ClusterCache.pending_changes`) and builds those jobs anew,
+  in the order of the changes; a job the cycle binds leaves the backlog in the cycle.
+  What runs is only ever the cache's ledger. It also keeps since when each gang has run
+  below its ``minMember`` (:attr:`Scheduler.stale`), which a ledger rebuilt from the
+  objects would not know, for stale-gang release.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
     from gpufleet.model.workload import PodInfo, Snapshot
     from gpufleet.scheduler.api.outcome import CycleResult
     from gpufleet.scheduler.cycle.components import Components
+    from gpufleet.scheduler.queues.holds import Holds
 
 
 class Session:
@@ -154,8 +156,9 @@ class Scheduler:
         """The cache's framework version when the framework was last read."""
         self.cycle = self._new_cycle()
 
-    def _new_cycle(self) -> Cycle:
-        """A cycle over the cache as it is now, with every pending job in a new backlog."""
+    def _new_cycle(self, held: Holds | None = None) -> Cycle:
+        """A cycle over the cache as it is now, with every pending job in a new backlog and
+        the reservation of ``held``, the cycle it replaces."""
         cache = self.cache
         self.ledger = ledger = cache.ledger()
         self.framework = cache.framework(self.config.policy, ledger.state, self.rng)
@@ -168,7 +171,7 @@ class Scheduler:
         )
         for job in sorted(jobs, key=order_key):
             backlog.add(job, self._shape(job))
-        return Cycle(
+        cycle = Cycle(
             self.config,
             self.now,
             components=cache.components,
@@ -180,6 +183,9 @@ class Scheduler:
             ),
             topology=_levels(cache),
         )
+        if held is not None:  # a reservation outlives the rebuild (``queues/holds.py``)
+            cycle.holds.carry(held, ledger.state, self.now)
+        return cycle
 
     def _shape(self, job: Job) -> Hashable:
         """A job's class: its PodGroup (topology, minMember) is part of it."""
@@ -194,7 +200,7 @@ class Scheduler:
         framework = cache.framework(self.config.policy, ledger.state, self.rng)
         self._framework_version = cache.framework_version
         if ledger is not self.ledger or framework is not self.framework:
-            self.cycle = self._new_cycle()
+            self.cycle = self._new_cycle(self.cycle.holds)
             return
         for gang in cache.pending_changes():
             self._read(gang)

@@ -34,7 +34,7 @@ nodes do, so that the failures remembered under the old ones are judged again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -112,6 +112,23 @@ class Holds:
         if now < r.start and now + job_expected_s(job, self.default_expected_s) <= r.start:
             return None
         return Exclusion(r.mask, REASON)
+
+    def carry(self, old: Holds, state: ClusterState, now: float) -> None:
+        """Keep ``old``'s reservation over ``state``, a ledger rebuilt from the objects (a
+        node added or gone renumbers the nodes): what a scheduler promised a starving job
+        outlives the rebuild. If a reserved node is gone, the reservation is due now: its
+        nodes are chosen again at the job's next try, and no backfill reopens."""
+        self.version = old.version + 1
+        r = old.reservation
+        if r is None:
+            return
+        where = {name: i for i, name in enumerate(state.names)}
+        kept = [where[name] for name in r.nodes if name in where]
+        mask = np.zeros(state.size, dtype=np.bool_)
+        mask[kept] = True
+        nodes = tuple(state.names[i] for i in np.flatnonzero(mask))
+        start = r.start if len(kept) == len(r.nodes) else min(r.start, now)
+        self.reservation = replace(r, mask=mask, nodes=nodes, start=start)
 
     def release(self, key: str) -> None:
         """``key`` bound or left: its reservation ends."""
