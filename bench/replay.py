@@ -1,4 +1,5 @@
-"""Time-driven replay of openb default and of the Philly trace (full), per policy.
+"""Time-driven replay of openb default, of the Philly trace (full) and of the Pollux
+workloads, per policy.
 
 Prints, per trace and policy: jobs, finished, never started, mean / p50 / p95 wait, mean
 JCT, time-weighted GPU allocation, preemptions, lost GPU-hours and the run time; then the
@@ -7,7 +8,9 @@ then what each evicting action cost and bought. openb default replays on its own
 nodes (nothing waits there), and, as openb-busy, trace days 137-140 on the 24 GPUs of
 ``gpufleet simulate --protocol replay``'s default; Philly on the bundled default cluster
 (80 x 8 GPUs, racks of 8), where gpufleet also runs with a restart time of 5 minutes, with
-checkpoints every 30 minutes, and with both.
+checkpoints every 30 minutes, and with both; the Pollux authors' eight workloads (160 jobs
+each, sampled from Philly; run times from their Tiresias runs, ``load/traces/pollux.py``)
+one a week on their 16 x 4-GPU cluster.
 
 ``--until`` cuts the replays short (seconds of trace time); ``--policy`` picks policies and
 ``--trace`` traces (both repeatable); ``--restart-time`` and ``--checkpoint-interval`` set
@@ -15,7 +18,8 @@ both for every run; ``--variants`` adds gpufleet with reclaim, with its reservat
 30 min or 6 h, without a reservation, and without consolidation. A run of everything (no
 option) writes its tables into docs/benchmarks.md unless ``--no-docs``.
 
-    python -m bench.replay [--trace philly] [--policy gpufleet] [--until 3000000] [--variants]
+    python -m bench.replay [--trace philly|pollux] [--policy gpufleet] [--until 3000000]
+                           [--variants]
                            [--restart-time 300] [--checkpoint-interval 1800] [--traces DIR]
 """
 
@@ -29,10 +33,10 @@ from pathlib import Path
 from rich.console import Console
 
 from bench.docs import publish
-from bench.traces import OPENB, PHILLY, add_traces_option, require
+from bench.traces import OPENB, PHILLY, POLLUX, add_traces_option, require
 from gpufleet.cli.replay import DEFAULT_REPLAY_CLUSTER, DEFAULT_REPLAY_WINDOW
 from gpufleet.load.traces.openb import bundled
-from gpufleet.load.traces.replay_inputs import ReplayInput, load_replay
+from gpufleet.load.traces.replay_inputs import ReplayInput, load_pollux, load_replay
 from gpufleet.model.workload import ReplayJob
 from gpufleet.plugins.registry import REPLAY_POLICIES, ReplayPolicy
 from gpufleet.report.replay import (
@@ -69,6 +73,7 @@ FILES = {
     "openb-default": Path(OPENB) / "openb_pod_list_default.csv",
     "openb-busy": Path(OPENB) / "openb_pod_list_default.csv",
     "philly": PHILLY,
+    "pollux": POLLUX,
 }
 """Each trace's file inside the traces directory."""
 
@@ -79,6 +84,9 @@ def load(trace: str, traces: Path) -> tuple[ReplayInput, list[ReplayJob], float 
     ``openb-busy`` is ``gpufleet simulate --protocol replay``'s default: trace days 137-140
     on three servers of 24 GPUs, where jobs queue (on the openb cluster's own 6,212 GPUs
     nothing waits)."""
+    if trace == "pollux":
+        data = load_pollux(traces / FILES[trace])
+        return data, list(data.jobs), None, f"{data.cluster}, 8 workloads a week apart"
     if trace != "openb-busy":
         data = load_replay(traces / FILES[trace])
         return data, list(data.jobs), None, data.cluster

@@ -17,6 +17,8 @@ TRACES = ROOT.parent / "shared" / "traces"
 OPENB = "alibaba-gpu-v2023"
 """The folder of the openb CSVs and the FGD authors' results inside the traces."""
 PHILLY = Path("philly") / "philly.csv"
+POLLUX = Path("philly") / "pollux-osdi21"
+"""The Pollux authors' workloads and results (``load/traces/pollux.py``)."""
 
 
 def add_traces_option(parser: argparse.ArgumentParser) -> None:

@@ -49,7 +49,9 @@ def bundled(filename: str) -> Path:
     return Path(str(resources.files("gpufleet") / "data" / filename))
 
 
-def _rows(path: Path, required: Sequence[str]) -> Iterator[tuple[int, dict[str, str]]]:
+def csv_rows(path: Path, required: Sequence[str]) -> Iterator[tuple[int, dict[str, str]]]:
+    """The rows of CSV file ``path`` with their lines, its header checked for ``required``
+    columns; a file that is not UTF-8 CSV is one error naming it."""
     source = str(path)
     with reading(path, "a CSV file"):
         handle = path.open(newline="", encoding="utf-8")
@@ -179,7 +181,7 @@ def _pods(
     source = str(path)
     seen: set[str] = set()
     count = 0
-    for line, row in _rows(path, columns):
+    for line, row in csv_rows(path, columns):
         name = (row.get("name") or "").strip()
         if not name:
             raise InputError(
@@ -227,7 +229,7 @@ def load_nodes(path: Path) -> tuple[NodeSpec, ...]:
     source = str(path)
     nodes: list[NodeSpec] = []
     seen: set[str] = set()
-    for line, row in _rows(path, NODE_COLUMNS):
+    for line, row in csv_rows(path, NODE_COLUMNS):
         name = (row.get("sn") or "").strip()
         if not name:
             raise InputError(

@@ -46,9 +46,9 @@ class TraceJob:
         return self.pods * self.gpus_per_pod
 
 
-def gang_shape(gpus: int) -> tuple[int, int]:
-    """(pods, GPUs per pod) of a job of ``gpus`` GPUs on 8-GPU servers."""
-    pods = max(1, math.ceil(gpus / GPUS_PER_SERVER))
+def gang_shape(gpus: int, per_server: int = GPUS_PER_SERVER) -> tuple[int, int]:
+    """(pods, GPUs per pod) of a job of ``gpus`` GPUs on servers of ``per_server`` GPUs."""
+    pods = max(1, math.ceil(gpus / per_server))
     return pods, math.ceil(gpus / pods)
 
 
@@ -89,8 +89,8 @@ def load_philly(path: Path) -> list[TraceJob]:
                 line=line,
                 field="timestamp",
             ) from None
-        duration = _number(source, line, row, "duration")
-        gpus = _number(source, line, row, "num_gpus")
+        duration = number(source, line, row, "duration")
+        gpus = number(source, line, row, "num_gpus")
         if gpus != int(gpus) or gpus < 1:
             raise InputError(
                 source,
@@ -125,7 +125,8 @@ def load_philly(path: Path) -> list[TraceJob]:
 NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?|\.[0-9]+(?:[eE][+-]?[0-9]+)?")
 
 
-def _number(source: str, line: int, row: dict[str, str], field: str) -> float:
+def number(source: str, line: int, row: dict[str, str], field: str) -> float:
+    """``field`` of ``row`` as a finite non-negative number (an error naming it otherwise)."""
     raw = row.get(field)
     text = (raw or "").strip()
     number = NUMBER.fullmatch(text) is not None  # float() takes "1_0", "٣" and "inf"

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from gpufleet.load.errors import InputError, reading, warn_default
 from gpufleet.load.objects.kinds import Warn
 from gpufleet.load.snapshot import load_snapshot
-from gpufleet.load.traces import openb, philly
+from gpufleet.load.traces import openb, philly, pollux
 from gpufleet.load.traces.openb import BUNDLED_NODES, TimedPod, bundled, load_nodes, load_timed_pods
 from gpufleet.load.traces.philly import TraceJob, load_philly
 from gpufleet.model.pod import PodSpec
@@ -41,6 +41,15 @@ short."""
 
 CPU_MILLI_PER_GPU = 6000
 MEMORY_MIB_PER_GPU = 48 * 1024
+
+POLLUX_CLUSTER = "pollux-cluster.yaml"
+"""The Pollux authors' simulated cluster (bundled): 16 nodes of 4 GPUs."""
+POLLUX_WORKLOADS = tuple(f"workload-{i}" for i in range(1, 9))
+POLLUX_SPACING_S = 7 * 86400.0
+"""The Pollux workloads replay one after another, a week apart: each arrives over 8 hours
+and the cluster has drained it long before the next."""
+POLLUX_CPU_MILLI_PER_GPU = 10_000
+POLLUX_MEMORY_MIB_PER_GPU = 40 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,9 +133,37 @@ def openb_jobs(pods: Sequence[TimedPod]) -> list[ReplayJob]:
     ]
 
 
-def philly_jobs(jobs: Sequence[TraceJob]) -> list[ReplayJob]:
-    """Philly jobs as replay jobs: each pod asks for its GPUs and, per GPU, 6 CPUs and
-    48 GiB (the servers' CPU and memory divided by their GPUs, less the system's part)."""
+def load_pollux(
+    root: Path, workloads: Sequence[str] = POLLUX_WORKLOADS, *, warn: Warn = warn_default
+) -> ReplayInput:
+    """The Pollux workloads under ``root`` (the ``pollux-osdi21`` folder of the traces), one
+    after another (:data:`POLLUX_SPACING_S`), with the run times of
+    :func:`~gpufleet.load.traces.pollux.run_times`, on the bundled Pollux cluster."""
+    times = pollux.run_times(root)
+    jobs: list[TraceJob] = []
+    for k, name in enumerate(workloads):
+        path = root / "workloads" / f"{name}.csv"
+        jobs += pollux.trace_jobs(path, times, prefix=f"{name}-", offset_s=k * POLLUX_SPACING_S)
+    snapshot = load_snapshot(bundled(POLLUX_CLUSTER), warn=warn)
+    return ReplayInput(
+        root.name,
+        "pollux",
+        philly_jobs(jobs, POLLUX_CPU_MILLI_PER_GPU, POLLUX_MEMORY_MIB_PER_GPU),
+        tuple(snapshot.nodes),
+        snapshot.topology,
+        (),
+        f"bundled {POLLUX_CLUSTER}",
+    )
+
+
+def philly_jobs(
+    jobs: Sequence[TraceJob],
+    cpu_milli_per_gpu: int = CPU_MILLI_PER_GPU,
+    memory_mib_per_gpu: int = MEMORY_MIB_PER_GPU,
+) -> list[ReplayJob]:
+    """Philly jobs (or Pollux's, sampled from Philly) as replay jobs: each pod asks for its
+    GPUs and, per GPU, a share of the servers' CPU and memory (on Philly's, 6 CPUs and
+    48 GiB: their CPU and memory divided by their GPUs, less the system's part)."""
     return [
         ReplayJob(
             job.name,
@@ -135,8 +172,8 @@ def philly_jobs(jobs: Sequence[TraceJob]) -> list[ReplayJob]:
             job.duration_s,
             PodSpec(
                 job.name,
-                CPU_MILLI_PER_GPU * job.gpus_per_pod,
-                MEMORY_MIB_PER_GPU * job.gpus_per_pod,
+                cpu_milli_per_gpu * job.gpus_per_pod,
+                memory_mib_per_gpu * job.gpus_per_pod,
                 job.gpus_per_pod,
                 1000,
             ),
