@@ -19,8 +19,8 @@ both for every run; ``--variants`` adds gpufleet with reclaim, with its reservat
 option) writes its tables into docs/benchmarks.md unless ``--no-docs``.
 
     python -m bench.replay [--trace philly|pollux] [--policy gpufleet] [--until 3000000]
-                           [--variants]
-                           [--restart-time 300] [--checkpoint-interval 1800] [--traces DIR]
+                           [--variants] [--restart-time 300] [--checkpoint-interval 1800]
+                           [--traces DIR]
 """
 
 from __future__ import annotations
