@@ -1,9 +1,10 @@
 """Properties of gpufleet's replay over random small traces: no job is moved by
 consolidation more than ``MAX_MOVES`` times, and big gangs do not starve behind a stream of
 small jobs — each starts within the bound the reservation gives (``queues/holds.py``):
-once the oldest starving job, it waits at most for the jobs on its reserved nodes to end
-(twice the longest expected run, as a run past half its estimate is expected to last as long
-again as it ran) and for the jobs that backfilled them, each at most the longest run."""
+once no older starving job waits (an older job's reservation comes first), it waits at
+most for the jobs on its reserved nodes to end (twice the longest expected run, as a run
+past half its estimate is expected to last as long again as it ran) and for the jobs that
+backfilled them, each at most the longest run."""
 
 from __future__ import annotations
 

@@ -110,8 +110,9 @@ StarvationOption = Annotated[
     typer.Option(
         parser=duration,
         metavar="DURATION",
-        help="Time (seconds, or 30m) after which the oldest waiting job that does not fit "
-        "reserves nodes (others may use them only if expected to end before it needs them).",
+        help="Time (seconds, or 30m) after which a waiting job that does not fit reserves "
+        "nodes, the oldest first (others may use them only if expected to end before it "
+        "needs them).",
     ),
 ]
 GraceOption = Annotated[

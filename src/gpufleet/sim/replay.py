@@ -19,7 +19,8 @@ saved, without one it reruns from the start. A restarted run first spends ``rest
 making no progress (loading its checkpoint); that time is lost too. Each pod says both on
 its ``progress`` (``model/progress.py``), as the annotations ``gpufleet.io/checkpoint-interval``
 and ``gpufleet.io/expected-duration`` do in a cluster: the expected duration of a job is what
-its tenant's finished jobs took (the median of the last :data:`HISTORY` of them, else the
+its tenant's finished jobs took (the mean of the last :data:`HISTORY` of them — run times
+are heavy-tailed, and the median would promise reserved nodes far too early — else the
 cycle's default) — never its own duration from the trace. An evicted pod
 stops counting in the cache when the cycle evicts it; then its ``DELETED`` event comes,
 and the job goes back to its queue in its old place (new pending pods, created when the
@@ -140,7 +141,7 @@ class _Progress:
 @dataclass(slots=True)
 class _History:
     """Per tenant, the durations of its last finished jobs: what its next job is expected
-    to take (their median; ``default_s`` before any finished)."""
+    to take (their mean; ``default_s`` before any finished)."""
 
     default_s: float
     durations: dict[str, deque[float]] = field(default_factory=dict)
@@ -154,7 +155,7 @@ class _History:
         estimate = self.known.get(tenant)
         if estimate is None:
             past = self.durations.get(tenant)
-            estimate = statistics.median(past) if past else self.default_s
+            estimate = statistics.fmean(past) if past else self.default_s
             self.known[tenant] = estimate
         return estimate
 

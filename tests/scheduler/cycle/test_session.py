@@ -358,7 +358,7 @@ def test_a_reservation_outlives_a_rebuild_of_the_cycle() -> None:
     cache = cache_of(starving())
     scheduler = Scheduler(cache, CONFIG)
     scheduler.run(3600.0)
-    made = scheduler.cycle.holds.reservation
+    made = scheduler.cycle.holds.of("ml/big")
     assert made is not None
     assert (made.job, made.nodes, made.start) == ("ml/big", ("n1",), 7200.0)
     before = scheduler.cycle
@@ -367,12 +367,12 @@ def test_a_reservation_outlives_a_rebuild_of_the_cycle() -> None:
     cache.apply(Event("ADDED", "Pod", late.obj()))
     scheduler.run(5000.0)
     assert scheduler.cycle is not before  # rebuilt
-    kept = scheduler.cycle.holds.reservation
+    kept = scheduler.cycle.holds.of("ml/big")
     assert kept is not None
     assert (kept.nodes, kept.start, kept.mask.tolist()) == (("n1",), 7200.0, [0, 1, 0, 0])
     cache.apply(Event("DELETED", "Pod", info("x/run-1").gpus(8).on("n1", started=0.0).obj()))
     cache.apply(Event("DELETED", "Node", node("n1", gpus=8)))
     scheduler.run(5100.0)
-    due = scheduler.cycle.holds.reservation
+    due = scheduler.cycle.holds.of("ml/big")
     assert due is not None
     assert (due.nodes, due.start) == (("n2",), 5100.0)

@@ -1,7 +1,7 @@
-"""The reservation (``scheduler/queues/holds.py``): the oldest starving job reserves, per pod
-of its core, the allowed node expected to be free soonest; other jobs may use the reserved
-nodes only if they are expected to end before the reservation's start (or outrank its job);
-an older starving job takes it over; ``version`` changes only when the reserved nodes do."""
+"""Reservations (``scheduler/queues/holds.py``): each starving job reserves, per pod of its
+core, the allowed node expected to be free soonest outside older jobs' reservations; other
+jobs may use the reserved nodes only if they are expected to end before the reservation's
+start (or outrank its job); ``version`` changes only when reserved nodes do."""
 
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ def test_the_reservation_takes_the_nodes_expected_free_soonest(
     made = holds.hold(starving, state(), static, RUNNING, now=NOW)
     if start_in_h is None:
         assert made is None
-        assert holds.reservation is None
+        assert not holds.reservations
         return
     assert made is not None
     assert list(made.nodes) == nodes
@@ -128,7 +128,7 @@ def test_a_gang_that_requires_a_domain_reserves_inside_one(
     made = holds.hold(gpu_job("ns/big", 8, 2), state(), anywhere, RUNNING, now=NOW, domains=ids)
     if start_in_h is None:
         assert made is None
-        assert holds.reservation is None
+        assert not holds.reservations
         return
     assert made is not None
     assert list(made.nodes) == nodes
@@ -164,17 +164,43 @@ def test_the_reservation_carries_the_reason() -> None:
     assert held.message == REASON
 
 
-def test_an_older_starving_job_takes_the_reservation_over_a_younger_one_does_not() -> None:
+def test_each_starving_job_reserves_outside_older_reservations() -> None:
+    """The young job reserves n3 (free now); the old one, older, reserves the two nodes
+    free soonest, n2 and n3, taking n3 from the young one; the younger one reserves n1,
+    the soonest left beside the old one's."""
     holds, states = Holds(HOUR), state()
     young, old, younger = (
         gpu_job("ns/young", 8, created=5.0),
         gpu_job("ns/old", 8, 2, created=1.0),
         gpu_job("ns/younger", 8, created=9.0),
     )
-    assert holds.hold(young, states, anywhere, RUNNING, now=NOW) is not None
-    assert holds.hold(old, states, anywhere, RUNNING, now=NOW) is not None
-    assert holds.hold(younger, states, anywhere, RUNNING, now=NOW) is None
-    assert list(holds.held) == ["ns/old"]
+    made = holds.hold(young, states, anywhere, RUNNING, now=NOW)
+    assert made is not None
+    assert made.nodes == ("n3",)
+    version = holds.version
+    made = holds.hold(old, states, anywhere, RUNNING, now=NOW)
+    assert made is not None
+    assert made.nodes == ("n2", "n3")
+    assert holds.version > version
+    assert holds.of(young.key) is None  # made again at its next try
+    made = holds.hold(younger, states, anywhere, RUNNING, now=NOW)
+    assert made is not None
+    assert (made.nodes, made.start) == (("n1",), NOW + 1.5 * HOUR)
+    assert sorted(holds.reservations) == ["ns/old", "ns/younger"]
+    made = holds.hold(young, states, anywhere, RUNNING, now=NOW)  # older than "younger"
+    assert made is not None
+    assert made.nodes == ("n1",)
+    assert sorted(holds.reservations) == ["ns/old", "ns/young"]
+
+
+def test_a_job_is_kept_off_every_reservation_it_would_outlast() -> None:
+    holds, states = Holds(HOUR), state()
+    holds.hold(gpu_job("ns/a", 8, created=1.0), states, only(2), RUNNING, now=NOW)  # 0.75 h
+    holds.hold(gpu_job("ns/b", 8, created=2.0), states, only(1), RUNNING, now=NOW)  # 1.5 h
+    assert reserved(holds, gpu_job("ns/x", 1, expected=HOUR), states) == ["n2"]
+    assert reserved(holds, gpu_job("ns/y", 1, expected=2 * HOUR), states) == ["n1", "n2"]
+    assert reserved(holds, gpu_job("ns/z", 1, expected=0.5 * HOUR), states) == []
+    assert reserved(holds, gpu_job("ns/a", 8, expected=2 * HOUR), states) == ["n1"]  # not its own
 
 
 def test_nodes_and_start_stay_fixed_until_the_start_then_only_the_nodes_change() -> None:
@@ -217,7 +243,7 @@ def test_the_version_changes_only_when_the_reserved_nodes_do(
     else:
         holds.hold(starving, states, after, RUNNING, now=NOW)
     assert holds.version == version + changed
-    assert (starving.key in holds.held) == (after is not None)
+    assert (holds.of(starving.key) is not None) == (after is not None)
 
 
 def test_pods_without_gpus_do_not_hold_a_node_back() -> None:
@@ -231,4 +257,4 @@ def test_a_job_no_node_can_run_any_more_gives_its_reservation_up() -> None:
     assert holds.hold(big, states, anywhere, RUNNING, now=NOW) is not None
     # past its start, its nodes were relabelled: nothing left to reserve
     assert holds.hold(big, states, only(), RUNNING, now=NOW + 30 * HOUR) is None
-    assert holds.reservation is None
+    assert not holds.reservations

@@ -15,7 +15,7 @@ The walk of one pending job, top to bottom (ARCHITECTURE.md, "Cycle"):
    search of ``victims.py``); a plan found is applied.
 4. Otherwise the job stays pending with its reason; a gang running below ``minMember`` is
    released after its grace period (``cycle/stale_gang.py``); a job that has waited past
-   the starvation threshold reserves nodes if it is the oldest to (``holds.py``).
+   the starvation threshold reserves nodes, those no older starving job has (``holds.py``).
 5. Bindings and evictions are recorded on the ledger (``ledger.py``) as they are decided
    and returned as a :class:`~gpufleet.scheduler.api.outcome.CycleResult`.
 
@@ -157,9 +157,8 @@ class Cycle:
         self.pool.add([r for r in fresh if self.ledger.evictable(r.pod)])
         self.pool.at(now)
         self.round.act = act
-        held = self.holds.reservation
-        if held is not None and held.job not in self.backlog:
-            self.holds.release(held.job)  # it was bound, or it left
+        for key in [k for k in self.holds.reservations if k not in self.backlog]:
+            self.holds.release(key)  # it was bound, or it left
         self._start(now)
 
     def _start(self, now: float) -> None:
@@ -175,7 +174,7 @@ class Cycle:
         self.placer.caps = {}
         self._stale_judged: set[str] = set()
         self._reserved = False
-        """Whether the job being tried holds the reservation after its try."""
+        """Whether the job being tried holds a reservation after its try."""
         """Gangs below ``minMember`` whose stale-gang release this cycle judged."""
 
     # -- what the actions read ----------------------------------------------------------

@@ -1,12 +1,13 @@
-"""The reservation: nodes kept for the oldest job that has waited too long.
+"""Reservations: nodes kept for the jobs that have waited too long.
 
 Backfill alone starves big gangs: small jobs keep taking the GPUs that free up one by one,
-and a gang that needs whole nodes never finds them. As Slurm's backfill does, the oldest
-job that has waited past the starvation threshold (``starvation_after_s``) and still does
-not fit reserves nodes for its pods, and other jobs may use them only if they are expected
-to end before it needs them:
+and a gang that needs whole nodes never finds them. As Slurm's backfill does, each job that
+has waited past the starvation threshold (``starvation_after_s``) and still does not fit
+reserves nodes for its pods, the oldest first, and other jobs may use them only if they
+are expected to end before it needs them:
 
-* **Which nodes**: for each pod of its core, the allowed node expected to be free soonest
+* **Which nodes**: among the nodes no older starving job has reserved, for each pod of its
+  core, the allowed node expected to be free soonest
   (:func:`drained_by`: the latest expected end of the pods running there), until the pods
   fit the reserved nodes' GPUs; for a gang that requires a topology domain, inside one
   domain of that level, the one whose chosen nodes are expected free soonest. Its
@@ -27,9 +28,10 @@ to end before it needs them:
   of it, as long again as it has run (run times are heavy-tailed: a job that has gone on
   long is likely to go on).
 
-One job holds a reservation at a time: an older starving job that fails takes it over.
-The reservation ends when its job binds or leaves. ``version`` changes when the reserved
-nodes do, so that the failures remembered under the old ones are judged again.
+An older starving job's reservation comes first: one it makes takes its nodes from younger
+reservations, which are made again at their jobs' next tries. A reservation ends when its
+job binds or leaves. ``version`` changes when reserved nodes do, so that the failures
+remembered under the old ones are judged again.
 """
 
 from __future__ import annotations
@@ -80,7 +82,7 @@ class Reservation:
 
     job: str
     created: float
-    """When the job was created (an older starving job takes the reservation over)."""
+    """When the job was created (an older starving job's reservation comes first)."""
     priority: int
     mask: BoolArray
     nodes: tuple[str, ...]
@@ -90,50 +92,65 @@ class Reservation:
 
 
 class Holds:
-    """The reservation of the oldest starving job, if any (see the module docstring)."""
+    """The reservations of starving jobs (see the module docstring)."""
 
     def __init__(self, default_expected_s: float = DEFAULT_EXPECTED_S) -> None:
         self.default_expected_s = default_expected_s
-        self.reservation: Reservation | None = None
+        self.reservations: dict[str, Reservation] = {}
+        """Per job key, its reservation."""
         self.version = 0
+        self._against: dict[str, tuple[Job, Exclusion | None]] = {}
+        """What :meth:`against` answered each job at ``_against_at`` (now, version)."""
+        self._against_at: tuple[float, int] = (-1.0, -1)
 
-    @property
-    def held(self) -> dict[str, tuple[BoolArray, float]]:
-        """The reserved nodes per job holding them (none or one)."""
-        r = self.reservation
-        return {} if r is None else {r.job: (r.mask, r.gpus)}
+    def of(self, key: str) -> Reservation | None:
+        """The reservation of job ``key``, if it holds one."""
+        return self.reservations.get(key)
 
     def against(self, job: Job, now: float) -> Exclusion | None:
-        """The reserved nodes ``job`` may not use: none for the reserved job itself, a job
-        of higher priority, or one expected to end by the reservation's start."""
-        r = self.reservation
-        if r is None or r.job == job.key or job.priority > r.priority:
+        """The reserved nodes ``job`` may not use: those of every reservation but its own,
+        except reservations of jobs of lower priority and those whose start comes after
+        ``job`` is expected to end."""
+        if not self.reservations:
             return None
-        if now < r.start and now + job_expected_s(job, self.default_expected_s) <= r.start:
-            return None
-        return Exclusion(r.mask, REASON)
+        if self._against_at != (now, self.version):
+            self._against, self._against_at = {}, (now, self.version)
+        known = self._against.get(job.key)
+        if known is not None and known[0] is job:
+            return known[1]
+        mask: BoolArray | None = None
+        expected: float | None = None
+        for r in self.reservations.values():
+            if r.job == job.key or job.priority > r.priority:
+                continue
+            if now < r.start:
+                if expected is None:
+                    expected = job_expected_s(job, self.default_expected_s)
+                if now + expected <= r.start:
+                    continue
+            mask = r.mask if mask is None else (mask | r.mask)
+        found = None if mask is None else Exclusion(mask, REASON)
+        self._against[job.key] = (job, found)
+        return found
 
     def carry(self, old: Holds, state: ClusterState, now: float) -> None:
-        """Keep ``old``'s reservation over ``state``, a ledger rebuilt from the objects (a
-        node added or gone renumbers the nodes): what a scheduler promised a starving job
-        outlives the rebuild. If a reserved node is gone, the reservation is due now: its
-        nodes are chosen again at the job's next try, and no backfill reopens."""
+        """Keep ``old``'s reservations over ``state``, a ledger rebuilt from the objects (a
+        node added or gone renumbers the nodes): what a scheduler promised starving jobs
+        outlives the rebuild. A reservation whose node is gone is due now: its nodes are
+        chosen again at its job's next try, and no backfill reopens."""
         self.version = old.version + 1
-        r = old.reservation
-        if r is None:
-            return
         where = {name: i for i, name in enumerate(state.names)}
-        kept = [where[name] for name in r.nodes if name in where]
-        mask = np.zeros(state.size, dtype=np.bool_)
-        mask[kept] = True
-        nodes = tuple(state.names[i] for i in np.flatnonzero(mask))
-        start = r.start if len(kept) == len(r.nodes) else min(r.start, now)
-        self.reservation = replace(r, mask=mask, nodes=nodes, start=start)
+        for r in old.reservations.values():
+            kept = [where[name] for name in r.nodes if name in where]
+            mask = np.zeros(state.size, dtype=np.bool_)
+            mask[kept] = True
+            nodes = tuple(state.names[i] for i in np.flatnonzero(mask))
+            start = r.start if len(kept) == len(r.nodes) else min(r.start, now)
+            self.reservations[r.job] = replace(r, mask=mask, nodes=nodes, start=start)
 
     def release(self, key: str) -> None:
-        """``key`` bound or left: its reservation ends."""
-        if self.reservation is not None and self.reservation.job == key:
-            self.reservation = None
+        """``key`` bound or left (or no node can run it any more): its reservation ends."""
+        if self.reservations.pop(key, None) is not None:
             self.version += 1
 
     def hold(
@@ -146,38 +163,45 @@ class Holds:
         now: float,
         domains: IntArray | None = None,
     ) -> Reservation | None:
-        """The reservation of starving ``job``, made if no older job holds one (None: one
-        does, or no node could ever run its pods). ``domains``: per node, the id of its
-        domain at the level the job's gang requires (-1: the node lacks the label); the
-        reserved nodes then lie in one domain, the one whose nodes are expected free
-        soonest."""
-        r = self.reservation
-        if r is not None and r.job != job.key and r.created <= job.created:
-            return None
-        if r is not None and r.job == job.key and now < r.start:
+        """The reservation of starving ``job``, made or, once its start has passed, made
+        again (None: no node could ever run its pods, outside older reservations).
+        ``domains``: per node, the id of its domain at the level the job's gang requires
+        (-1: the node lacks the label); the reserved nodes then lie in one domain, the one
+        whose nodes are expected free soonest."""
+        r = self.reservations.get(job.key)
+        if r is not None and now < r.start:
             return r
+        age = (job.created, job.key)
+        younger = [o for o in self.reservations.values() if (o.created, o.job) > age]
+        taken = np.zeros(state.size, dtype=np.bool_)
+        for o in self.reservations.values():
+            if (o.created, o.job) < age:
+                taken |= o.mask
         free_at = drained_by(state, running, now, self.default_expected_s)
         best: tuple[float, BoolArray] | None = None
         for within in _confinements(domains):
-            mine = _choose(job, state, static_nodes, free_at, within)
+            allowed = ~taken if within is None else (within & ~taken)
+            mine = _choose(job, state, static_nodes, free_at, allowed)
             if mine is None or not mine.any():
                 continue
             start = max(now, float(free_at[mine].max()))
             if best is None or start < best[0]:
                 best = (start, mine)
-        if best is None:  # no node (or domain) can ever run these pods: nothing to reserve
+        if best is None:  # no node (or domain) can run these pods: nothing to reserve
             self.release(job.key)
             return None
         start, mine = best
-        nodes = tuple(state.names[i] for i in np.flatnonzero(mine))
-        if r is not None and r.job == job.key:
+        if r is not None:
             start = r.start  # overdue: other nodes, but still no backfill
-        self.reservation = Reservation(
-            job.key, job.created, job.priority, mine, nodes, start, job_gpus(job)
-        )
-        if r is None or not np.array_equal(r.mask, mine):
+        nodes = tuple(state.names[i] for i in np.flatnonzero(mine))
+        made = Reservation(job.key, job.created, job.priority, mine, nodes, start, job_gpus(job))
+        self.reservations[job.key] = made
+        dropped = [o.job for o in younger if (o.mask & mine).any()]
+        for key in dropped:  # the older job's reservation comes first
+            del self.reservations[key]
+        if r is None or dropped or not np.array_equal(r.mask, mine):
             self.version += 1
-        return self.reservation
+        return made
 
 
 def _confinements(domains: IntArray | None) -> Iterator[BoolArray | None]:
@@ -194,7 +218,7 @@ def _choose(
     state: ClusterState,
     static_nodes: Callable[[PodSpec], IntArray],
     free_at: FloatArray,
-    within: BoolArray | None,
+    within: BoolArray,
 ) -> BoolArray | None:
     """Per pod of ``job``'s core, the allowed node (inside ``within``) expected free
     soonest, until its GPUs hold the pods (None: a pod no node can ever hold)."""
@@ -205,8 +229,7 @@ def _choose(
         if not gpus:
             continue
         possible = static_nodes(pod.spec)
-        if within is not None:
-            possible = possible[within[possible]]
+        possible = possible[within[possible]]
         possible = possible[room[possible] >= gpus]
         if possible.size == 0:
             return None

@@ -130,9 +130,6 @@ def movable(search: SearchView) -> tuple[BoolArray, ClusterState]:
     held = search.held
     epoch, where = means.consolidation_epoch(), None if held is None else held.mask.tobytes()
     if means.movable is None or means.movable[0] != epoch:
-        means.movable = (epoch, {})
-    known = means.movable[1].get(where)
-    if known is None:  # per held mask: jobs kept off a reservation and jobs not alternate
         candidates = pool.alive & pool.single & ~pool.claims
         state = search.state
         if state.divided_gpus:  # a pod on MIG slices or replicas stays: its charge would change
@@ -142,8 +139,11 @@ def movable(search: SearchView) -> tuple[BoolArray, ClusterState]:
             pod = pool.items[i].pod
             if work_at_risk(pod.progress, pod.started, now, restart) > MAX_MOVE_LOSS_S:
                 candidates[i] = False
-        mask = _relocatable_alone(search, candidates)
-        known = means.movable[1][where] = (mask, pool.freed(search.state, mask))
+        means.movable = (epoch, candidates, {})
+    known = means.movable[2].get(where)
+    if known is None:  # per held mask: jobs kept off reservations and jobs not alternate
+        mask = _relocatable_alone(search, means.movable[1])
+        known = means.movable[2][where] = (mask, pool.freed(search.state, mask))
     return known
 
 

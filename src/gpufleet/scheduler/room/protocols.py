@@ -104,7 +104,11 @@ class Means:
     round: Round
     restart_s: float = 0.0
     """What a job pays to start again after an eviction, counted in the work it loses."""
-    movable: tuple[Hashable, dict[bytes | None, tuple[BoolArray, ClusterState]]] | None = None
+    movable: (
+        tuple[Hashable, BoolArray, dict[bytes | None, tuple[BoolArray, ClusterState]]] | None
+    ) = None
+    """Consolidation's movable pods in an epoch: those young enough, and per held mask,
+    those of them that fit somewhere with the state they would free (``consolidate.py``)."""
 
     def consolidation_epoch(self) -> Hashable:
         return consolidation_epoch(self.ledger, self.pool)
