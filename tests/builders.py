@@ -136,6 +136,11 @@ class InfoBuilder:
         self.info = replace(self.info, progress=replace(self.info.progress, **fields))
         return self
 
+    def owner(self, uid: str) -> InfoBuilder:
+        """Created by the controller of uid ``uid``."""
+        self.info = replace(self.info, owner=uid)
+        return self
+
     def never_preempts(self) -> InfoBuilder:
         self.info = replace(self.info, can_preempt=False)
         return self

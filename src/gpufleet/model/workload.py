@@ -148,6 +148,9 @@ class PodInfo:
     (:func:`with_demand`; set by the cycle). A bound pod counts its node's worth instead."""
     progress: Progress = NO_PROGRESS
     """Its expected duration, checkpoints and moves (``model/progress.py``)."""
+    owner: str = field(default="", compare=False)
+    """The uid of its controller (the ``metadata.ownerReferences`` entry with ``controller:
+    true``; empty: none), which recreates it when it is evicted; not compared."""
 
     @property
     def demand(self) -> PodSpec:

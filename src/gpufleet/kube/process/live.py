@@ -29,6 +29,7 @@ from gpufleet.compose import new_cache
 from gpufleet.kube.process.leader import LeaderElector, LeaseConfig
 from gpufleet.kube.process.logs import PendingLog
 from gpufleet.kube.process.metrics import Metrics, PodLatency
+from gpufleet.kube.process.moves import MoveMemory
 from gpufleet.kube.process.options import ServeOptions, ServeStats
 from gpufleet.kube.process.tell import Teller
 from gpufleet.kube.process.writes import ResultWriter
@@ -91,6 +92,8 @@ class LiveScheduler:
         self.podgroups = PodGroupStatus(http, clock)
         self.queues = QueueStatus(http)
         self.latency = PodLatency()
+        self.moves = MoveMemory()
+        """Consolidation's moves, for the pods their controllers create (``moves.py``)."""
         self.pending_log = PendingLog()
         self.teller = Teller(
             http, self.options, self.store, self.cache, self.events, clock=clock, may_act=may_act
@@ -196,7 +199,7 @@ class LiveScheduler:
         self.wake.clear()
         self._take(self.store.check_queues())
         events, self.buffer = self.buffer, []
-        self.cache.apply_all(events)
+        self.cache.apply_all(self.moves.mark(events, now))
         if not self.cache.objects["Node"]:
             return None
         if self.scheduler is None:
@@ -207,6 +210,7 @@ class LiveScheduler:
         result = await asyncio.to_thread(self.scheduler.run, now)
         if result.evictions:
             self.metrics.evicted(result, self.cache.pods, now, self.options.config.restart_s)
+            self.moves.record(result, self.cache.pods, now)
         self.stats.cycles += 1
         self.latency.tried(result, self.cache)
         await self.writer.write(result, now, self.scheduler)

@@ -171,13 +171,14 @@ class ResultWriter:
         gate = asyncio.Semaphore(self.options.binds_at_once)
         by_gang: dict[str, list[Binding]] = {}
         evicted = {e.pod for e in result.evictions}
+        moved: list[str] = []
         for binding in result.bindings:
             if binding.pod not in self.cache.assumed:
                 continue  # its plan was dropped (an eviction refused): nothing to bind
             if binding.pod in evicted:
                 # A pod consolidation moves: live, it is evicted and its controller makes it
                 # anew; the pod itself is never bound again.
-                self.cache.forget(binding.pod)
+                moved.append(binding.pod)
                 continue
             pod = self.cache.pods.get(binding.pod)
             by_gang.setdefault(pod.gang if pod is not None else binding.pod, []).append(binding)
@@ -193,6 +194,8 @@ class ResultWriter:
                 del by_gang[gang]
                 for binding in bindings:
                     await self._wait_for_victims(binding, victims.get(gang, set()))
+        for key in moved:  # it holds its old GPUs until it is gone, once no binding does
+            self.cache.forget(key)
 
         async def in_order(bindings: list[Binding]) -> None:
             for i, binding in enumerate(bindings):

@@ -231,7 +231,21 @@ def read_pod(
         resource_version=version,
         subgroup=labels.get(first_key(labels, names.subgroup_labels) or "", "") if group else "",
         progress=_progress(r, annotations),
+        owner=_controller(r),
     )
+
+
+def _controller(r: Reader) -> str:
+    """The uid of the pod's controller (empty: none)."""
+    for i, ref in enumerate(r.sequence("metadata.ownerReferences")):
+        if not isinstance(ref, dict):
+            raise r.fail(f"metadata.ownerReferences[{i}]", "an owner reference", ref)
+        if ref.get("controller") is True:
+            uid = ref.get("uid")
+            if not isinstance(uid, str) or not uid:
+                raise r.fail(f"metadata.ownerReferences[{i}].uid", "the controller's uid", uid)
+            return uid
+    return ""
 
 
 EXPECTED_DURATION = "gpufleet.io/expected-duration"
