@@ -64,7 +64,7 @@ from gpufleet.scheduler.placement.domains import Domains
 from gpufleet.scheduler.placement.fit import Fit
 from gpufleet.scheduler.placement.place import Placement, place
 from gpufleet.scheduler.queues.backlog import Backlog
-from gpufleet.scheduler.queues.holds import Holds
+from gpufleet.scheduler.queues.holds import Holds, drained_by
 from gpufleet.scheduler.queues.min_resources import MinResources
 from gpufleet.scheduler.room.preempt import NAME as PREEMPT
 from gpufleet.scheduler.room.protocols import Means, Round, consolidation_epoch
@@ -121,6 +121,7 @@ class Cycle:
         self.admission = components.admission_rule(ledger, config.non_preemptible_priority)
         self.min_resources = MinResources(ledger)
         self.holds = Holds(config.expected_duration_s)
+        self._drain: tuple[tuple[float, int, int], FloatArray] | None = None
         actions = [components.actions[name] for name in config.actions]
         rule = components.topology_rule(topology)
         self.room = Room(actions, rule)
@@ -388,6 +389,7 @@ class Cycle:
                 ledger.running.values(),
                 now=self.now,
                 domains=Domains.of(ledger.state, level).ids if level else None,
+                free_at=self._drained(),
             )
             if held is not None and held.job == job.key:
                 self._reserved = True
@@ -400,6 +402,18 @@ class Cycle:
                     then=reason,
                 )
         self.journal.pend(job, job.pods, reason, notes=notes, record=record)
+
+    def _drained(self) -> FloatArray:
+        """When each node's GPU pods are expected to have ended (``holds.drained_by``),
+        found once per state of the ledger: several starving jobs may reserve in a cycle."""
+        state = self.ledger.state
+        key = (self.now, id(state), state.changes)
+        if self._drain is None or self._drain[0] != key:
+            free_at = drained_by(
+                state, self.ledger.running.values(), self.now, self.config.expected_duration_s
+            )
+            self._drain = (key, free_at)
+        return self._drain[1]
 
     def _stale(self, job: Job, reason: Why) -> Why:
         """A gang running below ``minMember`` that cannot be completed is released after the

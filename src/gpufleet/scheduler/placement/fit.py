@@ -51,32 +51,43 @@ class Fit:
         """Per pod spec (name aside): the nodes that could run it empty."""
         self._plain: dict[tuple[str, int], Hashable | None] = {}
         """Per pod group (first pod, size): its plain request key (see plain_key)."""
-        self._slots: dict[Hashable, tuple[int, float]] = {}
-        """slots() on the state, with the state's version it was counted at."""
+        self._answers: dict[Hashable, tuple[int, float]] = {}
+        """slots() on the cycle's state, with the state's version it was counted at."""
+        self._slots: dict[Hashable, tuple[int, IntArray, IntArray]] = {}
+        """Per plain request on the cycle's state: the state's version, the nodes that may
+        run it and how many each could take (:meth:`_counts`)."""
 
     def slots(
         self, pods: tuple[PodInfo, ...], state: ClusterState | None, held: Exclusion | None
     ) -> float:
         """At most how many of ``pods`` the cluster (or ``state``) could take, off the
         ``held`` nodes — for pods of one plain spec; infinite for others (no bound is
-        known). On the cycle's own state the answer is remembered until the state changes:
-        a saturated cluster asks it for many jobs of the same few specs."""
+        known). On the cycle's own state the count per node is remembered until the state
+        changes: a saturated cluster asks it for many jobs of the same few specs, kept off
+        different reserved nodes."""
         first = pods[0].spec
         key = self.plain_key(pods)
         if key is None:
             return np.inf
-        cache_key: Hashable = None
-        if state is None:
-            state = self.state
-            cache_key = (key, len(pods), None if held is None else held.mask.tobytes())
-            version = state.changes
-            known = self._slots.get(cache_key)
-            if known is not None and known[0] == version:
-                return known[1]
-        answer = self._count(first, len(pods), state, held)
-        if cache_key is not None:
-            self._slots[cache_key] = (version, answer)
-        return answer
+        if state is not None:
+            return self._slots_of(*self._counts(first, state), len(pods), held)
+        version = self.state.changes
+        asked = (key, len(pods), None if held is None else held.mask.tobytes())
+        answer = self._answers.get(asked)
+        if answer is not None and answer[0] == version:
+            return answer[1]
+        known = self._slots.get(key)
+        if known is None or known[0] != version:
+            known = self._slots[key] = (version, *self._counts(first, self.state))
+        found = self._slots_of(known[1], known[2], len(pods), held)
+        self._answers[asked] = (version, found)
+        return found
+
+    @staticmethod
+    def _slots_of(nodes: IntArray, counts: IntArray, most: int, held: Exclusion | None) -> float:
+        if held is not None:
+            counts = counts[~held.mask[nodes]]
+        return float(np.minimum(counts, most).sum())
 
     def plain_key(self, pods: tuple[PodInfo, ...]) -> Hashable | None:
         """The request key of ``pods`` if they are of one plain spec, else None.
@@ -98,17 +109,15 @@ class Fit:
         self._plain[memo] = key
         return key
 
-    def _count(
-        self, pod: PodSpec, count: int, state: ClusterState, held: Exclusion | None
-    ) -> float:
+    def _counts(self, pod: PodSpec, state: ClusterState) -> tuple[IntArray, IntArray]:
+        """The nodes that may run ``pod`` and how many of it each could take now (held
+        nodes are left out by the caller: one count serves every job's exclusion)."""
         spec = self.framework.prepare(pod)
         if self.counting:
             nodes = self.static_nodes(spec)
-            if held is not None:
-                nodes = nodes[~held.mask[nodes]]
         else:
-            nodes = self.framework.run_filters(state, spec, held).nodes
-        return float(np.minimum(self.framework.count(state, spec, nodes), count).sum())
+            nodes = self.framework.run_filters(state, spec).nodes
+        return nodes, np.asarray(self.framework.count(state, spec, nodes))
 
     def static_nodes(self, spec: PodSpec) -> IntArray:
         """Nodes that could run ``spec`` if they were empty (its constraints allow them);

@@ -36,6 +36,8 @@ remembered under the old ones are judged again.
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_left
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -99,9 +101,17 @@ class Holds:
         self.reservations: dict[str, Reservation] = {}
         """Per job key, its reservation."""
         self.version = 0
+        self._refused: dict[str, int] = {}
+        """Per job that found nothing to reserve, the version it found nothing under."""
+        self._now, self._version = -1.0, -1
+        """When what :meth:`against` remembers was found, and under which version."""
         self._against: dict[str, tuple[Job, Exclusion | None]] = {}
-        """What :meth:`against` answered each job at ``_against_at`` (now, version)."""
-        self._against_at: tuple[float, int] = (-1.0, -1)
+        self._prefixes: tuple[list[float], list[Exclusion | None]] | None = None
+
+    def refused(self, key: str) -> bool:
+        """Whether job ``key`` found nothing to reserve under the current reservations (it
+        may try again once they change)."""
+        return self._refused.get(key) == self.version
 
     def of(self, key: str) -> Reservation | None:
         """The reservation of job ``key``, if it holds one."""
@@ -110,28 +120,46 @@ class Holds:
     def against(self, job: Job, now: float) -> Exclusion | None:
         """The reserved nodes ``job`` may not use: those of every reservation but its own,
         except reservations of jobs of lower priority and those whose start comes after
-        ``job`` is expected to end."""
+        ``job`` is expected to end. Remembered per job until the time or the reservations
+        change."""
         if not self.reservations:
             return None
-        if self._against_at != (now, self.version):
-            self._against, self._against_at = {}, (now, self.version)
+        if now != self._now or self.version != self._version:
+            self._now, self._version, self._against, self._prefixes = now, self.version, {}, None
         known = self._against.get(job.key)
         if known is not None and known[0] is job:
             return known[1]
-        mask: BoolArray | None = None
-        expected: float | None = None
-        for r in self.reservations.values():
-            if r.job == job.key or job.priority > r.priority:
-                continue
-            if now < r.start:
-                if expected is None:
-                    expected = job_expected_s(job, self.default_expected_s)
-                if now + expected <= r.start:
+        expected = job_expected_s(job, self.default_expected_s)
+        if job.key in self.reservations or job.priority > self._lowest():
+            mask: BoolArray | None = None
+            for r in self.reservations.values():
+                if r.job == job.key or job.priority > r.priority:
                     continue
-            mask = r.mask if mask is None else (mask | r.mask)
-        found = None if mask is None else Exclusion(mask, REASON)
+                if now < r.start and now + expected <= r.start:
+                    continue
+                mask = r.mask if mask is None else (mask | r.mask)
+            found = None if mask is None else Exclusion(mask, REASON)
+        else:  # the common case: every reservation that starts before it would end
+            starts, prefixes = self._by_start()
+            found = prefixes[bisect_left(starts, max(now + expected, math.nextafter(now, 1e300)))]
         self._against[job.key] = (job, found)
         return found
+
+    def _lowest(self) -> int:
+        return min(r.priority for r in self.reservations.values())
+
+    def _by_start(self) -> tuple[list[float], list[Exclusion | None]]:
+        """The reservations' starts in order, and per count k the exclusion of the first
+        k: a job is kept off those that start before it would end, a prefix of them."""
+        if self._prefixes is None:
+            ordered = sorted(self.reservations.values(), key=lambda r: (r.start, r.job))
+            prefixes: list[Exclusion | None] = [None]
+            mask: BoolArray | None = None
+            for r in ordered:
+                mask = r.mask if mask is None else (mask | r.mask)
+                prefixes.append(Exclusion(mask, REASON))
+            self._prefixes = ([r.start for r in ordered], prefixes)
+        return self._prefixes
 
     def carry(self, old: Holds, state: ClusterState, now: float) -> None:
         """Keep ``old``'s reservations over ``state``, a ledger rebuilt from the objects (a
@@ -150,6 +178,7 @@ class Holds:
 
     def release(self, key: str) -> None:
         """``key`` bound or left (or no node can run it any more): its reservation ends."""
+        self._refused.pop(key, None)
         if self.reservations.pop(key, None) is not None:
             self.version += 1
 
@@ -162,12 +191,14 @@ class Holds:
         *,
         now: float,
         domains: IntArray | None = None,
+        free_at: FloatArray | None = None,
     ) -> Reservation | None:
         """The reservation of starving ``job``, made or, once its start has passed, made
         again (None: no node could ever run its pods, outside older reservations).
         ``domains``: per node, the id of its domain at the level the job's gang requires
         (-1: the node lacks the label); the reserved nodes then lie in one domain, the one
-        whose nodes are expected free soonest."""
+        whose nodes are expected free soonest. ``free_at``: :func:`drained_by` of
+        ``running``, if the caller has it (several jobs may reserve in one cycle)."""
         r = self.reservations.get(job.key)
         if r is not None and now < r.start:
             return r
@@ -177,7 +208,8 @@ class Holds:
         for o in self.reservations.values():
             if (o.created, o.job) < age:
                 taken |= o.mask
-        free_at = drained_by(state, running, now, self.default_expected_s)
+        if free_at is None:
+            free_at = drained_by(state, running, now, self.default_expected_s)
         best: tuple[float, BoolArray] | None = None
         for within in _confinements(domains):
             allowed = ~taken if within is None else (within & ~taken)
@@ -189,6 +221,7 @@ class Holds:
                 best = (start, mine)
         if best is None:  # no node (or domain) can run these pods: nothing to reserve
             self.release(job.key)
+            self._refused[job.key] = self.version
             return None
         start, mine = best
         if r is not None:

@@ -29,7 +29,7 @@ import numpy as np
 from gpufleet.model.arrays import MILLI
 from gpufleet.model.progress import work_at_risk
 from gpufleet.scheduler.api.outcome import NoteCode, note
-from gpufleet.scheduler.room.protocols import always, moving
+from gpufleet.scheduler.room.protocols import Movable, always, moving
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable
@@ -129,39 +129,43 @@ def movable(search: SearchView) -> tuple[BoolArray, ClusterState]:
     means, pool = search.means, search.pool
     held = search.held
     epoch, where = means.consolidation_epoch(), None if held is None else held.mask.tobytes()
-    if means.movable is None or means.movable[0] != epoch:
-        candidates = pool.alive & pool.single & ~pool.claims
+    cache = means.movable
+    if cache is None or cache.epoch != epoch:
+        young = pool.alive & pool.single & ~pool.claims
         state = search.state
         if state.divided_gpus:  # a pod on MIG slices or replicas stays: its charge would change
-            candidates &= state.gpu_unit[pool.node] == 1.0
+            young &= state.gpu_unit[pool.node] == 1.0
         now, restart = means.round.now, means.restart_s
-        for i in np.flatnonzero(candidates):  # old unsaved work never moves (MAX_MOVE_LOSS_S)
+        for i in np.flatnonzero(young):  # old unsaved work never moves (MAX_MOVE_LOSS_S)
             pod = pool.items[i].pod
             if work_at_risk(pod.progress, pod.started, now, restart) > MAX_MOVE_LOSS_S:
-                candidates[i] = False
-        means.movable = (epoch, candidates, {})
-    known = means.movable[2].get(where)
+                young[i] = False
+        cache = means.movable = Movable(epoch, young)
+    known = cache.by_mask.get(where)
     if known is None:  # per held mask: jobs kept off reservations and jobs not alternate
-        mask = _relocatable_alone(search, means.movable[1])
-        known = means.movable[2][where] = (mask, pool.freed(search.state, mask))
+        mask = _relocatable_alone(search, cache)
+        moved = mask.tobytes()  # most masks leave the same pods movable: one freed state
+        freed = cache.freed.get(moved)
+        if freed is None:
+            freed = cache.freed[moved] = pool.freed(search.state, mask)
+        known = cache.by_mask[where] = (mask, freed)
     return known
 
 
-def _relocatable_alone(search: SearchView, mask: BoolArray) -> BoolArray:
-    """The pods of ``mask`` that fit somewhere now, each on its own (a pod that does not
-    can never be moved; the search need not consider it). Its own node counts: a
-    shared-GPU pod may move to another GPU of it."""
-    pool, state, framework = search.pool, search.state, search.framework
-    keep = mask.copy()
-    fits: dict[Hashable, bool] = {}
-    for i in np.flatnonzero(mask):
+def _relocatable_alone(search: SearchView, cache: Movable) -> BoolArray:
+    """The young pods that fit somewhere now off the held nodes, each on its own (a pod
+    that does not can never be moved; the search need not consider it). Its own node
+    counts: a shared-GPU pod may move to another GPU of it. The nodes that pass a
+    request's filters are found once per epoch, the held ones left out per mask."""
+    pool, state, framework, held = search.pool, search.state, search.framework, search.held
+    keep = cache.young.copy()
+    for i in np.flatnonzero(keep):
         if pool.items[i].pod.progress.moves >= MAX_MOVES:
             keep[i] = False  # never again
             continue
         spec = moving(pool.items[i])
-        anywhere = fits.get(spec.request_key)
-        if anywhere is None:
-            anywhere = bool(framework.run_filters(state, spec, search.held).nodes.size)
-            fits[spec.request_key] = anywhere
-        keep[i] = anywhere
+        nodes = cache.nodes.get(spec.request_key)
+        if nodes is None:
+            nodes = cache.nodes[spec.request_key] = framework.run_filters(state, spec).nodes
+        keep[i] = bool(nodes.size) and (held is None or not held.mask[nodes].all())
     return keep

@@ -9,7 +9,7 @@ through :class:`Means` — the ledger, the victim pool, the placer, the queue or
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 from gpufleet.scheduler.api.transaction import Running
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Hashable, Set
 
     from gpufleet.framework.runtime import Exclusion, Framework
-    from gpufleet.model.arrays import BoolArray, FloatArray
+    from gpufleet.model.arrays import BoolArray, FloatArray, IntArray
     from gpufleet.model.cluster import ClusterState
     from gpufleet.model.pod import PodSpec
     from gpufleet.scheduler.api.job import Job
@@ -91,6 +91,22 @@ class Round:
     bound_now: Set[str] = frozenset()
 
 
+@dataclass(slots=True)
+class Movable:
+    """What consolidation may move within one consolidation epoch (``consolidate.py``)."""
+
+    epoch: Hashable
+    young: BoolArray
+    """The pool's pods that would lose at most ``MAX_MOVE_LOSS_S`` of work if moved."""
+    nodes: dict[Hashable, IntArray] = field(default_factory=dict)
+    """Per request of a moved pod, the nodes that pass its filters (reservations aside)."""
+    by_mask: dict[bytes | None, tuple[BoolArray, ClusterState]] = field(default_factory=dict)
+    """Per held mask, the young pods that fit somewhere off it, and the state with them
+    gone."""
+    freed: dict[bytes, ClusterState] = field(default_factory=dict)
+    """Per set of movable pods, the state with them gone."""
+
+
 @dataclass(eq=False, slots=True)
 class Means:
     """What making room works with: the ledger of what runs, the pods that may be evicted,
@@ -104,11 +120,8 @@ class Means:
     round: Round
     restart_s: float = 0.0
     """What a job pays to start again after an eviction, counted in the work it loses."""
-    movable: (
-        tuple[Hashable, BoolArray, dict[bytes | None, tuple[BoolArray, ClusterState]]] | None
-    ) = None
-    """Consolidation's movable pods in an epoch: those young enough, and per held mask,
-    those of them that fit somewhere with the state they would free (``consolidate.py``)."""
+    movable: Movable | None = None
+    """Consolidation's movable pods in the current epoch (``consolidate.py``)."""
 
     def consolidation_epoch(self) -> Hashable:
         return consolidation_epoch(self.ledger, self.pool)
