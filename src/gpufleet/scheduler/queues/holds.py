@@ -106,7 +106,11 @@ class Holds:
         self._now, self._version = -1.0, -1
         """When what :meth:`against` remembers was found, and under which version."""
         self._against: dict[str, tuple[Job, Exclusion | None]] = {}
+        self._expected: dict[str, tuple[Job, float]] = {}
         self._prefixes: tuple[list[float], list[Exclusion | None]] | None = None
+        self._lowest = 0
+        """The lowest priority of a reserved job."""
+        self._just_after = 0.0
 
     def refused(self, key: str) -> bool:
         """Whether job ``key`` found nothing to reserve under the current reservations (it
@@ -125,28 +129,37 @@ class Holds:
         if not self.reservations:
             return None
         if now != self._now or self.version != self._version:
-            self._now, self._version, self._against, self._prefixes = now, self.version, {}, None
+            self._start_cycle(now)
         known = self._against.get(job.key)
         if known is not None and known[0] is job:
             return known[1]
-        expected = job_expected_s(job, self.default_expected_s)
-        if job.key in self.reservations or job.priority > self._lowest():
+        expected = self._expected.get(job.key)
+        if expected is None or expected[0] is not job:
+            expected = self._expected[job.key] = (job, job_expected_s(job, self.default_expected_s))
+        ends = now + expected[1]
+        if job.key in self.reservations or job.priority > self._lowest:
             mask: BoolArray | None = None
             for r in self.reservations.values():
                 if r.job == job.key or job.priority > r.priority:
                     continue
-                if now < r.start and now + expected <= r.start:
+                if now < r.start and ends <= r.start:
                     continue
                 mask = r.mask if mask is None else (mask | r.mask)
             found = None if mask is None else Exclusion(mask, REASON)
         else:  # the common case: every reservation that starts before it would end
             starts, prefixes = self._by_start()
-            found = prefixes[bisect_left(starts, max(now + expected, math.nextafter(now, 1e300)))]
+            found = prefixes[bisect_left(starts, ends if ends > now else self._just_after)]
         self._against[job.key] = (job, found)
         return found
 
-    def _lowest(self) -> int:
-        return min(r.priority for r in self.reservations.values())
+    def _start_cycle(self, now: float) -> None:
+        """Forget what :meth:`against` found at another time or under other reservations
+        (each job's expected run time is kept while the reservations are the same)."""
+        if self.version != self._version:
+            self._expected = {}
+            self._lowest = min(r.priority for r in self.reservations.values())
+        self._now, self._version, self._against, self._prefixes = now, self.version, {}, None
+        self._just_after = math.nextafter(now, math.inf)
 
     def _by_start(self) -> tuple[list[float], list[Exclusion | None]]:
         """The reservations' starts in order, and per count k the exclusion of the first
