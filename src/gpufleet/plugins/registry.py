@@ -255,7 +255,7 @@ class ReplayPolicy:
 
 
 RESERVE_AFTER_S = 86_400.0
-"""gpufleet's replay reserves nodes for the oldest job waiting longer than this: on Philly, a
+"""gpufleet's replay reserves nodes for the jobs waiting longer than this: on Philly, a
 day keeps every job size's p95 wait under kube-default's at the least cost in mean wait
 (thresholds from 30 minutes to a day measured, docs/benchmarks.md)."""
 
@@ -272,12 +272,12 @@ def replay_registry(placements: Registry[Profile]) -> Registry[ReplayPolicy]:
       (greedy backfill), best-fit placement, no reservations and no evictions;
     * ``gpufleet`` — one queue per tenant served in fair-share order, gangs with topology
       preference, backfill, consolidation (of pods that lose at most 30 minutes of work,
-      ``scheduler/room/consolidate.py``), preemption, and a reservation with backfill for the
-      oldest job that has waited over a day (``scheduler/queues/holds.py``), so that no job
-      size starves. No reclaim, as measured on Philly (docs/benchmarks.md): a reclaimed job
-      reruns from its last checkpoint, none in that trace, and over the full trace reclaim
-      threw away 366,624 GPU-hours (a fifth of the cluster's time) while the mean wait
-      tripled.
+      ``scheduler/room/consolidate.py``), preemption, and reservations with backfill for the
+      jobs that have waited over a day, the oldest first (``scheduler/queues/holds.py``),
+      so that no job size starves. No reclaim, as measured on Philly (docs/benchmarks.md):
+      a reclaimed job reruns from its last checkpoint, none in that trace, and over the
+      full trace reclaim threw away 366,624 GPU-hours (a fifth of the cluster's time)
+      while the mean wait tripled.
 
     Each names a placement policy of ``placements`` (an unknown one fails here).
     """

@@ -4,7 +4,7 @@
 - ``state/``: what the cluster is — the cache kept by events, the ledger of what runs, the
   victim pool, ResourceClaims, fair shares, the workload FGD measures against;
 - ``queues/``: who goes next — the backlog, fair-share order, admission, ``minResources``,
-  the reservation of the oldest starving job;
+  the reservations of starving jobs;
 - ``placement/``: where a job goes — the placer, one pod's placement, slot counts, topology
   domains;
 - ``room/``: making room when it does not fit — the victim search and its actions;

@@ -1,2 +1,2 @@
 """Who goes next: the backlog of pending jobs, fair-share order, queue admission, a gang's
-``minResources`` and the reservation of the oldest starving job."""
+``minResources`` and the reservations of starving jobs."""
