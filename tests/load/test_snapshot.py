@@ -698,38 +698,21 @@ def test_a_pod_says_what_its_run_is_worth_in_annotations(tmp_path: Path) -> None
         ("[{apiVersion: batch/v1, kind: Job, name: j, uid: u-1, controller: true}]", "u-1"),
         ("[{apiVersion: v1, kind: ConfigMap, name: c, uid: u-2}]", ""),  # not its controller
         ("[]", ""),
+        ("{kind: Job}", "error: metadata.ownerReferences"),
+        ("[x]", "error: metadata.ownerReferences[0]"),
+        ("[{kind: Job, name: j, controller: true}]", "error: metadata.ownerReferences[0].uid"),
     ],
 )
 def test_a_pods_controller_is_read_from_its_owner_references(
     tmp_path: Path, owners: str, expected: str
 ) -> None:
-    meta = f", ownerReferences: {owners}"
-    path = write(
-        tmp_path,
-        NODE,
-        POD.format(meta=meta, spec="schedulerName: gpufleet, containers: [{name: c}]"),
-    )
+    """Its uid, or an error naming the field of a bad owner reference."""
+    spec = "schedulerName: gpufleet, containers: [{name: c}]"
+    path = write(tmp_path, NODE, POD.format(meta=f", ownerReferences: {owners}", spec=spec))
+    if expected.startswith("error: "):
+        with pytest.raises(InputError) as caught:
+            load_snapshot(path)
+        assert f"field '{expected.removeprefix('error: ')}'" in str(caught.value)
+        return
     (pod,) = load_snapshot(path).pods
     assert pod.owner == expected
-
-
-@pytest.mark.parametrize(
-    ("owners", "field"),
-    [
-        ("{kind: Job}", "metadata.ownerReferences"),
-        ("[x]", "metadata.ownerReferences[0]"),
-        ("[{kind: Job, name: j, controller: true}]", "metadata.ownerReferences[0].uid"),
-    ],
-)
-def test_a_bad_owner_reference_is_an_error_naming_it(
-    tmp_path: Path, owners: str, field: str
-) -> None:
-    meta = f", ownerReferences: {owners}"
-    path = write(
-        tmp_path,
-        NODE,
-        POD.format(meta=meta, spec="schedulerName: gpufleet, containers: [{name: c}]"),
-    )
-    with pytest.raises(InputError) as caught:
-        load_snapshot(path)
-    assert f"field '{field}'" in str(caught.value)

@@ -15,7 +15,13 @@ from gpufleet.model.cluster import ClusterState
 from gpufleet.model.pod import PodSpec
 from gpufleet.scheduler.api.job import Job
 from gpufleet.scheduler.api.transaction import Running
-from gpufleet.scheduler.queues.holds import REASON, Holds, drained_by, remaining_s
+from gpufleet.scheduler.queues.holds import (
+    REASON,
+    Holds,
+    Reservation,
+    drained_by,
+    remaining_s,
+)
 from tests.builders import cluster, info, job, node
 
 HOUR = 3600.0
@@ -77,6 +83,19 @@ def reserved(holds: Holds, asking: Job, states: ClusterState, now: float = NOW) 
     return [] if held is None else [states.names[i] for i in np.flatnonzero(held.mask)]
 
 
+def assert_made(
+    holds: Holds, made: Reservation | None, nodes: list[str], start_in_h: float | None
+) -> None:
+    """``made`` reserves ``nodes`` from ``start_in_h`` hours on (None: nothing reserved)."""
+    if start_in_h is None:
+        assert made is None
+        assert not holds.reservations
+        return
+    assert made is not None
+    assert list(made.nodes) == nodes
+    assert made.start == NOW + start_in_h * HOUR
+
+
 def test_a_running_pod_is_expected_to_run_its_estimate_or_as_long_again_as_it_ran() -> None:
     assert remaining_s(RUNNING[1].pod, NOW, HOUR) == 1.5 * HOUR
     assert remaining_s(RUNNING[0].pod, NOW, HOUR) == 20 * HOUR  # past its estimate
@@ -102,13 +121,7 @@ def test_the_reservation_takes_the_nodes_expected_free_soonest(
 ) -> None:
     holds = Holds(HOUR)
     made = holds.hold(starving, state(), static, RUNNING, now=NOW)
-    if start_in_h is None:
-        assert made is None
-        assert not holds.reservations
-        return
-    assert made is not None
-    assert list(made.nodes) == nodes
-    assert made.start == NOW + start_in_h * HOUR
+    assert_made(holds, made, nodes, start_in_h)
 
 
 @pytest.mark.parametrize(
@@ -126,13 +139,7 @@ def test_a_gang_that_requires_a_domain_reserves_inside_one(
     holds = Holds(HOUR)
     ids = np.array(domains, dtype=np.int64)
     made = holds.hold(gpu_job("ns/big", 8, 2), state(), anywhere, RUNNING, now=NOW, domains=ids)
-    if start_in_h is None:
-        assert made is None
-        assert not holds.reservations
-        return
-    assert made is not None
-    assert list(made.nodes) == nodes
-    assert made.start == NOW + start_in_h * HOUR
+    assert_made(holds, made, nodes, start_in_h)
 
 
 @pytest.mark.parametrize(
