@@ -37,7 +37,7 @@ def running(key: str, owner: str = "rs-1", moves: int = 0) -> PodInfo:
 
 def test_the_next_pod_of_the_controller_takes_the_move() -> None:
     memory, old = MoveMemory(), running("ns/a-1", moves=1)
-    memory.record(moved(old), {old.key: old}, NOW)
+    memory.record(moved(old), {old.key: old}, NOW, {old.key})
     sibling = info("ns/a-0").owner("rs-1").created(NOW - 3600).obj()  # there before the move
     stranger = info("ns/b-1").owner("rs-2").created(NOW + 1).obj()
     new = info("ns/a-2").owner("rs-1").created(NOW + 1).obj()
@@ -56,7 +56,7 @@ def test_the_next_pod_of_the_controller_takes_the_move() -> None:
 
 def test_a_replacement_stamped_a_little_before_the_move_by_the_servers_clock_counts() -> None:
     memory, old = MoveMemory(), running("ns/a-1")
-    memory.record(moved(old), {old.key: old}, NOW)
+    memory.record(moved(old), {old.key: old}, NOW, {old.key})
     new = info("ns/a-2").owner("rs-1").created(NOW - CLOCK_SKEW_S / 2).obj()
     assert marks(memory, new) == [(1, NOW)]
 
@@ -65,15 +65,32 @@ def test_only_moves_of_pods_with_a_controller_are_remembered() -> None:
     memory = MoveMemory()
     bare = running("ns/bare", owner="")
     preempted = running("ns/p", owner="rs-9")
-    memory.record(moved(bare), {bare.key: bare}, NOW)
-    memory.record(moved(preempted, action="preempt", is_move=False), {"ns/p": preempted}, NOW)
-    memory.record(moved(running("ns/gone")), {}, NOW)  # no longer in the cache
+    memory.record(moved(bare), {bare.key: bare}, NOW, {bare.key})
+    preempting = moved(preempted, action="preempt", is_move=False)
+    memory.record(preempting, {"ns/p": preempted}, NOW, {"ns/p"})
+    memory.record(moved(running("ns/gone")), {}, NOW, {"ns/gone"})  # no longer in the cache
     assert memory.waiting == {}
 
 
 def test_a_move_no_pod_claims_within_the_cooldown_is_forgotten() -> None:
     memory, old = MoveMemory(), running("ns/a-1")
-    memory.record(moved(old), {old.key: old}, NOW)
+    memory.record(moved(old), {old.key: old}, NOW, {old.key})
     late = info("ns/a-2").owner("rs-1").created(NOW + MOVE_COOLDOWN_S + 10).obj()
     assert marks(memory, late, now=NOW + MOVE_COOLDOWN_S + 10) == [(0, None)]
     assert memory.waiting == {}
+
+
+def test_a_move_whose_eviction_was_refused_is_not_remembered() -> None:
+    memory, old = MoveMemory(), running("ns/a-1")
+    memory.record(moved(old), {old.key: old}, NOW, set())  # a disruption budget said no
+    assert memory.waiting == {}
+
+
+def test_pods_the_cache_no_longer_has_are_forgotten() -> None:
+    memory, old = MoveMemory(), running("ns/a-1")
+    memory.record(moved(old), {old.key: old}, NOW, {old.key})
+    new = info("ns/a-2").owner("rs-1").created(NOW + 1).obj()
+    memory.mark([added(new)], NOW + 1)
+    assert list(memory.given) == ["ns/a-2"]
+    memory.record(moved(), {}, NOW + 2, set())  # its DELETED event was missed in a relist
+    assert memory.given == {}

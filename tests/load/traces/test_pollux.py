@@ -63,6 +63,7 @@ def test_jobs_are_gangs_of_4_gpu_nodes_with_their_run_times(tmp_path: Path) -> N
         ("a,1,,1,1\n", "field 'application': expected an application"),
         (",1,ncf,1,1\n", "field 'name': expected a job name"),
         ("", "no jobs in the workload"),
+        ("a,1,ncf,1,1\na,2,ncf,1,1\n", "workload-1.csv:3: field 'name': job a appears twice"),
     ],
 )
 def test_bad_rows(tmp_path: Path, body: str, message: str) -> None:
@@ -79,6 +80,7 @@ def test_bad_rows(tmp_path: Path, body: str, message: str) -> None:
         ({"nope-9": 5}, "jcts.workload-1.nope-9: no such job in workload-1.csv"),
         ({"ncf-1": "fast"}, "jcts.workload-1.ncf-1: expected seconds, got 'fast'"),
         ({"ncf-1": -3}, "jcts.workload-1.ncf-1: expected seconds > 0"),
+        ({"ncf-1": 10**400}, "jcts.workload-1.ncf-1: expected seconds > 0"),
     ],
 )
 def test_bad_results(tmp_path: Path, jcts: dict[str, object], message: str) -> None:
@@ -87,10 +89,19 @@ def test_bad_results(tmp_path: Path, jcts: dict[str, object], message: str) -> N
     assert message in str(caught.value)
 
 
-def test_a_summary_that_is_not_json_names_the_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{", "expected a JSON object"),
+        ('{"jcts": ' + "[" * 100_000 + "]" * 100_000 + "}", "expected a JSON object"),
+        ('{"jcts": {"a\\u0000b": {}}}', "jcts: expected workload names like workload-1"),
+        ('{"jcts": {"../x": {}}}', "jcts: expected workload names like workload-1"),
+    ],
+)
+def test_a_bad_summary_names_the_file(tmp_path: Path, text: str, message: str) -> None:
     root = write_root(tmp_path)
-    (root / "results-jobload" / "tiresias-2.0" / "summary.json").write_text("{")
-    with pytest.raises(InputError, match=r"tiresias-2.0/summary.json: expected a JSON object"):
+    (root / "results-jobload" / "tiresias-2.0" / "summary.json").write_text(text)
+    with pytest.raises(InputError, match=rf"tiresias-2.0/summary.json: {message}"):
         run_times(root)
 
 

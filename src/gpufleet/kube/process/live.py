@@ -210,10 +210,11 @@ class LiveScheduler:
         result = await asyncio.to_thread(self.scheduler.run, now)
         if result.evictions:
             self.metrics.evicted(result, self.cache.pods, now, self.options.config.restart_s)
-            self.moves.record(result, self.cache.pods, now)
         self.stats.cycles += 1
         self.latency.tried(result, self.cache)
         await self.writer.write(result, now, self.scheduler)
+        if result.evictions:  # the moves whose evictions were accepted
+            self.moves.record(result, self.cache.pods, now, self.writer.accepted)
         self._measure(result, time.perf_counter() - started)
         return result
 

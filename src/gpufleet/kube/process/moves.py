@@ -19,7 +19,7 @@ job may be moved once more than the cap after a change of leader.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from gpufleet.model.workload import PodInfo
@@ -49,12 +49,21 @@ class MoveMemory:
         self.given: dict[str, Move] = {}
         """Per pod key, the moves of the job it runs."""
 
-    def record(self, result: CycleResult, pods: Mapping[str, PodInfo], now: float) -> None:
-        """Remember the moves of ``result`` (``pods``: the cache's, the moved ones still in
-        it)."""
+    def record(
+        self,
+        result: CycleResult,
+        pods: Mapping[str, PodInfo],
+        now: float,
+        accepted: Collection[str],
+    ) -> None:
+        """Remember the moves of ``result`` whose evictions the API server accepted
+        (``accepted``; ``pods``: the cache's, the moved ones still in it). Forget the pods
+        the cache no longer has (a deletion missed in a relist)."""
+        for key in [k for k in self.given if k not in pods]:
+            del self.given[key]
         for eviction in result.evictions:
             pod = pods.get(eviction.pod)
-            if not eviction.moved or pod is None or not pod.owner:
+            if not eviction.moved or pod is None or not pod.owner or pod.key not in accepted:
                 continue
             move = Move(now, pod.progress.moves + 1)
             self.waiting.setdefault(pod.owner, deque()).append(move)

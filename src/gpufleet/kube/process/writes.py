@@ -104,8 +104,11 @@ class ResultWriter:
         """Nominated pods held until the victims evicted for them are deleted."""
         self.backoff: dict[str, tuple[float, float]] = {}
         """Pods whose bind failed: when they may be tried again, and the next wait."""
+        self.accepted: set[str] = set()
+        """The evictions of the cycle last written that the API server accepted."""
 
     async def write(self, result: CycleResult, now: float, scheduler: Scheduler | None) -> None:
+        self.accepted = set()
         reasons = {p.pod: why_text(p.why) for p in result.pending}
         self.pending_log.cycle(list(reasons.items()))
         self.teller.forget_gone()
@@ -114,6 +117,7 @@ class ResultWriter:
             self.teller.drop_problems()  # logged when read; a dry run writes no event of them
             return
         accepted = await self._evict(result)
+        self.accepted = set(accepted)
         await self._bind(result, now)
         for key in accepted:  # after the bindings that wait for them were taken back
             self.cache.terminating(key)  # a victim holds its GPUs until it is gone

@@ -14,15 +14,18 @@ placed well. (Each combination has 33 to 2,538 such jobs; the longer completions
 the wait.)
 
 The cluster is the one the authors simulated: 16 nodes of 4 GPUs. A job of N GPUs is a gang
-of ceil(N/4) pods of N/ceil(N/4) GPUs each, in one queue (the workloads have no tenant).
-Every row is checked; a bad value or a job whose combination has no run time stops the
-load with an :class:`InputError` naming the file, the line and the field.
+of ceil(N/4) pods of ceil(N/ceil(N/4)) GPUs each (Philly's rule, ``philly.gang_shape``: a
+job of 5 GPUs runs as 2 pods of 3), in one queue (the workloads have no tenant). Every row
+and result is checked: a bad value stops the load with an :class:`InputError` naming the
+file and the line and field (a workload) or the key (a summary), and a job whose
+combination has no run time names the file and the job.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -35,6 +38,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
+WORKLOAD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+"""A workload of the results: the stem of its CSV beside the others (no path)."""
 GPUS_PER_SERVER = 4
 """The simulated cluster's nodes: 16 of 4 GPUs."""
 SERVERS = 16
@@ -63,10 +68,14 @@ def load_workload(path: Path) -> list[PolluxJob]:
     """The jobs of a Pollux workload CSV, in submission order."""
     source = str(path)
     jobs = []
+    seen: set[str] = set()
     for line, row in csv_rows(path, COLUMNS):
         name = (row.get("name") or "").strip()
         if not name:
             raise InputError(source, "expected a job name", line=line, field="name")
+        if name in seen:
+            raise InputError(source, f"job {name} appears twice", line=line, field="name")
+        seen.add(name)
         application = (row.get("application") or "").strip()
         if not application:
             raise InputError(source, "expected an application", line=line, field="application")
@@ -95,30 +104,42 @@ def run_times(root: Path) -> dict[tuple[str, int, int], float]:
             text = summary.read_text(encoding="utf-8")
         try:
             completions = json.loads(text)["jcts"]
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
             raise InputError(
                 str(summary), "expected a JSON object with jcts: {workload: {job: seconds}}"
             ) from None
         if not isinstance(completions, dict):
             raise InputError(str(summary), "jcts: expected {workload: {job: seconds}}")
         for workload, jcts in sorted(completions.items()):
+            if not WORKLOAD_NAME.fullmatch(workload):
+                raise InputError(
+                    str(summary), f"jcts: expected workload names like workload-1, got {workload!r}"
+                )
             kinds = {j.name: j.kind for j in load_workload(workloads / f"{workload}.csv")}
             if not isinstance(jcts, dict):
                 raise InputError(str(summary), f"jcts.{workload}: expected {{job: seconds}}")
-            for job, seconds in jcts.items():
+            for job, raw in jcts.items():
                 kind = kinds.get(job)
                 if kind is None:
                     raise InputError(
                         str(summary), f"jcts.{workload}.{job}: no such job in {workload}.csv"
                     )
-                if isinstance(seconds, bool) or not isinstance(seconds, int | float):
-                    raise InputError(
-                        str(summary), f"jcts.{workload}.{job}: expected seconds, got {seconds!r}"
-                    )
-                if not math.isfinite(seconds) or seconds <= 0:
-                    raise InputError(str(summary), f"jcts.{workload}.{job}: expected seconds > 0")
-                best[kind] = min(best.get(kind, math.inf), float(seconds))
+                best[kind] = min(best.get(kind, math.inf), _seconds(summary, workload, job, raw))
     return best
+
+
+def _seconds(summary: Path, workload: str, job: str, raw: object) -> float:
+    """A completion time of ``summary``: a number of seconds above 0."""
+    where = f"jcts.{workload}.{job}"
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
+        raise InputError(str(summary), f"{where}: expected seconds, got {raw!r}")
+    try:
+        seconds = float(raw)
+    except OverflowError:  # an integer of hundreds of digits
+        seconds = math.inf
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise InputError(str(summary), f"{where}: expected seconds > 0")
+    return seconds
 
 
 def trace_jobs(

@@ -121,7 +121,7 @@ class Cycle:
         self.admission = components.admission_rule(ledger, config.non_preemptible_priority)
         self.min_resources = MinResources(ledger)
         self.holds = Holds(config.expected_duration_s)
-        self._drain: tuple[tuple[float, int, int], FloatArray] | None = None
+        self._drain: tuple[tuple[float, int, int, int, int], FloatArray] | None = None
         actions = [components.actions[name] for name in config.actions]
         rule = components.topology_rule(topology)
         self.room = Room(actions, rule)
@@ -407,7 +407,7 @@ class Cycle:
         """When each node's GPU pods are expected to have ended (``holds.drained_by``),
         found once per state of the ledger: several starving jobs may reserve in a cycle."""
         state = self.ledger.state
-        key = (self.now, id(state), state.changes)
+        key = (self.now, id(state), state.changes, self.ledger.started, self.ledger.released)
         if self._drain is None or self._drain[0] != key:
             free_at = drained_by(
                 state, self.ledger.running.values(), self.now, self.config.expected_duration_s

@@ -155,16 +155,13 @@ class Dispatcher:
 
     def reserving(self, job: Job) -> bool:
         """Whether trying ``job`` could make or renew a reservation though it does not fit:
-        it starves, and holds no reservation (and did not find nothing to reserve under the
-        current ones), or holds one whose start has passed (its nodes are chosen again,
-        ``queues/holds.py``)."""
+        it starves, and holds no reservation, or holds one whose start has passed (its nodes
+        are chosen again, ``queues/holds.py``)."""
         after, now = self.starvation_after_s, self.means.round.now
         if not math.isfinite(after) or now - job.created < after:
             return False
         held = self.holds.of(job.key)
-        if held is None:
-            return not self.holds.refused(job.key)
-        return now >= held.start
+        return held is None or now >= held.start
 
     def viable(self, job: Job) -> bool:
         """Whether ``job`` may fit now without evicting anything: False only when its core

@@ -101,8 +101,6 @@ class Holds:
         self.reservations: dict[str, Reservation] = {}
         """Per job key, its reservation."""
         self.version = 0
-        self._refused: dict[str, int] = {}
-        """Per job that found nothing to reserve, the version it found nothing under."""
         self._now, self._version = -1.0, -1
         """When what :meth:`against` remembers was found, and under which version."""
         self._against: dict[str, tuple[Job, Exclusion | None]] = {}
@@ -111,11 +109,6 @@ class Holds:
         self._lowest = 0
         """The lowest priority of a reserved job."""
         self._just_after = 0.0
-
-    def refused(self, key: str) -> bool:
-        """Whether job ``key`` found nothing to reserve under the current reservations (it
-        may try again once they change)."""
-        return self._refused.get(key) == self.version
 
     def of(self, key: str) -> Reservation | None:
         """The reservation of job ``key``, if it holds one."""
@@ -191,7 +184,6 @@ class Holds:
 
     def release(self, key: str) -> None:
         """``key`` bound or left (or no node can run it any more): its reservation ends."""
-        self._refused.pop(key, None)
         if self.reservations.pop(key, None) is not None:
             self.version += 1
 
@@ -234,7 +226,6 @@ class Holds:
                 best = (start, mine)
         if best is None:  # no node (or domain) can run these pods: nothing to reserve
             self.release(job.key)
-            self._refused[job.key] = self.version
             return None
         start, mine = best
         if r is not None:
@@ -245,7 +236,12 @@ class Holds:
         dropped = [o.job for o in younger if (o.mask & mine).any()]
         for key in dropped:  # the older job's reservation comes first
             del self.reservations[key]
-        if r is None or dropped or not np.array_equal(r.mask, mine):
+        if (
+            r is None
+            or dropped
+            or (r.priority, r.created) != (made.priority, made.created)
+            or not np.array_equal(r.mask, mine)
+        ):
             self.version += 1
         return made
 
