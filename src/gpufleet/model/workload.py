@@ -194,6 +194,7 @@ class PodInfo:
             self.subgroup,
             self.demand_unit,
             self.progress,
+            self.owner,
         )
 
 
