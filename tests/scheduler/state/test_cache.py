@@ -23,6 +23,7 @@ from gpufleet.model.selectors import Requirement, Taint
 from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, Snapshot, vector
 from gpufleet.report.reasons import why_text
 from gpufleet.scheduler.api.job import Job, build_jobs, order_key
+from gpufleet.scheduler.api.outcome import Binding, CycleResult, Eviction
 from gpufleet.scheduler.cycle.config import CycleConfig
 from gpufleet.scheduler.cycle.session import Scheduler, Session
 from gpufleet.scheduler.state.cache import ClusterCache
@@ -30,7 +31,6 @@ from gpufleet.scheduler.state.changes import Event, snapshot_events
 from gpufleet.scheduler.state.ledger import Ledger, SnapshotError
 
 if TYPE_CHECKING:
-    from gpufleet.scheduler.api.outcome import CycleResult
     from gpufleet.scheduler.cycle.components import Components
 
 NP = 100
@@ -692,3 +692,33 @@ def test_a_refused_eviction_takes_back_the_bindings_pipelined_onto_its_node() ->
     machine.pod_created(gang=False, gpus=1, priority=10, queue="team-a")
     machine.cycle(confirm=0.0, fail=0.0, refuse=True)
     machine.equals_a_cache_built_from_scratch()
+
+
+def test_moved_pods_taken_back_together_each_return_to_their_own_gpus() -> None:
+    """A cycle moved a onto n1's GPU and b onto n0's, each onto the GPU the other freed;
+    live, both are evicted and never bound again: taken back together, each counts on its
+    old GPU again, and no node is found contradicting itself."""
+    cache = cache_of(
+        Event("ADDED", "Node", gpu_node("n0", gpus=1)),
+        Event("ADDED", "Node", gpu_node("n1", gpus=1)),
+        Event("ADDED", "Pod", bound("ns/a", "n0", (0,), started=0.0)),
+        Event("ADDED", "Pod", bound("ns/b", "n1", (0,), started=0.0)),
+    )
+    ledger = cache.ledger()
+    a, b = ledger.running["ns/a"].pod, ledger.running["ns/b"].pod
+    ledger.finish("ns/a")
+    ledger.finish("ns/b")
+    ledger.bind(a.placed("n1", (0,), 100.0))
+    ledger.bind(b.placed("n0", (0,), 100.0))
+    moves = (
+        Eviction("ns/a", "consolidate", "ns/x", True),
+        Eviction("ns/b", "consolidate", "ns/x", True),
+    )
+    cache.assume(
+        CycleResult((Binding("ns/a", "n1", (0,)), Binding("ns/b", "n0", (0,))), moves, ()), 100.0
+    )
+    cache.forget("ns/a", "ns/b")
+    ledger = cache.ledger()
+    assert cache.conflicts == {}
+    where = {key: ledger.state.names[r.node] for key, r in ledger.running.items()}
+    assert where == {"ns/a": "n0", "ns/b": "n1"}

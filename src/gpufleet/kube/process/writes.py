@@ -198,8 +198,7 @@ class ResultWriter:
                 del by_gang[gang]
                 for binding in bindings:
                     await self._wait_for_victims(binding, victims.get(gang, set()))
-        for key in moved:  # it holds its old GPUs until it is gone, once no binding does
-            self.cache.forget(key)
+        self.cache.forget(*moved)  # each holds its old GPUs until gone, once no binding does
 
         async def in_order(bindings: list[Binding]) -> None:
             for i, binding in enumerate(bindings):

@@ -162,16 +162,22 @@ class AssumedBindings:
             if running is not None and ledger.evictable(running.pod):
                 self.accounting.joining[binding.pod] = running  # a victim of later cycles
 
-    def forget(self, key: str) -> None:
-        """The bind of assumed pod ``key`` failed: give its capacity back; it is pending
-        again (as its object in the cache says)."""
-        if key not in self.assumed:
-            return
-        self.assumptions.settle(key)
-        self.touch(key)
+    def forget(self, *keys: str) -> None:
+        """The binds of assumed pods ``keys`` failed: give their capacity back; each is
+        pending again, or runs where its object says (a pod consolidation moved, whose
+        controller makes it anew). All are taken off their assumed places before any is
+        counted again where it was: one may have been assumed onto GPUs another freed."""
         ledger = self.accounting.ledger
-        if ledger is not None and key in ledger.running:
-            self.accounting.stop(key)
+        back = []
+        for key in keys:
+            if key not in self.assumed:
+                continue
+            self.assumptions.settle(key)
+            self.touch(key)
+            if ledger is not None and key in ledger.running:
+                self.accounting.stop(key)
+                back.append(key)
+        for key in back:
             pod = self.pods.get(key)
             if pod is not None and pod.bound:
                 self.accounting.start(pod)

@@ -130,8 +130,8 @@ class ClusterCache(Generic[P]):
         """See :meth:`AssumedBindings.assume`."""
         self.bindings.assume(result, now)
 
-    def forget(self, key: str) -> None:
-        self.bindings.forget(key)
+    def forget(self, *keys: str) -> None:
+        self.bindings.forget(*keys)
 
     def keep(self, key: str) -> None:
         self.bindings.keep(key)
