@@ -10,7 +10,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from gpufleet.model.arrays import IntArray
+from gpufleet.model.arrays import FloatArray, IntArray
 from gpufleet.model.cluster import ClusterState
 from gpufleet.model.pod import PodSpec
 from gpufleet.scheduler.api.job import Job
@@ -45,6 +45,11 @@ RUNNING = [
     running(2, 8, NOW - 0.25 * HOUR, expected=1 * HOUR),  # 0.75 h left
     # n3 is empty: free now
 ]
+
+
+def free(running: list[Running] = RUNNING, now: float = NOW) -> FloatArray:
+    """When each node is expected to be free, with ``running`` on it at ``now``."""
+    return drained_by(state(), running, now, HOUR)
 
 
 def anywhere(_spec: PodSpec) -> IntArray:
@@ -99,7 +104,7 @@ def assert_made(
 def test_a_running_pod_is_expected_to_run_its_estimate_or_as_long_again_as_it_ran() -> None:
     assert remaining_s(RUNNING[1].pod, NOW, HOUR) == 1.5 * HOUR
     assert remaining_s(RUNNING[0].pod, NOW, HOUR) == 20 * HOUR  # past its estimate
-    free_at = drained_by(state(), RUNNING, NOW, HOUR)
+    free_at = free()
     assert (free_at - NOW).tolist() == [20 * HOUR, 1.5 * HOUR, 0.75 * HOUR, 0.0]
 
 
@@ -120,7 +125,7 @@ def test_the_reservation_takes_the_nodes_expected_free_soonest(
     start_in_h: float | None,
 ) -> None:
     holds = Holds(HOUR)
-    made = holds.hold(starving, state(), static, RUNNING, now=NOW)
+    made = holds.hold(starving, state(), static, free(), now=NOW)
     assert_made(holds, made, nodes, start_in_h)
 
 
@@ -138,7 +143,14 @@ def test_a_gang_that_requires_a_domain_reserves_inside_one(
 ) -> None:
     holds = Holds(HOUR)
     ids = np.array(domains, dtype=np.int64)
-    made = holds.hold(gpu_job("ns/big", 8, 2), state(), anywhere, RUNNING, now=NOW, domains=ids)
+    made = holds.hold(
+        gpu_job("ns/big", 8, 2),
+        state(),
+        anywhere,
+        free(),
+        now=NOW,
+        domains=ids,
+    )
     assert_made(holds, made, nodes, start_in_h)
 
 
@@ -159,13 +171,13 @@ def test_backfill_onto_reserved_nodes_only_by_jobs_that_end_before_the_start(
     asking: Job, now: float, kept_off: bool
 ) -> None:
     holds, states = Holds(HOUR), state()
-    holds.hold(gpu_job("ns/big", 8, 2), states, anywhere, RUNNING, now=NOW)  # starts in 0.75 h
+    holds.hold(gpu_job("ns/big", 8, 2), states, anywhere, free(), now=NOW)  # starts in 0.75 h
     assert reserved(holds, asking, states, now) == (["n2", "n3"] if kept_off else [])
 
 
 def test_the_reservation_carries_the_reason() -> None:
     holds, states = Holds(HOUR), state()
-    holds.hold(gpu_job("ns/big", 8), states, anywhere, RUNNING, now=NOW)
+    holds.hold(gpu_job("ns/big", 8), states, anywhere, free(), now=NOW)
     held = holds.against(gpu_job("ns/small", 1, expected=HOUR), NOW)
     assert held is not None
     assert held.message == REASON
@@ -181,20 +193,20 @@ def test_each_starving_job_reserves_outside_older_reservations() -> None:
         gpu_job("ns/old", 8, 2, created=1.0),
         gpu_job("ns/younger", 8, created=9.0),
     )
-    made = holds.hold(young, states, anywhere, RUNNING, now=NOW)
+    made = holds.hold(young, states, anywhere, free(), now=NOW)
     assert made is not None
     assert made.nodes == ("n3",)
     version = holds.version
-    made = holds.hold(old, states, anywhere, RUNNING, now=NOW)
+    made = holds.hold(old, states, anywhere, free(), now=NOW)
     assert made is not None
     assert made.nodes == ("n2", "n3")
     assert holds.version > version
     assert holds.of(young.key) is None  # made again at its next try
-    made = holds.hold(younger, states, anywhere, RUNNING, now=NOW)
+    made = holds.hold(younger, states, anywhere, free(), now=NOW)
     assert made is not None
     assert (made.nodes, made.start) == (("n1",), NOW + 1.5 * HOUR)
     assert sorted(holds.reservations) == ["ns/old", "ns/younger"]
-    made = holds.hold(young, states, anywhere, RUNNING, now=NOW)  # older than "younger"
+    made = holds.hold(young, states, anywhere, free(), now=NOW)  # older than "younger"
     assert made is not None
     assert made.nodes == ("n1",)
     assert sorted(holds.reservations) == ["ns/old", "ns/young"]
@@ -202,8 +214,20 @@ def test_each_starving_job_reserves_outside_older_reservations() -> None:
 
 def test_a_job_is_kept_off_every_reservation_it_would_outlast() -> None:
     holds, states = Holds(HOUR), state()
-    holds.hold(gpu_job("ns/a", 8, created=1.0), states, only(2), RUNNING, now=NOW)  # 0.75 h
-    holds.hold(gpu_job("ns/b", 8, created=2.0), states, only(1), RUNNING, now=NOW)  # 1.5 h
+    holds.hold(
+        gpu_job("ns/a", 8, created=1.0),
+        states,
+        only(2),
+        free(),
+        now=NOW,
+    )  # 0.75 h
+    holds.hold(
+        gpu_job("ns/b", 8, created=2.0),
+        states,
+        only(1),
+        free(),
+        now=NOW,
+    )  # 1.5 h
     assert reserved(holds, gpu_job("ns/x", 1, expected=HOUR), states) == ["n2"]
     assert reserved(holds, gpu_job("ns/y", 1, expected=2 * HOUR), states) == ["n1", "n2"]
     assert reserved(holds, gpu_job("ns/z", 1, expected=0.5 * HOUR), states) == []
@@ -212,16 +236,27 @@ def test_a_job_is_kept_off_every_reservation_it_would_outlast() -> None:
 
 def test_nodes_and_start_stay_fixed_until_the_start_then_only_the_nodes_change() -> None:
     holds, states, big = Holds(HOUR), state(), gpu_job("ns/big", 8, 2)
-    first = holds.hold(big, states, anywhere, RUNNING, now=NOW)
+    first = holds.hold(big, states, anywhere, free(), now=NOW)
     assert first is not None
-    assert holds.hold(big, states, anywhere, RUNNING[:2], now=NOW + 0.5 * HOUR) is first
+    assert (
+        holds.hold(
+            big,
+            states,
+            anywhere,
+            free(RUNNING[:2], NOW + 0.5 * HOUR),
+            now=NOW + 0.5 * HOUR,
+        )
+        is first
+    )
     # past its start, n2's pod still runs: the nodes are chosen again (n2 is still the
     # soonest of the busy ones), and the start stays: no backfill from now on
-    later = holds.hold(big, states, anywhere, RUNNING, now=NOW + HOUR)
+    later = holds.hold(big, states, anywhere, free(RUNNING, NOW + HOUR), now=NOW + HOUR)
     assert later is not None
     assert later.start == first.start
     assert later.nodes == ("n2", "n3")
-    drained = holds.hold(big, states, anywhere, RUNNING[:1], now=NOW + HOUR)  # n1, n2 empty
+    drained = holds.hold(
+        big, states, anywhere, free(RUNNING[:1], NOW + HOUR), now=NOW + HOUR
+    )  # n1, n2 empty
     assert drained is not None
     assert drained.nodes == ("n1", "n2")  # the free nodes first, by index
     assert drained.start == first.start
@@ -242,13 +277,13 @@ def test_the_version_changes_only_when_the_reserved_nodes_do(
 ) -> None:
     holds, states, starving = Holds(HOUR), state(), gpu_job("ns/big", 8)
     if before is not None:
-        holds.hold(starving, states, before, RUNNING, now=NOW)
+        holds.hold(starving, states, before, free(), now=NOW)
     version = holds.version
     if after is None:
         holds.release(starving.key)
         holds.release("ns/other")  # not the holder: nothing changes
     else:
-        holds.hold(starving, states, after, RUNNING, now=NOW)
+        holds.hold(starving, states, after, free(), now=NOW)
     assert holds.version == version + changed
     assert (holds.of(starving.key) is not None) == (after is not None)
 
@@ -261,7 +296,16 @@ def test_pods_without_gpus_do_not_hold_a_node_back() -> None:
 
 def test_a_job_no_node_can_run_any_more_gives_its_reservation_up() -> None:
     holds, states, big = Holds(HOUR), state(), gpu_job("ns/big", 8)
-    assert holds.hold(big, states, anywhere, RUNNING, now=NOW) is not None
+    assert holds.hold(big, states, anywhere, free(), now=NOW) is not None
     # past its start, its nodes were relabelled: nothing left to reserve
-    assert holds.hold(big, states, only(), RUNNING, now=NOW + 30 * HOUR) is None
+    assert (
+        holds.hold(
+            big,
+            states,
+            only(),
+            free(RUNNING, NOW + 30 * HOUR),
+            now=NOW + 30 * HOUR,
+        )
+        is None
+    )
     assert not holds.reservations

@@ -41,8 +41,7 @@ COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
 WORKLOAD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 """A workload of the results: the stem of its CSV beside the others (no path)."""
 GPUS_PER_SERVER = 4
-"""The simulated cluster's nodes: 16 of 4 GPUs."""
-SERVERS = 16
+"""The GPUs of each of the simulated cluster's 16 nodes."""
 LOADS = ("0.5", "1.0", "1.5", "2.0")
 """The relative job loads of the authors' runs: ``workloads-<load>`` (``workloads`` for 1.0)
 with ``results-jobload/tiresias-<load>``."""

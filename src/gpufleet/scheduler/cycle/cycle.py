@@ -121,7 +121,7 @@ class Cycle:
         self.admission = components.admission_rule(ledger, config.non_preemptible_priority)
         self.min_resources = MinResources(ledger)
         self.holds = Holds(config.expected_duration_s)
-        self._drain: tuple[tuple[float, int, int, int, int], FloatArray] | None = None
+        self._drain: tuple[tuple[float, int, int, int], FloatArray] | None = None
         actions = [components.actions[name] for name in config.actions]
         rule = components.topology_rule(topology)
         self.room = Room(actions, rule)
@@ -174,9 +174,9 @@ class Cycle:
         self.room.forget_stale(consolidation_epoch(self.ledger, self.pool))
         self.placer.caps = {}
         self._stale_judged: set[str] = set()
+        """Gangs below ``minMember`` whose stale-gang release this cycle judged."""
         self._reserved = False
         """Whether the job being tried holds a reservation after its try."""
-        """Gangs below ``minMember`` whose stale-gang release this cycle judged."""
 
     # -- what the actions read ----------------------------------------------------------
 
@@ -386,10 +386,9 @@ class Cycle:
                 job,
                 ledger.state,
                 self.fit.static_nodes,
-                ledger.running.values(),
+                self._drained(),
                 now=self.now,
                 domains=Domains.of(ledger.state, level).ids if level else None,
-                free_at=self._drained(),
             )
             if held is not None and held.job == job.key:
                 self._reserved = True
@@ -407,7 +406,7 @@ class Cycle:
         """When each node's GPU pods are expected to have ended (``holds.drained_by``),
         found once per state of the ledger: several starving jobs may reserve in a cycle."""
         state = self.ledger.state
-        key = (self.now, id(state), state.changes, self.ledger.started, self.ledger.released)
+        key = (self.now, state.changes, self.ledger.started, self.ledger.released)
         if self._drain is None or self._drain[0] != key:
             free_at = drained_by(
                 state, self.ledger.running.values(), self.now, self.config.expected_duration_s

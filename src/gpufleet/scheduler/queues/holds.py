@@ -192,18 +192,17 @@ class Holds:
         job: Job,
         state: ClusterState,
         static_nodes: Callable[[PodSpec], IntArray],
-        running: Iterable[Running],
+        free_at: FloatArray,
         *,
         now: float,
         domains: IntArray | None = None,
-        free_at: FloatArray | None = None,
     ) -> Reservation | None:
         """The reservation of starving ``job``, made or, once its start has passed, made
         again (None: no node could ever run its pods, outside older reservations).
         ``domains``: per node, the id of its domain at the level the job's gang requires
         (-1: the node lacks the label); the reserved nodes then lie in one domain, the one
-        whose nodes are expected free soonest. ``free_at``: :func:`drained_by` of
-        ``running``, if the caller has it (several jobs may reserve in one cycle)."""
+        whose nodes are expected free soonest. ``free_at``: per node, when it is expected
+        to be free (:func:`drained_by` of the pods running now)."""
         r = self.reservations.get(job.key)
         if r is not None and now < r.start:
             return r
@@ -213,8 +212,6 @@ class Holds:
         for o in self.reservations.values():
             if (o.created, o.job) < age:
                 taken |= o.mask
-        if free_at is None:
-            free_at = drained_by(state, running, now, self.default_expected_s)
         best: tuple[float, BoolArray] | None = None
         for within in _confinements(domains):
             allowed = ~taken if within is None else (within & ~taken)
