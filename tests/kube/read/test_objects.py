@@ -281,3 +281,32 @@ def test_a_gang_counts_its_pods_that_succeeded() -> None:
     [gone] = store.apply("DELETED", "Pod", again).events
     assert isinstance(gone.obj, GroupSpec)
     assert gone.obj.succeeded == 0
+
+
+@pytest.mark.parametrize(
+    ("owners", "field"),
+    [
+        pytest.param("oops", "metadata.ownerReferences", id="not-a-list"),
+        pytest.param([5], "metadata.ownerReferences[0]", id="not-a-reference"),
+        pytest.param([{"controller": True}], "metadata.ownerReferences[0].uid", id="no-uid"),
+    ],
+)
+def test_a_bad_owner_reference_is_a_problem_and_never_frees_what_a_bound_pod_holds(
+    owners: object, field: str
+) -> None:
+    """Who recreates a pod changes nothing it holds: a bound pod is read without its owners
+    and keeps its GPUs; a pending one waits, reported, as for any bad field."""
+    store = ObjectStore()
+    store.apply("ADDED", "Node", node())
+    running = pod(gpus=2, node_name="n0")
+    running["metadata"]["ownerReferences"] = owners
+    changes = store.apply("ADDED", "Pod", running)
+    [held] = changes.events
+    assert isinstance(held.obj, PodInfo)
+    assert (held.obj.node, held.obj.spec.num_gpu, held.obj.owner) == ("n0", 2, "")
+    assert [f"field '{field}'" in p.message for p in changes.problems] == [True]
+    waiting = pod("q")
+    waiting["metadata"]["ownerReferences"] = owners
+    changes = store.apply("ADDED", "Pod", waiting)
+    assert changes.events == ()
+    assert [f"field '{field}'" in p.message for p in changes.problems] == [True]

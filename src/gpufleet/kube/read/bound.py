@@ -120,9 +120,11 @@ def holds_its_requests(made: PodInfo, raw: Obj) -> bool:
 
 def requests_only(obj: Obj, names: PodNames) -> Obj:
     """``obj`` without the annotations that share GPUs or name them (gpufleet's, and those
-    of the vocabularies read) or say what its run is worth, a share counted as one whole
-    GPU of its first container where no container asks for GPUs itself."""
+    of the vocabularies read) or say what its run is worth, and without its owners, a
+    share counted as one whole GPU of its first container where no container asks for GPUs
+    itself."""
     metadata = dict(meta(obj))
+    metadata.pop("ownerReferences", None)  # who recreates it changes nothing it holds
     notes = dict(metadata.get("annotations") or {})
     shares: tuple[str, ...] = (FRACTION_ANNOTATION, GPU_MEMORY_ANNOTATION)
     shares += names.fraction_annotations + names.memory_mib_annotations
