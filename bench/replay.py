@@ -33,8 +33,9 @@ from pathlib import Path
 from rich.console import Console
 
 from bench.docs import publish
-from bench.traces import OPENB, PHILLY, POLLUX, add_traces_option, require
+from bench.traces import OPENB, PHILLY, POLLUX, add_traces_option, require, unreadable
 from gpufleet.cli.replay import DEFAULT_REPLAY_CLUSTER, DEFAULT_REPLAY_WINDOW
+from gpufleet.load.errors import InputError
 from gpufleet.load.traces.openb import bundled
 from gpufleet.load.traces.replay_inputs import ReplayInput, load_pollux, load_replay
 from gpufleet.model.workload import ReplayJob
@@ -121,7 +122,10 @@ def main() -> None:
     chosen = args.restart_time is not None or args.checkpoint_interval is not None
     everything = not (args.trace or args.policy or args.until or args.variants or chosen)
     for trace in traces:
-        data, jobs, stop, where = load(trace, args.traces)
+        try:
+            data, jobs, stop, where = load(trace, args.traces)
+        except InputError as error:
+            unreadable(error)
         if args.until is not None:
             stop = args.until if stop is None else min(stop, args.until)
         plans = [(p, args.checkpoint_interval or 0.0, args.restart_time or 0.0) for p in policies]

@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from bench.docs import ROOT
+from gpufleet.load.errors import InputError
 
 TRACES = ROOT.parent / "shared" / "traces"
 OPENB = "alibaba-gpu-v2023"
@@ -46,3 +48,10 @@ def require(*paths: Path) -> None:
                 "directory with --traces DIR)\n"
             )
             raise SystemExit(2)
+
+
+def unreadable(error: InputError) -> NoReturn:
+    """Exit 2 with one line: a trace that exists but cannot be read (its error names the
+    file and what was expected)."""
+    sys.stderr.write(f"bench: error: {error}\n")
+    raise SystemExit(2)

@@ -53,3 +53,15 @@ def test_replay_reads_the_traces_it_is_given(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "philly: 4 jobs" in done.stdout
+
+
+def test_a_trace_that_cannot_be_read_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    summary = tmp_path / "philly" / "pollux-osdi21" / "results-jobload" / "tiresias-0.5"
+    summary.mkdir(parents=True)
+    (summary / "summary.json").write_text("{", encoding="utf-8")
+    done = bench("bench.replay", "--traces", str(tmp_path), "--trace", "pollux")
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1
+    assert done.stderr.startswith("bench: error: ")
+    assert "tiresias-0.5/summary.json: expected a JSON object" in done.stderr
