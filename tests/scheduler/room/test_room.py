@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
+from unittest.mock import ANY
 
 import numpy as np
 import pytest
@@ -176,15 +177,26 @@ def test_a_hopeless_action_is_remembered_without_a_search() -> None:
     assert action.asked == 1
 
 
-def test_forget_stale_keeps_only_the_failures_of_the_epoch() -> None:
+def test_forget_stale_keeps_only_the_failures_of_their_actions_epoch() -> None:
     cycle, action = saturated(), Counted()
     room = Room([action], DomainTopology(()))
     make(room, cycle, "a/job")
-    epoch = action.epoch(cycle.means)
-    room.forget_stale(epoch)
+    room.forget_stale(cycle.means)
     assert len(room.failures) == 1
-    room.forget_stale(("another", 0))
+    cycle.means.round.cycles += 1  # preemption's failures last one cycle
+    room.forget_stale(cycle.means)
     assert room.failures == {}
+
+
+def test_a_consolidation_failure_outlives_the_cycle_until_the_hour_turns() -> None:
+    cycle = saturated()
+    consolidate = next(a for a in cycle.room.actions if a.name == "consolidate")
+    failed = note(NoteCode.NO_ROOM)
+    cycle.room.failures["consolidate", "shape"] = (consolidate.epoch(cycle.means), failed)
+    cycle._start(cycle.now + 60.0)
+    assert cycle.room.failures == {("consolidate", "shape"): (ANY, failed)}
+    cycle._start(cycle.now + 3600.0)
+    assert cycle.room.failures == {}
 
 
 def fragmented() -> Cycle:

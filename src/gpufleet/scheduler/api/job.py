@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from gpufleet.model.cluster import ClusterState
 from gpufleet.model.workload import GroupSpec, PodInfo, Snapshot, with_demand
@@ -33,12 +33,21 @@ class Job:
     leaf lacks of its ``minMember``); None: what the gang lacks of ``min_member``."""
     strays: frozenset[str] = frozenset()
     """Pods of a gang with subgroups that name no leaf subgroup of it: never placed."""
+    need: int = field(init=False, repr=False, compare=False)
+    """How many of ``pods`` are its core: what it lacks of ``min_member``, or ``core_size``."""
+    core: tuple[PodInfo, ...] = field(init=False, repr=False, compare=False)
+    """The pods that must be placed together (``pods``' first ``need``)."""
+    order: tuple[int, float, str] = field(init=False, repr=False, compare=False)
+    """Where it stands in its queue (:func:`order_key`)."""
 
-    @property
-    def need(self) -> int:
-        if self.core_size is not None:
-            return self.core_size
-        return min(len(self.pods), max(0, self.min_member - self.running))
+    def __post_init__(self) -> None:
+        # A cycle asks these of each waiting job many times over: found once (frozen).
+        need = self.core_size
+        if need is None:
+            need = min(len(self.pods), max(0, self.min_member - self.running))
+        object.__setattr__(self, "need", need)
+        object.__setattr__(self, "core", self.pods[:need])
+        object.__setattr__(self, "order", (-self.priority, self.created, self.key))
 
     @property
     def incomplete(self) -> bool:
@@ -47,17 +56,13 @@ class Job:
         return self.running + len(self.pods) < self.min_member or self.short is not None
 
     @property
-    def core(self) -> tuple[PodInfo, ...]:
-        return self.pods[: self.need]
-
-    @property
     def extras(self) -> tuple[PodInfo, ...]:
         return self.pods[self.need :]
 
 
 def order_key(job: Job) -> tuple[int, float, str]:
     """The order a queue serves its jobs in: priority, then age, then name."""
-    return (-job.priority, job.created, job.key)
+    return job.order
 
 
 def job_gpus(job: Job) -> float:

@@ -67,7 +67,7 @@ from gpufleet.scheduler.queues.backlog import Backlog
 from gpufleet.scheduler.queues.holds import Holds, drained_by
 from gpufleet.scheduler.queues.min_resources import MinResources
 from gpufleet.scheduler.room.preempt import NAME as PREEMPT
-from gpufleet.scheduler.room.protocols import Means, Round, consolidation_epoch
+from gpufleet.scheduler.room.protocols import Means, Round
 from gpufleet.scheduler.room.room import Room
 from gpufleet.scheduler.room.under_limit import UnderLimit
 from gpufleet.scheduler.state.fairshare import EPS
@@ -171,7 +171,7 @@ class Cycle:
         turn = self.round
         turn.now, turn.cycles, turn.over_share = now, self.cycles, 0
         turn.bound_now = self.commit.bound_now
-        self.room.forget_stale(consolidation_epoch(self.ledger, self.pool))
+        self.room.forget_stale(self.means)
         self.placer.caps = {}
         self._stale_judged: set[str] = set()
         """Gangs below ``minMember`` whose stale-gang release this cycle judged."""

@@ -204,7 +204,7 @@ class Backlog:
             failed = self.skip_failed and cls.failed == token
             if failed and not strict:
                 continue
-            key = order_key(job)
+            key = job.order
             if best_key is None or key < best_key:
                 best, best_key, best_failed = job, key, failed
         return None if best_failed else best

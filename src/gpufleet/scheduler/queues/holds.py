@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -70,7 +70,13 @@ def expected_s(pod: PodInfo, default_s: float) -> float:
 def remaining_s(pod: PodInfo, now: float, default_s: float) -> float:
     """How much longer running ``pod`` is expected to run (see the module docstring)."""
     ran = max(0.0, now - (pod.started if pod.started is not None else now))
-    return max(expected_s(pod, default_s) - ran, ran)
+    return float(_left(expected_s(pod, default_s), ran))
+
+
+def _left(expected: Any, ran: Any) -> Any:
+    """How much longer runs that were expected to take ``expected`` and have run ``ran``
+    are expected to run (scalars or arrays alike)."""
+    return np.maximum(expected - ran, ran)
 
 
 def job_expected_s(job: Job, default_s: float) -> float:
@@ -284,9 +290,14 @@ def drained_by(
     """Per node, when the GPU pods running on it are all expected to have ended (``now``
     for a node without any)."""
     free_at = np.full(state.size, now, dtype=np.float64)
-    for r in running:
-        if not r.spec.num_gpu:
-            continue  # a DaemonSet or CPU pod that runs for months holds no GPU back
-        end = now + remaining_s(r.pod, now, default_s)
-        free_at[r.node] = max(free_at[r.node], end)
+    rows = [  # a DaemonSet or CPU pod that runs for months holds no GPU back
+        (r.node, now if r.pod.started is None else r.pod.started, expected_s(r.pod, default_s))
+        for r in running
+        if r.spec.num_gpu
+    ]
+    if rows:
+        table = np.array(rows, dtype=np.float64)
+        ran = np.maximum(0.0, now - table[:, 1])
+        ends = now + _left(table[:, 2], ran)
+        np.maximum.at(free_at, table[:, 0].astype(np.intp), ends)
     return free_at

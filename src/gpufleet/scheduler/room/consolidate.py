@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
     from gpufleet.model.arrays import BoolArray, FloatArray
     from gpufleet.model.cluster import ClusterState
+    from gpufleet.model.pod import PodSpec
     from gpufleet.scheduler.api.job import Job
     from gpufleet.scheduler.api.transaction import Running
     from gpufleet.scheduler.room.protocols import Candidates, Means, SearchView, Unit
@@ -155,17 +156,22 @@ def movable(search: SearchView) -> tuple[BoolArray, ClusterState]:
 def _relocatable_alone(search: SearchView, cache: Movable) -> BoolArray:
     """The young pods that fit somewhere now off the held nodes, each on its own (a pod
     that does not can never be moved; the search need not consider it). Its own node
-    counts: a shared-GPU pod may move to another GPU of it. The nodes that pass a
-    request's filters are found once per epoch, the held ones left out per mask."""
+    counts: a shared-GPU pod may move to another GPU of it. The young pods are grouped by
+    request once per epoch, and the nodes that pass a request's filters found once per
+    epoch, so that each held mask costs one check per request."""
     pool, state, framework, held = search.pool, search.state, search.framework, search.held
-    keep = cache.young.copy()
-    for i in np.flatnonzero(keep):
-        if pool.items[i].pod.progress.moves >= MAX_MOVES:
-            keep[i] = False  # never again
-            continue
-        spec = moving(pool.items[i])
-        nodes = cache.nodes.get(spec.request_key)
+    if cache.groups is None:
+        grouped: dict[Hashable, tuple[PodSpec, list[int]]] = {}
+        for i in np.flatnonzero(cache.young):
+            if pool.items[i].pod.progress.moves >= MAX_MOVES:
+                continue  # never again
+            spec = moving(pool.items[i])
+            grouped.setdefault(spec.request_key, (spec, []))[1].append(int(i))
+        cache.groups = [(k, spec, np.asarray(ix)) for k, (spec, ix) in grouped.items()]
+    keep = np.zeros_like(cache.young)
+    for key, spec, indices in cache.groups:
+        nodes = cache.nodes.get(key)
         if nodes is None:
-            nodes = cache.nodes[spec.request_key] = framework.run_filters(state, spec).nodes
-        keep[i] = bool(nodes.size) and (held is None or not held.mask[nodes].all())
+            nodes = cache.nodes[key] = framework.run_filters(state, spec).nodes
+        keep[indices] = bool(nodes.size) and (held is None or not held.mask[nodes].all())
     return keep

@@ -100,6 +100,9 @@ class Movable:
     """The pool's pods that would lose at most ``MAX_MOVE_LOSS_S`` of work if moved."""
     nodes: dict[Hashable, IntArray] = field(default_factory=dict)
     """Per request of a moved pod, the nodes that pass its filters (reservations aside)."""
+    groups: list[tuple[Hashable, PodSpec, IntArray]] | None = None
+    """The young pods that may still move, grouped by request: the request's key, a pod
+    spec asking for it, and the pods' indices in the pool."""
     by_mask: dict[bytes | None, tuple[BoolArray, ClusterState]] = field(default_factory=dict)
     """Per held mask, the young pods that fit somewhere off it, and the state with them
     gone."""

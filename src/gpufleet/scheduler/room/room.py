@@ -51,9 +51,11 @@ class Room:
         """Whether an action's failures end when a queue goes above its fair share."""
         return any(a.fair_share_bound for a in self.actions)
 
-    def forget_stale(self, epoch: Hashable) -> None:
-        """A cycle starts: only failures of the current ``epoch`` can still hold."""
-        self.failures = {k: v for k, v in self.failures.items() if v[0] == epoch}
+    def forget_stale(self, means: Means) -> None:
+        """A cycle starts: only failures of their action's current epoch can still hold
+        (consolidation's last across cycles, up to the hour)."""
+        epochs = {action.name: action.epoch(means) for action in self.actions}
+        self.failures = {k: v for k, v in self.failures.items() if v[0] == epochs.get(k[0])}
 
     def make(
         self, means: Means, job: Job, request: FloatArray, notes: list[Note], held: Exclusion | None
