@@ -39,11 +39,15 @@ def run(tree: Path, module: str, args: list[str]) -> list[list[str]]:
         check=True,
         timeout=3600,
     ).stdout
-    return [
+    rows = [
         [cell.strip() for cell in line.strip().strip("|").split("|")]
         for line in out.splitlines()
         if line.startswith("|") and not line.startswith("|---")
     ]
+    if not rows:
+        print(f"error: {module} in {tree} printed no Markdown table to compare", file=sys.stderr)
+        raise SystemExit(2)
+    return rows
 
 
 def medians(runs: list[list[list[str]]]) -> list[list[str]]:

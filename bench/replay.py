@@ -166,8 +166,7 @@ def main() -> None:
         "",
         "Reproduce: `python -m bench.replay` (hours; run time in seconds).",
     ]
-    if everything:
-        publish("replay", "\n".join(lines), write_docs=not args.no_docs)
+    publish("replay", "\n".join(lines), write_docs=everything and not args.no_docs)
 
 
 if __name__ == "__main__":
