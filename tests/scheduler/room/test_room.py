@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
-from unittest.mock import ANY
 
 import numpy as np
 import pytest
@@ -177,26 +176,16 @@ def test_a_hopeless_action_is_remembered_without_a_search() -> None:
     assert action.asked == 1
 
 
-def test_forget_stale_keeps_only_the_failures_of_their_actions_epoch() -> None:
+def test_failures_are_remembered_within_a_cycle_only() -> None:
     cycle, action = saturated(), Counted()
     room = Room([action], DomainTopology(()))
     make(room, cycle, "a/job")
-    room.forget_stale(cycle.means)
-    assert len(room.failures) == 1
-    cycle.means.round.cycles += 1  # preemption's failures last one cycle
-    room.forget_stale(cycle.means)
+    make(room, cycle, "a/twin")  # the same shape: its failure is remembered
+    assert action.asked == 2  # one search and its bound, for both jobs
+    room.start_cycle()
     assert room.failures == {}
-
-
-def test_a_consolidation_failure_outlives_the_cycle_until_the_hour_turns() -> None:
-    cycle = saturated()
-    consolidate = next(a for a in cycle.room.actions if a.name == "consolidate")
-    failed = note(NoteCode.NO_ROOM)
-    cycle.room.failures["consolidate", "shape"] = (consolidate.epoch(cycle.means), failed)
-    cycle._start(cycle.now + 60.0)
-    assert cycle.room.failures == {("consolidate", "shape"): (ANY, failed)}
-    cycle._start(cycle.now + 3600.0)
-    assert cycle.room.failures == {}
+    make(room, cycle, "a/job")
+    assert action.asked == 4
 
 
 def fragmented() -> Cycle:

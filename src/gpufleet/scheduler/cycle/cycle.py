@@ -171,7 +171,7 @@ class Cycle:
         turn = self.round
         turn.now, turn.cycles, turn.over_share = now, self.cycles, 0
         turn.bound_now = self.commit.bound_now
-        self.room.forget_stale(self.means)
+        self.room.start_cycle()
         self.placer.caps = {}
         self._stale_judged: set[str] = set()
         """Gangs below ``minMember`` whose stale-gang release this cycle judged."""

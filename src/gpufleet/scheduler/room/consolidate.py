@@ -86,10 +86,10 @@ class Consolidate:
         return None  # it moves any queue's pods, for a job of any queue
 
     def epoch(self, means: Means) -> Hashable:
-        """What runs where, and the hour: a failure lasts until capacity is freed or new
-        pods may be moved, across cycles, and at most until the hour turns (a job's wait,
-        which a move must earn, grows). The failure is remembered per shape of job, not per
-        job: a younger job's refusal holds for an older one of its shape until then."""
+        """What runs where, and the hour: within a cycle (``Room.start_cycle``) a failure
+        lasts until capacity is freed or new pods may be moved, and at most until the hour
+        turns (a job's wait, which a move must earn, grows). It is remembered per shape of
+        job, not per job: a younger job's refusal holds for an older one of its shape."""
         return means.consolidation_epoch(), int(means.round.now // RECHECK_S)
 
 

@@ -51,11 +51,12 @@ class Room:
         """Whether an action's failures end when a queue goes above its fair share."""
         return any(a.fair_share_bound for a in self.actions)
 
-    def forget_stale(self, means: Means) -> None:
-        """A cycle starts: only failures of their action's current epoch can still hold
-        (consolidation's last across cycles, up to the hour)."""
-        epochs = {action.name: action.epoch(means) for action in self.actions}
-        self.failures = {k: v for k, v in self.failures.items() if v[0] == epochs.get(k[0])}
+    def start_cycle(self) -> None:
+        """A cycle starts: failures are remembered within one cycle only. Across cycles a
+        failure could outlive what it depended on without its epoch seeing it: a pod bound
+        that no action may evict (a job with pod affinity needs it beside it), a queue's
+        share caps, an older job of the same shape whose wait earns a move."""
+        self.failures = {}
 
     def make(
         self, means: Means, job: Job, request: FloatArray, notes: list[Note], held: Exclusion | None
