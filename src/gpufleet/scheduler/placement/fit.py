@@ -87,6 +87,8 @@ class Fit:
     def _slots_of(nodes: IntArray, counts: IntArray, most: int, held: Exclusion | None) -> float:
         if held is not None:
             counts = counts[~held.mask[nodes]]
+        if most == 1:  # most jobs: one pod
+            return float(np.count_nonzero(counts))
         return float(np.minimum(counts, most).sum())
 
     def plain_key(self, pods: tuple[PodInfo, ...]) -> Hashable | None:
