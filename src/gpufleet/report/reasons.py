@@ -88,11 +88,7 @@ def _no_lower_priority(f: Mapping[str, Any]) -> str:
 _NOTE_RENDER: dict[NoteCode, Callable[[Mapping[str, Any]], str]] = {
     **{code: _search(code) for code in SEARCH_CODES},
     NoteCode.PREEMPTION_NEVER: lambda _f: "the job's preemptionPolicy is Never",
-    NoteCode.BEYOND_FREE: lambda f: (
-        "the job does not fit in the total free capacity of the nodes not reserved for other jobs"
-        if f.get("reserved")
-        else "the job does not fit in the cluster's total free capacity"
-    ),
+    NoteCode.BEYOND_FREE: lambda _f: "the job does not fit in the cluster's total free capacity",
     NoteCode.NO_LOWER_PRIORITY: _no_lower_priority,
     NoteCode.OVER_FAIR_SHARE: lambda f: (
         f"queue {f['queue']} would be at {f['ratio']:.2f}x its fair share "

@@ -1,7 +1,6 @@
 """Consolidate (``scheduler/room/consolidate.py``): move preemptible pods outside gangs
 and without claims, each of which fits somewhere else on its own, so that a job fits — tried
-only when the job fits the total free capacity of the nodes it may use, since moving creates
-none."""
+only when the job fits the cluster's total free capacity, since moving creates none."""
 
 from __future__ import annotations
 
@@ -93,20 +92,6 @@ def test_candidates_only_when_the_job_fits_the_total_free_capacity(job: PodInfo,
     mask, got, _ = CONSOLIDATE.candidates(search, pods_request(search.job.core))
     assert ("" if got is None else note_words(got)) == note
     assert (mask is None) is bool(note)
-
-
-def test_free_gpus_on_nodes_reserved_for_other_jobs_do_not_count() -> None:
-    # GPU 1 of n0 and of n3 are free: with n3 held, one free GPU is left for a 2-GPU job
-    cycle, _ = search_in(WANTS_2)
-    held = Exclusion(np.array([False, False, False, True]), "reserved")
-    search = VictimSearch(cycle.means, job_of(cycle, "a/job"), held)
-    mask, got, _ = CONSOLIDATE.candidates(search, pods_request(search.job.core))
-    assert mask is None
-    assert got is not None
-    assert note_words(got) == (
-        "the job does not fit in the total free capacity of the nodes not reserved for other jobs"
-    )
-    assert CONSOLIDATE.candidates(search_for(WANTS_2), pods_request(search.job.core))[0] is not None
 
 
 def test_shares_are_counted_by_their_milli_gpu() -> None:

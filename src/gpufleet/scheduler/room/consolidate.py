@@ -2,9 +2,8 @@
 
 Candidates are preemptible pods outside gangs and without ResourceClaims (a gang member is
 not moved: that would break the gang) that fit somewhere else on their own. A moved pod
-must be bound again elsewhere in the same cycle. Tried only when the job fits the total free
-capacity of the nodes it may use (the cluster's, less the nodes reserved for other jobs):
-moving pods creates no capacity, it only gathers it, and never onto reserved nodes.
+must be bound again elsewhere in the same cycle. Tried only when the job fits the cluster's
+total free capacity: moving pods creates no capacity, it only gathers it.
 
 A move must earn the work it throws away: the pods moved for a job (their GPUs times the
 time they have run, as the victim search counts it) may lose at most 1/:data:`GAIN_RATIO` of
@@ -67,30 +66,17 @@ class Consolidate:
     fair_share_bound: bool = False
 
     def candidates(self, search: SearchView, request: FloatArray) -> Candidates:
-        state, held = search.state, search.held
-        gpu_free, cpu_free, memory_free = state.gpu_free, state.cpu_free, state.memory_free
-        if held is not None:  # moves and the job stay off held nodes: their room never counts
-            usable = ~held.mask
-            gpu_free, cpu_free, memory_free = (
-                gpu_free[usable],
-                cpu_free[usable],
-                memory_free[usable],
-            )
+        state = search.state
         demands = [p.demand for p in search.job.core]
         whole = sum(d.num_gpu for d in demands if not d.is_gpu_share)
-        free_whole = int(np.count_nonzero(gpu_free == MILLI))
+        free_whole = int(np.count_nonzero(state.gpu_free == MILLI))
         if (
             free_whole < whole
-            or gpu_free.sum() < sum(d.gpu_equivalent for d in demands) * MILLI
-            or cpu_free.sum() < request[1]
-            or memory_free.sum() < request[2]
+            or state.gpu_free.sum() < sum(d.gpu_equivalent for d in demands) * MILLI
+            or state.cpu_free.sum() < request[1]
+            or state.memory_free.sum() < request[2]
         ):
-            why = (
-                note(NoteCode.BEYOND_FREE, reserved=True)
-                if held is not None
-                else note(NoteCode.BEYOND_FREE)
-            )
-            return None, why, always
+            return None, note(NoteCode.BEYOND_FREE), always
         return movable(search)[0], None, earned(search)
 
     def freed(self, search: SearchView, mask: BoolArray) -> ClusterState:
