@@ -126,7 +126,8 @@ def movable(search: SearchView) -> tuple[BoolArray, ClusterState]:
     consolidation epoch and the held nodes: within an epoch capacity is only taken and pods
     only grow older, so the pods that may move can only have become fewer and the freed
     state stays an upper bound (the search checks each move itself). A pod whose checkpoint
-    makes it young again is seen at the next epoch, within the hour."""
+    makes it young again is seen at the next consolidation epoch (capacity freed or the pool
+    changed), which the hour does not turn."""
     means, pool = search.means, search.pool
     held = search.held
     epoch, where = means.consolidation_epoch(), None if held is None else held.mask.tobytes()
