@@ -49,17 +49,20 @@ def bundled(filename: str) -> Path:
     return Path(str(resources.files("gpufleet") / "data" / filename))
 
 
-def csv_rows(path: Path, required: Sequence[str]) -> Iterator[tuple[int, dict[str, str]]]:
+def csv_rows(
+    path: Path, required: Sequence[str], *, header: bool = True
+) -> Iterator[tuple[int, dict[str, str]]]:
     """The rows of CSV file ``path`` with their lines, its header checked for ``required``
-    columns; a file that is not UTF-8 CSV is one error naming it."""
+    columns (``header=False``: a file without one, its columns ``required`` in order); a
+    file that is not UTF-8 CSV is one error naming it."""
     source = str(path)
     with reading(path, "a CSV file"):
         handle = path.open(newline="", encoding="utf-8")
     with handle:
         try:
-            reader = csv.DictReader(handle)
-            header = reader.fieldnames or []
-            missing = [c for c in required if c not in header]
+            reader = csv.DictReader(handle, fieldnames=None if header else list(required))
+            names = reader.fieldnames or []
+            missing = [c for c in required if c not in names]
             if missing:
                 raise InputError(
                     source,
