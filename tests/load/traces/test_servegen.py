@@ -50,6 +50,10 @@ def test_replicas_follow_the_rate_and_the_peak_needs_the_pool(tmp_path: Path) ->
     assert load.replicas(8, mu=3.0, headroom=1.5).tolist() == [5, 3, 2, 20]
     with pytest.raises(ValueError, match="mu"):
         load.replicas(8, mu=0.0)
+    with pytest.raises(ValueError, match="more than"):
+        load.replicas(8, mu=1e-300)  # no silent wrap past the largest integer
+    with pytest.raises(ValueError, match="whole number"):
+        load.replicas(2.5)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -59,6 +63,9 @@ def test_replicas_follow_the_rate_and_the_peak_needs_the_pool(tmp_path: Path) ->
         pytest.param("0,-1,1,Gamma,1,1\n", "rate", "non-negative number", id="negative"),
         pytest.param("0,nan,1,Gamma,1,1\n", "rate", "non-negative number", id="nan"),
         pytest.param("0,inf,1,Gamma,1,1\n", "rate", "non-negative number", id="infinite"),
+        pytest.param("0,1e308,1,Gamma,1,1\n", "rate", "at most", id="overflowing"),
+        pytest.param("0,1,x,Gamma,1,1\n", "cv", "non-negative number", id="bad-cv"),
+        pytest.param("0,1,1,Gamma,1\n", "scale", "non-negative number", id="five-columns"),
         pytest.param("0\n", "rate", "non-negative number", id="short-row"),
         pytest.param("300,1,1,Gamma,1,1\n", "start", "multiple of 600", id="inside-a-window"),
         pytest.param("0,1,1,Gamma,1,1\n0,2,1,Gamma,1,1\n", "start", "twice", id="duplicate"),
@@ -90,6 +97,17 @@ def test_extra_columns_and_files_that_are_no_csv_are_refused(tmp_path: Path) -> 
     (folder / "chunk-0-trace.csv").write_bytes(b"\xff\xfe0,1\n")
     with pytest.raises(InputError, match="not UTF-8"):
         load_model(folder)
+
+
+def test_two_files_of_one_client_and_a_load_without_requests_are_refused(
+    tmp_path: Path,
+) -> None:
+    folder = model(tmp_path, {0: 1.0})
+    (folder / "chunk-00-trace.csv").write_text(ROW.format(start=0, rate=1.0))
+    with pytest.raises(InputError, match="two files for client 0"):
+        load_model(folder)
+    with pytest.raises(InputError, match="every client reads 0"):
+        load_model(model(tmp_path, {0: 0.0, 600: 0.0}, name="m-idle"))
 
 
 def test_a_folder_without_client_files_is_an_error(tmp_path: Path) -> None:

@@ -12,11 +12,15 @@ lists counts as such a gap too.
 
 Replicas per window follow the issue's serving model: ``ceil(rate * headroom / mu)``, where
 ``mu`` is what one replica serves (requests/s); by default ``mu`` is set so that the
-peak window needs the whole serving pool.
+peak window needs exactly the whole serving pool (the rate's share of the peak, times the
+pool, rounded up).
 
-Every row is checked; the first bad value stops the load with an :class:`InputError` naming
-the file, the line and the field. Window starts are bounded (:data:`MAX_WINDOWS`), so a
-typo cannot ask for unbounded memory.
+Every row is checked (the arrival distribution's name is free text; its numbers must be
+numbers); the first bad value stops the load with an :class:`InputError` naming the file,
+the line and the field. Window starts, rates and the client files are bounded
+(:data:`MAX_WINDOWS`, :data:`MAX_RATE`, :data:`MAX_CLIENTS`), so a typo cannot ask for
+unbounded memory or overflow; a model whose clients all read 0 has no load to carry and is
+an error.
 """
 
 from __future__ import annotations
@@ -45,6 +49,10 @@ MAX_WINDOWS = 1_000_000
 """At most this many windows (about 19 years): a start beyond it is a typo."""
 MAX_CLIENTS = 100_000
 """At most this many client files per model."""
+MAX_RATE = 1e9
+"""At most this many requests/s per client and window: more is a typo, and would overflow."""
+MAX_REPLICAS = 1 << 40
+"""At most this many replicas per window (a ``mu`` far below the rates is a mistake)."""
 CHUNK = re.compile(r"chunk-([0-9]+)-trace\.csv")
 HEADROOM = 1.2
 """Replicas are sized for the rate times this factor."""
@@ -67,15 +75,20 @@ class ServingLoad:
     ) -> IntArray:
         """Replicas wanted per window: ``ceil(rate * headroom / mu)``; ``mu`` (requests/s
         per replica) defaults to what makes the peak window need all ``pool`` replicas."""
-        if pool < 1 or not math.isfinite(headroom) or headroom <= 0:
-            raise ValueError("pool must be at least 1 and headroom positive")
-        peak = float(self.rate.max(initial=0.0))
-        if mu is None:
-            mu = peak * headroom / pool if peak > 0 else 1.0
-        if not math.isfinite(mu) or mu <= 0:
-            raise ValueError("mu must be a positive number of requests/s per replica")
-        # a hair below the ceiling: the peak window asks exactly the pool, not one more
-        wanted = np.ceil(self.rate * headroom / mu - 1e-9)
+        if not isinstance(pool, int | np.integer) or pool < 1:
+            raise ValueError(f"pool must be a whole number of replicas, at least 1, got {pool}")
+        if not math.isfinite(headroom) or headroom <= 0:
+            raise ValueError(f"headroom must be a positive factor, got {headroom}")
+        if mu is None:  # the peak asks exactly the pool: rates as shares of the peak
+            peak = float(self.rate.max(initial=0.0))
+            share = self.rate / peak if peak > 0 else np.zeros_like(self.rate)
+            wanted = np.ceil(share * pool - 1e-9)
+        elif not math.isfinite(mu) or mu <= 0:
+            raise ValueError(f"mu must be a positive number of requests/s per replica, got {mu}")
+        else:
+            wanted = np.ceil(self.rate * headroom / mu)
+        if not np.all(np.isfinite(wanted)) or wanted.max(initial=0.0) > MAX_REPLICAS:
+            raise ValueError(f"mu {mu} asks for more than {MAX_REPLICAS:,} replicas in a window")
         return np.maximum(wanted, 0).astype(np.int64)
 
 
@@ -84,22 +97,34 @@ def load_model(directory: Path) -> ServingLoad:
     source = str(directory)
     if not directory.is_dir():
         raise InputError(source, "expected a directory of chunk-<n>-trace.csv files")
-    numbered = []
-    for path in directory.iterdir():
-        match = CHUNK.fullmatch(path.name)
-        if match is not None:
-            numbered.append((int(match.group(1)), path))
-    files = [path for _, path in sorted(numbered)]
+    numbered: dict[int, Path] = {}
+    try:
+        for path in directory.iterdir():
+            match = CHUNK.fullmatch(path.name)
+            if match is None:
+                continue
+            client = int(match.group(1))
+            if client in numbered:
+                raise InputError(
+                    source,
+                    f"has two files for client {client}: {numbered[client].name}, {path.name}",
+                )
+            numbered[client] = path
+            if len(numbered) > MAX_CLIENTS:
+                raise InputError(source, f"has over {MAX_CLIENTS:,} client files")
+    except OSError as exc:
+        raise InputError(source, f"cannot be read ({exc.strerror})") from None
+    files = [numbered[client] for client in sorted(numbered)]
     if not files:
         raise InputError(source, "has no chunk-<n>-trace.csv files")
-    if len(files) > MAX_CLIENTS:
-        raise InputError(source, f"has {len(files):,} client files, at most {MAX_CLIENTS:,}")
     total = np.zeros(0, dtype=np.float64)
     for path in files:
         rates = _client(path)
         if rates.size > total.size:
             total = np.pad(total, (0, rates.size - total.size))
         total[: rates.size] += rates
+    if not np.any(total > 0):
+        raise InputError(source, "has no window with requests: every client reads 0")
     rate, gaps = _carried(total)
     return ServingLoad(directory.name, float(WINDOW_S), rate, len(files), gaps)
 
@@ -125,7 +150,17 @@ def _client(path: Path) -> FloatArray:
             )
         if window in rates:
             raise InputError(source, f"lists window {int(start)} s twice", line=line, field="start")
-        rates[window] = number(source, line, row, "rate")
+        rate = number(source, line, row, "rate")
+        if rate > MAX_RATE:
+            raise InputError(
+                source,
+                f"expected at most {MAX_RATE:g} requests/s, got {shown(row['rate'])}",
+                line=line,
+                field="rate",
+            )
+        for field in ("cv", "shape", "scale"):  # not used, but a row is read whole
+            number(source, line, row, field)
+        rates[window] = rate
     out = np.zeros(max(rates, default=-1) + 1, dtype=np.float64)
     for window, value in rates.items():
         out[window] = value
