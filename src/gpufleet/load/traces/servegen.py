@@ -88,7 +88,9 @@ class ServingLoad:
         else:
             wanted = np.ceil(self.rate * headroom / mu)
         if not np.all(np.isfinite(wanted)) or wanted.max(initial=0.0) > MAX_REPLICAS:
-            raise ValueError(f"mu {mu} asks for more than {MAX_REPLICAS:,} replicas in a window")
+            raise ValueError(
+                f"pool {pool} and mu {mu} ask for more than {MAX_REPLICAS:,} replicas in a window"
+            )
         return np.maximum(wanted, 0).astype(np.int64)
 
 
@@ -168,12 +170,11 @@ def _client(path: Path) -> FloatArray:
 
 
 def _carried(total: FloatArray) -> tuple[FloatArray, int]:
-    """``total`` with each gap (0) holding the load of the window before it (leading gaps
-    that of the first window measured), and how many windows were gaps."""
+    """``total`` (some window of it measured) with each gap (0) holding the load of the
+    window before it (leading gaps that of the first window measured), and how many windows
+    were gaps."""
     measured = total > 0
     gaps = int(total.size - np.count_nonzero(measured))
-    if not measured.any():
-        return total.copy(), gaps
     last = np.where(measured, np.arange(total.size), 0)
     np.maximum.accumulate(last, out=last)
     first = int(np.argmax(measured))
