@@ -122,6 +122,27 @@ def test_queues(tmp_path: Path) -> None:
     assert team.weight[0] == 2
     assert team.quota_set == (True, True, True)
     assert team.preempt_min_runtime_s == 5400
+    assert (team.serving, team.forecast_gpus) == (False, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("serving", "expected"),
+    [
+        ("{}", (True, 0.0)),
+        ("{forecastGPUs: 24}", (True, 24.0)),
+        ("{forecastGPUs: '8'}", (True, 8.0)),
+    ],
+)
+def test_a_serving_queue_reads_its_forecast(
+    tmp_path: Path, serving: str, expected: tuple[bool, float]
+) -> None:
+    queue = (
+        "apiVersion: gpufleet.io/v1alpha1\nkind: Queue\nmetadata: {name: inference}\n"
+        f"spec: {{resources: {{gpu: {{quota: 32}}}}, serving: {serving}}}"
+    )
+    snap = load_snapshot(write(tmp_path, NODE, queue))
+    q = next(q for q in snap.queues if q.name == "inference")
+    assert (q.serving, q.forecast_gpus) == expected
 
 
 def test_mig_nodes_and_pods(tmp_path: Path) -> None:
@@ -347,6 +368,30 @@ POD = "apiVersion: v1\nkind: Pod\nmetadata: {{name: p, namespace: ml{meta}}}\nsp
             ],
             "field 'spec.resources.gpu.overQuotaWeight': expected a non-negative number",
             id="infinite-weight",
+        ),
+        pytest.param(
+            [
+                "apiVersion: gpufleet.io/v1alpha1\nkind: Queue\nmetadata: {name: a}\n"
+                "spec: {serving: {forecastGPUs: -8}}"
+            ],
+            "Queue a: field 'spec.serving.forecastGPUs': expected a non-negative quantity",
+            id="negative-forecast",
+        ),
+        pytest.param(
+            [
+                "apiVersion: gpufleet.io/v1alpha1\nkind: Queue\nmetadata: {name: a}\n"
+                "spec: {serving: {forecastGPUs: 8, horizon: 1h}}"
+            ],
+            "spec.serving.horizon",
+            id="unknown-serving-field",
+        ),
+        pytest.param(
+            [
+                "apiVersion: gpufleet.io/v1alpha1\nkind: Queue\nmetadata: {name: a}\n"
+                "spec: {serving: [8]}"
+            ],
+            "Queue a: field 'spec.serving': expected a mapping",
+            id="serving-not-mapping",
         ),
         pytest.param(
             [

@@ -90,6 +90,13 @@ class QueueSpec(ArrayValue):
     reclaim_min_runtime_s: float = 0.0
     quota_set: tuple[bool, ...] = (False, False, False)
     """Per resource: was a quota given? Only those bound non-preemptible work."""
+    serving: bool = False
+    """A serving queue (``spec.serving``): its unused GPU quota is lent to other queues, less
+    the GPUs it is forecast to need (``forecast_gpus``), which are kept free for it
+    (``scheduler/queues/admission.py``)."""
+    forecast_gpus: float = 0.0
+    """GPUs a serving queue's services are forecast to need over the reclaim horizon
+    (``spec.serving.forecastGPUs``): lending keeps ``min(quota, forecast)`` within its reach."""
     uid: str = field(default="", compare=False)
     """``metadata.uid`` and ``resource_version`` its ``metadata.resourceVersion`` (empty: not
     read from a cluster): which object and which write of it, not what it holds, so neither

@@ -210,6 +210,11 @@ _RENDER: dict[WhyCode, Callable[[Why], str]] = {
     ),
     WhyCode.QUEUE_LIMIT: _queue_limit,
     WhyCode.QUOTA_NON_PREEMPTIBLE: _quota,
+    WhyCode.SERVING_HEADROOM: lambda w: (
+        f"serving queue {w.facts['queue']} keeps {w.facts['kept']:g} free GPUs for its "
+        f"forecast of {w.facts['forecast']:g} (spec.serving.forecastGPUs): "
+        f"{w.facts['free']:g} are free, the job needs {w.facts['needs']:g}"
+    ),
     WhyCode.MIN_RESOURCES: _min_resources,
     WhyCode.MIN_RESOURCES_QUEUE: _min_resources_queue,
     WhyCode.UNSCHEDULABLE: _status,

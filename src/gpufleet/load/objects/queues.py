@@ -96,10 +96,28 @@ def read_queue(r: Reader) -> tuple[QueueSpec, tuple[bool, ...]]:
         r.duration("spec.preemptMinRuntime"),
         r.duration("spec.reclaimMinRuntime"),
         given,
-        uid,
-        version,
+        *_serving(r),
+        uid=uid,
+        resource_version=version,
     )
     return spec, given
+
+
+MAX_FORECAST_GPUS = 2.0**40
+"""The largest ``spec.serving.forecastGPUs`` read (far beyond any cluster)."""
+
+
+def _serving(r: Reader) -> tuple[bool, float]:
+    """(serving, forecast GPUs) from ``spec.serving``: absent, not a serving queue; ``{}``, a
+    serving queue that keeps nothing back; ``forecastGPUs``, the GPUs its services are
+    forecast to need over the reclaim horizon (lending keeps at most its GPU quota of it)."""
+    if r.get("spec.serving") is None:
+        return False, 0.0
+    field = "spec.serving.forecastGPUs"
+    forecast = float(r.quantity(field, r.mapping("spec.serving").get("forecastGPUs", 0)))
+    if forecast > MAX_FORECAST_GPUS:
+        raise r.fail(field, f"a number of GPUs from 0 to {MAX_FORECAST_GPUS:g}", forecast)
+    return True, forecast
 
 
 MAX_TIMEOUT_S = 2**31 - 1

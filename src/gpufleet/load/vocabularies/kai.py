@@ -97,8 +97,8 @@ def read_kai_queue(r: Reader) -> tuple[QueueSpec, tuple[bool, ...]]:
         r.duration("spec.preemptMinRuntime"),
         r.duration("spec.reclaimMinRuntime"),
         flags,
-        uid,
-        version,
+        uid=uid,
+        resource_version=version,
     )
     return spec, flags
 

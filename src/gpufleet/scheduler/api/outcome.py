@@ -39,6 +39,10 @@ class WhyCode(enum.Enum):
     MIN_RESOURCES_QUEUE = "MinResourcesQueue"
     """PodGroup ``gang`` is not tried: ``queue`` has less room under its ``limit`` than its
     ``min_resources`` in the resources ``over``, with ``in_use`` by other work."""
+    SERVING_HEADROOM = "ServingHeadroom"
+    """The cluster's ``free`` GPUs less the job's ``needs`` would not cover the ``kept`` GPUs
+    serving queues keep back for their forecasts (``queue`` the one keeping most, its
+    ``forecast``)."""
     QUOTA_NON_PREEMPTIBLE = "NonPreemptibleQuota"
     """Non-preemptible work (``priority``) must fit ``queue``'s ``quota``: ``in_use`` by
     non-preemptible work, ``needs``, ``over``."""

@@ -5,6 +5,12 @@ counted, and — for non-preemptible work (priority at or above the configured t
 within its ``quota`` counting non-preemptible work only (it runs only within quota, since it
 is never a victim). Shares sized by GPU memory are admitted at their least share, and
 capped so that the share they take on a smaller GPU still keeps within (:meth:`share_caps`).
+
+Lending: a serving queue (``spec.serving``) lends the GPUs of its quota it does not use to
+every other queue, as any queue's unused quota is, but keeps back what it is forecast to
+need: a job outside it is admitted only if the cluster's free GPUs, after the job, still
+cover ``min(quota, forecastGPUs) - in use`` of every serving queue not on its path. What the
+forecast did not foresee is taken back by reclaim, cheapest first (``room/victims.py``).
 """
 
 from __future__ import annotations
@@ -33,6 +39,10 @@ class QueueAdmission:
     def __init__(self, ledger: Ledger, non_preemptible_priority: int) -> None:
         self.ledger = ledger
         self.non_preemptible_priority = non_preemptible_priority
+        self.serving = tuple(
+            q for q in ledger.tree.queues.values() if q.serving and q.forecast_gpus > 0
+        )
+        """The serving queues that keep GPUs back from lending (none: no check)."""
 
     def blocked(self, job: Job, request: FloatArray, freed: FloatArray | None = None) -> Why | None:
         """Why the job's queues cannot take ``request`` now (limit, quota), or None;
@@ -67,7 +77,37 @@ class QueueAdmission:
                         needs=_values(request),
                         over=tuple(bool(o) for o in over),
                     )
+        if self.serving and request[0] > EPS:
+            return self.kept_back(job, float(request[0]))
         return None
+
+    def kept_back(self, job: Job, gpus: float) -> Why | None:
+        """Why ``gpus`` more GPUs of ``job`` would leave the serving queues (not on its path)
+        short of what they keep back for their forecast, or None."""
+        ledger = self.ledger
+        own = ledger.tree.paths[job.queue]
+        kept = {
+            q.name: max(0.0, min(float(q.quota[0]), q.forecast_gpus) - ledger.alloc[q.name][0])
+            for q in self.serving
+            if q.name not in own
+        }
+        need = sum(kept.values())
+        if need <= EPS:
+            return None
+        roots = ledger.tree.children.get(None, ())
+        used = sum(float(ledger.alloc[q][0]) for q in roots) + float(ledger.unqueued[0])
+        free = float(ledger.capacity[0]) - used
+        if free - gpus + EPS >= need:
+            return None
+        queue = max(kept, key=lambda q: (kept[q], q))
+        return why(
+            WhyCode.SERVING_HEADROOM,
+            queue=queue,
+            kept=need,
+            free=free,
+            needs=gpus,
+            forecast=ledger.tree.queues[queue].forecast_gpus,
+        )
 
     def share_caps(self, job: Job, pods: Sequence[PodInfo], request: FloatArray) -> dict[str, int]:
         """The most milli-GPU each share sized by GPU memory among ``pods`` may take.

@@ -22,11 +22,13 @@ min runtime for preempt and reclaim. A pod of a gang that has no pods to spare b
 
 For each pod of the job's core, in turn: if it fits, it is placed; otherwise every node on
 which it would fit once all eligible victims were gone is tried: victims are taken
-cheapest first (lowest priority, whole-GPU pods before pods sharing a GPU, least work lost
+cheapest first (lowest priority, elastic pods beyond a gang's ``minMember`` before any job
+is stopped, whole-GPU pods before pods sharing a GPU, least work lost
 — GPUs times the time since the last checkpoint, plus the restart time —, newest, smallest
 unit) until the pod fits, then each is reprieved, most expensive first, if
 the pod still fits without evicting it. The node whose victims have the lowest priority
-wins, then the one where the least work is lost (one 20-day-old job without checkpoints
+wins, then one that only shrinks elastic gangs over one that stops a job, then the
+one where the least work is lost (one 20-day-old job without checkpoints
 costs more than two 5-minute-old ones), then the fewest broken GPU shares,
 then the fewest victims.
 Everything happens in one transaction, so a job that cannot be completed leaves no
@@ -123,12 +125,20 @@ class VictimSearch:
     def cost(self, unit: Unit) -> tuple[object, ...]:
         return (
             max(r.pod.priority for r in unit),
+            self.stops_job(unit),
             any(r.spec.is_gpu_share for r in unit),
             self.lost_work(list(unit)),
             -max(r.pod.started or 0.0 for r in unit),
             len(unit),
             unit[0].pod.key,
         )
+
+    def stops_job(self, unit: Unit) -> bool:
+        """Whether evicting ``unit`` stops a job (a pod of no gang, or every running pod of
+        its gang); False: it shrinks an elastic gang, which runs on (KAI's semi-preemptible
+        pods beyond ``minMember``, taken before any job is stopped)."""
+        # :meth:`unit` gives one pod of a gang with spares, or all that is left of it
+        return len(unit) > 1 or len(self.ledger.gang_running.get(unit[0].pod.gang, ())) <= 1
 
     def lost_work(self, victims: list[Running]) -> float:
         """GPU-seconds the victims' eviction throws away: their GPUs, with their share of
@@ -323,6 +333,7 @@ class VictimSearch:
         flat = [v for u in chosen for v in u]
         score = (
             max(v.pod.priority for v in flat),
+            any(self.stops_job(u) for u in chosen),
             self.lost_work(flat),
             sum(v.spec.is_gpu_share for v in flat),
             len(flat),
