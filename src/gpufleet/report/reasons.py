@@ -89,6 +89,9 @@ _NOTE_RENDER: dict[NoteCode, Callable[[Mapping[str, Any]], str]] = {
     **{code: _search(code) for code in SEARCH_CODES},
     NoteCode.PREEMPTION_NEVER: lambda _f: "the job's preemptionPolicy is Never",
     NoteCode.BEYOND_FREE: lambda _f: "the job does not fit in the cluster's total free capacity",
+    NoteCode.NOT_SERVING: lambda _f: (
+        "only a serving queue's jobs within its GPU quota gather nodes"
+    ),
     NoteCode.NO_LOWER_PRIORITY: _no_lower_priority,
     NoteCode.OVER_FAIR_SHARE: lambda f: (
         f"queue {f['queue']} would be at {f['ratio']:.2f}x its fair share "
@@ -210,11 +213,6 @@ _RENDER: dict[WhyCode, Callable[[Why], str]] = {
     ),
     WhyCode.QUEUE_LIMIT: _queue_limit,
     WhyCode.QUOTA_NON_PREEMPTIBLE: _quota,
-    WhyCode.SERVING_HEADROOM: lambda w: (
-        f"serving queue {w.facts['queue']} keeps {w.facts['kept']:g} free GPUs for its "
-        f"forecast of {w.facts['forecast']:g} (spec.serving.forecastGPUs): "
-        f"{w.facts['free']:g} are free, the job needs {w.facts['needs']:g}"
-    ),
     WhyCode.MIN_RESOURCES: _min_resources,
     WhyCode.MIN_RESOURCES_QUEUE: _min_resources_queue,
     WhyCode.UNSCHEDULABLE: _status,

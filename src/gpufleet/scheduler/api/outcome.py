@@ -39,10 +39,6 @@ class WhyCode(enum.Enum):
     MIN_RESOURCES_QUEUE = "MinResourcesQueue"
     """PodGroup ``gang`` is not tried: ``queue`` has less room under its ``limit`` than its
     ``min_resources`` in the resources ``over``, with ``in_use`` by other work."""
-    SERVING_HEADROOM = "ServingHeadroom"
-    """The cluster's ``free`` GPUs less the job's ``needs`` would not cover the ``kept`` GPUs
-    serving queues keep back for their forecasts (``queue`` the one keeping most, its
-    ``forecast``)."""
     QUOTA_NON_PREEMPTIBLE = "NonPreemptibleQuota"
     """Non-preemptible work (``priority``) must fit ``queue``'s ``quota``: ``in_use`` by
     non-preemptible work, ``needs``, ``over``."""
@@ -93,6 +89,8 @@ class NoteCode(enum.Enum):
     """The job's ``preemptionPolicy`` is ``Never``."""
     BEYOND_FREE = "BeyondFreeCapacity"
     """The job does not fit the cluster's total free capacity (so no move can help)."""
+    NOT_SERVING = "NotServing"
+    """The action serves only a serving queue's jobs within its GPU quota."""
     NO_LOWER_PRIORITY = "NoLowerPriority"
     """No lower-priority preemptible pods in ``queue`` (past its ``min_runtime_s``, 0:
     none set)."""

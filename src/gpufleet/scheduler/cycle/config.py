@@ -20,7 +20,7 @@ class CycleConfig:
     (``gpufleet.io/expected-duration``): what backfill onto reserved nodes is judged by."""
     restart_s: float = 0.0
     """What a job pays to start again after an eviction, counted in the work it loses."""
-    actions: tuple[str, ...] = ("consolidate", "reclaim", "preempt")
+    actions: tuple[str, ...] = ("consolidate", "reclaim", "consolidate-serving", "preempt")
     """The actions that make room, in the order they are tried (names of the registry)."""
     watch: frozenset[str] = frozenset()
     """Pods whose per-node filter reasons the result should carry (for explain)."""

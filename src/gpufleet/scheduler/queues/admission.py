@@ -8,9 +8,11 @@ capped so that the share they take on a smaller GPU still keeps within (:meth:`s
 
 Lending: a serving queue (``spec.serving``) lends the GPUs of its quota it does not use to
 every other queue, as any queue's unused quota is, but keeps back what it is forecast to
-need: a job outside it is admitted only if the cluster's free GPUs, after the job, still
-cover ``min(quota, forecastGPUs) - in use`` of every serving queue not on its path. What the
-forecast did not foresee is taken back by reclaim, cheapest first (``room/victims.py``).
+need, ``min(quota, forecastGPUs) - in use``, as whole free nodes (:meth:`kept_nodes`): its
+replicas need whole GPUs together, and free GPUs scattered over busy nodes serve none, so
+jobs of other queues may not use those nodes (a filter: "node(s) kept free for serving queue
+inference's forecast"). What the forecast did not foresee is taken back by reclaim,
+elastic pods first (``room/reclaim.py``, ``room/victims.py``).
 """
 
 from __future__ import annotations
@@ -20,9 +22,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from gpufleet.framework.runtime import Exclusion
 from gpufleet.model.arrays import MILLI
 from gpufleet.scheduler.api.outcome import Why, WhyCode, why
 from gpufleet.scheduler.state.fairshare import EPS
+
+KEPT = "node(s) kept free for serving queue {queues}'s forecast"
+"""The filter message of the nodes kept for serving queues' forecasts."""
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -42,7 +48,7 @@ class QueueAdmission:
         self.serving = tuple(
             q for q in ledger.tree.queues.values() if q.serving and q.forecast_gpus > 0
         )
-        """The serving queues that keep GPUs back from lending (none: no check)."""
+        """The serving queues that keep nodes back from lending (none: nothing kept)."""
 
     def blocked(self, job: Job, request: FloatArray, freed: FloatArray | None = None) -> Why | None:
         """Why the job's queues cannot take ``request`` now (limit, quota), or None;
@@ -77,37 +83,38 @@ class QueueAdmission:
                         needs=_values(request),
                         over=tuple(bool(o) for o in over),
                     )
-        if self.serving and request[0] > EPS:
-            return self.kept_back(job, float(request[0]))
         return None
 
-    def kept_back(self, job: Job, gpus: float) -> Why | None:
-        """Why ``gpus`` more GPUs of ``job`` would leave the serving queues (not on its path)
-        short of what they keep back for their forecast, or None."""
+    def kept_nodes(self, job: Job) -> Exclusion | None:
+        """The whole free nodes the serving queues not on ``job``'s path keep for their
+        forecasts (None: none): for each, the fewest whole free nodes, in the cluster's
+        order, whose GPUs cover ``min(quota, forecast) - in use``; all of them where they
+        cannot."""
+        if not self.serving:
+            return None
         ledger = self.ledger
         own = ledger.tree.paths[job.queue]
-        kept = {
-            q.name: max(0.0, min(float(q.quota[0]), q.forecast_gpus) - ledger.alloc[q.name][0])
+        need = [
+            (q.name, min(float(q.quota[0]), q.forecast_gpus) - float(ledger.alloc[q.name][0]))
             for q in self.serving
             if q.name not in own
-        }
-        need = sum(kept.values())
-        if need <= EPS:
+        ]
+        need = [(name, gpus) for name, gpus in need if gpus > EPS]
+        if not need:
             return None
-        roots = ledger.tree.children.get(None, ())
-        used = sum(float(ledger.alloc[q][0]) for q in roots) + float(ledger.unqueued[0])
-        free = float(ledger.capacity[0]) - used
-        if free - gpus + EPS >= need:
+        state = ledger.state
+        free = np.flatnonzero((state.gpu_count > 0) & (state.gpu_whole_free == state.gpu_count))
+        if free.size == 0:
             return None
-        queue = max(kept, key=lambda q: (kept[q], q))
-        return why(
-            WhyCode.SERVING_HEADROOM,
-            queue=queue,
-            kept=need,
-            free=free,
-            needs=gpus,
-            forecast=ledger.tree.queues[queue].forecast_gpus,
-        )
+        covered = np.cumsum(state.gpu_count[free])
+        kept = np.zeros(state.size, dtype=np.bool_)
+        taken = 0
+        for _, gpus in need:  # each keeps the next free nodes, none twice
+            upto = int(np.searchsorted(covered, (covered[taken - 1] if taken else 0) + gpus - EPS))
+            kept[free[taken : upto + 1]] = True
+            taken = min(free.size, upto + 1)
+        names = ", ".join(name for name, _ in need)
+        return Exclusion(kept, KEPT.format(queues=names))
 
     def share_caps(self, job: Job, pods: Sequence[PodInfo], request: FloatArray) -> dict[str, int]:
         """The most milli-GPU each share sized by GPU memory among ``pods`` may take.

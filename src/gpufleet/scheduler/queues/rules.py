@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
+    from gpufleet.framework.runtime import Exclusion
     from gpufleet.model.arrays import FloatArray
     from gpufleet.model.workload import PodInfo
     from gpufleet.scheduler.api.job import Job
@@ -51,6 +52,9 @@ class AdmissionRule(Protocol):
 
     def share_caps(self, job: Job, pods: Sequence[PodInfo], request: FloatArray) -> dict[str, int]:
         """The most milli-GPU each share sized by GPU memory among ``pods`` may take."""
+
+    def kept_nodes(self, job: Job) -> Exclusion | None:
+        """The nodes other queues keep from ``job`` (serving queues' forecasts), or None."""
 
 
 if TYPE_CHECKING:

@@ -2,7 +2,8 @@
 
 Allocation (``allocate.py``) places a job's pods; when they do not fit, the actions the
 profile names (``CycleConfig.actions``) make room, in that order: ``consolidate.py`` moves
-preemptible pods to defragment, ``reclaim.py`` takes capacity back from queues above their
+preemptible pods to defragment (``consolidate-serving`` only for serving queues' replicas),
+``reclaim.py`` takes capacity back from queues above their
 fair share, ``preempt.py`` evicts lower-priority pods of the job's own queue. Each of these
 is a rule for who may be a victim (a :class:`~gpufleet.scheduler.room.protocols.RoomAction`); the
 search for the cheapest victims (lowest priority, then least work lost) is the one
@@ -25,6 +26,9 @@ def builtin_actions() -> Registry[RoomAction]:
     """The eviction actions gpufleet ships, by name."""
     registry: Registry[RoomAction] = Registry("action")
     registry.register(consolidate.NAME, consolidate.Consolidate())
+    registry.register(
+        consolidate.SERVING, consolidate.Consolidate(consolidate.SERVING, serving_only=True)
+    )
     registry.register(reclaim.NAME, reclaim.Reclaim())
     registry.register(preempt.NAME, preempt.Preempt())
     return registry

@@ -5,7 +5,10 @@ not moved: that would break the gang) that fit somewhere else on their own. A mo
 must be bound again elsewhere in the same cycle. Tried only when the job fits the cluster's
 total free capacity: moving pods creates no capacity, it only gathers it.
 
-A move must earn the work it throws away: the pods moved for a job (their GPUs times the
+``consolidate-serving`` (:data:`SERVING`) moves pods only for a serving queue's replicas
+within its quota, and those moves need no gain: the lender is never left short of whole
+nodes by the pods it lent GPUs to (``protocols.takes_back``). Any other move must earn the
+work it throws away: the pods moved for a job (their GPUs times the
 time they have run, as the victim search counts it) may lose at most 1/:data:`GAIN_RATIO` of
 what the job has waited (its GPUs times its wait so far). A job refused for too little gain
 is tried again once its wait has grown: the consolidation epoch turns every
@@ -21,6 +24,7 @@ moved has lost nothing yet and would otherwise be the cheapest victim of the nex
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -29,7 +33,7 @@ import numpy as np
 from gpufleet.model.arrays import MILLI
 from gpufleet.model.progress import work_at_risk
 from gpufleet.scheduler.api.outcome import NoteCode, note
-from gpufleet.scheduler.room.protocols import Movable, always, moving
+from gpufleet.scheduler.room.protocols import Movable, always, moving, takes_back
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable
@@ -57,6 +61,11 @@ MAX_MOVES = 2
 """How many times consolidation may move one job, at most."""
 
 
+SERVING = "consolidate-serving"
+"""Consolidation for serving queues only: it gathers whole nodes for their replicas within
+their quotas and moves nothing for other jobs."""
+
+
 @dataclass(frozen=True, slots=True)
 class Consolidate:
     name: str = NAME
@@ -64,8 +73,12 @@ class Consolidate:
     victims: str = "preemptible pods"
     needs_preemption: bool = False
     fair_share_bound: bool = False
+    serving_only: bool = False
+    """Only for a serving queue's jobs within its quota (:data:`SERVING`)."""
 
     def candidates(self, search: SearchView, request: FloatArray) -> Candidates:
+        if self.serving_only and not takes_back(search.means.ledger, search.job, request):
+            return None, note(NoteCode.NOT_SERVING), always
         state = search.state
         demands = [p.demand for p in search.job.core]
         whole = sum(d.num_gpu for d in demands if not d.is_gpu_share)
@@ -77,13 +90,14 @@ class Consolidate:
             or state.memory_free.sum() < request[2]
         ):
             return None, note(NoteCode.BEYOND_FREE), always
-        return movable(search)[0], None, earned(search)
+        return movable(search)[0], None, earned(search, lender=self.serving_only)
 
     def freed(self, search: SearchView, mask: BoolArray) -> ClusterState:
         return movable(search)[1]
 
     def scope(self, job: Job) -> Hashable:
-        return None  # it moves any queue's pods, for a job of any queue
+        # it moves any queue's pods, for a job of any queue; for serving queues, per queue
+        return job.queue if self.serving_only else None
 
     def epoch(self, means: Means) -> Hashable:
         """What runs where, and the hour: within a cycle (``Room.start_cycle``) a failure
@@ -93,11 +107,14 @@ class Consolidate:
         return means.consolidation_epoch(), int(means.round.now // RECHECK_S)
 
 
-def earned(search: SearchView) -> Callable[[Unit, list[Running]], bool]:
+def earned(search: SearchView, *, lender: bool = False) -> Callable[[Unit, list[Running]], bool]:
     """Whether moving a unit, beside the pods already taken, still earns its loss: none of
-    its pods cools down or would lose too much, and the job's wait earns what they lose."""
+    its pods cools down or would lose too much, and the job's wait earns what they lose
+    (a ``lender``'s job, a serving queue's within its quota, needs no gain)."""
     job, now, restart = search.job, search.means.round.now, search.means.restart_s
     gain = sum(p.demand.gpu_equivalent for p in job.core) * max(0.0, now - job.created)
+    if lender:
+        gain = math.inf  # the lender is never left short: its quota is its guarantee
 
     def accept(unit: Unit, taken: list[Running]) -> bool:
         if any(cooling(r, now) for r in unit):

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 from gpufleet.scheduler.api.transaction import Running
+from gpufleet.scheduler.state.fairshare import EPS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable, Set
@@ -170,3 +171,13 @@ class SearchView(Protocol):
     @property
     def pool(self) -> VictimPool: ...
     def lost_work(self, victims: list[Running]) -> float: ...
+
+
+def takes_back(ledger: Ledger, job: Job, request: FloatArray) -> bool:
+    """Whether ``job`` is a serving queue's (``spec.serving``) that stays within its GPU
+    quota with ``request``: it takes back what it lent (``room/reclaim.py``) and gathers
+    whole nodes for its replicas (``room/consolidate.py``) whatever its wait."""
+    spec = ledger.tree.queues.get(job.queue)
+    if spec is None or not spec.serving:
+        return False
+    return float(ledger.alloc[spec.name][0] + request[0]) <= float(spec.quota[0]) + EPS

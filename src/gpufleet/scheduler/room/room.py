@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gpufleet.model.values import frozen_map
-from gpufleet.scheduler.api.outcome import SEARCH_CODES
+from gpufleet.scheduler.api.outcome import SEARCH_CODES, NoteCode
 from gpufleet.scheduler.room.victims import VictimSearch
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ class Room:
                 self.failures[action.name, shape] = (action.epoch(means), note)
             if note is None:
                 out.append(action)
-            else:
+            elif note.code is not NoteCode.NOT_SERVING:  # not its kind of job: nothing to say
                 notes.append(note)
         return out
 
