@@ -438,7 +438,15 @@ class ReplayJob:
     duration_s: float
     spec: PodSpec
     pods: int = 1
+    min_pods: int = 0
+    """The pods it needs to run (its PodGroup's ``minMember``; 0: all of them). An elastic
+    job (fewer than ``pods``) starts with ``min_pods`` and grows as its other pods bind."""
 
     @property
     def gpus(self) -> float:
         return self.pods * self.spec.gpu_equivalent
+
+    @property
+    def core_pods(self) -> int:
+        """How many of its pods must run together: ``min_pods``, else all."""
+        return self.min_pods or self.pods

@@ -252,6 +252,9 @@ class ReplayPolicy:
     starvation_after_s: float = math.inf
     topology: bool = False
     """Gangs prefer one domain of the cluster's widest topology level."""
+    reads_checkpoints: bool = True
+    """Pods say when they checkpoint (``gpufleet.io/checkpoint-interval``), so the cycle's
+    victims are judged by the work since their last checkpoint; else by their whole run."""
 
 
 RESERVE_AFTER_S = 86_400.0

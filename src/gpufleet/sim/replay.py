@@ -28,6 +28,17 @@ job arrived), to run again from its last checkpoint; a pod moved by consolidatio
 again elsewhere by the same cycle, its move counted on its ``progress``. What is measured
 is measured by :class:`~gpufleet.metering.meter.Meter`, from the facts of these events.
 
+An elastic job (``ReplayJob.min_pods`` below its pods; its PodGroup's ``minMember``) starts
+when ``min_pods`` of its pods are bound and runs at the speed of the pods it has:
+:func:`elastic_rate`, the speed of ``n`` of ``N`` pods relative to all of them. Its
+other pods join as they bind; the cycle may evict them again (reclaim takes pods beyond
+``minMember`` first) while the job runs on. Each resize after the start pauses the job for
+the restart time, the pods re-forming their group from the state in memory (an elastic
+framework's re-rendezvous: no work is lost); the pause of a shrink is charged to the evicting
+action as lost GPU-time. Work is counted in seconds of the job at full size: a job's
+``duration_s`` is its run time with every pod, and its checkpoints save the work done by
+their time.
+
 Given a price sheet, the replay also costs what ran: a
 :class:`~gpufleet.metering.runs.RunLog` is told the same facts (a pod starts on a node,
 stops, is evicted), and after the run its runs are charged over ``[0, end)`` against the
@@ -75,8 +86,9 @@ if TYPE_CHECKING:
     from gpufleet.cost.allocation import CostAllocation
     from gpufleet.cost.prices import PriceSheet
     from gpufleet.model.costs import ReplayCost
+    from gpufleet.model.pod import PodSpec
     from gpufleet.plugins.registry import ReplayPolicy
-    from gpufleet.scheduler.api.outcome import Binding
+    from gpufleet.scheduler.api.outcome import Binding, Eviction
 
 SAMPLES = 400
 """Timeline samples over the replayed span (for the plots); a replay that drains past twice
@@ -91,6 +103,17 @@ Progress = Callable[[float], None]
 
 def pod_names(job: ReplayJob) -> list[str]:
     return [f"{job.name}/{k}" for k in range(job.pods)]
+
+
+DOUBLING_EFFICIENCY = 0.9
+"""An elastic job's speed per doubling of its pods: twice the pods run 1.8 times as fast."""
+SCALING_EXPONENT = math.log2(2 * DOUBLING_EFFICIENCY)
+
+
+def elastic_rate(running: int, pods: int) -> float:
+    """The speed of a job running ``running`` of its ``pods`` pods, relative to all of them
+    (:data:`DOUBLING_EFFICIENCY` per doubling: ``(running / pods) ** log2(1.8)``)."""
+    return 1.0 if running >= pods else (running / pods) ** SCALING_EXPONENT
 
 
 HISTORY = 100
@@ -136,6 +159,21 @@ class _Progress:
     """The action whose eviction made the current run a restart."""
     moves: int = 0
     moved_at: float | None = None
+    epoch: int = 0
+    """Which scheduled completion is the current one (a resize or an eviction moves it)."""
+    rate: float = 1.0
+    """The current run's speed (:func:`elastic_rate`)."""
+    done_s: float = 0.0
+    """Work the current run did by ``mark`` (seconds of the job at full size)."""
+    mark: float = 0.0
+    resume: float = 0.0
+    """When the current run (again) makes progress: after its restart or resize pause."""
+    checkpoint_done_s: float = 0.0
+    """Work the current run had done at its last checkpoint."""
+    checkpoint_at: float = 0.0
+    """When that checkpoint was taken (the run's start before the first)."""
+    resized: bool = False
+    """The current run changed size (its lost time is counted from its checkpoint)."""
 
 
 @dataclass(slots=True)
@@ -162,8 +200,10 @@ class _History:
 
 class Replay:
     """The replay of ``jobs`` on ``nodes`` under ``policy`` (see the module docstring);
-    costed under ``prices``, if given (a node the sheet cannot price is a
-    :class:`~gpufleet.cost.nodes.UnpricedNodeError` error here, before anything runs)."""
+    ``other_pods``: the pods an edge adds besides the trace's (their shapes are part of the
+    workload placement expects, as the jobs' are); costed under ``prices``, if given (a node
+    the sheet cannot price is a :class:`~gpufleet.cost.nodes.UnpricedNodeError` error here,
+    before anything runs)."""
 
     def __init__(
         self,
@@ -179,6 +219,7 @@ class Replay:
         prices: PriceSheet | None = None,
         checkpoint_interval_s: float = 0.0,
         restart_s: float = 0.0,
+        other_pods: Sequence[PodSpec] = (),
     ) -> None:
         self.workload, self.seed = workload, seed
         self.checkpoint_interval_s, self.restart_s = checkpoint_interval_s, restart_s
@@ -207,7 +248,7 @@ class Replay:
         )
         self.history = _History(config.expected_duration_s)
         self.topology = topology
-        self.cache = new_cache(config, workload=[job.spec for job in self.jobs])
+        self.cache = new_cache(config, workload=[*(job.spec for job in self.jobs), *other_pods])
         """The cluster: what runs is its ledger."""
         self.cache.apply_all(Event("ADDED", "Node", n) for n in nodes)
         if policy.tenant_queues:
@@ -234,6 +275,10 @@ class Replay:
         """The runs of pods on nodes, to cost (only with a price sheet)."""
         self.finished = bytearray(len(self.jobs))
         """Per job: 1 once it finished."""
+        self.shrinks = 0
+        """Times a running elastic job lost pods to an eviction and ran on."""
+        self.evicted_gpus = 0.0
+        """GPUs of the trace's pods that the cycles evicted (moved ones included)."""
         self.allocation: CostAllocation | None = None
         """The runs costed over the replay's window (after :meth:`run`, with prices)."""
 
@@ -261,24 +306,29 @@ class Replay:
             queue = self._cycle_queue(job)
             preferred = self.topology[0] if self.policy.topology and self.topology else None
             group = GroupSpec(
-                job.name, job.pods, queue, job.arrival_s, topology_preferred=preferred
+                job.name, job.core_pods, queue, job.arrival_s, topology_preferred=preferred
             )
             self.cache.apply(Event("ADDED", "PodGroup", group))
         self._enqueue(i, now)
 
     def _enqueue(self, i: int, now: float) -> None:
         """Job ``i`` waits (again): its pods are created, pending, as when it arrived."""
+        self._create(i, pod_names(self.jobs[i]))
+        self._wait(i, now)
+
+    def _create(self, i: int, names: Sequence[str]) -> None:
+        """Pods ``names`` of job ``i`` are created, pending."""
         job = self.jobs[i]
         queue = self._cycle_queue(job)
         group = job.name if self._gang(job) else ""
         state = self.progress[i]
         progress = PodProgress(
             self.history.expected_s(self._tenant(job)),
-            self.checkpoint_interval_s,
+            self.checkpoint_interval_s if self.policy.reads_checkpoints else 0.0,
             moves=state.moves,
             moved_at=state.moved_at,
         )
-        for name in pod_names(job):
+        for name in names:
             self.pod_job[name] = i
             pod = PodInfo(
                 name,
@@ -289,7 +339,6 @@ class Replay:
                 progress=progress,
             )
             self.cache.apply(Event("ADDED", "Pod", pod))
-        self._wait(i, now)
 
     def _wait(self, i: int, now: float) -> None:
         """The pods of job ``i`` wait, none bound yet."""
@@ -322,7 +371,11 @@ class Replay:
                 lost = state.delay_s
                 if evicted:
                     started = pod.started if pod is not None and pod.started is not None else now
-                    lost = max(0.0, now - started - saved)
+                    lost = (
+                        max(0.0, now - max(started, state.checkpoint_at))
+                        if state.resized
+                        else max(0.0, now - started - saved)
+                    )
                 self.meter.stopped(name, now, evicted=evicted, lost_s=lost, action=blame)
                 if runlog is not None:
                     runlog.stopped(name, now, evicted=evicted)
@@ -332,21 +385,87 @@ class Replay:
             state.saved_s += saved
             state.blame = action
         state.run_start = math.nan
+        state.epoch += 1
         self.meter.job_stopped(job.name, now, evicted=evicted, action=action)
 
     def _saved_s(self, i: int, now: float) -> float:
-        """The work job ``i``'s current run saved by ``now``: its checkpoints, counted from
-        the run's start, less the restart time before it made progress."""
-        state, interval = self.progress[i], self.checkpoint_interval_s
-        if interval <= 0 or math.isnan(state.run_start):
+        """The work job ``i``'s current run saved by ``now``: what it had done at its last
+        checkpoint (checkpoints counted from the run's start; no progress in the restart
+        time before it made any)."""
+        state = self.progress[i]
+        if self.checkpoint_interval_s <= 0 or math.isnan(state.run_start):
             return 0.0
-        taken = math.floor((now - state.run_start) / interval) * interval
-        left = self.jobs[i].duration_s - state.saved_s
-        return min(left, max(0.0, taken - state.delay_s))
+        self._advance(i, now)
+        return min(self.jobs[i].duration_s - state.saved_s, state.checkpoint_done_s)
 
-    def _complete(self, i: int, attempt: int, now: float) -> None:
-        if attempt != self.progress[i].attempt:
-            return  # the run this completion belonged to was evicted
+    def _advance(self, i: int, now: float) -> None:
+        """Count job ``i``'s progress up to ``now``, and the work at its last checkpoint."""
+        state, interval = self.progress[i], self.checkpoint_interval_s
+
+        def done_at(t: float) -> float:
+            return state.done_s + state.rate * max(0.0, t - max(state.mark, state.resume))
+
+        if interval > 0:
+            taken = state.run_start + math.floor((now - state.run_start) / interval) * interval
+            if taken > state.mark:
+                state.checkpoint_done_s, state.checkpoint_at = done_at(taken), taken
+        state.done_s, state.mark = done_at(now), now
+
+    def work_done_s(self, i: int, now: float) -> float:
+        """The work job ``i`` has done and kept by ``now`` (seconds at full size): all of it
+        once finished, else what its checkpoints saved and its current run has done."""
+        if self.finished[i]:
+            return self.jobs[i].duration_s
+        state = self.progress[i]
+        if math.isnan(state.run_start):
+            return state.saved_s
+        self._advance(i, now)
+        return min(self.jobs[i].duration_s, state.saved_s + state.done_s)
+
+    def _end(self, i: int, now: float) -> None:
+        """(Re)schedule the completion of job ``i``'s run at its current speed."""
+        state = self.progress[i]
+        state.epoch += 1
+        left = self.jobs[i].duration_s - state.saved_s - state.done_s
+        end = max(now, state.resume) + max(0.0, left) / state.rate
+        self.events.push(end, COMPLETION, (i, state.epoch))
+        self.other_events += 1
+
+    def _resize(self, i: int, now: float, running: int) -> None:
+        """Running job ``i`` now has ``running`` pods: it pauses for the restart time (none
+        at the instant it started) and goes on at their speed."""
+        state, job = self.progress[i], self.jobs[i]
+        self._advance(i, now)
+        state.rate = elastic_rate(running, job.pods)
+        if now > state.run_start:
+            state.resume = max(state.resume, now + self.restart_s)
+            state.resized = True
+        self._end(i, now)
+
+    def _shrink(self, i: int, keys: Sequence[str], now: float, action: str) -> None:
+        """``action`` evicted pods ``keys`` of running elastic job ``i``, which keeps at least
+        its ``min_pods``: they wait again, and the rest pause for the restart time (charged
+        to ``action``, spread over the evicted pods' GPU-time)."""
+        job, state = self.jobs[i], self.progress[i]
+        running = state.bound - len(keys)
+        pause = self.restart_s * running / len(keys)
+        for key in keys:
+            self.meter.stopped(key, now, evicted=True, lost_s=pause, action=action)
+            if self.runlog is not None:
+                self.runlog.stopped(key, now, evicted=True)
+            pod = self.cache.pods.get(key)
+            if pod is not None:
+                self.cache.apply(Event("DELETED", "Pod", pod))
+        self._create(i, keys)
+        for key in keys:
+            self.meter.queued(key, self._tenant(job), job.spec.gpu_equivalent, now)
+        state.bound = running
+        self.shrinks += 1
+        self._resize(i, now, running)
+
+    def _complete(self, i: int, epoch: int, now: float) -> None:
+        if epoch != self.progress[i].epoch:
+            return  # the run this completion belonged to was evicted or resized
         self.finished[i] = 1
         job = self.jobs[i]
         self._stop(i, now)
@@ -396,15 +515,35 @@ class Replay:
                 i,
             )
         progress.bound += 1
-        if progress.bound == job.pods:
+        if not math.isnan(progress.run_start):
+            self._resize(i, now, progress.bound)  # an elastic pod joined the run
+            return False
+        if progress.bound == job.core_pods:
             self.meter.job_started(job.name, now)
-            progress.run_start = now
+            progress.run_start = progress.mark = progress.checkpoint_at = now
             progress.delay_s = self.restart_s if progress.attempt else 0.0
-            end = now + progress.delay_s + job.duration_s - progress.saved_s
-            self.events.push(end, COMPLETION, (i, progress.attempt))
-            self.other_events += 1
+            progress.resume = now + progress.delay_s
+            progress.done_s = progress.checkpoint_done_s = 0.0
+            progress.rate = elastic_rate(progress.bound, job.pods)
+            progress.resized = False
+            self._end(i, now)
             return True
         return False
+
+    # -- pods that are not the trace's (an edge that adds its own: sim/balance.py) -------
+
+    def _other_event(self, payload: tuple[int, int], now: float) -> bool:  # noqa: ARG002
+        """An event of negative job index that the trace did not schedule; True: the
+        cycle it is followed by may evict (as a periodic one)."""
+        raise ValueError(f"no job {payload[0]} in the trace")
+
+    def _other_bound(self, binding: Binding, now: float) -> None:  # noqa: ARG002
+        """The cycle bound a pod that is not a trace job's."""
+        raise ValueError(f"pod {binding.pod} is no trace job's")
+
+    def _other_evicted(self, eviction: Eviction, now: float) -> None:  # noqa: ARG002
+        """The cycle evicted a pod that is not a trace job's."""
+        raise ValueError(f"pod {eviction.pod} is no trace job's")
 
     # -- the clock ----------------------------------------------------------------------
 
@@ -435,7 +574,10 @@ class Replay:
                     self._complete(i, attempt, now)
                 elif event.priority == ARRIVAL:
                     self.other_events -= 1
-                    self._arrive(i, now)
+                    if i >= 0:
+                        self._arrive(i, now)
+                    elif self._other_event(event.payload, now):
+                        periodic = True
                 else:
                     self.periodic = False
                     periodic = True
@@ -505,17 +647,32 @@ class Replay:
     def _cycle(self, now: float, periodic: bool) -> None:
         result = self.scheduler.run(now, act=periodic)
         moved = frozenset(e.pod for e in result.evictions if e.moved)
-        evicted: set[int] = set()
+        evicted: dict[int, list[Eviction]] = {}
         room_for: dict[int, str] = {}
+        pod_job = self.pod_job
         for eviction in result.evictions:
-            by = self.index.get(eviction.for_, self.pod_job.get(eviction.for_))
+            by = self.index.get(eviction.for_, pod_job.get(eviction.for_))
             if by is not None:
                 room_for.setdefault(by, eviction.action)
-            if self.pod_job[eviction.pod] not in evicted:
-                evicted.add(self.pod_job[eviction.pod])
-                self._evicted(eviction.pod, now, moved, eviction.action)
+            if eviction.pod in pod_job:
+                i = pod_job[eviction.pod]
+                evicted.setdefault(i, []).append(eviction)
+                self.evicted_gpus += self.jobs[i].spec.gpu_equivalent
+            else:
+                self._other_evicted(eviction, now)
+        for i, evictions in evicted.items():
+            first = evictions[0]
+            state = self.progress[i]
+            running = not math.isnan(state.run_start) and first.pod not in moved
+            if running and state.bound - len(evictions) >= self.jobs[i].core_pods:
+                # an elastic job lost pods beyond its minimum: it runs on without them
+                self._shrink(i, [e.pod for e in evictions], now, first.action)
+                continue
+            self._evicted(first.pod, now, moved, first.action)
         for binding in result.bindings:
-            if self._bound(binding, now):
+            if binding.pod not in pod_job:
+                self._other_bound(binding, now)
+            elif self._bound(binding, now):
                 i = self.pod_job[binding.pod]
                 if i in room_for:
                     self.meter.made_room(room_for[i], self.jobs[i].name, now)
