@@ -311,6 +311,17 @@ NOTES = [
         "reclaim: no pod of a queue above its fair share can be reclaimed (1 queue(s) above "
         "it; 3 preemptible pod(s) of other queues within reclaimMinRuntime)",
     ),
+    (
+        note(NoteCode.NOTHING_LENT, above=0, protected=2),
+        "reclaim",
+        "reclaim: no pod of a queue over its GPU quota can be reclaimed (0 queue(s) over it; "
+        "2 preemptible pod(s) of other queues within reclaimMinRuntime)",
+    ),
+    (
+        note(NoteCode.NOT_SERVING),
+        "consolidate-serving",
+        "consolidate-serving: only a serving queue's jobs within its GPU quota gather nodes",
+    ),
 ]
 
 

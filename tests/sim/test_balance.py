@@ -135,3 +135,20 @@ def test_the_balance_replay_is_deterministic() -> None:
     assert replace(first.training, elapsed_s=0) == replace(second.training, elapsed_s=0)
     assert first.serving == second.serving
     assert math.isclose(first.work_gpu_hours, second.work_gpu_hours)
+
+
+def test_an_elastic_job_stopped_loses_the_time_since_its_checkpoint() -> None:
+    """``b`` runs 2 of its 4 pods (at 0.56 of its speed) from 0 s, checkpoints at 3,600 s and
+    is stopped at 4,000 s: its two pods lose 400 s each, whatever its speed."""
+    jobs = [job("a", 1, 8, 1e6), job("b", 4, 4, 1e6, least=2)]
+    replay = Replay(
+        [node("n0"), node("n1")],
+        jobs,
+        REPLAY_POLICIES["gang-backfill"],
+        checkpoint_interval_s=3600.0,
+    )
+    replay.run(until=4000.0)
+    replay._evicted("b/0", 4000.0, frozenset(), "reclaim")
+    reading = replay.meter.reading(4000.0)
+    assert reading.lost_gpu_hours == pytest.approx(2 * 4 * 400 / 3600)
+    assert replay.progress[replay.index["b"]].saved_s == pytest.approx(3600 * elastic_rate(2, 4))

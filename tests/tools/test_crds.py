@@ -200,6 +200,13 @@ CASES = [
         True,
         id="queue-every-field",
     ),
+    pytest.param(queue_spec(serving={}), True, id="queue-serving"),
+    pytest.param(queue_spec(serving={"forecastGPUs": 16}), True, id="queue-serving-forecast"),
+    pytest.param(queue_spec(serving={"forecastGPUs": "1Ti"}), True, id="queue-forecast-at-most"),
+    pytest.param(queue_spec(serving={"forecastGPUs": "2Ti"}), False, id="queue-forecast-huge"),
+    pytest.param(queue_spec(serving={"forecastGPUs": -1}), False, id="queue-forecast-negative"),
+    pytest.param(queue_spec(serving={"forecastGPUs": "x"}), False, id="queue-forecast-not-number"),
+    pytest.param(queue_spec(serving={"forecast": 4}), False, id="queue-serving-unknown-field"),
     pytest.param(queue(gpu={"quota": 4, "limit": 2}), False, id="queue-limit-below-quota"),
     pytest.param(
         queue(memory={"quota": "64Gi", "limit": "32Gi"}), False, id="queue-limit-below-quota-units"

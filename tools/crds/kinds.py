@@ -83,6 +83,8 @@ KINDS: tuple[Kind, ...] = (
             _column("Pending", ".status.pendingJobs", "integer", "Jobs (gangs) waiting."),
             _column("Parent", ".spec.parentQueue", priority=1, what="The parent queue."),
             _column("Pending Pods", ".status.pendingPods", "integer", "Pods waiting.", 1),
+            _column("Lent", ".status.lent", "number", "GPUs of its quota others run.", 1),
+            _column("Borrowed", ".status.borrowed", "number", "GPUs beyond its quota.", 1),
             _column("Age", ".metadata.creationTimestamp", "date"),
         ),
         {
@@ -91,6 +93,14 @@ KINDS: tuple[Kind, ...] = (
             "properties": {
                 "allocated": {**_PER_RESOURCE, "description": "What its running pods hold."},
                 "fairShare": {**_PER_RESOURCE, "description": "Its fair share, last cycle."},
+                "lent": {
+                    "type": "number",
+                    "description": "A serving queue's GPUs of its quota that other queues run.",
+                },
+                "borrowed": {
+                    "type": "number",
+                    "description": "GPUs its running pods hold beyond its GPU quota.",
+                },
                 "pendingJobs": {"type": "integer", "description": "Jobs (gangs) waiting."},
                 "pendingPods": {"type": "integer", "description": "Pods waiting."},
                 "conditions": {

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpufleet.load.objects.node_pools import HOSTNAME_LABEL, MAX_DOMAINS, MAX_POOL_NODES
+from gpufleet.load.objects.queues import MAX_FORECAST_GPUS
 from gpufleet.load.objects.schema import ANY, LENIENT, STRICT, Schema
 
 JSON = dict[str, Any]
@@ -105,6 +106,19 @@ TYPES: Mapping[str, Mapping[str, JSON]] = {
             "none: no quota."
         ),
         "spec.resources.*.limit": _quantity("Hard cap, at least the quota; -1 or none: none."),
+        "spec.serving.forecastGPUs": {
+            **_int_or_string(AMOUNT_PATTERN, 0),
+            "description": "A serving queue's GPUs forecast for the reclaim horizon, kept free "
+            "from lending as whole nodes (at most its GPU quota; default 0: it lends all it "
+            "does not use).",
+            "x-kubernetes-validations": [
+                {
+                    "rule": f"quantity(string(self)).compareTo(quantity('{MAX_FORECAST_GPUS}')) "
+                    "<= 0",
+                    "message": f"must be at most {MAX_FORECAST_GPUS} (2^40) GPUs",
+                }
+            ],
+        },
         "spec.resources.*.overQuotaWeight": {
             "type": "number",
             "minimum": 0,

@@ -19,7 +19,7 @@ rejected by ``GpuMemory``, with a reason of their own.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 import numpy as np
@@ -295,9 +295,25 @@ class Exclusion(ArrayValue):
     mask: BoolArray
     message: str
     name: str = "Reservation"
+    reasons: tuple[tuple[str, BoolArray], ...] = field(default=(), compare=False)
+    """Where the nodes are kept off for different reasons: each reason and its nodes (they
+    cover ``mask``, none twice); empty: ``message`` for all of them."""
 
     def filter(self, state: ClusterState, pod: PodSpec) -> FilterVerdict:  # noqa: ARG002 (the filter protocol)
-        return FilterVerdict(~self.mask, ((self.message, self.mask),))
+        return FilterVerdict(~self.mask, self.reasons or ((self.message, self.mask),))
+
+    def joined(self, other: Exclusion) -> Exclusion:
+        """These nodes and ``other``'s, each node kept off for its own reason (this one's
+        where both keep it)."""
+        mine = self.reasons or ((self.message, self.mask),)
+        theirs = other.reasons or ((other.message, other.mask),)
+        rest = tuple((m, n & ~self.mask) for m, n in theirs)
+        return Exclusion(
+            self.mask | other.mask,
+            self.message,
+            self.name,
+            (*mine, *(r for r in rest if r[1].any())),
+        )
 
 
 def _unschedulable(verdicts: Verdicts, total_nodes: int) -> Status:

@@ -103,6 +103,10 @@ _NOTE_RENDER: dict[NoteCode, Callable[[Mapping[str, Any]], str]] = {
         f"above it; {f['protected']} preemptible pod(s) of other queues within "
         "reclaimMinRuntime)"
     ),
+    NoteCode.NOTHING_LENT: lambda f: (
+        f"no pod of a queue over its GPU quota can be reclaimed ({f['above']} queue(s) over "
+        f"it; {f['protected']} preemptible pod(s) of other queues within reclaimMinRuntime)"
+    ),
 }
 
 

@@ -22,9 +22,11 @@ Each :class:`BalancePolicy` is a configuration of the one cycle, run by the repl
   reclaim shrinks them before it stops any job and picks the nodes whose victims cost least
   (Lyra's greedy reclaim by preemption cost);
 * ``gpufleet`` — as Lyra-greedy, and the serving queue keeps its forecast back from lending
-  (``spec.serving.forecastGPUs``, admission.py): the most replicas the same windows of the
-  previous day asked for over the next reclaim horizon, or what it asks now if more; pods
-  say when they checkpoint, so victims lose the least work since their last checkpoint.
+  as whole free nodes (``spec.serving.forecastGPUs``, admission.py): the most replicas the
+  same windows of the previous :data:`FORECAST_DAYS` days asked for over the next
+  :data:`HORIZON_S`, or what it asks now if more; pods say when they checkpoint, so victims
+  lose the least work since their last checkpoint; and borrowed pods are moved to gather
+  whole nodes for replicas when no queue is over its quota (``consolidate-serving``).
 
 What is measured for training comes from the replay's meter; for serving, here: the share
 of windows that end with fewer replicas running than asked for, the replica-minutes short,

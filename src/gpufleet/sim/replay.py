@@ -172,8 +172,6 @@ class _Progress:
     """Work the current run had done at its last checkpoint."""
     checkpoint_at: float = 0.0
     """When that checkpoint was taken (the run's start before the first)."""
-    resized: bool = False
-    """The current run changed size (its lost time is counted from its checkpoint)."""
 
 
 @dataclass(slots=True)
@@ -371,9 +369,9 @@ class Replay:
                 lost = state.delay_s
                 if evicted:
                     started = pod.started if pod is not None and pod.started is not None else now
-                    lost = (
+                    lost = (  # an elastic job's saved work is not its time: time-based
                         max(0.0, now - max(started, state.checkpoint_at))
-                        if state.resized
+                        if job.core_pods < job.pods
                         else max(0.0, now - started - saved)
                     )
                 self.meter.stopped(name, now, evicted=evicted, lost_s=lost, action=blame)
@@ -439,7 +437,6 @@ class Replay:
         state.rate = elastic_rate(running, job.pods)
         if now > state.run_start:
             state.resume = max(state.resume, now + self.restart_s)
-            state.resized = True
         self._end(i, now)
 
     def _shrink(self, i: int, keys: Sequence[str], now: float, action: str) -> None:
@@ -525,7 +522,6 @@ class Replay:
             progress.resume = now + progress.delay_s
             progress.done_s = progress.checkpoint_done_s = 0.0
             progress.rate = elastic_rate(progress.bound, job.pods)
-            progress.resized = False
             self._end(i, now)
             return True
         return False

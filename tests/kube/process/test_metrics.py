@@ -10,7 +10,7 @@ from gpufleet.cost.prices import NodeType, PriceSheet, UnitPrices
 from gpufleet.kube.process.metrics import Metrics, PodLatency
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.progress import Progress
-from gpufleet.model.workload import PodInfo
+from gpufleet.model.workload import PodInfo, QueueSpec, vector
 from gpufleet.scheduler.api.outcome import Binding, CycleResult, Eviction, Pending, WhyCode, why
 from gpufleet.scheduler.state.changes import Event
 from tests.scheduler.state.test_cache import bound, cache_of, gpu_node, pending
@@ -144,3 +144,30 @@ def test_each_action_counts_its_evictions_the_work_they_lost_and_the_jobs_it_sta
         sample("gpufleet_evicted_work_gpu_seconds_total", {"action": "preempt"}) == 2 * 1060 + 460
     )
     assert sample("gpufleet_room_made_jobs_total", {"action": "preempt"}) == 1
+
+
+def test_lent_and_borrowed_gpus_per_queue_and_reclaims_by_the_queue_that_reclaimed() -> None:
+    """Training runs 3 GPUs on a quota of 1: it borrows 2, which the serving queue (quota 4,
+    1 in use) lends; a reclaim for the serving queue's replica counts for it."""
+    serving = QueueSpec("inference", quota=vector(4.0), serving=True)
+    cache = cache_of(
+        Event("ADDED", "Node", gpu_node("n0")),
+        Event("ADDED", "Queue", serving),
+        Event("ADDED", "Queue", QueueSpec("train", quota=vector(1.0))),
+        Event("ADDED", "Pod", bound("inference/r0", "n0", (0,), queue="inference")),
+        Event("ADDED", "Pod", bound("train/a", "n0", (1, 2, 3), queue="train")),
+        Event("ADDED", "Pod", pending("inference/r1", queue="inference")),
+    )
+    metrics = Metrics("gpufleet")
+    metrics.cycle(NO_CYCLE, 0.01, cache)
+    sample = metrics.registry.get_sample_value
+    assert sample("gpufleet_queue_lent_gpus", {"queue": "inference"}) == 2.0
+    assert sample("gpufleet_queue_borrowed_gpus", {"queue": "train"}) == 2.0
+    assert sample("gpufleet_queue_borrowed_gpus", {"queue": "inference"}) == 0.0
+    result = CycleResult(
+        bindings=(Binding("inference/r1", "n0", (1,), pipelined=True),),
+        evictions=(Eviction("train/a", "reclaim", "inference/r1"),),
+        pending=(),
+    )
+    metrics.evicted(result, cache.pods, now=100.0, restart_s=0.0)
+    assert sample("gpufleet_reclaims_total", {"queue": "inference"}) == 1.0

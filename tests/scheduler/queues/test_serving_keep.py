@@ -44,6 +44,7 @@ def _whole_free(nodes: int, pods: list[PodInfo], bound: dict[str, str]) -> int:
     pending=st.lists(st.sampled_from((1, 2, 4, 8)), min_size=1, max_size=12),
 )
 def test_serving_running_plus_kept_never_below_its_forecast(
+    *,
     nodes: int,
     serving_running: int,
     forecast: int,

@@ -471,3 +471,17 @@ def test_a_pool_grown_pod_by_pod_reads_as_one_built_at_once() -> None:
         np.testing.assert_array_equal(getattr(grown, name)[alive], getattr(whole, name), name)
         assert len(getattr(grown, name)) == len(grown)
     assert len(grown) < len(pods)  # compacted
+
+
+def test_evicting_every_pod_of_an_elastic_gang_stops_it() -> None:
+    """Gang g (minMember 1) has nothing to spare once both its pods go: freeing n0 stops it,
+    as freeing n1 stops p, which loses far less (it ran 10 s, g's pods 100 s)."""
+    nodes = [node("n0", gpus=8), node("n1", gpus=8)]
+    running = [
+        run("a/g-0").gpus(4).gang("a/g").on("n0", 0, 1, 2, 3, started=0.0).obj(),
+        run("a/g-1").gpus(4).gang("a/g").on("n0", 4, 5, 6, 7, started=0.0).obj(),
+        run("a/p").gpus(8).on("n1", *range(8), started=NOW - 10.0).obj(),
+    ]
+    job = run("a/job", 10).gpus(8).obj()
+    groups = (GroupSpec("a/g", min_member=1, queue="a"),)
+    assert victims_for(nodes, running, job, groups) == ["a/p"]

@@ -195,9 +195,13 @@ class LiveScheduler:
         """Apply what the watches brought, run one cycle off the loop, write its result
         (None: no cycle, the cluster has no nodes)."""
         now = self.clock()
-        self.writer.release_holds(now)
-        self.wake.clear()
         self._take(self.store.check_queues())
+        events, self.buffer = self.buffer, []
+        self.cache.apply_all(self.moves.mark(events, now))
+        # After the events: a preemptor whose victims' deletions just came is released into
+        # this cycle, before a pod created since (a victim's replacement) takes its place.
+        self.writer.release_holds(now)
+        self.wake.clear()  # what the releases brought is applied here, not by another cycle
         events, self.buffer = self.buffer, []
         self.cache.apply_all(self.moves.mark(events, now))
         if not self.cache.objects["Node"]:

@@ -29,6 +29,7 @@ from gpufleet.model.progress import work_at_risk
 from gpufleet.model.workload import RESOURCES
 from gpufleet.plugins.stranding import Ratios, stranded
 from gpufleet.scheduler.api.outcome import WhyCode
+from gpufleet.scheduler.queues.admission import lending
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping, Sequence
@@ -141,6 +142,24 @@ class Metrics:
             ["queue", "resource"],
             registry=registry,
         )
+        self.queue_lent = Gauge(
+            "gpufleet_queue_lent_gpus",
+            "GPUs of a serving queue's quota that other queues run (lent).",
+            ["queue"],
+            registry=registry,
+        )
+        self.queue_borrowed = Gauge(
+            "gpufleet_queue_borrowed_gpus",
+            "GPUs a top-level queue's running pods hold beyond its GPU quota (borrowed).",
+            ["queue"],
+            registry=registry,
+        )
+        self.reclaims = Counter(
+            "gpufleet_reclaims",
+            "Pods reclaimed from other queues, by the queue that took the capacity back.",
+            ["queue"],
+            registry=registry,
+        )
         self.gpu_allocated = Gauge(
             "gpufleet_gpu_allocated_ratio",
             "The share of the cluster's GPUs that running pods hold.",
@@ -197,9 +216,14 @@ class Metrics:
         the cycle saw them, before they are deleted) and the jobs it made room for."""
         bound = {b.pod for b in result.bindings}
         helped: dict[str, str] = {}
+        queue_of = {b.pod: pods[b.pod].queue for b in result.bindings if b.pod in pods}
+        for job, queue in list(queue_of.items()):
+            queue_of.setdefault(pods[job].gang, queue)
         for eviction in result.evictions:
             self.action_evictions.labels(eviction.action).inc()
             helped.setdefault(eviction.for_, eviction.action)
+            if eviction.action == "reclaim":
+                self.reclaims.labels(queue_of.get(eviction.for_, "")).inc()
             pod = pods.get(eviction.pod)
             if pod is not None:
                 lost = work_at_risk(pod.progress, pod.started, now, restart_s)
@@ -207,6 +231,11 @@ class Metrics:
         for job, action in helped.items():
             if any(pods[k].gang == job for k in bound if k in pods):
                 self.action_started.labels(action).inc()
+
+    def _lending(self, ledger: Ledger) -> None:
+        for queue, (lent, borrowed) in lending(ledger).items():
+            self.queue_lent.labels(queue).set(lent)
+            self.queue_borrowed.labels(queue).set(borrowed)
 
     def cycle(
         self,
@@ -242,6 +271,7 @@ class Metrics:
         for queue, fair in result.fair_shares.items():
             for i, resource in enumerate(RESOURCES):
                 self.queue_fair_share.labels(queue, resource).set(float(fair[i]))
+        self._lending(ledger)
         pending: dict[str, int] = {}
         waiting = {"active": 0, "backoff": 0, "gated": 0}
         for pod in cache.pending():

@@ -134,6 +134,10 @@ class ResultWriter:
     async def _evict(self, result: CycleResult) -> list[str]:
         """Post the cycle's evictions; the victims the API server accepted to evict."""
         accepted: list[str] = []
+        pods = self.cache.pods
+        queue_of = {  # the queue of each job the cycle bound (whom a reclaim served)
+            pods[b.pod].gang: pods[b.pod].queue for b in result.bindings if b.pod in pods
+        }
         for eviction in result.evictions:
             if not self.may_act():
                 self.cache.keep(eviction.pod)
@@ -154,6 +158,10 @@ class ResultWriter:
                     for_=eviction.for_,
                 )
                 note = f"Preempted by {eviction.for_} ({eviction.action})"
+                if eviction.action == "reclaim" and eviction.for_ in queue_of:
+                    note = (
+                        f"Preempted by {eviction.for_} (reclaim by queue {queue_of[eviction.for_]})"
+                    )
                 await self.events.record(
                     self.teller.regarding(eviction.pod), "Normal", "Preempted", "Preempting", note
                 )

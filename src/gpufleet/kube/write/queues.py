@@ -9,6 +9,10 @@ cluster has, the fields ``kubectl get queues`` shows (the CRD's printer columns,
   queues below it hold;
 * ``fairShare`` — per resource its fair share in the cycle (``gpufleet_queue_fair_share``;
   0 where the cycle computed none);
+* ``lent`` and ``borrowed`` — GPUs: what a serving queue (``spec.serving``) lends of its
+  unused quota, and what a top-level queue runs beyond its quota
+  (``scheduler/queues/admission.py`` ``lending``; ``gpufleet_queue_lent_gpus``,
+  ``gpufleet_queue_borrowed_gpus``);
 * ``pendingJobs`` and ``pendingPods`` — the gangs (a pod without a PodGroup is one) and the
   pods of the queue that wait;
 * ``conditions`` — ``Valid``: ``True``, or ``False`` with the reason (``ParentMissing``,
@@ -32,6 +36,7 @@ import httpx
 
 from gpufleet.kube.write.status import JSON, StatusWriter
 from gpufleet.model.workload import RESOURCES, QueueProblem
+from gpufleet.scheduler.queues.admission import lending
 
 if TYPE_CHECKING:
     from gpufleet.kube.read.objects import ObjectStore
@@ -41,7 +46,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gpufleet.serve")
 
-FIELDS = ("allocated", "fairShare", "pendingJobs", "pendingPods", "conditions")
+FIELDS = ("allocated", "fairShare", "lent", "borrowed", "pendingJobs", "pendingPods", "conditions")
 REASONS = {
     "missing": "ParentMissing",
     "cycle": "ParentCycle",
@@ -62,6 +67,12 @@ def amounts(vector: Any) -> JSON:
     return out
 
 
+def _gpus(value: float) -> float | int:
+    """GPUs to a thousandth, a whole number as such (so that it reads back equal)."""
+    rounded = round(value, 3)
+    return int(rounded) if rounded.is_integer() else rounded
+
+
 def statuses(
     names: Collection[str],
     cache: ClusterCache[Components],
@@ -72,6 +83,7 @@ def statuses(
     its Valid condition's reason and when it last changed (now where it changed)."""
     ledger = cache.ledger()
     alloc = ledger.alloc
+    lent = lending(ledger)
     since = {} if since is None else since
     pods: dict[str, int] = {}
     jobs: dict[str, set[str]] = {}
@@ -82,6 +94,8 @@ def statuses(
         name: {
             "allocated": amounts(alloc.get(name)),
             "fairShare": amounts(result.fair_shares.get(name)),
+            "lent": _gpus(lent.get(name, (0.0, 0.0))[0]),
+            "borrowed": _gpus(lent.get(name, (0.0, 0.0))[1]),
             "pendingJobs": len(jobs.get(name, ())),
             "pendingPods": pods.get(name, 0),
             "conditions": [_valid(name, ledger.invalid_queues.get(name), since)],

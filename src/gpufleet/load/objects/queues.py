@@ -103,7 +103,7 @@ def read_queue(r: Reader) -> tuple[QueueSpec, tuple[bool, ...]]:
     return spec, given
 
 
-MAX_FORECAST_GPUS = 2.0**40
+MAX_FORECAST_GPUS = 2**40
 """The largest ``spec.serving.forecastGPUs`` read (far beyond any cluster)."""
 
 
@@ -114,9 +114,10 @@ def _serving(r: Reader) -> tuple[bool, float]:
     if r.get("spec.serving") is None:
         return False, 0.0
     field = "spec.serving.forecastGPUs"
-    forecast = float(r.quantity(field, r.mapping("spec.serving").get("forecastGPUs", 0)))
+    raw = r.mapping("spec.serving").get("forecastGPUs")
+    forecast = 0.0 if raw is None else float(r.quantity(field, raw))
     if forecast > MAX_FORECAST_GPUS:
-        raise r.fail(field, f"a number of GPUs from 0 to {MAX_FORECAST_GPUS:g}", forecast)
+        raise r.fail(field, f"a number of GPUs from 0 to {MAX_FORECAST_GPUS} (2^40)", raw)
     return True, forecast
 
 

@@ -97,6 +97,9 @@ class NoteCode(enum.Enum):
     OVER_FAIR_SHARE = "OverFairShare"
     """``queue`` would be at ``ratio`` times its fair share (``fair_gpus``) with the job;
     reclaim serves only a queue that stays within its fair share."""
+    NOTHING_LENT = "NothingLent"
+    """For a serving queue within its quota: no pod of a queue over its GPU quota may be
+    reclaimed (``above`` queues are over it, ``protected`` as for ``NONE_RECLAIMABLE``)."""
     NONE_RECLAIMABLE = "NoneReclaimable"
     """No pod of a queue above its fair share may be reclaimed: ``above`` queues are above
     it, ``protected`` preemptible pods of other queues are within their reclaim min

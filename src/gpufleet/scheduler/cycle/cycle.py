@@ -60,7 +60,7 @@ from gpufleet.scheduler.cycle.journal import (
 )
 from gpufleet.scheduler.cycle.stale_gang import StaleGangs
 from gpufleet.scheduler.placement.allocate import Placer
-from gpufleet.scheduler.placement.domains import Domains, restrict
+from gpufleet.scheduler.placement.domains import Domains
 from gpufleet.scheduler.placement.fit import Fit
 from gpufleet.scheduler.placement.place import Placement, place
 from gpufleet.scheduler.queues.backlog import Backlog
@@ -264,7 +264,7 @@ class Cycle:
         held = self.holds.against(job, self.now)
         kept = self.admission.kept_nodes(job)
         if kept is not None:
-            held = kept if held is None else restrict(held, kept.mask, kept.message)
+            held = kept if held is None else held.joined(kept)
         placed = self._schedule(job, held)
         if placed or not self._reserved:
             self.holds.release(job.key)  # bound, or pending for a reason no room cures

@@ -143,3 +143,22 @@ class QueueAdmission:
 def _values(vector: FloatArray) -> tuple[float, ...]:
     """A resource vector as a reason's fact (GPUs, milli-CPU, MiB)."""
     return tuple(float(v) for v in vector)
+
+
+def lending(ledger: Ledger) -> dict[str, tuple[float, float]]:
+    """Per queue, the GPUs it lends and borrows (what ``kubectl get queues`` shows): a
+    top-level queue borrows what it runs beyond its GPU quota; a serving one lends the part
+    of its unused quota that the top-level queues' borrowing covers (with several serving
+    queues, each counts the whole borrowing against its own unused quota)."""
+    tree, alloc = ledger.tree, ledger.alloc
+    roots = tree.children.get(None, ())
+    borrowed = {q: max(0.0, float(alloc[q][0] - tree.queues[q].quota[0])) for q in roots}
+    out: dict[str, tuple[float, float]] = {}
+    for name, spec in tree.queues.items():
+        lent = 0.0
+        if spec.serving:
+            unused = max(0.0, float(spec.quota[0] - alloc[name][0]))
+            others = sum(b for q, b in borrowed.items() if q not in tree.paths[name])
+            lent = min(unused, others)
+        out[name] = (lent, borrowed.get(name, 0.0))
+    return out

@@ -175,9 +175,16 @@ class SearchView(Protocol):
 
 def takes_back(ledger: Ledger, job: Job, request: FloatArray) -> bool:
     """Whether ``job`` is a serving queue's (``spec.serving``) that stays within its GPU
-    quota with ``request``: it takes back what it lent (``room/reclaim.py``) and gathers
-    whole nodes for its replicas (``room/consolidate.py``) whatever its wait."""
+    quota with ``request``, and so does each ancestor that has one: it takes back what it
+    lent (``room/reclaim.py``) and gathers whole nodes for its replicas
+    (``room/consolidate.py``) whatever its wait."""
     spec = ledger.tree.queues.get(job.queue)
     if spec is None or not spec.serving:
         return False
-    return float(ledger.alloc[spec.name][0] + request[0]) <= float(spec.quota[0]) + EPS
+    for name in ledger.tree.paths[job.queue]:  # it, and each ancestor with a GPU quota
+        queue = ledger.tree.queues[name]
+        if (name == spec.name or queue.quota_set[0]) and float(
+            ledger.alloc[name][0] + request[0]
+        ) > float(queue.quota[0]) + EPS:
+            return False
+    return True

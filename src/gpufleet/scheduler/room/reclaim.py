@@ -129,7 +129,7 @@ class Reclaim:
             protected = int(np.count_nonzero(in_other & ~pool.reclaim_ok))
             return (
                 None,
-                note(NoteCode.NONE_RECLAIMABLE, above=len(borrowers), protected=protected),
+                note(NoteCode.NOTHING_LENT, above=len(borrowers), protected=protected),
                 accept,
             )
         return mask, None, accept

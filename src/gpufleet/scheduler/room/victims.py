@@ -49,7 +49,7 @@ from gpufleet.scheduler.placement.place import choose_gpus, on_node, place
 from gpufleet.scheduler.room.protocols import Plan, always, moving
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Sequence
 
     from gpufleet.framework.runtime import Exclusion
     from gpufleet.model.arrays import BoolArray, FloatArray
@@ -122,10 +122,10 @@ class VictimSearch:
             return (r,)
         return tuple(self.ledger.running[k] for k in sorted(left))
 
-    def cost(self, unit: Unit) -> tuple[object, ...]:
+    def cost(self, unit: Unit, taken: Sequence[Running] = ()) -> tuple[object, ...]:
         return (
             max(r.pod.priority for r in unit),
-            self.stops_job(unit),
+            self.stops_job(unit, taken),
             any(r.spec.is_gpu_share for r in unit),
             self.lost_work(list(unit)),
             -max(r.pod.started or 0.0 for r in unit),
@@ -133,12 +133,23 @@ class VictimSearch:
             unit[0].pod.key,
         )
 
-    def stops_job(self, unit: Unit) -> bool:
-        """Whether evicting ``unit`` stops a job (a pod of no gang, or every running pod of
-        its gang); False: it shrinks an elastic gang, which runs on (KAI's semi-preemptible
-        pods beyond ``minMember``, taken before any job is stopped)."""
-        # :meth:`unit` gives one pod of a gang with spares, or all that is left of it
-        return len(unit) > 1 or len(self.ledger.gang_running.get(unit[0].pod.gang, ())) <= 1
+    def stops_job(self, victims: Sequence[Running], taken: Sequence[Running] = ()) -> bool:
+        """Whether evicting ``victims``, the pods ``taken`` gone already, stops a job of
+        theirs: a gang (a pod of no PodGroup is one) left with fewer running pods than its
+        ``minMember`` (at least 1). Otherwise they only shrink elastic gangs, which run on
+        (KAI's semi-preemptible pods beyond ``minMember``, taken before any job is stopped)."""
+        gone: dict[str, int] = {}
+        for v in victims:
+            gone[v.pod.gang] = gone.get(v.pod.gang, 0) + 1
+        for t in taken:
+            if t.pod.gang in gone:
+                gone[t.pod.gang] += 1
+        for gang, count in gone.items():
+            group = self.ledger.groups.get(gang)
+            least = max(group.min_member if group is not None else 1, 1)
+            if len(self.ledger.gang_running.get(gang, ())) - count < least:
+                return True
+        return False
 
     def lost_work(self, victims: list[Running]) -> float:
         """GPU-seconds the victims' eviction throws away: their GPUs, with their share of
@@ -303,7 +314,7 @@ class VictimSearch:
         mark = txn.mark()
         chosen: list[Unit] = []
         fitted = False
-        for r in sorted(pods, key=lambda r: self.cost(self.unit(r, taken))):
+        for r in sorted(pods, key=lambda r: self.cost(self.unit(r, taken), taken)):
             flat = [v for u in chosen for v in u]
             if any(v.pod.key == r.pod.key for v in flat):
                 continue
@@ -333,7 +344,7 @@ class VictimSearch:
         flat = [v for u in chosen for v in u]
         score = (
             max(v.pod.priority for v in flat),
-            any(self.stops_job(u) for u in chosen),
+            self.stops_job(flat, taken),
             self.lost_work(flat),
             sum(v.spec.is_gpu_share for v in flat),
             len(flat),
