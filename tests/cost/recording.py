@@ -26,6 +26,9 @@ ml/pending-0              -      0-120      8 GPU                  never bound: 
 
 (*) the notebook succeeds at minute 90; its pod object stays until minute 105.
 
+gpufleet's ``gpufleet_queue_allocated`` for serving queue ``inference`` (GPUs): 8 in minutes
+0-30, 16 in 30-60, 8 after.
+
 The text (7,757 samples, about 1 MB) is written when the tests start rather than kept in
 the repository: this description is what a reader checks the expected figures against.
 ``python -m tests.cost.recording FILE`` writes it to a file, e.g. to load into another
@@ -267,8 +270,16 @@ def _container(namespace: str, pod: str, container: str) -> dict[str, str]:
     return {"container": container, "namespace": namespace, "pod": pod}
 
 
+def gpufleet() -> list[Family]:
+    """gpufleet's own gauge of what a serving queue holds: the live scheduler's forecast
+    reads it a day later (``kube/process/forecast.py``)."""
+    held = [({"queue": "inference", "resource": "gpu"}, [(0, 30, 8), (30, 60, 16), (60, 120, 8)])]
+    return [("gpufleet_queue_allocated", "gauge", held)]
+
+
 def lines() -> Iterator[str]:
-    for name, kind, series in [*kube_state_metrics(), *dcgm_exporter(), *cadvisor()]:
+    families = [*kube_state_metrics(), *dcgm_exporter(), *cadvisor(), *gpufleet()]
+    for name, kind, series in families:
         yield f"# TYPE {name} {kind}"
         sample = f"{name}_total" if kind == "counter" else name
         for labels, spans in series:

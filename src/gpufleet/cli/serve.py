@@ -203,6 +203,14 @@ def serve(
             show_default="the bundled illustrative sheet",
         ),
     ] = DEFAULT_SHEET,
+    forecast_prometheus: Annotated[
+        str | None,
+        typer.Option(
+            metavar="URL",
+            help="Prometheus to read serving queues' forecasts from: what each held over the "
+            "same hour a day before, as gpufleet_queue_allocated recorded it (docs: serve).",
+        ),
+    ] = None,
     vocabulary: Annotated[
         list[str] | None,
         typer.Option(
@@ -241,6 +249,12 @@ def serve(
             param_hint="'--vocabulary'",
         )
     sheet = load_price_sheet(prices)  # a bad sheet: one line, exit 2, before connecting
+    if forecast_prometheus is not None and not re.match(r"https?://[^/]", forecast_prometheus):
+        raise typer.BadParameter(
+            "expected a Prometheus URL such as http://prometheus:9090, got "
+            f"{forecast_prometheus!r}",
+            param_hint="'--forecast-prometheus'",
+        )
     if leader_elect not in {"true", "false"}:
         raise typer.BadParameter(f"--leader-elect must be true or false, got {leader_elect!r}")
     _check_lease(
@@ -281,6 +295,7 @@ def serve(
         dry_run_events=dry_run_events,
         vocabularies=vocabularies,
         price_sheet=sheet,
+        forecast_prometheus=forecast_prometheus,
         watch_down_grace_s=watch_down_grace,
     )
     try:

@@ -88,6 +88,11 @@ def test_a_missing_kubeconfig_is_one_line_and_exit_2(tmp_path: Path) -> None:
             "--leader-elect-resource-name must be a Kubernetes name",
         ),
         (
+            ("--forecast-prometheus", "prometheus:9090"),
+            "Invalid value for '--forecast-prometheus': expected a Prometheus URL such as "
+            "http://prometheus:9090, got 'prometheus:9090'",
+        ),
+        (
             ("--vocabulary", "kai", "--vocabulary", "lsf"),
             "Invalid value for '--vocabulary': lsf is not read by the live scheduler; it "
             "reads capacityscheduling, kai, volcano",

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpufleet.compose import run_cycle
+from gpufleet.framework.runtime import Exclusion
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.workload import PodInfo, QueueSpec, Snapshot, vector
@@ -100,3 +101,14 @@ def test_the_forecast_keeps_no_more_than_the_quota() -> None:
     result = run_cycle(Snapshot(cluster, pods, queues=queues), now=10.0)
     assert [b.pod for b in result.bindings] == ["train/a"]
     assert np.isclose(len(result.pending), 1)
+
+
+def test_nodes_kept_for_two_reasons_each_keep_their_own() -> None:
+    held = Exclusion(np.array([True, True, False, False]), "reserved")
+    kept = Exclusion(np.array([False, True, True, False]), "kept")
+    verdict = held.joined(kept).filter(None, None)  # type: ignore[arg-type]
+    assert verdict.feasible.tolist() == [False, False, False, True]
+    assert [(m, n.tolist()) for m, n in verdict.failures] == [
+        ("reserved", [True, True, False, False]),
+        ("kept", [False, False, True, False]),
+    ]

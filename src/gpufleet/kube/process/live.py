@@ -26,6 +26,7 @@ import httpx
 import numpy as np
 
 from gpufleet.compose import new_cache
+from gpufleet.kube.process.forecast import Forecasts
 from gpufleet.kube.process.leader import LeaderElector, LeaseConfig
 from gpufleet.kube.process.logs import PendingLog
 from gpufleet.kube.process.metrics import Metrics, PodLatency
@@ -92,6 +93,12 @@ class LiveScheduler:
         self.podgroups = PodGroupStatus(http, clock)
         self.queues = QueueStatus(http)
         self.latency = PodLatency()
+        self.forecasts = (
+            Forecasts(self.options.forecast_prometheus)
+            if self.options.forecast_prometheus
+            else None
+        )
+        """Serving queues' forecasts from Prometheus (``forecast.py``), if asked for."""
         self.moves = MoveMemory()
         """Consolidation's moves, for the pods their controllers create (``moves.py``)."""
         self.pending_log = PendingLog()
@@ -179,6 +186,8 @@ class LiveScheduler:
             for task in watches:
                 task.cancel()
             await asyncio.gather(*watches, return_exceptions=True)
+            if self.forecasts is not None:
+                self.forecasts.close()
 
     async def _until_next(self, stop: asyncio.Event) -> None:
         waker = asyncio.ensure_future(self.wake.wait())
@@ -204,6 +213,8 @@ class LiveScheduler:
         self.wake.clear()  # what the releases brought is applied here, not by another cycle
         events, self.buffer = self.buffer, []
         self.cache.apply_all(self.moves.mark(events, now))
+        if self.forecasts is not None:
+            await self.forecasts.refresh(self.cache, now)
         if not self.cache.objects["Node"]:
             return None
         if self.scheduler is None:

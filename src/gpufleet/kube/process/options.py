@@ -32,6 +32,9 @@ class ServeOptions:
     vocabularies: frozenset[str] = frozenset()
     """Other schedulers' vocabularies read (``load/foreign.py``; those of
     :data:`~gpufleet.kube.read.kinds.LIVE_VOCABULARIES`): none by default, gpufleet's own only."""
+    forecast_prometheus: str | None = None
+    """The Prometheus that serving queues' forecasts are read from (``forecast.py``; None:
+    only their ``spec.serving.forecastGPUs``)."""
     watch_down_grace_s: float = 60.0
     """How long the watch of a kind the cycle needs may be down before ``/readyz`` fails."""
 

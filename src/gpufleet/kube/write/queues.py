@@ -60,15 +60,14 @@ def amounts(vector: Any) -> JSON:
     """``{"gpu": 4, "cpu": 16000, "memory": 65536}`` of a resource vector, to a thousandth
     (a shared GPU's fraction) and whole numbers as such, so that an unchanged amount reads
     back equal."""
-    out: JSON = {}
-    for i, resource in enumerate(RESOURCES):
-        value = round(float(vector[i]) if vector is not None else 0.0, 3)
-        out[resource] = int(value) if value.is_integer() else value
-    return out
+    return {
+        resource: _number(float(vector[i]) if vector is not None else 0.0)
+        for i, resource in enumerate(RESOURCES)
+    }
 
 
-def _gpus(value: float) -> float | int:
-    """GPUs to a thousandth, a whole number as such (so that it reads back equal)."""
+def _number(value: float) -> float | int:
+    """An amount to a thousandth, a whole number as such (so that it reads back equal)."""
     rounded = round(value, 3)
     return int(rounded) if rounded.is_integer() else rounded
 
@@ -94,8 +93,8 @@ def statuses(
         name: {
             "allocated": amounts(alloc.get(name)),
             "fairShare": amounts(result.fair_shares.get(name)),
-            "lent": _gpus(lent.get(name, (0.0, 0.0))[0]),
-            "borrowed": _gpus(lent.get(name, (0.0, 0.0))[1]),
+            "lent": _number(lent.get(name, (0.0, 0.0))[0]),
+            "borrowed": _number(lent.get(name, (0.0, 0.0))[1]),
             "pendingJobs": len(jobs.get(name, ())),
             "pendingPods": pods.get(name, 0),
             "conditions": [_valid(name, ledger.invalid_queues.get(name), since)],
