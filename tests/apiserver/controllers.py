@@ -10,9 +10,12 @@ objects to their specs, as the two controllers of kube-controller-manager do ("D
   Deployment's (default 1); rollouts of a changed template are not modelled;
 * a ReplicaSet keeps ``spec.replicas`` pods of its template that are not being deleted:
   missing ones are created (``generateName: <replicaset>-``, owned by it, pending), surplus
-  ones deleted as the ReplicaSet controller ranks them: unscheduled before scheduled, then
-  the newest first; ``status.replicas`` and ``status.readyReplicas`` (pods bound to a node,
-  there being no kubelet) are written to both kinds.
+  ones deleted as the ReplicaSet controller ranks them ("ReplicaSet" in the Kubernetes
+  documentation: "Scaling a ReplicaSet"): unscheduled before scheduled, a lower
+  ``controller.kubernetes.io/pod-deletion-cost`` first, pods on nodes with more replicas
+  first, then the newest (by the second; Kubernetes buckets ages on a log scale and breaks
+  ties at random, which this does not); ``status.replicas`` and ``status.readyReplicas``
+  (pods bound to a node, there being no kubelet) are written to both kinds.
 
 A pod evicted or deleted is replaced at once, as its ReplicaSet would replace it. Writes made
 while bringing objects to their specs do not recurse: the controller runs again until
@@ -63,8 +66,9 @@ class Controllers:
         self.pods = store.resource("", "v1", "pods")
 
     def start(self) -> Controllers:
-        self.store.subscribe(self._changed)
-        self._changed()
+        with self.store._lock:  # the store's lock before ours, as every write takes them
+            self.store.subscribe(self._changed)
+            self._changed()
         return self
 
     def stop(self) -> None:
@@ -160,10 +164,17 @@ class Controllers:
             )
             return True
         if len(pods) > replicas:
+            on_node: dict[str, int] = {}
+            for pod in pods:
+                node = (pod.get("spec") or {}).get("nodeName") or ""
+                on_node[node] = on_node.get(node, 0) + 1
 
-            def rank(pod: JSON) -> tuple[bool, str]:  # unscheduled first, then the newest
-                bound = bool((pod.get("spec") or {}).get("nodeName"))
-                return bound, _negated(pod["metadata"]["creationTimestamp"])
+            def rank(pod: JSON) -> tuple[bool, int, int, str]:
+                node = (pod.get("spec") or {}).get("nodeName") or ""
+                annotations = pod["metadata"].get("annotations") or {}
+                cost = int(annotations.get("controller.kubernetes.io/pod-deletion-cost", 0))
+                stamp = _negated(pod["metadata"]["creationTimestamp"])
+                return bool(node), cost, -on_node[node], stamp
 
             victim = min(pods, key=rank)
             self.store.delete(self.pods, namespace, victim["metadata"]["name"])

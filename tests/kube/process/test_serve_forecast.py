@@ -3,14 +3,21 @@ the same hour of the previous day (``kube/process/forecast.py``), kept free as w
 
 from __future__ import annotations
 
+import asyncio
+import math
 from typing import TYPE_CHECKING
 
 import pytest
 
+from gpufleet.kube.process.forecast import VALID_S, Forecasts
 from gpufleet.kube.process.live import LiveScheduler
 from gpufleet.kube.process.options import ServeOptions
+from gpufleet.model.workload import QueueSpec, vector
+from gpufleet.scheduler.state.changes import Event
 from tests.cost.recording import START
 from tests.kube.process.test_serve import add_node, add_pod, bound, run_until
+from tests.kube.process.test_serve_cli import free_port
+from tests.scheduler.state.test_cache import cache_of, gpu_node
 
 if TYPE_CHECKING:
     from tests.apiserver.server import Emulator
@@ -61,7 +68,8 @@ def test_a_prometheus_that_does_not_answer_leaves_the_written_forecast(
     """Nothing listens at the URL: the scheduler goes on, with each queue's own
     ``forecastGPUs`` (none here, so all three nodes train), and says so once."""
     _cluster(emulator)
-    options = ServeOptions(period_s=0.2, batch_s=0.01, forecast_prometheus="http://127.0.0.1:9")
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    options = ServeOptions(period_s=0.2, batch_s=0.01, forecast_prometheus=url)
     live = run_until(
         emulator,
         lambda http: LiveScheduler(http, options),
@@ -74,3 +82,37 @@ def test_a_prometheus_that_does_not_answer_leaves_the_written_forecast(
     warned = [r.getMessage() for r in caplog.records if "serving forecast" in r.getMessage()]
     assert len(warned) == 1
     assert "cannot reach Prometheus" in warned[0]
+
+
+def _inference(forecast: float) -> QueueSpec:
+    return QueueSpec("inference", quota=vector(32.0), serving=True, forecast_gpus=forecast)
+
+
+def test_the_queue_keeps_the_larger_of_its_written_forecast_and_prometheus_s() -> None:
+    """Written 4, Prometheus 8: 8. The Queue is raised to 8 (what the cache already holds):
+    Prometheus then says 2, and the written 8 holds. An answer older than an hour is dropped."""
+
+    async def scenario() -> list[float]:
+        forecasts = Forecasts("http://127.0.0.1:1", every_s=math.inf)
+        forecasts.asked = 0.0  # no ask: the answers are set here
+        cache = cache_of(Event("ADDED", "Node", gpu_node("n0")))
+        cache.apply(Event("ADDED", "Queue", _inference(4.0)))
+        seen = []
+
+        async def at(now: float) -> None:
+            await forecasts.refresh(cache, now)
+            seen.append(cache.objects["Queue"]["inference"].forecast_gpus)  # type: ignore[union-attr]
+
+        forecasts.gpus, forecasts.answered = {"inference": 8.0}, 0.0
+        await at(10.0)
+        cache.apply(Event("MODIFIED", "Queue", _inference(8.0)))  # the user writes 8
+        await at(20.0)
+        forecasts.gpus = {"inference": 2.0}
+        await at(30.0)
+        forecasts.gpus = {"inference": 16.0}
+        await at(40.0)
+        await at(VALID_S + 1.0)  # the answer asked at 0 forecast an hour long past
+        forecasts.close()
+        return seen
+
+    assert asyncio.run(scenario()) == [8.0, 8.0, 8.0, 16.0, 8.0]

@@ -95,7 +95,7 @@ def test_a_scaled_up_deployment_takes_its_gpus_back_from_elastic_training_first(
         web, a, b = (_running(emulator, p) for p in ("web-", "train-a-", "train-b-"))
         assert double_booked(emulator) == []
         if not phases and (web, a, b) == (2, 3, 3):
-            if _queue_status(emulator, "inference").get("lent") is None:
+            if _queue_status(emulator, "inference").get("lent") != 4 * GPUS:
                 return False  # its status comes after the cycle that bound them
             phases.append({"lent": _queue_status(emulator, "inference").get("lent")})
             _scale(emulator, 6)
@@ -105,7 +105,7 @@ def test_a_scaled_up_deployment_takes_its_gpus_back_from_elastic_training_first(
         elif len(phases) == 2 and (web, a, b) == (2, 3, 3):
             if _queue_status(emulator, "train").get("borrowed") != 4 * GPUS:
                 return False
-            phases.append({"lent": _queue_status(emulator, "inference").get("lent")})
+            phases.append({"evicted": live.stats.evicted})
             return True
         return False
 
@@ -113,11 +113,12 @@ def test_a_scaled_up_deployment_takes_its_gpus_back_from_elastic_training_first(
         serve(emulator, step, timeout=30.0)
     finally:
         controllers.stop()
-    before, scaled, _after = phases
+    before, scaled, after = phases
     assert before["lent"] == 4 * GPUS  # the 4 nodes training borrowed of inference's 6
     # scaled to 6: the four replicas' nodes came from the gangs' elastic pods, two each,
     # and neither gang was stopped (each keeps its minMember, one pod)
     assert scaled == {"a": 1, "b": 1, "evicted": 4}
+    assert after == {"evicted": 4}  # scaled back, training grew into the freed nodes
     reclaimed = [e for e in events(emulator) if e["reason"] == "Preempted"]
     assert len(reclaimed) == 4
     assert all(e["regarding"]["name"].startswith("train-") for e in reclaimed)

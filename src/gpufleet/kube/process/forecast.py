@@ -1,16 +1,19 @@
 """The live forecast of serving queues: what each held over the same hour of the previous day.
 
 With ``--forecast-prometheus URL``, the live scheduler asks that Prometheus, at most once a
-:data:`EVERY_S`, for each Queue marked ``spec.serving``: the most GPUs the queue held over the
-hour ahead, a day earlier, as gpufleet's own ``gpufleet_queue_allocated`` gauge recorded it
-(:data:`QUERY`; Prometheus must scrape gpufleet's ``/metrics``). The queue then keeps the larger
+:data:`EVERY_S`, one query (:data:`QUERY`): per queue, the most GPUs it held over the hour
+ahead, a day earlier, as gpufleet's own ``gpufleet_queue_allocated`` gauge recorded it
+(Prometheus must scrape gpufleet's ``/metrics``; a standby replica exports none of the queue
+gauges, so only the leader's count). Each Queue marked ``spec.serving`` then keeps the larger
 of that and its ``spec.serving.forecastGPUs`` as whole free nodes (``scheduler/queues/
 admission.py``). The Queue object is not written: the forecast is set on the queue in the
-scheduler's cache, again after every watch event of the Queue.
+scheduler's cache, again after every watch event that brings the Queue as written.
 
-A query that fails (Prometheus unreachable, an error reply) is logged once per failure and the
-last forecasts are kept; a queue the query finds nothing for (a day not yet recorded) keeps
-only its spec's forecast.
+The ask runs beside the cycles: a cycle applies the last answer (only the first cycle waits
+for the first answer, at most :data:`FIRST_WAIT_S`, so that nothing is lent before it). A query that
+fails (Prometheus unreachable, an error reply, an answer of another shape) is logged once per
+run of failures; an answer older than :data:`VALID_S` is dropped, since it forecast an hour
+that has passed, and the queues keep only their written forecasts until Prometheus answers.
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gpufleet.load.costs.prometheus import Prometheus
-from gpufleet.load.errors import InputError
 from gpufleet.model.workload import QueueSpec
 from gpufleet.scheduler.state.changes import Event
 
@@ -34,10 +36,12 @@ log = logging.getLogger("gpufleet.serve")
 
 EVERY_S = 60.0
 """How often the forecasts are asked for."""
-QUERY = (
-    'max(max_over_time(gpufleet_queue_allocated{{queue="{queue}",resource="gpu"}}[1h] offset 23h))'
-)
-"""The GPUs queue ``{queue}`` held over the hour ahead, a day earlier."""
+FIRST_WAIT_S = 5.0
+"""How long the first cycle waits for the first answer (later ones never wait)."""
+VALID_S = 3600.0
+"""How long an answer holds: it forecast the hour after it was asked."""
+QUERY = 'max by (queue) (max_over_time(gpufleet_queue_allocated{resource="gpu"}[1h] offset 23h))'
+"""Per queue, the GPUs it held over the hour ahead, a day earlier."""
 
 
 class Forecasts:
@@ -47,50 +51,62 @@ class Forecasts:
         self.prometheus = Prometheus(url, timeout=10.0)
         self.every_s = every_s
         self.asked = -math.inf
+        self.answered = -math.inf
+        """When the answer in :attr:`gpus` was asked for."""
         self.gpus: dict[str, float] = {}
-        """Per serving queue, the GPUs Prometheus forecast at the last ask that answered."""
+        """Per queue, the GPUs Prometheus forecast at the last ask that answered."""
         self.failing = False
+        self.asking: asyncio.Task[None] | None = None
         self.written: dict[str, float] = {}
         """Per serving queue, its ``spec.serving.forecastGPUs`` as the Queue says."""
         self.applied: dict[str, QueueSpec] = {}
-        """Per serving queue, the spec last set in the cache."""
+        """Per serving queue, the spec last set in the cache (the very object)."""
 
     def close(self) -> None:
+        if self.asking is not None:
+            self.asking.cancel()
         self.prometheus.close()
 
     async def refresh(self, cache: ClusterCache[Components], now: float) -> None:
-        """Ask again if it is time, then set each serving queue's forecast in ``cache``."""
-        if now - self.asked >= self.every_s:
+        """Start an ask if it is time (it runs beside the cycles), then set each serving
+        queue's forecast in ``cache`` from the last answer still valid."""
+        if now - self.asked >= self.every_s and (self.asking is None or self.asking.done()):
+            first = self.asking is None
             self.asked = now
-            names = [q.name for q in _queues(cache) if q.serving]
-            try:
-                self.gpus = await asyncio.to_thread(self._ask, names, now)
-            except InputError as error:
-                if not self.failing:
-                    log.warning("serving forecast: %s; the last forecasts are kept", error)
-                self.failing = True
-            else:
-                self.failing = False
-        for spec in _queues(cache):
+            self.asking = asyncio.create_task(self._ask(now))
+            if first:  # the first cycle waits a little for it: nothing is lent before it
+                await asyncio.wait({self.asking}, timeout=FIRST_WAIT_S)
+        if now - self.answered > VALID_S:
+            self.gpus = {}
+        queues = {q.name: q for q in cache.objects["Queue"].values() if isinstance(q, QueueSpec)}
+        for name in [n for n in self.applied if n not in queues or not queues[n].serving]:
+            del self.applied[name], self.written[name]  # gone, or no longer serving
+        for name, spec in queues.items():
             if not spec.serving:
                 continue
-            mine = self.applied.get(spec.name)
-            if mine is None or spec != mine:  # the Queue as written (a watch event brought it)
-                self.written[spec.name] = spec.forecast_gpus
-            wanted = max(self.gpus.get(spec.name, 0.0), self.written[spec.name])
+            if spec is not self.applied.get(name):  # the Queue as written: a watch brought it
+                self.written[name] = spec.forecast_gpus
+            wanted = max(self.gpus.get(name, 0.0), self.written[name])
+            current = spec
             if wanted != spec.forecast_gpus:
-                spec = replace(spec, forecast_gpus=wanted)  # noqa: PLW2901 (the one set)
-                cache.apply(Event("MODIFIED", "Queue", spec))
-            self.applied[spec.name] = spec
+                current = replace(spec, forecast_gpus=wanted)
+                cache.apply(Event("MODIFIED", "Queue", current))
+            self.applied[name] = current
 
-    def _ask(self, names: list[str], now: float) -> dict[str, float]:
-        out: dict[str, float] = {}
-        for name in names:
-            for _, value in self.prometheus.instant(QUERY.format(queue=name), now):
-                if math.isfinite(value) and value >= 0:
-                    out[name] = max(out.get(name, 0.0), value)
-        return out
-
-
-def _queues(cache: ClusterCache[Components]) -> list[QueueSpec]:
-    return [q for q in cache.objects["Queue"].values() if isinstance(q, QueueSpec)]
+    async def _ask(self, now: float) -> None:
+        try:
+            answer = await asyncio.to_thread(self.prometheus.instant, QUERY, now)
+            gpus: dict[str, float] = {}
+            for labels, value in answer:
+                queue = labels.get("queue")
+                if isinstance(queue, str) and math.isfinite(value) and value >= 0:
+                    gpus[queue] = max(gpus.get(queue, 0.0), value)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # noqa: BLE001 (one line per run of failures; cycles go on)
+            if not self.failing:
+                log.warning("serving forecast from Prometheus failed: %s", error)
+            self.failing = True
+            return
+        self.failing = False
+        self.gpus, self.answered = gpus, now

@@ -308,6 +308,7 @@ class Replica:
             await working
             holding.cancel()
             self.live = None
+            self.metrics.standby()
         # A clean stop gives the Lease up. A killed replica (this task cancelled) does not
         # get here: as after a crash, the next leader waits out the lease, by when every
         # request the killed one had sent has landed.

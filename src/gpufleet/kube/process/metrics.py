@@ -156,7 +156,8 @@ class Metrics:
         )
         self.reclaims = Counter(
             "gpufleet_reclaims",
-            "Pods reclaimed from other queues, by the queue that took the capacity back.",
+            "Pods the cycles reclaimed from other queues (evictions decided, as "
+            "gpufleet_evictions_total), by the queue that took the capacity back.",
             ["queue"],
             registry=registry,
         )
@@ -233,9 +234,23 @@ class Metrics:
                 self.action_started.labels(action).inc()
 
     def _lending(self, ledger: Ledger) -> None:
+        self.queue_lent.clear()  # a queue deleted reads nothing, not its last figures
+        self.queue_borrowed.clear()
         for queue, (lent, borrowed) in lending(ledger).items():
             self.queue_lent.labels(queue).set(lent)
             self.queue_borrowed.labels(queue).set(borrowed)
+
+    def standby(self) -> None:
+        """This replica no longer leads: its per-queue gauges say nothing of the cluster now
+        (a serving queue's forecast reads gpufleet_queue_allocated a day later)."""
+        for gauge in (
+            self.queue_allocated,
+            self.queue_fair_share,
+            self.queue_pending,
+            self.queue_lent,
+            self.queue_borrowed,
+        ):
+            gauge.clear()
 
     def cycle(
         self,
