@@ -29,7 +29,7 @@ import argparse
 import math
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -40,16 +40,16 @@ from gpufleet.load.costs.prices import load_price_sheet
 from gpufleet.load.errors import InputError
 from gpufleet.load.traces.replay_inputs import load_replay
 from gpufleet.load.traces.servegen import HEADROOM, ServingLoad, load_model
-from gpufleet.model.cluster import NodeSpec
+from gpufleet.model.balance import BalanceRun
+from gpufleet.report.balance import markdown, targets
 from gpufleet.report.balance_plot import plot_lending
 from gpufleet.sim.balance import (
     BALANCE_POLICIES,
-    POOL_LABEL,
     SERVING,
     TRAINING,
     BalanceReplay,
-    BalanceRun,
     hourly_price,
+    pool_nodes,
     training_nodes,
 )
 from gpufleet.sim.window import trace_window
@@ -60,25 +60,6 @@ SERVING_NODES = 64
 MODELS = Path("servegen") / "language"
 SCENARIOS = (("m-large", 1.0), ("m-large", 0.75), ("m-large", 1.25), ("m-mid", 1.0))
 """(model, mu over its default) of a full run."""
-COLUMNS = (
-    "policy",
-    "wait mean / p50 / p95 (h)",
-    "JCT (h)",
-    "finished",
-    "never started",
-    "training work (GPU-h)",
-    "useful usage",
-    "deficit windows",
-    "replica-min short",
-    "reclaim p50 / p99 (s)",
-    "jobs stopped",
-    "shrunk",
-    "GPUs evicted",
-    "GPU-h lost",
-    "$ / finished job",
-    "$ / M requests",
-    "run (s)",
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,8 +96,8 @@ def main() -> int:
     jobs = [j for j in trace_window(trace.jobs, SINCE_DAY * DAY) if j.arrival_s < span]
     template = trace.nodes[0]
     pool = training_nodes(jobs, span, template.gpus)
-    serving = [_node(template, SERVING, k) for k in range(SERVING_NODES)]
-    training = [_node(template, TRAINING, k) for k in range(pool)]
+    serving = pool_nodes(template, SERVING, SERVING_NODES)
+    training = pool_nodes(template, TRAINING, pool)
     hourly = hourly_price([*serving, *training], load_price_sheet())
     print(
         f"Philly days {SINCE_DAY}-{SINCE_DAY + args.days:g}: {len(jobs):,} jobs on {pool} training "
@@ -172,10 +153,6 @@ def main() -> int:
     return 0
 
 
-def _node(template: NodeSpec, pool: str, k: int) -> NodeSpec:
-    return replace(template, name=f"{pool}-{k}", labels={**template.labels, POOL_LABEL: pool})
-
-
 def _scenario(load: ServingLoad, factor: float, span: float) -> Scenario:
     windows = min(load.rate.size, math.ceil(span / load.window_s))
     rate = load.rate[:windows]
@@ -189,79 +166,10 @@ def _scenario(load: ServingLoad, factor: float, span: float) -> Scenario:
 def _table(
     scenario: Scenario, runs: list[tuple[BalanceRun, float]], hourly: float, node_gpus: int
 ) -> list[str]:
-    lines = [f"**{scenario.title}**", "", "| " + " | ".join(COLUMNS) + " |"]
-    lines.append("|---" * len(COLUMNS) + "|")
-    for run, elapsed in runs:
-        t, s = run.training, run.serving
-        per_job, per_million = run.costs(hourly)
-        lines.append(
-            "| "
-            + " | ".join(
-                [
-                    run.policy,
-                    f"{_hours(t.mean_wait_s)} / {_hours(t.p50_wait_s)} / {_hours(t.p95_wait_s)}",
-                    _hours(t.mean_jct_s),
-                    f"{t.finished_jobs:,}",
-                    f"{t.never_started_jobs:,}",
-                    f"{run.work_gpu_hours:,.0f}",
-                    f"{run.useful_usage():.1%}",
-                    f"{s.short_windows} of {s.windows} ({s.short_share:.2%})",
-                    f"{s.short_replica_s / 60:,.0f}",
-                    f"{s.latency_s(0.5):.0f} / {s.latency_s(0.99):.0f}",
-                    f"{t.preemptions:,}",
-                    f"{run.shrinks:,}",
-                    f"{run.evicted_gpus:,.0f}",
-                    f"{t.lost_gpu_hours:,.0f}",
-                    f"{per_job:.2f}",
-                    f"{per_million:.2f}",
-                    f"{elapsed:.1f}",
-                ]
-            )
-            + " |"
-        )
-    lines += ["", *_targets(scenario, [r for r, _ in runs], node_gpus), ""]
-    return lines
-
-
-def _targets(scenario: Scenario, runs: list[BalanceRun], node_gpus: int) -> list[str]:
-    """gpufleet against the issue's targets, each with its figures."""
-    by = {r.policy: r for r in runs}
-    ours, static = by["gpufleet"], by["static"]
-    added = int(np.diff(scenario.replicas, prepend=0).clip(min=0).sum()) * node_gpus
-    wait = _ratio(static.training.mean_wait_s, ours.training.mean_wait_s)
-    jct = _ratio(static.training.mean_jct_s, ours.training.mean_jct_s)
-    work = ours.work_gpu_hours / static.work_gpu_hours - 1 if static.work_gpu_hours else math.nan
-    out = [
-        f"gpufleet against static: mean wait {wait} lower (target 1.5x), mean JCT {jct} lower "
-        f"(target 1.4x), training work {work:+.0%} (target +20%); serving deficit "
-        f"{ours.serving.short_share:.2%} of windows (target 0.1%).",
-    ]
-    for other in ("naive-loaning", "lyra-greedy"):
-        them = by[other]
-        per_added = [1000 * r.preemptions / added if added else 0.0 for r in (ours, them)]
-        out.append(
-            f"Against {other}: jobs stopped or shrunk {_fewer(ours.preemptions, them.preemptions)}"
-            f" ({ours.preemptions} against {them.preemptions}; per 1,000 GPUs the replicas asked "
-            f"back, {per_added[0]:.1f} against {per_added[1]:.1f}; per GPU evicted, "
-            f"{ours.per_reclaimed_gpu:.3f} against {them.per_reclaimed_gpu:.3f}), GPU-hours lost "
-            f"{_fewer(ours.training.lost_gpu_hours, them.training.lost_gpu_hours)} "
-            "(targets: 30% fewer)."
-        )
-    return out
-
-
-def _hours(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds / 3600:.2f}"
-
-
-def _ratio(a: float | None, b: float | None) -> str:
-    if a is None or b is None:
-        return "-"
-    return f"{a / b:.2f}x" if b > 0 else ("equal" if a == 0 else "inf")
-
-
-def _fewer(a: float, b: float) -> str:
-    return f"{1 - a / b:.0%} fewer" if b > 0 else "none either way"
+    done = [r for r, _ in runs]
+    elapsed = ["run (s)", *(f"{t:.1f}" for _, t in runs)]
+    lines = [f"**{scenario.title}**", "", *markdown(done, hourly, elapsed)]
+    return [*lines, "", *targets(done, scenario.replicas.tolist(), node_gpus), ""]
 
 
 if __name__ == "__main__":

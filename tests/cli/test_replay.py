@@ -216,7 +216,7 @@ def test_until_cuts_the_replay_short(tmp_path: Path) -> None:
         (("--prices", "p.yaml"), "--prices applies to --protocol replay"),
         (("--protocol", "replay", "--until", "0"), "--until must be a positive number"),
         (("--protocol", "replay", "--until", "inf"), "--until must be a positive number"),
-        (("--protocol", "rewind"), "--protocol must be fill or replay"),
+        (("--protocol", "rewind"), "--protocol must be fill, replay or balance"),
         (("--protocol", "replay", "--format", "csv"), "expected one of openb, philly"),
         (("--protocol", "replay", "--cluster", "missing.yaml"), "missing.yaml: no such file"),
     ],

@@ -12,12 +12,31 @@ from typing import Annotated
 
 import typer
 
+from gpufleet.cli.balance import simulate_balance
 from gpufleet.cli.fill import DEFAULT_POLICIES, simulate_fill
 from gpufleet.cli.options import parse_seeds
 from gpufleet.cli.output import make_console
 from gpufleet.cli.replay import simulate_replay
 from gpufleet.plugins.registry import POLICIES, REPLAY_POLICIES
 from gpufleet.report.files import OutputPathError, check_directory, check_file, write_text
+
+PROTOCOLS = ("fill", "replay", "balance")
+APPLIES: dict[str, tuple[str, ...]] = {
+    "--inflate": ("fill",),
+    "--nodes": ("fill", "replay"),
+    "--format": ("replay", "balance"),
+    "--cluster": ("replay", "balance"),
+    "--queues": ("replay",),
+    "--since": ("replay", "balance"),
+    "--until": ("replay", "balance"),
+    "--checkpoint-interval": ("replay",),
+    "--restart-time": ("replay",),
+    "--prices": ("replay", "balance"),
+    "--serving": ("balance",),
+    "--serving-nodes": ("balance",),
+    "--mu-factor": ("balance",),
+}
+"""Which protocols each option applies to (the others refuse it)."""
 
 
 def simulate(
@@ -52,7 +71,8 @@ def simulate(
         str,
         typer.Option(
             help="fill: place pods until the cluster is full (the FGD paper's protocol); "
-            "replay: jobs arrive, wait, run and finish on a simulated clock."
+            "replay: jobs arrive, wait, run and finish on a simulated clock; balance: a "
+            "replay beside a serving load, per lending policy."
         ),
     ] = "fill",
     trace_format: Annotated[
@@ -114,6 +134,21 @@ def simulate(
             show_default="the bundled illustrative list prices",
         ),
     ] = None,
+    serving: Annotated[
+        Path | None,
+        typer.Option(
+            help="balance: a ServeGen model's folder of client CSVs (servegen/language/m-large).",
+        ),
+    ] = None,
+    serving_nodes: Annotated[
+        int, typer.Option(help="balance: nodes of the serving pool, one replica each.")
+    ] = 64,
+    mu_factor: Annotated[
+        float,
+        typer.Option(
+            help="balance: requests a replica serves, over what makes the peak need the pool."
+        ),
+    ] = 1.0,
     out: Annotated[Path, typer.Option(help="Report directory.")] = Path("gpufleet-report"),
     json_path: Annotated[
         str | None, typer.Option("--json", help="Also write results JSON here ('-' = stdout).")
@@ -130,10 +165,13 @@ def simulate(
     queue; on the openb cluster's own 6,212 GPUs the trace keeps 0.2% of them busy and
     nothing waits. --since, --until, --nodes and --cluster replace these defaults.
     """
-    if protocol not in {"fill", "replay"}:
-        raise typer.BadParameter(f"--protocol must be fill or replay, got {protocol!r}")
-    fill_only = {"--inflate": inflate is not None}
-    replay_only = {
+    if protocol not in PROTOCOLS:
+        raise typer.BadParameter(
+            f"--protocol must be {', '.join(PROTOCOLS[:-1])} or {PROTOCOLS[-1]}, got {protocol!r}"
+        )
+    given = {
+        "--inflate": inflate is not None,
+        "--nodes": nodes is not None,
         "--format": trace_format is not None,
         "--cluster": cluster is not None,
         "--queues": queues is not None,
@@ -142,12 +180,14 @@ def simulate(
         "--checkpoint-interval": checkpoint_interval is not None,
         "--restart-time": restart_time is not None,
         "--prices": prices is not None,
+        "--serving": serving is not None,
+        "--serving-nodes": serving_nodes != 64,
+        "--mu-factor": mu_factor != 1.0,
     }
-    wrong = fill_only if protocol == "replay" else replay_only
-    for option, given in wrong.items():
-        if given:
-            other = "fill" if protocol == "replay" else "replay"
-            raise typer.BadParameter(f"{option} applies to --protocol {other} only")
+    for option, is_given in given.items():
+        if is_given and protocol not in APPLIES[option]:
+            where = " or ".join(APPLIES[option])
+            raise typer.BadParameter(f"{option} applies to --protocol {where} only")
     seed_list = parse_seeds(seeds)
     to_stdout = json_path == "-"
     try:  # refused before the run, not after it
@@ -157,7 +197,19 @@ def simulate(
     except OutputPathError as exc:
         raise typer.BadParameter(str(exc)) from None
     console = make_console(stderr=to_stdout)
-    if protocol == "replay":
+    if protocol == "balance":
+        document = simulate_balance(
+            workload,
+            serving,
+            (trace_format, cluster),
+            (since, until),
+            (serving_nodes, mu_factor),
+            policy,
+            prices,
+            out,
+            console,
+        )
+    elif protocol == "replay":
         document = simulate_replay(
             workload,
             nodes,

@@ -37,12 +37,13 @@ served (each window's requests, times the share of its replicas that ran).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from gpufleet.cost.nodes import price_nodes
+from gpufleet.model.balance import BalanceRun, ServingFigures
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.selectors import NodeConstraint, Requirement
 from gpufleet.model.workload import PodInfo, QueueSpec, ReplayJob, vector
@@ -57,7 +58,6 @@ if TYPE_CHECKING:
     from gpufleet.cost.prices import PriceSheet
     from gpufleet.model.arrays import IntArray
     from gpufleet.model.cluster import NodeSpec
-    from gpufleet.model.results import ReplayRun
     from gpufleet.scheduler.api.outcome import Binding, Eviction
 
 SERVING = "serving"
@@ -130,6 +130,12 @@ TRAINING_LOAD = 1.1
 """How much work the training trace offers its pool, over the pool's capacity."""
 
 
+def pool_nodes(template: NodeSpec, pool: str, count: int) -> list[NodeSpec]:
+    """``count`` nodes like ``template``, named ``<pool>-<k>``, labelled with their pool."""
+    labels = {**template.labels, POOL_LABEL: pool}
+    return [replace(template, name=f"{pool}-{k}", labels=labels) for k in range(count)]
+
+
 def training_nodes(jobs: Sequence[ReplayJob], span_s: float, node_gpus: int) -> int:
     """Nodes of ``node_gpus`` GPUs such that ``jobs`` (arriving in ``[0, span_s)``) offer
     :data:`TRAINING_LOAD` of their capacity over the span: the GPU-time they could run
@@ -161,37 +167,6 @@ def forecast(replicas: IntArray, windows_ahead: int, per_day: int, days: int = 1
             if 0 < lag < wanted.size:
                 np.maximum(out[lag:], wanted[:-lag], out=out[lag:])
     return out
-
-
-@dataclass(slots=True)
-class ServingFigures:
-    """What the serving side got."""
-
-    windows: int = 0
-    short_windows: int = 0
-    """Windows that ended with fewer replicas running than asked for."""
-    short_replica_s: float = 0.0
-    """Replica-seconds asked for but not running."""
-    latencies_s: list[float] = field(default_factory=list)
-    """Per replica: from its creation to its start (its binding, plus the eviction grace
-    where it evicted pods); one never bound counts at its wait until it was deleted or the
-    replay ended."""
-    never_bound: int = 0
-    """Replicas deleted (scaled down) before they were bound."""
-    requests: float = 0.0
-    served: float = 0.0
-    held_gpu_s: float = 0.0
-    lent_gpus: list[float] = field(default_factory=list)
-    """Per window's end: GPUs of the serving queue's quota that training held."""
-    replicas: list[int] = field(default_factory=list)
-    """Per window: the replicas asked for."""
-
-    @property
-    def short_share(self) -> float:
-        return self.short_windows / self.windows if self.windows else 0.0
-
-    def latency_s(self, q: float) -> float:
-        return float(np.quantile(self.latencies_s, q)) if self.latencies_s else math.nan
 
 
 class BalanceReplay(Replay):
@@ -410,48 +385,6 @@ class BalanceReplay(Replay):
             evicted_gpus=self.evicted_gpus,
             hours=end / 3600.0,
         )
-
-
-@dataclass(frozen=True, slots=True)
-class BalanceRun:
-    """One policy's replay: the training run's figures (the replay's), the serving ones,
-    and the work training kept."""
-
-    policy: str
-    training: ReplayRun
-    serving: ServingFigures
-    work_gpu_hours: float
-    """Training work done and kept, in GPU-hours of the jobs at full size."""
-    shrinks: int
-    evicted_gpus: float
-    hours: float
-
-    @property
-    def preemptions(self) -> int:
-        """Jobs stopped or shrunk by an eviction."""
-        return self.training.preemptions + self.shrinks
-
-    @property
-    def per_reclaimed_gpu(self) -> float:
-        return self.preemptions / self.evicted_gpus if self.evicted_gpus else 0.0
-
-    def useful_usage(self) -> float:
-        """Work done over capacity: training's kept work and the replica time that served."""
-        capacity = self.training.capacity_gpu_hours
-        serving = self.serving.held_gpu_s / 3600.0
-        return (self.work_gpu_hours + serving) / capacity if capacity else 0.0
-
-    def costs(self, hourly: float) -> tuple[float, float]:
-        """$ per finished training job and per million requests served, the cluster at
-        ``hourly`` $ an hour: serving pays for the GPU-hours its replicas held, training
-        for the rest (its pool, what it borrowed and what stood idle)."""
-        total = hourly * self.hours
-        capacity = self.training.capacity_gpu_hours
-        serving = total * (self.serving.held_gpu_s / 3600.0) / capacity if capacity else 0.0
-        finished = self.training.finished_jobs
-        per_job = (total - serving) / finished if finished else math.inf
-        served = self.serving.served / 1e6
-        return per_job, serving / served if served else math.inf
 
 
 def hourly_price(nodes: Sequence[NodeSpec], sheet: PriceSheet) -> float:
