@@ -59,7 +59,7 @@ class ServingFigures:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class BalanceRun:
     """One policy's replay: the training run's figures (the replay's), the serving ones,
     and the work training kept."""
