@@ -125,6 +125,22 @@ def test_queues(tmp_path: Path) -> None:
     assert (team.serving, team.forecast_gpus) == (False, 0.0)
 
 
+def test_a_forecast_query_is_read_and_the_what_if_says_it_is_not_asked(tmp_path: Path) -> None:
+    queue = (
+        "apiVersion: gpufleet.io/v1alpha1\nkind: Queue\nmetadata: {name: inference}\n"
+        "spec: {serving: {forecastGPUs: 8, forecastQuery: 'max(my_desired_gpus)'}}"
+    )
+    warned: list[str] = []
+    snap = load_snapshot(write(tmp_path, NODE, queue), warn=warned.append)
+    q = next(q for q in snap.queues if q.name == "inference")
+    assert q.forecast_query == "max(my_desired_gpus)"
+    assert any(
+        "Queue inference: spec.serving.forecastQuery is asked only by gpufleet serve "
+        "--forecast-prometheus; here it keeps its forecastGPUs (8)" in w
+        for w in warned
+    )
+
+
 @pytest.mark.parametrize(
     ("serving", "expected"),
     [
@@ -392,6 +408,14 @@ POD = "apiVersion: v1\nkind: Pod\nmetadata: {{name: p, namespace: ml{meta}}}\nsp
             ],
             "Queue a: field 'spec.serving': expected a mapping",
             id="serving-not-mapping",
+        ),
+        pytest.param(
+            [
+                "apiVersion: gpufleet.io/v1alpha1\nkind: Queue\nmetadata: {name: a}\n"
+                "spec: {serving: {forecastQuery: ''}}"
+            ],
+            "Queue a: field 'spec.serving.forecastQuery': expected a PromQL query",
+            id="empty-forecast-query",
         ),
         pytest.param(
             [

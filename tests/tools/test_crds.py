@@ -207,6 +207,12 @@ CASES = [
     pytest.param(queue_spec(serving={"forecastGPUs": -1}), False, id="queue-forecast-negative"),
     pytest.param(queue_spec(serving={"forecastGPUs": "x"}), False, id="queue-forecast-not-number"),
     pytest.param(queue_spec(serving={"forecast": 4}), False, id="queue-serving-unknown-field"),
+    pytest.param(queue_spec(serving={"forecastQuery": "max(x)"}), True, id="queue-forecast-query"),
+    pytest.param(queue_spec(serving={"forecastQuery": ""}), False, id="queue-forecast-query-empty"),
+    pytest.param(
+        queue_spec(serving={"forecastQuery": "x" * 4097}), False, id="queue-forecast-query-long"
+    ),
+    pytest.param(queue_spec(serving={"forecastQuery": 4}), False, id="queue-forecast-query-number"),
     pytest.param(queue(gpu={"quota": 4, "limit": 2}), False, id="queue-limit-below-quota"),
     pytest.param(
         queue(memory={"quota": "64Gi", "limit": "32Gi"}), False, id="queue-limit-below-quota-units"

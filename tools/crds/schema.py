@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpufleet.load.objects.node_pools import HOSTNAME_LABEL, MAX_DOMAINS, MAX_POOL_NODES
-from gpufleet.load.objects.queues import MAX_FORECAST_GPUS
+from gpufleet.load.objects.queues import MAX_FORECAST_GPUS, MAX_QUERY_CHARS
 from gpufleet.load.objects.schema import ANY, LENIENT, STRICT, Schema
 
 JSON = dict[str, Any]
@@ -118,6 +118,14 @@ TYPES: Mapping[str, Mapping[str, JSON]] = {
                     "message": f"must be at most {MAX_FORECAST_GPUS} (2^40) GPUs",
                 }
             ],
+        },
+        "spec.serving.forecastQuery": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_QUERY_CHARS,
+            "description": "A PromQL query of the GPUs a serving queue will need over the "
+            "reclaim horizon, asked by gpufleet serve --forecast-prometheus; the larger of its "
+            "answer and forecastGPUs is kept.",
         },
         "spec.resources.*.overQuotaWeight": {
             "type": "number",

@@ -74,6 +74,7 @@ from gpufleet.load.objects.checks import (
     placement_fields,
     pod_claims,
     queue_tree,
+    serving_queries,
     unique,
 )
 from gpufleet.load.objects.devices import device_class, pools
@@ -258,6 +259,7 @@ def _parse(
     placement_fields(by_kind.get("Pod", []), read_pods, source, warn)
     namespace_labels(pods, len(by_kind.get("Namespace", [])), source, warn)
     missing_classes(by_kind.get("Pod", []), classes, source, warn)
+    serving_queries(queues, source, warn)
     done = Counter(g for r in by_kind.get("Pod", []) if (g := succeeded_in(r, names)))
     groups = [replace(g, succeeded=done[g.key]) if done[g.key] else g for g in groups]
     topologies = by_kind.get("Topology", [])

@@ -97,6 +97,9 @@ class QueueSpec(ArrayValue):
     forecast_gpus: float = 0.0
     """GPUs a serving queue's services are forecast to need over the reclaim horizon
     (``spec.serving.forecastGPUs``): lending keeps ``min(quota, forecast)`` within its reach."""
+    forecast_query: str = ""
+    """A PromQL query of the GPUs it will need (``spec.serving.forecastQuery``), which the live
+    scheduler asks its forecast Prometheus (``kube/process/forecast.py``); empty: none."""
     uid: str = field(default="", compare=False)
     """``metadata.uid`` and ``resource_version`` its ``metadata.resourceVersion`` (empty: not
     read from a cluster): which object and which write of it, not what it holds, so neither

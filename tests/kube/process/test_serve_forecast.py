@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -23,14 +23,15 @@ if TYPE_CHECKING:
     from tests.apiserver.server import Emulator
 
 DAY = 86_400.0
+JSON = dict[str, Any]
 
 
-def _cluster(emulator: Emulator) -> None:
+def _cluster(emulator: Emulator, serving: JSON | None = None) -> None:
     store = emulator.store
     for name in ("n0", "n1", "n2"):
         add_node(emulator, name, gpus=8)
     queues = store.resource("gpufleet.io", "v1alpha1", "queues")
-    spec = {"resources": {"gpu": {"quota": 24}}, "serving": {}}
+    spec = {"resources": {"gpu": {"quota": 24}}, "serving": serving or {}}
     store.create(queues, "", {"metadata": {"name": "inference"}, "spec": spec})
     store.create(queues, "", {"metadata": {"name": "train"}, "spec": {}})
     for k in range(3):
@@ -116,3 +117,44 @@ def test_the_queue_keeps_the_larger_of_its_written_forecast_and_prometheus_s() -
         return seen
 
     assert asyncio.run(scenario()) == [8.0, 8.0, 8.0, 16.0, 8.0]
+
+
+def test_a_queue_s_own_query_raises_its_forecast(emulator: Emulator, prometheus_url: str) -> None:
+    """Its query asks the most it held over the recording's two hours: 16 GPUs, two nodes
+    kept, though the hour ahead a day before held 8."""
+    query = (
+        'max_over_time(gpufleet_queue_allocated{queue="inference",resource="gpu"}[2h] offset 22h)'
+    )
+    _cluster(emulator, {"forecastQuery": query})
+    now = START + DAY + 60 * 10 - 3600
+    options = ServeOptions(period_s=0.2, batch_s=0.01, forecast_prometheus=prometheus_url)
+    live = run_until(
+        emulator,
+        lambda http: LiveScheduler(http, options, clock=lambda: now),
+        lambda s: s,
+        lambda s: s.stats.cycles >= 3,
+        timeout=20.0,
+    )
+    assert live.forecasts is not None
+    assert live.forecasts.gpus == {"inference": 16.0}
+    assert len(bound(emulator)) == 1
+
+
+def test_without_prometheus_a_forecast_query_is_said_to_go_unasked(
+    emulator: Emulator, caplog: pytest.LogCaptureFixture
+) -> None:
+    _cluster(emulator, {"forecastGPUs": 8, "forecastQuery": "max(desired)"})
+    options = ServeOptions(period_s=0.2, batch_s=0.01)
+    run_until(
+        emulator,
+        lambda http: LiveScheduler(http, options),
+        lambda s: s,
+        lambda s: s.stats.cycles >= 3,
+        timeout=20.0,
+    )
+    assert len(bound(emulator)) == 2  # forecastGPUs 8 keeps one node
+    told = [r.getMessage() for r in caplog.records if "forecastQuery" in r.getMessage()]
+    assert told == [
+        "Queue inference: spec.serving.forecastQuery is not asked without "
+        "--forecast-prometheus; it keeps its forecastGPUs (8)"
+    ]

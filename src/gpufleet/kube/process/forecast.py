@@ -4,10 +4,12 @@ With ``--forecast-prometheus URL``, the live scheduler asks that Prometheus, at 
 :data:`EVERY_S`, one query (:data:`QUERY`): per queue, the most GPUs it held over the hour
 ahead, a day earlier, as gpufleet's own ``gpufleet_queue_allocated`` gauge recorded it
 (Prometheus must scrape gpufleet's ``/metrics``; a standby replica exports none of the queue
-gauges, so only the leader's count). Each Queue marked ``spec.serving`` then keeps the larger
-of that and its ``spec.serving.forecastGPUs`` as whole free nodes (``scheduler/queues/
-admission.py``). The Queue object is not written: the forecast is set on the queue in the
-scheduler's cache, again after every watch event that brings the Queue as written.
+gauges, so only the leader's count); and each queue's own ``spec.serving.forecastQuery``, if
+it has one (the largest value of its answer, in GPUs). Each Queue marked ``spec.serving``
+then keeps the largest of these and its ``spec.serving.forecastGPUs`` as whole free nodes
+(``scheduler/queues/admission.py``). The Queue object is not written: the forecast is set on
+the queue in the scheduler's cache, again after every watch event that brings the Queue as
+written.
 
 The ask runs beside the cycles: a cycle applies the last answer (only the first cycle waits
 for the first answer, at most :data:`FIRST_WAIT_S`, so that nothing is lent before it). A query that
@@ -70,15 +72,16 @@ class Forecasts:
     async def refresh(self, cache: ClusterCache[Components], now: float) -> None:
         """Start an ask if it is time (it runs beside the cycles), then set each serving
         queue's forecast in ``cache`` from the last answer still valid."""
+        queues = {q.name: q for q in cache.objects["Queue"].values() if isinstance(q, QueueSpec)}
         if now - self.asked >= self.every_s and (self.asking is None or self.asking.done()):
             first = self.asking is None
             self.asked = now
-            self.asking = asyncio.create_task(self._ask(now))
+            own = {n: q.forecast_query for n, q in queues.items() if q.serving and q.forecast_query}
+            self.asking = asyncio.create_task(self._ask(now, own))
             if first:  # the first cycle waits a little for it: nothing is lent before it
                 await asyncio.wait({self.asking}, timeout=FIRST_WAIT_S)
         if now - self.answered > VALID_S:
             self.gpus = {}
-        queues = {q.name: q for q in cache.objects["Queue"].values() if isinstance(q, QueueSpec)}
         for name in [n for n in self.applied if n not in queues or not queues[n].serving]:
             del self.applied[name], self.written[name]  # gone, or no longer serving
         for name, spec in queues.items():
@@ -93,14 +96,18 @@ class Forecasts:
                 cache.apply(Event("MODIFIED", "Queue", current))
             self.applied[name] = current
 
-    async def _ask(self, now: float) -> None:
+    async def _ask(self, now: float, own: dict[str, str]) -> None:
+        """The default query, and each queue's own (``own``: its ``forecastQuery``)."""
         try:
-            answer = await asyncio.to_thread(self.prometheus.instant, QUERY, now)
             gpus: dict[str, float] = {}
-            for labels, value in answer:
+            for labels, value in await asyncio.to_thread(self.prometheus.instant, QUERY, now):
                 queue = labels.get("queue")
                 if isinstance(queue, str) and math.isfinite(value) and value >= 0:
                     gpus[queue] = max(gpus.get(queue, 0.0), value)
+            for queue, query in own.items():
+                for _, value in await asyncio.to_thread(self.prometheus.instant, query, now):
+                    if math.isfinite(value) and value >= 0:
+                        gpus[queue] = max(gpus.get(queue, 0.0), value)
         except asyncio.CancelledError:
             raise
         except Exception as error:  # noqa: BLE001 (one line per run of failures; cycles go on)

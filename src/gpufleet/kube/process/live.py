@@ -41,7 +41,7 @@ from gpufleet.kube.read.watch import Kind, Reflector
 from gpufleet.kube.write.podgroups import PodGroupStatus
 from gpufleet.kube.write.queues import QueueStatus
 from gpufleet.kube.write.recorder import EventRecorder
-from gpufleet.model.workload import PodInfo
+from gpufleet.model.workload import PodInfo, QueueSpec
 from gpufleet.scheduler.cycle.session import Scheduler
 
 if TYPE_CHECKING:
@@ -99,6 +99,8 @@ class LiveScheduler:
             else None
         )
         """Serving queues' forecasts from Prometheus (``forecast.py``), if asked for."""
+        self._told: set[str] = set()
+        """Queues whose forecast query was said to go unasked."""
         self.moves = MoveMemory()
         """Consolidation's moves, for the pods their controllers create (``moves.py``)."""
         self.pending_log = PendingLog()
@@ -215,6 +217,8 @@ class LiveScheduler:
         self.cache.apply_all(self.moves.mark(events, now))
         if self.forecasts is not None:
             await self.forecasts.refresh(self.cache, now)
+        else:
+            self._unasked_queries()
         if not self.cache.objects["Node"]:
             return None
         if self.scheduler is None:
@@ -232,6 +236,19 @@ class LiveScheduler:
             self.moves.record(result, self.cache.pods, now, self.writer.accepted)
         self._measure(result, time.perf_counter() - started)
         return result
+
+    def _unasked_queries(self) -> None:
+        """Say once per Queue that its ``spec.serving.forecastQuery`` is not asked: no
+        ``--forecast-prometheus`` was given (it keeps its ``forecastGPUs``)."""
+        for spec in self.cache.objects["Queue"].values():
+            if isinstance(spec, QueueSpec) and spec.forecast_query and spec.name not in self._told:
+                self._told.add(spec.name)
+                log.warning(
+                    "Queue %s: spec.serving.forecastQuery is not asked without "
+                    "--forecast-prometheus; it keeps its forecastGPUs (%g)",
+                    spec.name,
+                    spec.forecast_gpus,
+                )
 
     def _measure(self, result: CycleResult, seconds: float) -> None:
         self.metrics.cycle(result, seconds, self.cache, held=self.store.held)

@@ -11,7 +11,7 @@ warning: they are not scheduled).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from gpufleet.load.errors import InputError
@@ -299,3 +299,15 @@ def pod_claims(
                 )
             claims.setdefault(key, claim_spec(template, "spec.spec", key))
     return list(claims.values()), allocations
+
+
+def serving_queries(queues: Sequence[QueueSpec], source: str, warn: Warn) -> None:
+    """One warning per Queue whose ``spec.serving.forecastQuery`` a snapshot cannot ask: only
+    the live scheduler asks Prometheus; here the queue keeps its ``forecastGPUs``."""
+    for q in queues:
+        if q.forecast_query:
+            warn(
+                f"{source}: Queue {q.name}: spec.serving.forecastQuery is asked only by "
+                f"gpufleet serve --forecast-prometheus; here it keeps its forecastGPUs "
+                f"({q.forecast_gpus:g})"
+            )

@@ -107,18 +107,32 @@ MAX_FORECAST_GPUS = 2**40
 """The largest ``spec.serving.forecastGPUs`` read (far beyond any cluster)."""
 
 
-def _serving(r: Reader) -> tuple[bool, float]:
-    """(serving, forecast GPUs) from ``spec.serving``: absent, not a serving queue; ``{}``, a
-    serving queue that keeps nothing back; ``forecastGPUs``, the GPUs its services are
-    forecast to need over the reclaim horizon (lending keeps at most its GPU quota of it)."""
+MAX_QUERY_CHARS = 4096
+"""The longest ``spec.serving.forecastQuery`` read."""
+
+
+def _serving(r: Reader) -> tuple[bool, float, str]:
+    """(serving, forecast GPUs, forecast query) from ``spec.serving``: absent, not a serving
+    queue; ``{}``, a serving queue that keeps nothing back; ``forecastGPUs``, the GPUs its
+    services are forecast to need over the reclaim horizon (lending keeps at most its GPU
+    quota of it); ``forecastQuery``, a PromQL query of those GPUs for the live scheduler."""
     if r.get("spec.serving") is None:
-        return False, 0.0
+        return False, 0.0, ""
+    query = r.mapping("spec.serving").get("forecastQuery")
+    if query is not None and (
+        not isinstance(query, str) or not query.strip() or len(query) > MAX_QUERY_CHARS
+    ):
+        raise r.fail(
+            "spec.serving.forecastQuery",
+            f"a PromQL query of at most {MAX_QUERY_CHARS} characters",
+            query,
+        )
     field = "spec.serving.forecastGPUs"
     raw = r.mapping("spec.serving").get("forecastGPUs")
     forecast = 0.0 if raw is None else float(r.quantity(field, raw))
     if forecast > MAX_FORECAST_GPUS:
         raise r.fail(field, f"a number of GPUs from 0 to {MAX_FORECAST_GPUS} (2^40)", raw)
-    return True, forecast
+    return True, forecast, query or ""
 
 
 MAX_TIMEOUT_S = 2**31 - 1

@@ -174,7 +174,7 @@ QUEUE: Schema = {
     "spec": {
         **dict.fromkeys(("parentQueue", "priority", "preemptMinRuntime", "reclaimMinRuntime"), ANY),
         "resources": dict.fromkeys(("gpu", "cpu", "memory"), _QUEUE_RESOURCE),
-        "serving": {"forecastGPUs": ANY},
+        "serving": {"forecastGPUs": ANY, "forecastQuery": ANY},
     },
 }
 TOPOLOGY: Schema = {**_OBJECT, "spec": {"levels": [{"nodeLabel": ANY}]}}
