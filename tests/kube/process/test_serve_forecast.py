@@ -101,7 +101,7 @@ def test_the_queue_keeps_the_larger_of_its_written_forecast_and_prometheus_s() -
         seen = []
 
         async def at(now: float) -> None:
-            await forecasts.refresh(cache, now)
+            await forecasts.refresh(cache, now, {})
             seen.append(cache.objects["Queue"]["inference"].forecast_gpus)  # type: ignore[union-attr]
 
         forecasts.gpus, forecasts.answered = {"inference": 8.0}, 0.0
@@ -158,3 +158,30 @@ def test_without_prometheus_a_forecast_query_is_said_to_go_unasked(
         "Queue inference: spec.serving.forecastQuery is not asked without "
         "--forecast-prometheus; it keeps its forecastGPUs (8)"
     ]
+
+
+def test_a_serving_deployment_s_replicas_are_kept_before_its_pods_exist(
+    emulator: Emulator,
+) -> None:
+    """A Deployment of the serving queue asks for 2 replicas of 8 GPUs; no controller has
+    made its pods yet: two nodes are kept for them, and training gets the third."""
+    _cluster(emulator)
+    deployments = emulator.store.resource("apps", "v1", "deployments")
+    template = {
+        "metadata": {"labels": {"gpufleet.io/queue": "inference", "app": "web"}},
+        "spec": {
+            "schedulerName": "gpufleet",
+            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "8"}}}],
+        },
+    }
+    body = {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}, "template": template}
+    emulator.store.create(deployments, "default", {"metadata": {"name": "web"}, "spec": body})
+    options = ServeOptions(period_s=0.2, batch_s=0.01)
+    run_until(
+        emulator,
+        lambda http: LiveScheduler(http, options),
+        lambda s: s,
+        lambda s: s.stats.cycles >= 3,
+        timeout=20.0,
+    )
+    assert len(bound(emulator)) == 1

@@ -11,6 +11,11 @@ then keeps the largest of these and its ``spec.serving.forecastGPUs`` as whole f
 the queue in the scheduler's cache, again after every watch event that brings the Queue as
 written.
 
+Without ``--forecast-prometheus`` nothing is asked. Either way, a serving queue keeps at least
+what its serving workloads ask for now: the replicas of the Deployments, StatefulSets and
+LeaderWorkerSets whose pods are its (``load/objects/workloads.py``), so that a scale-up an HPA
+just wrote finds its nodes before the pods exist.
+
 The ask runs beside the cycles: a cycle applies the last answer (only the first cycle waits
 for the first answer, at most :data:`FIRST_WAIT_S`, so that nothing is lent before it). A query that
 fails (Prometheus unreachable, an error reply, an answer of another shape) is logged once per
@@ -49,8 +54,8 @@ QUERY = 'max by (queue) (max_over_time(gpufleet_queue_allocated{resource="gpu"}[
 class Forecasts:
     """The forecasts of the serving queues, from Prometheus at ``url`` (module docstring)."""
 
-    def __init__(self, url: str, every_s: float = EVERY_S) -> None:
-        self.prometheus = Prometheus(url, timeout=10.0)
+    def __init__(self, url: str | None, every_s: float = EVERY_S) -> None:
+        self.prometheus = None if url is None else Prometheus(url, timeout=10.0)
         self.every_s = every_s
         self.asked = -math.inf
         self.answered = -math.inf
@@ -67,13 +72,18 @@ class Forecasts:
     def close(self) -> None:
         if self.asking is not None:
             self.asking.cancel()
-        self.prometheus.close()
+        if self.prometheus is not None:
+            self.prometheus.close()
 
-    async def refresh(self, cache: ClusterCache[Components], now: float) -> None:
+    async def refresh(
+        self, cache: ClusterCache[Components], now: float, demand: dict[str, float]
+    ) -> None:
         """Start an ask if it is time (it runs beside the cycles), then set each serving
-        queue's forecast in ``cache`` from the last answer still valid."""
+        queue's forecast in ``cache``: the largest of its written one, the last answer still
+        valid and ``demand``, what its serving workloads' replicas ask for now."""
         queues = {q.name: q for q in cache.objects["Queue"].values() if isinstance(q, QueueSpec)}
-        if now - self.asked >= self.every_s and (self.asking is None or self.asking.done()):
+        due = now - self.asked >= self.every_s and (self.asking is None or self.asking.done())
+        if self.prometheus is not None and due:
             first = self.asking is None
             self.asked = now
             own = {n: q.forecast_query for n, q in queues.items() if q.serving and q.forecast_query}
@@ -89,7 +99,7 @@ class Forecasts:
                 continue
             if spec is not self.applied.get(name):  # the Queue as written: a watch brought it
                 self.written[name] = spec.forecast_gpus
-            wanted = max(self.gpus.get(name, 0.0), self.written[name])
+            wanted = max(self.gpus.get(name, 0.0), demand.get(name, 0.0), self.written[name])
             current = spec
             if wanted != spec.forecast_gpus:
                 current = replace(spec, forecast_gpus=wanted)
@@ -98,14 +108,16 @@ class Forecasts:
 
     async def _ask(self, now: float, own: dict[str, str]) -> None:
         """The default query, and each queue's own (``own``: its ``forecastQuery``)."""
+        prometheus = self.prometheus
+        assert prometheus is not None, "asked only with a Prometheus"
         try:
             gpus: dict[str, float] = {}
-            for labels, value in await asyncio.to_thread(self.prometheus.instant, QUERY, now):
+            for labels, value in await asyncio.to_thread(prometheus.instant, QUERY, now):
                 queue = labels.get("queue")
                 if isinstance(queue, str) and math.isfinite(value) and value >= 0:
                     gpus[queue] = max(gpus.get(queue, 0.0), value)
             for queue, query in own.items():
-                for _, value in await asyncio.to_thread(self.prometheus.instant, query, now):
+                for _, value in await asyncio.to_thread(prometheus.instant, query, now):
                     if math.isfinite(value) and value >= 0:
                         gpus[queue] = max(gpus.get(queue, 0.0), value)
         except asyncio.CancelledError:

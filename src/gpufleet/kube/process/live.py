@@ -93,12 +93,9 @@ class LiveScheduler:
         self.podgroups = PodGroupStatus(http, clock)
         self.queues = QueueStatus(http)
         self.latency = PodLatency()
-        self.forecasts = (
-            Forecasts(self.options.forecast_prometheus)
-            if self.options.forecast_prometheus
-            else None
-        )
-        """Serving queues' forecasts from Prometheus (``forecast.py``), if asked for."""
+        self.forecasts = Forecasts(self.options.forecast_prometheus)
+        """Serving queues' forecasts: their workloads' replicas, and from Prometheus if asked
+        for (``forecast.py``)."""
         self._told: set[str] = set()
         """Queues whose forecast query was said to go unasked."""
         self.moves = MoveMemory()
@@ -188,8 +185,7 @@ class LiveScheduler:
             for task in watches:
                 task.cancel()
             await asyncio.gather(*watches, return_exceptions=True)
-            if self.forecasts is not None:
-                self.forecasts.close()
+            self.forecasts.close()
 
     async def _until_next(self, stop: asyncio.Event) -> None:
         waker = asyncio.ensure_future(self.wake.wait())
@@ -215,9 +211,8 @@ class LiveScheduler:
         self.wake.clear()  # what the releases brought is applied here, not by another cycle
         events, self.buffer = self.buffer, []
         self.cache.apply_all(self.moves.mark(events, now))
-        if self.forecasts is not None:
-            await self.forecasts.refresh(self.cache, now)
-        else:
+        await self.forecasts.refresh(self.cache, now, self.store.lookups.serving_demand())
+        if self.forecasts.prometheus is None:
             self._unasked_queries()
         if not self.cache.objects["Node"]:
             return None

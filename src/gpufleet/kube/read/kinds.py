@@ -28,14 +28,21 @@ KINDS = (
     "PersistentVolumeClaim",
     "CSINode",
     "Namespace",
+    "Deployment",
+    "StatefulSet",
+    "LeaderWorkerSet",
     "Pod",
 )
 """The kinds the live scheduler watches and translates (``objects.py``), in the order a
 first list applies them (what a pod reads first)."""
 
-CONTEXT = frozenset({"PriorityClass", "NodeResourceTopology", "ResourceClaimTemplate"})
+WORKLOADS = ("Deployment", "StatefulSet", "LeaderWorkerSet")
+"""The serving workloads whose replicas ask a serving queue for GPUs (``load/objects/
+workloads.py``)."""
+CONTEXT = frozenset({"PriorityClass", "NodeResourceTopology", "ResourceClaimTemplate", *WORKLOADS})
 """Kinds read where other objects are translated (a pod's priority, a node's NUMA zones,
-why a pod waits for its claims), not kept by the cache."""
+why a pod waits for its claims) or beside the cache (serving workloads' replicas), not kept
+by the cache."""
 
 REQUIRED = frozenset(
     {
@@ -47,6 +54,8 @@ REQUIRED = frozenset(
         "PersistentVolumeClaim",
         "CSINode",
         "Namespace",
+        "Deployment",
+        "StatefulSet",
     }
 )
 """Kinds every cluster serves. The others a cluster may not serve — a CustomResourceDefinition
@@ -72,6 +81,9 @@ API = {
     "PersistentVolumeClaim": ("v1", "persistentvolumeclaims"),
     "CSINode": ("storage.k8s.io/v1", "csinodes"),
     "Namespace": ("v1", "namespaces"),
+    "Deployment": ("apps/v1", "deployments"),
+    "StatefulSet": ("apps/v1", "statefulsets"),
+    "LeaderWorkerSet": ("leaderworkerset.x-k8s.io/v1", "leaderworkersets"),
     "Pod": ("v1", "pods"),
 }
 """Each kind of :data:`KINDS`: its apiVersion and resource."""
@@ -95,6 +107,7 @@ FOREIGN_KINDS = {k.key: k for k in FOREIGN_LIVE}
 
 NAMESPACED = frozenset(
     {"Pod", "PodGroup", "ResourceClaim", "ResourceClaimTemplate", "PersistentVolumeClaim"}
+    | set(WORKLOADS)
     | {KAI_POD_GROUP.key, VOLCANO_POD_GROUP.key, ELASTIC_QUOTA.key}
 )
 """The kinds whose objects live in a namespace (keyed ``namespace/name``)."""

@@ -6,10 +6,12 @@ by the same reader as a snapshot's (``load/``), given these lookups."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import TYPE_CHECKING
 
 from gpufleet.kube.read.definitions import Settled
 from gpufleet.kube.read.devices import read_claim, read_device_class
+from gpufleet.kube.read.kinds import WORKLOADS
 from gpufleet.kube.read.translated import Context, NodeNuma, Numa, PriorityClass, Template
 from gpufleet.load.foreign import (
     ELASTIC_QUOTA,
@@ -27,6 +29,7 @@ from gpufleet.load.objects.queues import read_group, read_priority_class, read_q
 from gpufleet.load.objects.reader import Reader
 from gpufleet.load.objects.storage import read_claim as read_volume_claim
 from gpufleet.load.objects.storage import read_csi_node, read_storage_class, read_volume
+from gpufleet.load.objects.workloads import Workload, read_workload
 from gpufleet.load.vocabularies.elasticquota import read_elastic_quota
 from gpufleet.load.vocabularies.kai import read_kai_group, read_kai_queue
 from gpufleet.load.vocabularies.volcano import ROOT as VOLCANO_ROOT
@@ -63,6 +66,8 @@ class Lookups:
         self.numa: dict[str, Numa] = {}
         """Per node name, the NUMA zones of its NodeResourceTopology."""
         self.templates: set[str] = set()
+        self.workloads: dict[tuple[str, str], Workload] = {}
+        """Per serving workload (kind, key) whose template names a queue: what it asks."""
 
     def read(self, kind: str, r: Reader) -> CacheObject | Context | None:
         """Object ``r`` of ``kind`` as the cache (or these lookups) keep it."""
@@ -93,6 +98,17 @@ class Lookups:
             self.templates.discard(key)
             if made is not None:
                 self.templates.add(key)
+        elif kind in WORKLOADS:
+            self.workloads.pop((kind, key), None)
+            if isinstance(made, Workload):
+                self.workloads[kind, key] = made
+
+    def serving_demand(self) -> dict[str, float]:
+        """Per queue, the GPUs its serving workloads' replicas ask for."""
+        demand: dict[str, float] = {}
+        for workload in self.workloads.values():
+            demand[workload.queue] = demand.get(workload.queue, 0.0) + workload.gpus
+        return demand
 
     def settle(self, cache_kind: str, settled: Settled) -> None:
         """What pods read of a settled queue or gang: a gang's queue; an ElasticQuota's
@@ -108,6 +124,10 @@ class Lookups:
             self.namespace_queues[name] = name
         else:
             self.namespace_queues.pop(name, None)
+
+
+def _workload(kind: str, _lookups: Lookups, r: Reader) -> Workload | None:
+    return read_workload(r, kind)
 
 
 def _numa(r: Reader) -> NodeNuma:
@@ -130,6 +150,7 @@ _READERS: Mapping[str, Callable[[Lookups, Reader], CacheObject | Context | None]
     "PersistentVolumeClaim": lambda _lookups, r: read_volume_claim(r),
     "CSINode": lambda _lookups, r: read_csi_node(r),
     "Namespace": lambda _lookups, r: Namespace(r.name, r.strings("metadata.labels")),
+    **{kind: partial(_workload, kind) for kind in WORKLOADS},
     "Pod": lambda lookups, r: read_pod(
         r,
         lookups.classes,

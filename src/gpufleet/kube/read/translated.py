@@ -11,6 +11,7 @@ from typing import Any, TypeAlias
 
 from gpufleet.kube.read.kinds import NAMESPACED
 from gpufleet.load.objects.reader import Obj
+from gpufleet.load.objects.workloads import Workload
 from gpufleet.model.devices import Claim
 from gpufleet.scheduler.state.changes import Event
 
@@ -50,7 +51,7 @@ class PriorityClass:
     default: bool
 
 
-Context: TypeAlias = PriorityClass | NodeNuma | Template
+Context: TypeAlias = PriorityClass | NodeNuma | Template | Workload
 
 
 @dataclass(frozen=True, slots=True)
