@@ -258,6 +258,31 @@ def test_without_the_binding_permission_the_pod_stays_pending_and_is_reported(
         )
 
 
+def test_a_cluster_role_without_the_serving_workloads_still_schedules(
+    chart: list[JSON], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Serving workloads only inform the forecast: with their list and watch refused (an
+    older ClusterRole), the scheduler says so once per kind and binds all the same."""
+    crippled = [
+        {
+            **o,
+            "rules": [
+                without(without(without(rule, "deployments"), "statefulsets"), "leaderworkersets")
+                for rule in o["rules"]
+            ],
+        }
+        if o["kind"] == "ClusterRole"
+        else o
+        for o in chart
+    ]
+    with secured(crippled) as emulator:
+        add_node(emulator, "n0")
+        add_pod(emulator, "p", 1)
+        serve_as_the_chart(emulator, lambda _live: bound(emulator) == {"p": "n0"})
+    said = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert {m.split(":")[0] for m in said} == {"Deployment", "StatefulSet", "LeaderWorkerSet"}
+
+
 def without(rule: JSON, resource: str) -> JSON:
     if "resources" not in rule:
         return rule  # a non-resource URL's

@@ -185,3 +185,25 @@ def test_a_serving_deployment_s_replicas_are_kept_before_its_pods_exist(
         timeout=20.0,
     )
     assert len(bound(emulator)) == 1
+
+
+def test_a_queue_s_broken_query_leaves_the_built_in_forecast(
+    emulator: Emulator, prometheus_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    _cluster(emulator, {"forecastQuery": "this is not promql"})
+    now = START + DAY + 60 * 10 - 3600  # the built-in query: 8 GPUs
+    options = ServeOptions(period_s=0.2, batch_s=0.01, forecast_prometheus=prometheus_url)
+    live = run_until(
+        emulator,
+        lambda http: LiveScheduler(http, options, clock=lambda: now),
+        lambda s: s,
+        lambda s: s.stats.cycles >= 3,
+        timeout=20.0,
+    )
+    assert live.forecasts.gpus == {"inference": 8.0}
+    assert len(bound(emulator)) == 2
+    told = [
+        r.getMessage() for r in caplog.records if "forecastQuery from Prometheus" in r.getMessage()
+    ]
+    assert len(told) == 1
+    assert told[0].startswith("Queue inference's forecastQuery from Prometheus failed")

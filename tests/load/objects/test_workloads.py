@@ -83,3 +83,18 @@ def test_a_workload_of_no_queue_asks_nothing() -> None:
 def test_a_bad_workload_is_an_error_naming_its_field(spec: dict[str, Any], field: str) -> None:
     with pytest.raises(InputError, match=field.replace("[", r"\[").replace("]", r"\]")):
         read_workload(workload("Deployment", spec), "Deployment")
+
+
+def test_a_leader_worker_set_s_own_stateful_sets_are_not_counted_again() -> None:
+    owned = workload("StatefulSet", {"replicas": 3, "template": pod(8)})
+    owned.obj["metadata"]["ownerReferences"] = [
+        {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "name": "l",
+         "uid": "u", "controller": True}
+    ]  # fmt: skip
+    assert read_workload(owned, "StatefulSet") is None
+
+
+def test_a_workload_of_no_queue_is_not_read_further() -> None:
+    """A Deployment gpufleet has no stake in is never an error, whatever its template."""
+    spec = {"template": {"metadata": {"labels": {}}, "spec": {"containers": 4}}}
+    assert read_workload(workload("Deployment", spec), "Deployment") is None

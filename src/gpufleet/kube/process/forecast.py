@@ -62,7 +62,8 @@ class Forecasts:
         """When the answer in :attr:`gpus` was asked for."""
         self.gpus: dict[str, float] = {}
         """Per queue, the GPUs Prometheus forecast at the last ask that answered."""
-        self.failing = False
+        self.failing: set[str] = set()
+        """The queries failing now: a queue's own, or "" for the built-in one."""
         self.asking: asyncio.Task[None] | None = None
         self.written: dict[str, float] = {}
         """Per serving queue, its ``spec.serving.forecastGPUs`` as the Queue says."""
@@ -107,25 +108,37 @@ class Forecasts:
             self.applied[name] = current
 
     async def _ask(self, now: float, own: dict[str, str]) -> None:
-        """The default query, and each queue's own (``own``: its ``forecastQuery``)."""
+        """The default query, and each queue's own (``own``: its ``forecastQuery``), each on
+        its own: one that fails is said once (per run of failures) and leaves the others'."""
         prometheus = self.prometheus
         assert prometheus is not None, "asked only with a Prometheus"
-        try:
-            gpus: dict[str, float] = {}
-            for labels, value in await asyncio.to_thread(prometheus.instant, QUERY, now):
-                queue = labels.get("queue")
-                if isinstance(queue, str) and math.isfinite(value) and value >= 0:
+        gpus: dict[str, float] = {}
+        default = await self._query(prometheus, QUERY, now, "")
+        for labels, value in default or ():
+            queue = labels.get("queue")
+            if isinstance(queue, str) and math.isfinite(value) and value >= 0:
+                gpus[queue] = max(gpus.get(queue, 0.0), value)
+        for queue, query in own.items():
+            for _, value in await self._query(prometheus, query, now, queue) or ():
+                if math.isfinite(value) and value >= 0:
                     gpus[queue] = max(gpus.get(queue, 0.0), value)
-            for queue, query in own.items():
-                for _, value in await asyncio.to_thread(prometheus.instant, query, now):
-                    if math.isfinite(value) and value >= 0:
-                        gpus[queue] = max(gpus.get(queue, 0.0), value)
+        if default is not None or any(q in gpus for q in own):
+            self.gpus, self.answered = gpus, now
+
+    async def _query(
+        self, prometheus: Prometheus, query: str, now: float, queue: str
+    ) -> list[tuple[dict[str, str], float]] | None:
+        """``query``'s answer at ``now``, or None (said once while it keeps failing);
+        ``queue``: whose query it is ("" for the built-in one)."""
+        try:
+            answer = await asyncio.to_thread(prometheus.instant, query, now)
         except asyncio.CancelledError:
             raise
         except Exception as error:  # noqa: BLE001 (one line per run of failures; cycles go on)
-            if not self.failing:
-                log.warning("serving forecast from Prometheus failed: %s", error)
-            self.failing = True
-            return
-        self.failing = False
-        self.gpus, self.answered = gpus, now
+            if queue not in self.failing:
+                whose = f"Queue {queue}'s forecastQuery" if queue else "serving forecast"
+                log.warning("%s from Prometheus failed: %s", whose, error)
+            self.failing.add(queue)
+            return None
+        self.failing.discard(queue)
+        return answer

@@ -34,7 +34,7 @@ from gpufleet.kube.process.moves import MoveMemory
 from gpufleet.kube.process.options import ServeOptions, ServeStats
 from gpufleet.kube.process.tell import Teller
 from gpufleet.kube.process.writes import ResultWriter
-from gpufleet.kube.read.kinds import PATHS, REQUIRED, kinds
+from gpufleet.kube.read.kinds import PATHS, REQUIRED, WORKLOADS, kinds
 from gpufleet.kube.read.objects import ObjectStore
 from gpufleet.kube.read.translated import Changes
 from gpufleet.kube.read.watch import Kind, Reflector
@@ -80,7 +80,11 @@ class LiveScheduler:
         self.scheduler: Scheduler | None = None
         """Made at the first cycle with nodes (a cluster state needs one)."""
         self.reflectors = [
-            Reflector(http, Kind(kind, PATHS[kind], kind not in REQUIRED), self._sink(kind))
+            Reflector(
+                http,
+                Kind(kind, PATHS[kind], kind not in REQUIRED, advisory=kind in WORKLOADS),
+                self._sink(kind),
+            )
             for kind in kinds(self.options.vocabularies)
         ]
         self.buffer: list[Event] = []
@@ -211,9 +215,9 @@ class LiveScheduler:
         self.wake.clear()  # what the releases brought is applied here, not by another cycle
         events, self.buffer = self.buffer, []
         self.cache.apply_all(self.moves.mark(events, now))
-        await self.forecasts.refresh(self.cache, now, self.store.lookups.serving_demand())
         if self.forecasts.prometheus is None:
             self._unasked_queries()
+        await self.forecasts.refresh(self.cache, now, self.store.lookups.serving_demand())
         if not self.cache.objects["Node"]:
             return None
         if self.scheduler is None:
@@ -242,7 +246,7 @@ class LiveScheduler:
                     "Queue %s: spec.serving.forecastQuery is not asked without "
                     "--forecast-prometheus; it keeps its forecastGPUs (%g)",
                     spec.name,
-                    spec.forecast_gpus,
+                    self.forecasts.written.get(spec.name, spec.forecast_gpus),
                 )
 
     def _measure(self, result: CycleResult, seconds: float) -> None:

@@ -54,8 +54,6 @@ REQUIRED = frozenset(
         "PersistentVolumeClaim",
         "CSINode",
         "Namespace",
-        "Deployment",
-        "StatefulSet",
     }
 )
 """Kinds every cluster serves. The others a cluster may not serve — a CustomResourceDefinition

@@ -57,6 +57,9 @@ class Kind:
     """A kind the server may not serve (a CustomResourceDefinition not installed): a 404
     reads as a kind with no objects, and the reflector asks again after its longest
     backoff."""
+    advisory: bool = False
+    """A kind that only informs (serving workloads' replicas): a 403 too reads as a kind with
+    no objects (said once), so that a ClusterRole without it holds nothing up."""
 
 
 class GoneError(Exception):
@@ -182,8 +185,7 @@ class Reflector:
                 self._absent()
             await _sleep(stop, self.backoff.cap_s)
         except RefusedError as exc:
-            self._down()
-            self._refused(exc)
+            self._refusal(exc)
             await _sleep(stop, self.backoff.cap_s)
         except ValueError as exc:  # a list body that is not JSON: list again
             self.stats.errors += 1
@@ -191,6 +193,16 @@ class Reflector:
             self._down()
             log.warning("%s: unreadable reply (%s); listing again", self.kind.kind, exc)
             await _sleep(stop, self.backoff.next())
+
+    def _refusal(self, exc: RefusedError) -> None:
+        """The server refused the kind (403): an advisory kind reads as none (said once),
+        another is down."""
+        if not self.kind.advisory:
+            self._down()
+            self._refused(exc)
+        elif not self.synced.is_set() or self.known:
+            log.warning("%s: refused (%s); none of them are read", self.kind.kind, exc)
+            self._absent()
 
     def _refused(self, exc: RefusedError) -> None:
         self.stats.refused.append(str(exc))
