@@ -39,7 +39,7 @@ from bench.traces import PHILLY, add_traces_option, require, unreadable
 from gpufleet.load.costs.prices import load_price_sheet
 from gpufleet.load.errors import InputError
 from gpufleet.load.traces.replay_inputs import load_replay
-from gpufleet.load.traces.servegen import HEADROOM, ServingLoad, load_model
+from gpufleet.load.traces.servegen import ServingLoad, load_model
 from gpufleet.model.balance import BalanceRun
 from gpufleet.report.balance import markdown, targets
 from gpufleet.report.balance_plot import plot_lending
@@ -156,10 +156,7 @@ def main() -> int:
 def _scenario(load: ServingLoad, factor: float, span: float) -> Scenario:
     windows = min(load.rate.size, math.ceil(span / load.window_s))
     rate = load.rate[:windows]
-    mu = float(load.rate.max()) * HEADROOM / SERVING_NODES * factor
-    replicas = (
-        load.replicas(SERVING_NODES, mu=mu) if factor != 1.0 else load.replicas(SERVING_NODES)
-    )
+    replicas = load.sized(SERVING_NODES, factor)
     return Scenario(load.model, factor, replicas[:windows], rate, load.window_s)
 
 

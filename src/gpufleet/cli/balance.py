@@ -23,7 +23,7 @@ from gpufleet.cost.nodes import UnpricedNodeError
 from gpufleet.load.costs.prices import DEFAULT_SHEET, load_price_sheet
 from gpufleet.load.errors import InputError
 from gpufleet.load.traces.replay_inputs import load_replay
-from gpufleet.load.traces.servegen import HEADROOM, load_model
+from gpufleet.load.traces.servegen import load_model
 from gpufleet.model.balance import BalanceRun
 from gpufleet.report.balance import balance_html, balance_json, balance_table, targets
 from gpufleet.report.files import write_text
@@ -91,8 +91,7 @@ def simulate_balance(
         hourly = hourly_price([*serving_pool, *training_pool], load_price_sheet(sheet_path))
     except UnpricedNodeError as error:
         raise InputError(str(sheet_path), str(error)) from None
-    mu = float(load.rate.max()) * HEADROOM / serving_nodes * mu_factor
-    replicas = load.replicas(serving_nodes, mu=mu)[:windows]
+    replicas = load.sized(serving_nodes, mu_factor)[:windows]
     runs: list[BalanceRun] = []
     for name in names:
         with console.status(f"{data.workload} beside {load.model}: {name}"):

@@ -195,6 +195,8 @@ class BalanceReplay(Replay):
         node_gpus = max(n.gpus for n in (*serving_nodes, *training_nodes))
         serving_gpus = float(sum(n.gpus for n in serving_nodes))
         training_gpus = float(sum(n.gpus for n in training_nodes))
+        self.training_gpus = training_gpus
+        """The training queue's GPU quota: what it holds beyond is borrowed."""
         train = [replace(job, queue=TRAINING) for job in jobs]
         if policy.elastic:
             train = elastic_jobs(train, node_gpus)
@@ -293,10 +295,7 @@ class BalanceReplay(Replay):
         serving.served += requests * share
         self.window_running_s = 0.0
         training = float(self.cache.ledger().alloc[TRAINING][0])
-        serving.lent_gpus.append(max(0.0, training - float(self.queues_quota(TRAINING))))
-
-    def queues_quota(self, name: str) -> float:
-        return float(next(q.quota[0] for q in self.tenants if q.name == name))
+        serving.lent_gpus.append(max(0.0, training - self.training_gpus))
 
     def _create_replica(self, now: float) -> None:
         key = f"{SERVING}/replica-{self.count}"

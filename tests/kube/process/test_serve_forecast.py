@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -38,6 +39,21 @@ def _cluster(emulator: Emulator, serving: JSON | None = None) -> None:
         add_pod(emulator, f"t{k}", 8, labels={"gpufleet.io/queue": "train"})
 
 
+def _serve(
+    emulator: Emulator, prometheus: str | None = None, now: float | None = None
+) -> LiveScheduler:
+    """The live scheduler for three cycles, asking ``prometheus``, its clock at ``now``."""
+    options = ServeOptions(period_s=0.2, batch_s=0.01, forecast_prometheus=prometheus)
+    clock = time.time if now is None else (lambda: now)
+    return run_until(
+        emulator,
+        lambda http: LiveScheduler(http, options, clock=clock),
+        lambda s: s,
+        lambda s: s.stats.cycles >= 3,
+        timeout=20.0,
+    )
+
+
 @pytest.mark.parametrize(
     ("minute", "trained"),
     [
@@ -50,14 +66,7 @@ def test_the_forecast_keeps_what_the_queue_held_over_the_same_hour_a_day_before(
 ) -> None:
     _cluster(emulator)
     now = START + DAY + 60 * minute - 3600  # the hour ahead, a day before, ends at minute
-    options = ServeOptions(period_s=0.2, batch_s=0.01, forecast_prometheus=prometheus_url)
-    live = run_until(
-        emulator,
-        lambda http: LiveScheduler(http, options, clock=lambda: now),
-        lambda s: s,
-        lambda s: s.stats.cycles >= 3,
-        timeout=20.0,
-    )
+    live = _serve(emulator, prometheus_url, now)
     assert len(bound(emulator)) == trained
     assert live.forecasts is not None
     assert live.forecasts.gpus == {"inference": 8.0 if minute == 10 else 16.0}
@@ -127,14 +136,7 @@ def test_a_queue_s_own_query_raises_its_forecast(emulator: Emulator, prometheus_
     )
     _cluster(emulator, {"forecastQuery": query})
     now = START + DAY + 60 * 10 - 3600
-    options = ServeOptions(period_s=0.2, batch_s=0.01, forecast_prometheus=prometheus_url)
-    live = run_until(
-        emulator,
-        lambda http: LiveScheduler(http, options, clock=lambda: now),
-        lambda s: s,
-        lambda s: s.stats.cycles >= 3,
-        timeout=20.0,
-    )
+    live = _serve(emulator, prometheus_url, now)
     assert live.forecasts is not None
     assert live.forecasts.gpus == {"inference": 16.0}
     assert len(bound(emulator)) == 1
@@ -144,14 +146,7 @@ def test_without_prometheus_a_forecast_query_is_said_to_go_unasked(
     emulator: Emulator, caplog: pytest.LogCaptureFixture
 ) -> None:
     _cluster(emulator, {"forecastGPUs": 8, "forecastQuery": "max(desired)"})
-    options = ServeOptions(period_s=0.2, batch_s=0.01)
-    run_until(
-        emulator,
-        lambda http: LiveScheduler(http, options),
-        lambda s: s,
-        lambda s: s.stats.cycles >= 3,
-        timeout=20.0,
-    )
+    _serve(emulator)
     assert len(bound(emulator)) == 2  # forecastGPUs 8 keeps one node
     told = [r.getMessage() for r in caplog.records if "forecastQuery" in r.getMessage()]
     assert told == [
@@ -176,14 +171,7 @@ def test_a_serving_deployment_s_replicas_are_kept_before_its_pods_exist(
     }
     body = {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}, "template": template}
     emulator.store.create(deployments, "default", {"metadata": {"name": "web"}, "spec": body})
-    options = ServeOptions(period_s=0.2, batch_s=0.01)
-    run_until(
-        emulator,
-        lambda http: LiveScheduler(http, options),
-        lambda s: s,
-        lambda s: s.stats.cycles >= 3,
-        timeout=20.0,
-    )
+    _serve(emulator)
     assert len(bound(emulator)) == 1
 
 
@@ -192,14 +180,7 @@ def test_a_queue_s_broken_query_leaves_the_built_in_forecast(
 ) -> None:
     _cluster(emulator, {"forecastQuery": "this is not promql"})
     now = START + DAY + 60 * 10 - 3600  # the built-in query: 8 GPUs
-    options = ServeOptions(period_s=0.2, batch_s=0.01, forecast_prometheus=prometheus_url)
-    live = run_until(
-        emulator,
-        lambda http: LiveScheduler(http, options, clock=lambda: now),
-        lambda s: s,
-        lambda s: s.stats.cycles >= 3,
-        timeout=20.0,
-    )
+    live = _serve(emulator, prometheus_url, now)
     assert live.forecasts.gpus == {"inference": 8.0}
     assert len(bound(emulator)) == 2
     told = [

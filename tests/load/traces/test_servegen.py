@@ -128,3 +128,10 @@ def test_the_shared_language_models_read_whole() -> None:
     assert mid.gaps > 0
     assert np.all(mid.rate > 0)  # every gap carried
     assert large.replicas(64).max() == 64
+
+
+def test_mu_scaled_from_the_pool_s_own_sizes_the_replicas(tmp_path: Path) -> None:
+    load = load_model(model(tmp_path, {0: 1.0, 600: 4.0, 1200: 8.0}))
+    assert load.sized(4).tolist() == load.replicas(4).tolist() == [1, 2, 4]
+    # each replica serving twice as much: the peak needs half the pool
+    assert load.sized(4, 2.0).tolist() == [1, 1, 2]

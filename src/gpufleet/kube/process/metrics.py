@@ -217,9 +217,7 @@ class Metrics:
         the cycle saw them, before they are deleted) and the jobs it made room for."""
         bound = {b.pod for b in result.bindings}
         helped: dict[str, str] = {}
-        queue_of = {b.pod: pods[b.pod].queue for b in result.bindings if b.pod in pods}
-        for job, queue in list(queue_of.items()):
-            queue_of.setdefault(pods[job].gang, queue)
+        queue_of = result.queues_served(pods)
         for eviction in result.evictions:
             self.action_evictions.labels(eviction.action).inc()
             helped.setdefault(eviction.for_, eviction.action)

@@ -135,9 +135,7 @@ class ResultWriter:
         """Post the cycle's evictions; the victims the API server accepted to evict."""
         accepted: list[str] = []
         pods = self.cache.pods
-        queue_of = {  # the queue of each job the cycle bound (whom a reclaim served)
-            pods[b.pod].gang: pods[b.pod].queue for b in result.bindings if b.pod in pods
-        }
+        queue_of = result.queues_served(pods)  # whom a reclaim served
         for eviction in result.evictions:
             if not self.may_act():
                 self.cache.keep(eviction.pod)

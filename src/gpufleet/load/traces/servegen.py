@@ -70,6 +70,13 @@ class ServingLoad:
     gaps: int
     """Windows carried forward (every client read 0, or none listed it)."""
 
+    def sized(self, pool: int, mu_factor: float = 1.0) -> IntArray:
+        """Replicas per window with ``mu`` ``mu_factor`` times what makes the peak window
+        need all ``pool`` replicas (1: :meth:`replicas`' default)."""
+        if mu_factor == 1.0:
+            return self.replicas(pool)
+        return self.replicas(pool, mu=float(self.rate.max()) * HEADROOM / pool * mu_factor)
+
     def replicas(
         self, pool: int, *, mu: float | None = None, headroom: float = HEADROOM
     ) -> IntArray:

@@ -14,9 +14,12 @@ from typing import TYPE_CHECKING, Any
 from gpufleet.model.values import FrozenMap, frozen_map
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from gpufleet.framework.status import Status
     from gpufleet.model.arrays import FloatArray
     from gpufleet.model.devices import DeviceResult, OpaqueConfig
+    from gpufleet.model.workload import PodInfo
 
 
 class WhyCode(enum.Enum):
@@ -238,3 +241,8 @@ class CycleResult:
     """Every queue's fair share in this cycle (GPUs, milli-CPU, MiB)."""
     reconfigurations: tuple[Reconfiguration, ...] = ()
     claim_status: dict[str, ClaimStatus] = field(default_factory=dict)
+
+    def queues_served(self, pods: Mapping[str, PodInfo]) -> dict[str, str]:
+        """Per job (gang key) the cycle bound, its queue, read from ``pods``: whom an
+        eviction made room for (``Eviction.for_``)."""
+        return {pods[b.pod].gang: pods[b.pod].queue for b in self.bindings if b.pod in pods}
