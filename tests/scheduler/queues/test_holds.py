@@ -6,22 +6,30 @@ start (or outrank its job); ``version`` changes only when reserved nodes do."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
+from gpufleet.compose import new_cache
 from gpufleet.model.arrays import FloatArray, IntArray
-from gpufleet.model.cluster import ClusterState
+from gpufleet.model.cluster import ClusterState, NodeSpec
 from gpufleet.model.pod import PodSpec
+from gpufleet.model.supply import PROVISIONED_FOR_LABEL, provisioned_for
+from gpufleet.model.workload import PodInfo
 from gpufleet.scheduler.api.job import Job
 from gpufleet.scheduler.api.transaction import Running
+from gpufleet.scheduler.cycle.config import CycleConfig
+from gpufleet.scheduler.cycle.session import Scheduler
 from gpufleet.scheduler.queues.holds import (
+    PROVISIONED,
     REASON,
     Holds,
     Reservation,
     drained_by,
     remaining_s,
 )
+from gpufleet.scheduler.state.changes import Event
 from tests.builders import cluster, info, job, node
 
 HOUR = 3600.0
@@ -309,3 +317,32 @@ def test_a_job_no_node_can_run_any_more_gives_its_reservation_up() -> None:
         is None
     )
     assert not holds.reservations
+
+
+def test_nodes_provisioned_for_a_job_take_only_that_job() -> None:
+    """Node ``n1`` was bought for job ``ml/b`` (label ``gpufleet.io/provisioned-for``): the
+    older job ``ml/a`` of the same shape may not take it and stays pending, naming why; ``b``
+    is not skipped as ``a``'s equal and binds there."""
+    config = CycleConfig(policy="best-fit", records=False)
+    spec = PodSpec("p", 1000, 1024, 8, 1000)
+    cache = new_cache(config, workload=[spec])
+    labels = {PROVISIONED_FOR_LABEL: provisioned_for("ml/b")}
+    cache.apply(Event("ADDED", "Node", NodeSpec("n1", 64_000, 512 * 1024, 8, "P100", labels)))
+    for name, created in (("a", 1.0), ("b", 2.0)):
+        cache.apply(Event("ADDED", "Pod", PodInfo(f"ml/{name}", spec, created=created)))
+    result = Scheduler(cache, config, rng=np.random.default_rng(0)).run(10.0)
+    assert [(b.pod, b.node) for b in result.bindings] == [("ml/b", "n1")]
+    (pending,) = result.pending
+    assert pending.pod == "ml/a"
+    assert PROVISIONED in str(pending)
+
+
+def test_a_starving_job_does_not_reserve_nodes_bought_for_another() -> None:
+    """n3 is free now but was bought for ``ns/other``: the starving job reserves elsewhere
+    (else it would hold the other job off its own nodes, and never use them itself)."""
+    nodes = [node(f"n{i}", gpus=8) for i in range(4)]
+    bought = replace(nodes[3], labels={PROVISIONED_FOR_LABEL: provisioned_for("ns/other")})
+    states = cluster(*nodes[:3], bought)
+    made = Holds(HOUR).hold(gpu_job("ns/old", 8, created=1.0), states, anywhere, free(), now=NOW)
+    assert made is not None
+    assert "n3" not in made.nodes

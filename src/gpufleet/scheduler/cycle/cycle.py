@@ -64,7 +64,7 @@ from gpufleet.scheduler.placement.domains import Domains
 from gpufleet.scheduler.placement.fit import Fit
 from gpufleet.scheduler.placement.place import Placement, place
 from gpufleet.scheduler.queues.backlog import Backlog
-from gpufleet.scheduler.queues.holds import Holds, drained_by
+from gpufleet.scheduler.queues.holds import Holds, drained_by, provisioned_nodes
 from gpufleet.scheduler.queues.min_resources import MinResources
 from gpufleet.scheduler.room.preempt import NAME as PREEMPT
 from gpufleet.scheduler.room.protocols import Means, Round
@@ -262,9 +262,12 @@ class Cycle:
         """Place ``job`` (or make room for it); False if it stays pending."""
         self._reserved = False
         held = self.holds.against(job, self.now)
-        kept = self.admission.kept_nodes(job)
-        if kept is not None:
-            held = kept if held is None else held.joined(kept)
+        for kept in (
+            self.admission.kept_nodes(job),
+            provisioned_nodes(self.ledger.state, job.key),
+        ):
+            if kept is not None:
+                held = kept if held is None else held.joined(kept)
         placed = self._schedule(job, held)
         if placed or not self._reserved:
             self.holds.release(job.key)  # bound, or pending for a reason no room cures

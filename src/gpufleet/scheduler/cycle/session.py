@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from gpufleet.model.supply import PROVISIONED_FOR_LABEL, provisioned_for
 from gpufleet.scheduler.api.job import Job, build_jobs, order_key
 from gpufleet.scheduler.cycle.config import CycleConfig
 from gpufleet.scheduler.cycle.cycle import Cycle
@@ -188,8 +189,16 @@ class Scheduler:
         return cycle
 
     def _shape(self, job: Job) -> Hashable:
-        """A job's class: its PodGroup (topology, minMember) is part of it."""
-        return job_shape(job, self.ledger.groups.get(job.key))
+        """A job's class: its PodGroup (topology, minMember) is part of it, and so are
+        nodes provisioned for it alone (``gpufleet.io/provisioned-for``): a job that may
+        use them is not interchangeable with the others of its shape."""
+        group = self.ledger.groups.get(job.key)
+        _, held = self.ledger.state.node_labels.label_ids(PROVISIONED_FOR_LABEL)
+        if held:
+            own = provisioned_for(job.key)
+            if own in held:
+                return job_shape(job, (group, own))
+        return job_shape(job, group)
 
     def _sync(self) -> None:
         """Bring the backlog up to the cache's pending pods."""

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from gpufleet.framework.runtime import Exclusion
+from gpufleet.model.supply import PROVISIONED_FOR_LABEL, provisioned_for
 from gpufleet.scheduler.api.job import job_gpus
 
 if TYPE_CHECKING:
@@ -218,6 +219,9 @@ class Holds:
         for o in self.reservations.values():
             if (o.created, o.job) < age:
                 taken |= o.mask
+        others = provisioned_nodes(state, job.key)
+        if others is not None:  # bought for another job: never this one's to reserve
+            taken |= others.mask
         best: tuple[float, BoolArray] | None = None
         for within in _confinements(domains):
             allowed = ~taken if within is None else (within & ~taken)
@@ -301,3 +305,20 @@ def drained_by(
         ends = now + _left(table[:, 2], ran)
         np.maximum.at(free_at, table[:, 0].astype(np.intp), ends)
     return free_at
+
+
+PROVISIONED = "node(s) were provisioned for another job"
+
+
+def provisioned_nodes(state: ClusterState, key: str) -> Exclusion | None:
+    """The nodes bought for jobs other than ``key`` (label ``gpufleet.io/provisioned-for``,
+    ``model/supply.py``), which no other job may use until the label goes: a gang's nodes
+    come up one by one, and it starts whole only if none is taken meanwhile. None: no node
+    is kept so."""
+    ids, values = state.node_labels.label_ids(PROVISIONED_FOR_LABEL)
+    if not values:
+        return None
+    own = provisioned_for(key)
+    mine = values.index(own) if own in values else -2
+    mask = (ids >= 0) & (ids != mine)
+    return Exclusion(mask, PROVISIONED, "Provisioning") if mask.any() else None
