@@ -279,6 +279,40 @@ CASES = [
     pytest.param(
         pool(1024, *((f"l{i}", 2 ** (9 - i)) for i in range(9))), False, id="pool-nine-domains"
     ),
+    pytest.param(pool(0, autoscaling={"maxNodes": 8}), True, id="pool-autoscaling-empty"),
+    pytest.param(
+        pool(
+            2,
+            template={"metadata": {"labels": {"karpenter.sh/capacity-type": "spot"}}, **TEMPLATE},
+            autoscaling={
+                "maxNodes": 8,
+                "minNodes": 1,
+                "provisioningDelay": "4m",
+                "interruptionsPerHour": 0.05,
+                "availability": 0.9,
+            },
+        ),
+        True,
+        id="pool-autoscaling-every-field",
+    ),
+    pytest.param(pool(4, autoscaling={}), False, id="pool-autoscaling-without-max"),
+    pytest.param(pool(4, autoscaling={"maxNodes": 2}), False, id="pool-autoscaling-max-below"),
+    pytest.param(
+        pool(4, autoscaling={"maxNodes": 8, "minNodes": 5}), False, id="pool-autoscaling-min-above"
+    ),
+    pytest.param(
+        pool(4, autoscaling={"maxNodes": 8, "availability": 0}),
+        False,
+        id="pool-autoscaling-never-available",
+    ),
+    pytest.param(
+        pool(4, autoscaling={"maxNodes": 8, "interruptionsPerHour": 2}),
+        False,
+        id="pool-autoscaling-rate-above-one",
+    ),
+    pytest.param(
+        pool(4, autoscaling={"maxNodes": 8, "delay": "5m"}), False, id="pool-autoscaling-typo"
+    ),
     # PodGroup
     pytest.param(group(), True, id="podgroup-empty-spec"),
     pytest.param(

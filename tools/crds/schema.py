@@ -20,9 +20,10 @@ import fnmatch
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from gpufleet.load.objects.node_pools import HOSTNAME_LABEL, MAX_DOMAINS, MAX_POOL_NODES
+from gpufleet.load.objects.node_pools import MAX_DOMAINS, MAX_POOL_NODES
 from gpufleet.load.objects.queues import MAX_FORECAST_GPUS, MAX_QUERY_CHARS
 from gpufleet.load.objects.schema import ANY, LENIENT, STRICT, Schema
+from gpufleet.model.supply import HOSTNAME_LABEL
 
 JSON = dict[str, Any]
 TABLES: Mapping[str, Schema] = {**STRICT, "PodGroup": LENIENT["PodGroup"]}
@@ -143,9 +144,38 @@ TYPES: Mapping[str, Mapping[str, JSON]] = {
     "NodePool": {
         "spec.count": {
             "type": "integer",
+            "minimum": 0,
+            "maximum": MAX_POOL_NODES,
+            "description": "How many nodes the pool makes from its template (0 only for a "
+            "pool that autoscales).",
+        },
+        "spec.autoscaling.maxNodes": {
+            "type": "integer",
             "minimum": 1,
             "maximum": MAX_POOL_NODES,
-            "description": "How many nodes the pool makes from its template.",
+            "description": "The most nodes an autoscaler may give the pool (at least count).",
+        },
+        "spec.autoscaling.minNodes": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": MAX_POOL_NODES,
+            "description": "The nodes the pool keeps (at most count; default 0).",
+        },
+        "spec.autoscaling.provisioningDelay": _duration(
+            "From a request to the node being Ready (default 5m)."
+        ),
+        "spec.autoscaling.interruptionsPerHour": {
+            "type": "number",
+            "minimum": 0,
+            "maximum": 1,
+            "description": "Spot pools: interruptions per node-hour (default 0.01).",
+        },
+        "spec.autoscaling.availability": {
+            "type": "number",
+            "exclusiveMinimum": True,
+            "minimum": 0,
+            "maximum": 1,
+            "description": "Spot pools: the chance a request for capacity is filled (default 1).",
         },
         "spec.domains[].label": {
             "type": "string",
@@ -207,6 +237,10 @@ SHAPES: Mapping[str, Mapping[str, JSON]] = {
             "description": "Topology domains, widest first.",
         },
         "spec.domains[]": {"required": ["label", "size"]},
+        "spec.autoscaling": {
+            "required": ["maxNodes"],
+            "description": "The pool is a node type an autoscaler may buy, up to maxNodes.",
+        },
     },
     "PodGroup": {
         "spec": {"description": "A gang: pods placed all together or not at all."},
@@ -248,6 +282,22 @@ RULES: Mapping[str, Mapping[str, Sequence[JSON]]] = {
                 "message": "each domain must have fewer nodes than the wider domain before it, "
                 "dividing its size",
                 "fieldPath": ".domains",
+            },
+            {
+                "rule": "has(self.autoscaling) || self.count >= 1",
+                "message": "a pool that does not autoscale needs at least one node",
+                "fieldPath": ".count",
+            },
+            {
+                "rule": "!has(self.autoscaling) || self.autoscaling.maxNodes >= self.count",
+                "message": "maxNodes must be at least count",
+                "fieldPath": ".autoscaling.maxNodes",
+            },
+            {
+                "rule": "!has(self.autoscaling) || !has(self.autoscaling.minNodes) || "
+                "self.autoscaling.minNodes <= self.count",
+                "message": "minNodes must be at most count",
+                "fieldPath": ".autoscaling.minNodes",
             },
         ],
     },

@@ -15,7 +15,9 @@ An entry prices a node in one of two ways:
   ratio between the components stays that of the base prices.
 
 Each entry has a pricing category (``on-demand``, ``spot``, ``committed``) and the sheet one
-currency.
+currency. One instance type (or GPU product) may have two entries, a spot one and another:
+a node labelled ``karpenter.sh/capacity-type: spot`` takes the spot entry, any other node
+the other; where there is only one, every node of the type takes it.
 """
 
 from __future__ import annotations
@@ -23,7 +25,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from gpufleet.model.supply import CAPACITY_TYPE_LABEL
+
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 CATEGORIES = ("on-demand", "spot", "committed")
 """Pricing categories; FOCUS names them Standard, Dynamic and Committed."""
@@ -82,7 +87,13 @@ class PriceSheet:
 
     def type_of(self, labels: Mapping[str, str], model: str | None = None) -> NodeType | None:
         """The entry of a node with ``labels`` (and GPU ``model``, a trace's), if any."""
-        by_match = {t.match: t for t in self.types if t.match is not None}
+        spot = labels.get(CAPACITY_TYPE_LABEL) == "spot"
+        by_match: dict[tuple[str, str], NodeType] = {}
+        for entry in self.types:  # the entry of the node's capacity type wins
+            if entry.match is not None and (
+                entry.match not in by_match or (entry.category == "spot") == spot
+            ):
+                by_match[entry.match] = entry
         instance = labels.get(INSTANCE_TYPE_LABEL)
         if instance is not None and (INSTANCE_TYPE_LABEL, instance) in by_match:
             return by_match[INSTANCE_TYPE_LABEL, instance]

@@ -175,7 +175,7 @@ def _parse(
     check_fields(by_kind, warn)
     foreign_fields(by_kind, warn)
     pools = each(by_kind.get("NodePool", []), read_node_pool)
-    for _, pool_nodes in pools:
+    for _, pool_nodes, _ in pools:
         by_kind.setdefault("Node", []).extend(pool_nodes)
     numa = dict(
         unique(
@@ -314,6 +314,7 @@ def _parse(
         allocations,
         storage,
         {r.name: r.strings("metadata.labels") for r in by_kind.get("Namespace", [])},
+        tuple(offer for _, _, offer in pools if offer is not None),
     )
     if need_nodes and not nodes:
         raise InputError(

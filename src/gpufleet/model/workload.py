@@ -21,6 +21,7 @@ from gpufleet.model.cluster import ClusterState, NodeSpec
 from gpufleet.model.devices import Claim, DeviceAllocation, DeviceClass, Pool
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.progress import NO_PROGRESS, Progress
+from gpufleet.model.supply import NodeOffer
 from gpufleet.model.values import EMPTY, ArrayValue, frozen_map, read_only
 from gpufleet.model.volumes import NO_STORAGE, Storage
 
@@ -423,6 +424,8 @@ class Snapshot:
     """StorageClasses, PersistentVolumes and their claims, CSINodes."""
     namespaces: Mapping[str, Mapping[str, str]] = EMPTY
     """Per Namespace object, its labels (what pod affinity's namespace selectors read)."""
+    offers: tuple[NodeOffer, ...] = ()
+    """The node types the cluster may buy (NodePools with ``spec.autoscaling``)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "allocations", frozen_map(self.allocations))

@@ -50,6 +50,18 @@ def test_instance_type_then_gpu_product_then_default(tmp_path: Path) -> None:
     assert sheet.type_of({"nvidia.com/gpu.product": "L4"}) is sheet.default
 
 
+def test_one_type_may_have_a_spot_entry_beside_another(tmp_path: Path) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text(
+        SHEET_YAML.replace("    instanceType: a100-box", "    gpuProduct: NVIDIA-H100-80GB-HBM3")
+    )
+    sheet = load_price_sheet(path)
+    product = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}
+    assert sheet.type_of(product).name == "h100"  # type: ignore[union-attr]
+    spot = {**product, "karpenter.sh/capacity-type": "spot"}
+    assert sheet.type_of(spot).name == "a100-node"  # type: ignore[union-attr]
+
+
 BAD = [
     (
         "    prices: {gpuHour: 3.0, vcpuHour: 0.05, ramGiBHour: 0.01}",
@@ -64,8 +76,8 @@ BAD = [
         "got 'twelve'",
     ),
     (
-        "    instanceType: a100-box",
-        "    gpuProduct: NVIDIA-H100-80GB-HBM3",
+        "    instanceType: a100-box\n    category: spot",
+        "    gpuProduct: NVIDIA-H100-80GB-HBM3\n    category: on-demand",
         "entry a100-node: field 'spec.nodeTypes[1].gpuProduct': gpuProduct "
         "NVIDIA-H100-80GB-HBM3 is matched twice: entry h100 matches it too",
     ),

@@ -23,8 +23,9 @@
         nodeHour: 16.5                          # split in the ratios of base
 
 Every fault is one :class:`~gpufleet.load.errors.InputError` naming the file, the entry and
-the field: a price that is negative or not a number, a node type matched twice, a category
-not in the list, an entry with both ``prices`` and ``nodeHour`` or neither.
+the field: a price that is negative or not a number, a node type matched twice (once as
+spot and once otherwise is allowed: ``cost/prices.py``), a category not in the list, an entry
+with both ``prices`` and ``nodeHour`` or neither.
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ def read_price_sheet(obj: Obj, source: str) -> PriceSheet:
 def _node_types(r: Reader) -> tuple[NodeType, ...]:
     """``spec.nodeTypes``: each entry named once, each node type matched once."""
     types: list[NodeType] = []
-    seen: dict[tuple[str, str], str] = {}
+    seen: dict[tuple[str, str, bool], str] = {}
     names: set[str] = set()
     for i, raw in enumerate(r.sequence("spec.nodeTypes")):
         field = f"spec.nodeTypes[{i}]"
@@ -141,13 +142,14 @@ def _node_types(r: Reader) -> tuple[NodeType, ...]:
         if not isinstance(value, str) or not value:
             raise r.fail(f"{field}.{given[0]}", "a label value, a non-empty string", value)
         match = (_MATCHES[given[0]], value)
-        if match in seen:
+        key = (*match, raw.get("category") == "spot")
+        if key in seen:
             raise InputError(
                 f"{r.where} entry {name}",
-                f"{given[0]} {value} is matched twice: entry {seen[match]} matches it too",
+                f"{given[0]} {value} is matched twice: entry {seen[key]} matches it too",
                 field=f"{field}.{given[0]}",
             )
-        seen[match] = name
+        seen[key] = name
         types.append(_entry(r, raw, field, name, match))
     return tuple(types)
 

@@ -5,17 +5,29 @@ labelled ``kubernetes.io/hostname`` and, per ``spec.domains`` (widest first), a 
 each topology label shared by each run of ``size`` consecutive nodes. The template is
 checked once, as a Node, and its errors name the pool. The topology's levels are those of
 the one ``Topology`` object, else the pools' domain labels and then the hostname.
+
+A pool with ``spec.autoscaling`` is also a node type the cluster may buy
+(:class:`~gpufleet.model.supply.NodeOffer`): ``maxNodes`` (required, at least ``count``),
+``minNodes`` (default 0, at most ``count``), ``provisioningDelay`` (default 5m), and for spot
+capacity (template label ``karpenter.sh/capacity-type: spot``) ``interruptionsPerHour`` per
+node (default :data:`SPOT_INTERRUPTIONS_PER_HOUR`) and ``availability`` (default 1). Its
+``count`` may then be 0: the nodes it has now.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from gpufleet.load.errors import InputError
 from gpufleet.load.objects.nodes import read_node
 from gpufleet.load.objects.reader import RESOURCE_VERSION, UID, Reader
+from gpufleet.model.supply import CAPACITY_TYPE_LABEL, HOSTNAME_LABEL, NodeOffer, domain_value
 
-HOSTNAME_LABEL = "kubernetes.io/hostname"
+if TYPE_CHECKING:
+    from gpufleet.model.node import NodeSpec
+
 MAX_POOL_NODES = 100_000
 """A NodePool larger than this is a typo, not a cluster."""
 MAX_DOMAINS = 8
@@ -32,9 +44,23 @@ def read_topology(r: Reader) -> tuple[str, ...]:
     return tuple(levels)
 
 
-def read_node_pool(r: Reader) -> tuple[tuple[str, ...], list[Reader]]:
-    """A NodePool: its domain labels (widest first) and its nodes, as Node readers."""
-    count = r.integer("spec.count", 0, minimum=1)
+SPOT_INTERRUPTIONS_PER_HOUR = 0.01
+"""A spot node's interruptions per hour when its pool does not say: the rate of AWS's
+"<5%" interruption-frequency band for a month of uptime, the band most GPU instance types
+sit in on the Spot Instance Advisor (7 interruptions per 720 hours is about 1%)."""
+DEFAULT_DELAY_S = 300.0
+"""A GPU node's time from request to Ready when the pool does not say (they join in 4 to 6
+minutes: driver, toolkit and device plugin come up after the VM)."""
+
+Pool = tuple[tuple[str, ...], list[Reader], NodeOffer | None]
+"""A NodePool read: its domain labels (widest first), its nodes as Node readers, and the
+node type it offers to an autoscaler, if any."""
+
+
+def read_node_pool(r: Reader) -> Pool:
+    """A NodePool (see the module docstring)."""
+    autoscaling = r.get("spec.autoscaling")
+    count = r.integer("spec.count", 0, minimum=0 if autoscaling is not None else 1)
     if count > MAX_POOL_NODES:
         raise r.fail("spec.count", f"at most {MAX_POOL_NODES:,} nodes", count)
     template = r.mapping("spec.template")
@@ -70,30 +96,97 @@ def read_node_pool(r: Reader) -> tuple[tuple[str, ...], list[Reader]]:
     labels = meta.get("labels") or {}
     if not isinstance(labels, Mapping):
         raise r.fail("spec.template.metadata.labels", "a mapping", labels)
-    width = max(3, len(str(count - 1)))
+    most = count if autoscaling is None else _most(r, count)
+    width = max(3, len(str(max(count, most) - 1)))
     nodes = []
     for i in range(count):
         name = f"{r.name}-{i:0{width}d}"
-        own = {label: f"{r.name}-{_short(label)}-{i // size:02d}" for label, size in domains}
+        own = {label: domain_value(r.name, label, i, size) for label, size in domains}
         node = {
             **template,
             "kind": "Node",
             "metadata": {**meta, "name": name, "labels": {**labels, **own, HOSTNAME_LABEL: name}},
         }
         nodes.append(Reader(r.source, node))
+    probe = Reader(
+        r.source,
+        {**template, "kind": "Node", "metadata": {**meta, "name": r.name, "labels": labels}},
+    )
     try:
-        read_node(nodes[0])  # every node is the template: check it once, naming the pool
+        spec = read_node(probe)  # every node is the template: check it once, naming the pool
     except InputError as exc:
         field = "spec.template" + (f".{exc.field}" if exc.field else "")
         raise InputError(r.where, exc.problem, field=field) from None
-    return tuple(label for label, _ in domains), nodes
+    offer = None
+    if autoscaling is not None:
+        offer = _offer(r, spec, tuple(domains), count, most, width)
+    return tuple(label for label, _ in domains), nodes, offer
 
 
-def _short(label: str) -> str:
-    """``topology.gpufleet.io/rack`` -> ``rack``."""
-    return label.rpartition("/")[2] or label
+def _most(r: Reader, count: int) -> int:
+    if not isinstance(r.get("spec.autoscaling"), Mapping):
+        raise r.fail("spec.autoscaling", "a mapping (maxNodes, minNodes, provisioningDelay)", None)
+    if r.get("spec.autoscaling.maxNodes") is None:
+        raise r.fail("spec.autoscaling.maxNodes", "the most nodes the pool may have", None)
+    most = r.integer("spec.autoscaling.maxNodes", 0, minimum=max(count, 1))
+    if most > MAX_POOL_NODES:
+        raise r.fail("spec.autoscaling.maxNodes", f"at most {MAX_POOL_NODES:,} nodes", most)
+    return most
 
 
-def pool_levels(pools: list[tuple[tuple[str, ...], list[Reader]]]) -> tuple[str, ...]:
-    levels = list(dict.fromkeys(label for labels, _ in pools for label in labels))
+def _offer(  # noqa: PLR0917 (the pool's parts, read once by the caller)
+    r: Reader,
+    spec: NodeSpec,
+    domains: tuple[tuple[str, int], ...],
+    count: int,
+    most: int,
+    width: int,
+) -> NodeOffer:
+    """The node type a pool's ``spec.autoscaling`` offers (module docstring)."""
+    field = "spec.autoscaling"
+    least = r.integer(f"{field}.minNodes", 0, minimum=0, maximum=count)
+    delay = (
+        r.duration(f"{field}.provisioningDelay")
+        if r.get(f"{field}.provisioningDelay") is not None
+        else DEFAULT_DELAY_S
+    )
+    spot = spec.labels.get(CAPACITY_TYPE_LABEL) == "spot"
+    rate = _fraction(r, f"{field}.interruptionsPerHour", SPOT_INTERRUPTIONS_PER_HOUR, spot)
+    availability = _fraction(r, f"{field}.availability", 1.0, spot)
+    if availability <= 0:
+        raise r.fail(f"{field}.availability", "a chance above 0, at most 1", availability)
+    return NodeOffer(
+        r.name,
+        spec,
+        domains,
+        min_nodes=least,
+        max_nodes=most,
+        delay_s=delay,
+        spot=spot,
+        interruptions_per_hour=rate if spot else 0.0,
+        availability=availability if spot else 1.0,
+        width=width,
+    )
+
+
+def _fraction(r: Reader, path: str, default: float, spot: bool) -> float:
+    """A number from 0 to 1 at ``path``, said only of spot pools."""
+    value = r.get(path)
+    if value is None:
+        return default
+    if not spot:
+        raise r.fail(
+            path,
+            f"nothing on a pool whose template is not labelled {CAPACITY_TYPE_LABEL}: spot",
+            value,
+        )
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise r.fail(path, "a number from 0 to 1", value)
+    if not 0 <= value <= 1:
+        raise r.fail(path, "a number from 0 to 1", value)
+    return float(value)
+
+
+def pool_levels(pools: list[Pool]) -> tuple[str, ...]:
+    levels = list(dict.fromkeys(label for labels, _, _ in pools for label in labels))
     return (*levels, HOSTNAME_LABEL) if levels else ()

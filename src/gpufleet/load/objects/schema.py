@@ -184,6 +184,16 @@ NODE_POOL: Schema = {
         "count": ANY,
         "template": {"metadata": META, "spec": NODE["spec"], "status": ANY},
         "domains": [dict.fromkeys(("label", "size"), ANY)],
+        "autoscaling": dict.fromkeys(
+            (
+                "minNodes",
+                "maxNodes",
+                "provisioningDelay",
+                "interruptionsPerHour",
+                "availability",
+            ),
+            ANY,
+        ),
     },
 }
 
