@@ -28,6 +28,7 @@ from gpufleet.framework.profile import Profile
 from gpufleet.framework.protocols import FilterVerdict, Handle
 from gpufleet.framework.runtime import Exclusion, FilterResult, GpuMemory
 from gpufleet.framework.status import Code, Reason, Status
+from gpufleet.model.autoscale import SupplyRun
 from gpufleet.model.cluster import NodeSpec
 from gpufleet.model.costs import (
     CostTimeline,
@@ -72,6 +73,7 @@ from gpufleet.model.results import (
     Timeline,
 )
 from gpufleet.model.selectors import NodeConstraint, Requirement, Taint, Toleration
+from gpufleet.model.supply import NodeOffer
 from gpufleet.model.values import FrozenMap
 from gpufleet.model.volumes import CsiNode, PersistentVolume, Storage, StorageClass, VolumeClaim
 from gpufleet.model.workload import (
@@ -328,6 +330,17 @@ def snapshot() -> Snapshot:
     )
 
 
+def node_offer() -> NodeOffer:
+    return NodeOffer("gpu", node_spec(), (("rack", 4),), 1, 8, 300.0, True, 0.01, 0.9, 3)
+
+
+def supply_run() -> SupplyRun:
+    return SupplyRun(
+        "gpufleet", 1, replay_run(), 100.0, 10.0, 80.0, 60.0, 1.0, 0.5, 2.0, 70.0, 1, 0.5, 3,
+        2, 4, 1.5, 9, 1, 5, 86400.0, ((0.0, 8.0, 4.0, 2.0),),
+    )  # fmt: skip
+
+
 def volume_claim() -> VolumeClaim:
     return VolumeClaim(
         "ml/data", "fast", "", 50 << 30, frozenset({"ReadWriteOnce"}), "Filesystem", selector()
@@ -433,8 +446,16 @@ CASES: dict[type, Case] = {
         {"spec": replace(pod_spec(), memory_mib=1)},
     ),
     Snapshot: Case(
-        snapshot, {"allocations": {}, "storage": Storage(), "namespaces": {"ml": {"a": "b"}}}
+        snapshot,
+        {
+            "allocations": {},
+            "storage": Storage(),
+            "namespaces": {"ml": {"a": "b"}},
+            "offers": (node_offer(),),
+        },
     ),
+    NodeOffer: Case(node_offer, {"template": replace(node_spec(), gpus=4)}),
+    SupplyRun: Case(supply_run, {"replay": replace(replay_run(), seed=7)}),
     StorageClass: Case(lambda: StorageClass("fast", "ebs.csi.aws.com", True, ((requirement(),),))),
     PersistentVolume: Case(
         persistent_volume,

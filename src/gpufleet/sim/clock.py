@@ -43,6 +43,10 @@ class EventQueue(Generic[T]):
             raise ValueError(f"event at {time} is in the past (now {self.now})")
         heapq.heappush(self._heap, Event(time, priority, next(self._seq), payload))
 
+    def clear(self) -> None:
+        """Forget every event not yet taken (nothing they would do matters any more)."""
+        self._heap.clear()
+
     def peek_time(self) -> float:
         """Time of the next event."""
         return self._heap[0].time

@@ -1,0 +1,162 @@
+"""Elastic supply as tables and a plot: one row per autoscaling policy (``sim/autoscale.py``),
+averaged over seeds, and gpufleet's figures against the targets it was built to meet."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from gpufleet.model.autoscale import SupplyRun
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+COLUMNS = (
+    "policy",
+    "spend ($)",
+    "$ / finished job",
+    "$ / useful GPU-h",
+    "node-h",
+    "idle node-h",
+    "unallocated GPU-h",
+    "incomplete gangs node-h ($)",
+    "scale-down evictions (GPU-h lost)",
+    "checkpoint moves",
+    "spot interruptions: nodes / jobs (GPU-h lost)",
+    "queueing mean / p95 (min)",
+    "JCT (h)",
+    "finished / never started",
+    "peak nodes",
+)
+"""Per policy, the mean over seeds of: the spend; per finished job and per useful GPU-hour
+(work done and kept); node-hours; idle node-hours (no GPU allocated) and their share;
+GPU-hours bought but not allocated; node-hours and dollars paid while a gang could not
+start; running jobs evicted so that a node could go, and the work they lost; jobs moved
+right after a checkpoint to empty a node (gpufleet); spot nodes interrupted, the jobs they
+stopped and the work lost; queueing (mean, p95: jobs never started count at their wait so
+far) and JCT; jobs finished and never started; the most nodes up at once."""
+
+CA = ("ca-price", "ca-least-waste")
+
+
+def _mean(values: Sequence[float]) -> float:
+    return float(np.mean(values)) if values else math.nan
+
+
+def row(name: str, runs: Sequence[SupplyRun]) -> list[str]:
+    def m(get: object) -> float:
+        return _mean([get(r) for r in runs])  # type: ignore[operator]
+
+    return [
+        name,
+        f"{m(lambda r: r.spend):,.0f}",
+        f"{m(lambda r: r.per_finished_job):,.2f}",
+        f"{m(lambda r: r.per_useful_gpu_hour):.3f}",
+        f"{m(lambda r: r.node_hours):,.0f}",
+        f"{m(lambda r: r.idle_node_hours):,.0f} ({m(lambda r: r.idle_share):.1%})",
+        f"{m(lambda r: r.unallocated_gpu_hours):,.0f}",
+        f"{m(lambda r: r.incomplete_node_hours):,.1f} ({m(lambda r: r.incomplete_spend):,.0f})",
+        f"{m(lambda r: r.scale_down_evictions):,.0f} "
+        f"({m(lambda r: r.scale_down_lost_gpu_hours):,.0f})",
+        f"{m(lambda r: r.checkpoint_moves):,.0f}",
+        f"{m(lambda r: r.interruptions):,.0f} / {m(lambda r: r.interrupted_jobs):,.0f} "
+        f"({m(lambda r: r.interruption_lost_gpu_hours):,.0f})",
+        f"{m(lambda r: r.replay.mean_wait_s) / 60:.1f} / "
+        f"{m(lambda r: r.replay.p95_wait_s) / 60:.1f}",
+        f"{m(lambda r: r.replay.mean_jct_s) / 3600:.2f}",
+        f"{m(lambda r: r.replay.finished_jobs):,.0f} / "
+        f"{m(lambda r: r.replay.never_started_jobs):,.0f}",
+        f"{m(lambda r: r.peak_nodes):.0f}",
+    ]
+
+
+def markdown(runs: Mapping[str, Sequence[SupplyRun]]) -> list[str]:
+    """One row per policy (mean over its seeds), as a Markdown table."""
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for name, done in runs.items():
+        lines.append("| " + " | ".join(row(name, done)) + " |")
+    return lines
+
+
+def cheaper_ca(runs: Mapping[str, Sequence[SupplyRun]]) -> str | None:
+    """The Cluster Autoscaler expander of the lower mean spend."""
+    present = [name for name in CA if runs.get(name)]
+    return min(present, key=lambda n: _mean([r.spend for r in runs[n]])) if present else None
+
+
+def targets(runs: Mapping[str, Sequence[SupplyRun]]) -> list[str]:
+    """gpufleet against the cheaper Cluster Autoscaler, target by target (means over seeds)."""
+    ours, base = runs.get("gpufleet"), cheaper_ca(runs)
+    if not ours or base is None:
+        return []
+    theirs = runs[base]
+
+    def mean(done: Sequence[SupplyRun], get: object) -> float:
+        return _mean([get(r) for r in done])  # type: ignore[operator]
+
+    spend = 1 - mean(ours, lambda r: r.spend) / mean(theirs, lambda r: r.spend)
+    jct = mean(ours, lambda r: r.replay.mean_jct_s) / mean(theirs, lambda r: r.replay.mean_jct_s)
+    p95 = mean(ours, lambda r: r.replay.p95_wait_s), mean(theirs, lambda r: r.replay.p95_wait_s)
+    incomplete = mean(ours, lambda r: r.incomplete_spend)
+    evictions = mean(ours, lambda r: r.scale_down_evictions)
+    idle = mean(ours, lambda r: r.idle_share)
+    checks = [
+        (f"spend {spend:.1%} lower than {base}", spend >= 0.30, "at least 30% lower"),
+        (f"mean JCT x{jct:.3f} of {base}'s", jct <= 1.05, "at most 5% higher"),
+        (
+            f"p95 queueing {p95[0] / 60:.1f} min against {p95[1] / 60:.1f}",
+            p95[0] <= p95[1] + 1e-9,
+            "no worse",
+        ),
+        (f"spend on incomplete gangs ${incomplete:,.2f}", incomplete == 0, "0"),
+        (f"scale-down evictions {evictions:g}", evictions == 0, "0"),
+        (f"idle node-hours {idle:.1%} of node-hours", idle <= 0.05, "at most 5%"),
+    ]
+    return [f"- {'met' if ok else 'NOT met'}: {what} (target: {goal})" for what, ok, goal in checks]
+
+
+def plot_supply(runs: Mapping[str, SupplyRun], path: Path, *, title: str = "") -> None:
+    """GPUs of the nodes up over time per policy, beside what pending jobs asked for and
+    what gpufleet's pods held (one seed); written atomically."""
+    import matplotlib as mpl  # noqa: PLC0415 (only the plotting pays for matplotlib)
+
+    mpl.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    fig, ax = plt.subplots(figsize=(11, 4), constrained_layout=True)
+    day = 86_400.0
+    ours = runs.get("gpufleet")
+    if ours is not None and ours.timeline:
+        t = np.array([s[0] for s in ours.timeline]) / day
+        ax.fill_between(
+            t,
+            [s[3] for s in ours.timeline],
+            color="#fdd0a2",
+            label="GPUs pending jobs ask for (gpufleet)",
+        )
+        ax.fill_between(
+            t,
+            [s[2] for s in ours.timeline],
+            color="#d9d9d9",
+            alpha=0.7,
+            label="GPUs allocated (gpufleet)",
+        )
+    for name, run in runs.items():
+        if not run.timeline:
+            continue
+        t = np.array([s[0] for s in run.timeline]) / day
+        ax.plot(t, [s[1] for s in run.timeline], linewidth=0.8, label=f"GPUs up: {name}")
+    ax.set_xlabel("day")
+    ax.set_ylabel("GPUs")
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper right", fontsize=8)
+    tmp = path.with_name(f".{path.name}.tmp")
+    fig.savefig(tmp, dpi=110, format="png")
+    plt.close(fig)
+    tmp.replace(path)
