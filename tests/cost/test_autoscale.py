@@ -16,6 +16,7 @@ from gpufleet.cost.autoscale import (
     Stock,
     Want,
     expected_hourly,
+    plan_drain,
     plan_scale_down,
     plan_scale_up,
 )
@@ -156,3 +157,24 @@ def test_scale_down_takes_empty_nodes_dearest_first_and_keeps_the_forecast() -> 
     assert gone == ("dear", "cheap")
     gone = plan_scale_down(nodes, now=100.0, grace_s=60.0, keep_gpus=30.0, free_gpus=40.0)
     assert gone == ("dear",)
+
+
+def test_drain_empties_only_movable_nodes_whose_pods_fit_elsewhere_dearest_first() -> None:
+    def spec(name: str) -> NodeSpec:
+        return NodeSpec(name, 64_000, 512 * 1024, 8, "H100")
+
+    one = PodSpec("p", 1000, 1024, 1, 1000)
+    specs = [spec("dear"), spec("cheap"), spec("stuck"), spec("full")]
+    free = np.array([7.0, 6.0, 7.0, 1.0])
+    room = Room.of(specs, (free, np.full(4, 60_000.0), np.full(4, 500.0 * 1024)))
+    nodes = [
+        NodeUse("dear", 8, 16.0, None, used=1, pods=(one,), movable=True),
+        NodeUse("cheap", 8, 8.0, None, used=2, pods=(one, one), movable=True),
+        NodeUse("stuck", 8, 8.0, None, used=1, pods=(one,), movable=False),
+    ]
+    assert plan_drain(nodes, room, keep_gpus=0.0, limit=1) == ("dear",)
+    room = Room.of(specs, (free, np.full(4, 60_000.0), np.full(4, 500.0 * 1024)))
+    assert plan_drain(nodes, room, keep_gpus=0.0, limit=3) == ("dear", "cheap")
+    # the forecast keeps the free GPUs the drain would take
+    room = Room.of(specs, (free, np.full(4, 60_000.0), np.full(4, 500.0 * 1024)))
+    assert plan_drain(nodes, room, keep_gpus=20.0, limit=3) == ()

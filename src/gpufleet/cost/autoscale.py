@@ -20,11 +20,11 @@ delay as running pods are expected to end) and each queue's GPU headroom, each j
 
 **Scale-down** (:func:`plan_scale_down`). A node may go when it is empty and has been for
 ``grace_s``, keeping the free GPUs that the forecast of work arriving within the provisioning
-delay would need; the dearest go first. A node at most half used is emptied
-(:func:`plan_drain`) only by moves that lose no work: every job on it checkpoints, runs on it
-alone and is past its queue's minimum runtime, so it is moved right after its next
-checkpoint, losing only its restart; and only where its pods fit the other nodes' free room
-and the forecast's GPUs stay free. A job that does not checkpoint is never evicted to scale
+delay would need; the dearest go first. A node not full is emptied (:func:`plan_drain`)
+only by moves that lose no work: every job on it checkpoints, runs on it alone and is past
+its queue's minimum runtime, so it is moved right after its next checkpoint, losing only its
+restart; and only where its pods fit the other nodes' free room and the forecast's GPUs stay
+free. A job that does not checkpoint is never evicted to scale
 down. Pure: no clock, no I/O; the caller says what time it is.
 """
 
@@ -495,8 +495,8 @@ def plan_scale_down(
 def plan_drain(
     nodes: Sequence[NodeUse], room: Room, *, keep_gpus: float, limit: int
 ) -> tuple[str, ...]:
-    """Up to ``limit`` nodes to empty by moves that lose no work (module docstring): at most
-    half used and movable, fewest GPUs used first, then dearest; each only if its pods fit
+    """Up to ``limit`` nodes to empty by moves that lose no work (module docstring): not full
+    and movable, dearest per GPU first, then fewest GPUs used; each only if its pods fit
     the free room of the nodes not drained (``room``, rows named by ``room.specs``; taken
     as they are placed) and the free GPUs left still cover ``keep_gpus``."""
     names = [spec.name for spec in room.specs]
