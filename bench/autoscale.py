@@ -39,7 +39,8 @@ from gpufleet.load.traces.openb import bundled
 from gpufleet.load.traces.replay_inputs import load_replay
 from gpufleet.model.autoscale import SupplyRun
 from gpufleet.model.workload import ReplayJob
-from gpufleet.report.autoscale import markdown, plot_supply, targets
+from gpufleet.report.autoscale import markdown, targets
+from gpufleet.report.autoscale_plot import plot_supply
 from gpufleet.sim.autoscale import SUPPLY_POLICIES, SupplyReplay, peak_nodes
 from gpufleet.sim.window import trace_window
 

@@ -5,14 +5,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from gpufleet.model.autoscale import SupplyRun
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 COLUMNS = (
     "policy",
@@ -116,47 +112,3 @@ def targets(runs: Mapping[str, Sequence[SupplyRun]]) -> list[str]:
         (f"idle node-hours {idle:.1%} of node-hours", idle <= 0.05, "at most 5%"),
     ]
     return [f"- {'met' if ok else 'NOT met'}: {what} (target: {goal})" for what, ok, goal in checks]
-
-
-def plot_supply(runs: Mapping[str, SupplyRun], path: Path, *, title: str = "") -> None:
-    """GPUs of the nodes up over time per policy, beside what pending jobs asked for and
-    what gpufleet's pods held (one seed); written atomically."""
-    import matplotlib as mpl  # noqa: PLC0415 (only the plotting pays for matplotlib)
-
-    mpl.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-
-    fig, ax = plt.subplots(figsize=(11, 4), constrained_layout=True)
-    day = 86_400.0
-    ours = runs.get("gpufleet")
-    if ours is not None and ours.timeline:
-        t = np.array([s[0] for s in ours.timeline]) / day
-        ax.fill_between(
-            t,
-            [s[3] for s in ours.timeline],
-            color="#fdd0a2",
-            label="GPUs pending jobs ask for (gpufleet)",
-        )
-        ax.fill_between(
-            t,
-            [s[2] for s in ours.timeline],
-            color="#d9d9d9",
-            alpha=0.7,
-            label="GPUs allocated (gpufleet)",
-        )
-    for name, run in runs.items():
-        if not run.timeline:
-            continue
-        t = np.array([s[0] for s in run.timeline]) / day
-        ax.plot(t, [s[1] for s in run.timeline], linewidth=0.8, label=f"GPUs up: {name}")
-    ax.set_xlabel("day")
-    ax.set_ylabel("GPUs")
-    ax.set_xlim(left=0)
-    ax.set_ylim(bottom=0)
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="upper right", fontsize=8)
-    tmp = path.with_name(f".{path.name}.tmp")
-    fig.savefig(tmp, dpi=110, format="png")
-    plt.close(fig)
-    tmp.replace(path)

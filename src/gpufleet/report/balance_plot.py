@@ -12,6 +12,8 @@ mpl.use("Agg")  # files only; never a window
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
 DAY = 86_400.0
 
@@ -36,9 +38,14 @@ def plot_lending(
     )
     for name, series in lent.items():
         ax.plot(days[: len(series)], series, linewidth=0.8, label=f"lent to training: {name}")
+    save_gpus_by_day(fig, ax, path, days[-1] if days.size else 0.0, title)
+
+
+def save_gpus_by_day(fig: Figure, ax: Axes, path: Path, last_day: float, title: str) -> None:
+    """Label a plot of GPUs over days, and write it to ``path`` atomically."""
     ax.set_xlabel("day")
     ax.set_ylabel("GPUs")
-    ax.set_xlim(0, days[-1] if days.size and days[-1] > 0 else 1)
+    ax.set_xlim(0, last_day if last_day > 0 else 1)
     ax.set_ylim(bottom=0)
     ax.set_title(title)
     ax.grid(alpha=0.3)
