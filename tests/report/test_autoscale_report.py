@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from gpufleet.model.autoscale import SupplyRun
 from gpufleet.report.autoscale import cheaper_ca, markdown, targets
 from gpufleet.report.autoscale_plot import plot_supply
 from tests.model.test_values import supply_run
 
 
-def runs() -> dict[str, list]:  # type: ignore[type-arg]
+def runs() -> dict[str, list[SupplyRun]]:
     base = supply_run()
     replay = base.replay
     return {
@@ -24,7 +25,7 @@ def runs() -> dict[str, list]:  # type: ignore[type-arg]
                 scale_down_evictions=0,
                 incomplete_spend=0.0,
                 idle_node_hours=0.2,
-                replay=replace(replay, mean_jct_s=replay.mean_jct_s * 1.06),
+                replay=replace(replay, mean_jct_s=(replay.mean_jct_s or 0.0) * 1.06),
             )
         ],
     }
