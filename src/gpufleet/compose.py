@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
+
+from gpufleet.cost.autoscale import Room, ScaleUp, Want, plan_scale_up, price_stock
 from gpufleet.cost.nodes import price_nodes
 from gpufleet.cost.rates import hourly_cost, running_hourly
 from gpufleet.model.costs import CycleCost, HourlyCost, Sheet
@@ -20,6 +23,7 @@ from gpufleet.scheduler.cycle.config import CycleConfig
 from gpufleet.scheduler.cycle.session import Session
 from gpufleet.scheduler.placement.topology import DomainTopology
 from gpufleet.scheduler.queues.admission import QueueAdmission
+from gpufleet.scheduler.queues.holds import remaining_s
 from gpufleet.scheduler.queues.order import QueueOrder
 from gpufleet.scheduler.room.builtin import builtin_actions
 from gpufleet.scheduler.state.cache import ClusterCache
@@ -30,7 +34,7 @@ if TYPE_CHECKING:
 
     from gpufleet.cost.prices import PriceSheet
     from gpufleet.model.pod import PodSpec
-    from gpufleet.model.workload import Snapshot
+    from gpufleet.model.workload import PodInfo, Snapshot
     from gpufleet.scheduler.api.outcome import CycleResult
 
 COMPONENTS = Components(
@@ -64,6 +68,75 @@ def _snapshot_cache(snapshot: Snapshot, config: CycleConfig) -> ClusterCache[Com
     cache = new_cache(config)
     cache.apply_all(snapshot_events(snapshot))
     return cache
+
+
+def schedule_snapshot_autoscaled(
+    snapshot: Snapshot, now: float, config: CycleConfig, sheet: PriceSheet
+) -> tuple[CycleResult, ScaleUp]:
+    """:func:`schedule_snapshot`, and the nodes to buy for the jobs it leaves pending
+    (``gpufleet schedule --autoscale``, ``cost/autoscale.py``): the snapshot's NodePools
+    with ``spec.autoscaling`` priced by ``sheet``, the room the cycle's bindings leave and
+    what running pods are expected to free within the longest provisioning delay. A node
+    type the sheet does not price raises :class:`~gpufleet.cost.nodes.UnpricedNodeError`."""
+    cache = _snapshot_cache(snapshot, config)
+    result = Session(cache, config, now).run()
+    ledger = cache.ledger()
+    state = ledger.state
+    stock = price_stock(snapshot.offers, sheet)
+    for item in stock:  # the pool's own nodes hold their numbers
+        prefix = f"{item.pool}-"
+        item.used = {
+            int(name[len(prefix) :])
+            for name in state.names
+            if name.startswith(prefix) and name[len(prefix) :].isdigit()
+        }
+    delay = max((o.delay_s for o in snapshot.offers), default=0.0)
+    soon = [state.gpu_whole_free.astype(float), state.cpu_free.astype(float),
+            state.memory_free.astype(float)]  # fmt: skip
+    for running in ledger.running.values():
+        if remaining_s(running.pod, now, config.expected_duration_s) <= delay:
+            soon[0][running.node] += len(running.gpus) or running.spec.gpu_equivalent
+            soon[1][running.node] += running.spec.cpu_milli
+            soon[2][running.node] += running.spec.memory_mib
+    specs = {node.name: node for node in snapshot.nodes}
+    room = Room.of(
+        [specs[name] for name in state.names],
+        (
+            state.gpu_whole_free.astype(float),
+            state.cpu_free.astype(float),
+            state.memory_free.astype(float),
+        ),
+        (soon[0], soon[1], soon[2]),
+    )
+    pods = cache.pods
+    groups = {g.key: g for g in snapshot.groups}
+    pending: dict[str, list[PodInfo]] = {}
+    for waiting in result.pending:
+        pod = pods.get(waiting.pod)
+        if pod is not None:
+            pending.setdefault(pod.gang, []).append(pod)
+    wants = []
+    for key, members in pending.items():
+        first = members[0]
+        group = groups.get(key)
+        wants.append(
+            Want(
+                key,
+                first.queue or (group.queue if group is not None else ""),
+                len(members),
+                first.spec,
+                first.progress.expected_duration_s or config.expected_duration_s,
+                first.progress.checkpoint_interval_s,
+                group.topology_required if group is not None else None,
+            )
+        )
+    wants.sort(key=lambda w: min(p.created for p in pending[w.key]))
+    headroom = {
+        q.name: float(q.limit[0]) - float(ledger.alloc[q.name][0])
+        for q in snapshot.queues
+        if np.isfinite(q.limit[0]) and q.name in ledger.alloc
+    }
+    return result, plan_scale_up(wants, stock, room, headroom)
 
 
 def schedule_snapshot_costed(

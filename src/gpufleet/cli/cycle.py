@@ -8,6 +8,7 @@ through the composition root; ``schedule`` prints its bindings, evictions and pe
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import sys
 from pathlib import Path
@@ -17,7 +18,12 @@ import typer
 
 from gpufleet.cli.options import duration
 from gpufleet.cli.output import make_console, warn
-from gpufleet.compose import schedule_snapshot, schedule_snapshot_costed
+from gpufleet.compose import (
+    schedule_snapshot,
+    schedule_snapshot_autoscaled,
+    schedule_snapshot_costed,
+)
+from gpufleet.cost.autoscale import plan_json
 from gpufleet.cost.nodes import UnpricedNodeError
 from gpufleet.load.costs.prices import DEFAULT_SHEET, load_price_sheet
 from gpufleet.load.errors import InputError
@@ -26,6 +32,7 @@ from gpufleet.load.objects.vocabulary import SCHEDULER_NAME
 from gpufleet.load.snapshot import load_snapshot
 from gpufleet.model.workload import Snapshot
 from gpufleet.plugins.registry import POLICIES
+from gpufleet.report.autoscale import plan_table
 from gpufleet.report.cycle import (
     cost_tables,
     cycle_json,
@@ -223,10 +230,20 @@ def schedule(
     prices: Annotated[
         Path | None,
         typer.Option(
-            help="Price sheet YAML (kind: PriceSheet) for --cost (implies --cost).",
+            help="Price sheet YAML (kind: PriceSheet) for --cost or --autoscale (implies "
+            "--cost without --autoscale).",
             show_default="the bundled illustrative list prices",
         ),
     ] = None,
+    autoscale: Annotated[
+        bool,
+        typer.Option(
+            "--autoscale",
+            help="Also plan the nodes to buy for the pods left pending, from the snapshot's "
+            "NodePools with spec.autoscaling: each job whole, cheapest first, with the hourly "
+            "cost and the job each node is for (docs/autoscaling.md).",
+        ),
+    ] = False,
 ) -> None:
     """Run one scheduling cycle over a cluster snapshot: bindings, evictions, pending pods.
 
@@ -237,6 +254,9 @@ def schedule(
     config = _config(
         policy, starvation_after, stale_grace, non_preemptible_priority, expected=expected_duration
     )
+    if autoscale:
+        _autoscale(filename, output, now, config, prices, scheduler_name, vocabulary)
+        return
     when = _now(now)
     sheet_path = prices or DEFAULT_SHEET
     sheet = load_price_sheet(sheet_path) if cost or prices is not None else None
@@ -257,6 +277,42 @@ def schedule(
         return
     console = make_console()
     for table in cycle_tables(result) + ([] if costed is None else cost_tables(costed)):
+        console.print(table)
+
+
+def _autoscale(
+    filename: Path,
+    output: str,
+    now: str | None,
+    config: CycleConfig,
+    prices: Path | None,
+    scheduler_name: list[str] | None,
+    vocabulary: list[str] | None,
+) -> None:
+    """``schedule --autoscale``: the cycle, then the plan for what it leaves pending."""
+    when = _now(now)
+    sheet_path = prices or DEFAULT_SHEET
+    sheet = load_price_sheet(sheet_path)
+    snapshot = _load(filename, scheduler_name, _vocabularies(vocabulary))
+    _check_now(when, snapshot, filename, given=now is not None)
+    if not snapshot.offers:
+        warn(
+            f"{filename}: no NodePool has spec.autoscaling: there is no node type to buy, "
+            "so every pending job waits"
+        )
+    try:
+        result, plan = schedule_snapshot_autoscaled(snapshot, when, config, sheet)
+    except SnapshotError as exc:
+        raise InputError(str(filename), str(exc)) from None
+    except UnpricedNodeError as exc:
+        raise InputError(str(sheet_path), str(exc)) from None
+    if output == "json":
+        text = cycle_json(result).rstrip().removesuffix("}").rstrip()
+        body = json.dumps(plan_json(plan, sheet.currency), indent=2, ensure_ascii=False)
+        sys.stdout.write(text + ',\n  "autoscale": ' + body.replace("\n", "\n  ") + "\n}\n")
+        return
+    console = make_console()
+    for table in [*cycle_tables(result), plan_table(plan, sheet.currency)]:
         console.print(table)
 
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -333,6 +333,8 @@ class Purchase:
     expected: float
     also: tuple[str, ...] = ()
     """Jobs after it that the plan packs onto these nodes' spare room."""
+    names: tuple[str, ...] = ()
+    """The nodes' names, as the pool will name them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -408,12 +410,10 @@ def plan_scale_up(
             room.add(item.offer.node(number))
         room.take(want, soon=False)
         offer = item.offer
-        purchases.append(Purchase(want.key, offer.pool, numbers, hourly, expected))
+        names = tuple(offer.node(n).name for n in numbers)
+        purchases.append(Purchase(want.key, offer.pool, numbers, hourly, expected, (), names))
         left[want.queue] = cap - want.gpus
-    out = [
-        Purchase(p.key, p.pool, p.numbers, p.hourly, p.expected, tuple(packed.get(i, ())))
-        for i, p in enumerate(purchases)
-    ]
+    out = [replace(p, also=tuple(packed.get(i, ()))) for i, p in enumerate(purchases)]
     return ScaleUp(tuple(out), tuple(waiting))
 
 
@@ -531,3 +531,23 @@ def plan_drain(
         drained[row] = True
         out.append(node.name)
     return tuple(out)
+
+
+def plan_json(plan: ScaleUp, currency: str) -> dict[str, object]:
+    """A plan as ``gpufleet schedule --autoscale -o json`` prints it."""
+    return {
+        "currency": currency,
+        "hourly": round(plan.hourly, 6),
+        "purchases": [
+            {
+                "for": p.key,
+                "pool": p.pool,
+                "nodes": list(p.names),
+                "hourly": round(p.hourly, 6),
+                "expectedHourly": round(p.expected, 6),
+                "alsoFor": list(p.also),
+            }
+            for p in plan.purchases
+        ],
+        "waiting": [{"job": w.key, "reason": w.reason} for w in plan.waiting],
+    }

@@ -7,7 +7,9 @@ import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+from rich.table import Table
 
+from gpufleet.cost.autoscale import ScaleUp
 from gpufleet.model.autoscale import SupplyRun
 
 COLUMNS = (
@@ -112,3 +114,22 @@ def targets(runs: Mapping[str, Sequence[SupplyRun]]) -> list[str]:
         (f"idle node-hours {idle:.1%} of node-hours", idle <= 0.05, "at most 5%"),
     ]
     return [f"- {'met' if ok else 'NOT met'}: {what} (target: {goal})" for what, ok, goal in checks]
+
+
+def plan_table(plan: ScaleUp, currency: str) -> Table:
+    """``gpufleet schedule --autoscale``: each purchase (pool, nodes, hourly cost, the job it
+    is for and the jobs packed beside it), then each job left waiting and why."""
+    table = Table(title=f"nodes to buy ({plan.nodes}, {plan.hourly:,.2f} {currency} an hour)")
+    for column in ("for", "pool", "nodes", f"{currency} / h", "also for"):
+        table.add_column(column)
+    for p in plan.purchases:
+        table.add_row(
+            p.key,
+            p.pool,
+            ", ".join(p.names),
+            f"{p.hourly:,.2f}",
+            ", ".join(p.also),
+        )
+    for w in plan.waiting:
+        table.add_row(w.key, "", "", "", f"waits: {w.reason}")
+    return table
