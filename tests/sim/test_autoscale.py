@@ -164,3 +164,32 @@ def test_cluster_autoscaler_evicts_running_work_to_scale_down_and_gpufleet_does_
     assert theirs.replay.finished_jobs == ours.replay.finished_jobs == 4
     assert math.isfinite(theirs.spend)
     assert theirs.scale_down_evictions >= 1
+
+
+@pytest.mark.parametrize("policy", ["gpufleet", "ca-price", "karpenter-like"])
+def test_a_failed_spot_request_is_asked_again_once_the_pool_may_be(policy: str) -> None:
+    """Spot capacity filled three times in ten: a failed request avoids the pool a while,
+    then the job asks again, and nothing else happening does not end the replay early."""
+    scarce = NodeOffer(
+        "x8",
+        offer(spot=True).template,
+        max_nodes=4,
+        delay_s=300.0,
+        spot=True,
+        availability=0.3,
+    )
+    run = replay([job("a", 1, 8, 3600.0)], [scarce], policy).replay()
+    assert run.failed_requests >= 1
+    assert run.replay.finished_jobs == 1
+
+
+def test_cluster_autoscaler_grows_the_next_group_at_the_next_scan() -> None:
+    """Pool ``a`` may have one node: if Cluster Autoscaler grows it for the first job, one
+    loop later it grows ``b`` for the second (both start within a scan of each other, not a
+    provisioning delay apart)."""
+    cheap = offer("a", most=1)
+    dear = NodeOffer("b", offer("b").template, max_nodes=4, delay_s=300.0)
+    sheet_nodes = [job("j0", 1, 8, 3600.0), job("j1", 1, 8, 3600.0)]
+    run = replay(sheet_nodes, [cheap, dear], "ca-price").replay()
+    assert run.replay.finished_jobs == 2
+    assert (run.replay.mean_wait_s or 0.0) <= (310.0 + 320.0) / 2

@@ -271,8 +271,8 @@ class SupplyReplay(Replay):
         self.scale_down_evictions = 0
         self.checkpoint_moves = 0
         self.drain_after = 0.0
-        self.moving: dict[int, tuple[str, float]] = {}
-        """Job -> the node it is to leave, and the run (its start) to move."""
+        self.moving: dict[int, tuple[str, float, float]] = {}
+        """Job -> the node it is to leave, the run (its start) to move, and when."""
         self.min_runtime = {q.name: q.reclaim_min_runtime_s for q in self.tenants}
         self.interruptions = 0
         self.interrupted_jobs = 0
@@ -422,6 +422,7 @@ class SupplyReplay(Replay):
                 KARPENTER_AVOID_S if self.supply.scaler == "karpenter" else BACKOFF_S
             )
             self._soon(now)
+            self._at(self.avoid[pool])  # look again when the pool may be asked again
             return
         hold = self.supply.scaler == "gpufleet" and request.job >= 0 and request.job in self.waiting
         for node in request.nodes:
@@ -715,7 +716,7 @@ class SupplyReplay(Replay):
             for i in jobs_on.get(name, ()):
                 at = self._move_at(i, now, name)
                 assert at is not None
-                self.moving[i] = (name, self.progress[i].run_start)
+                self.moving[i] = (name, self.progress[i].run_start, at)
                 self._push(at, MOVE_EVENT, i)
 
     def _move_at(self, i: int, now: float, name: str) -> float | None:
@@ -736,9 +737,9 @@ class SupplyReplay(Replay):
 
     def _move(self, i: int, now: float) -> None:
         target = self.moving.get(i)
-        if target is None:
-            return
-        name, run = target
+        if target is None or target[2] != now:
+            return  # no move, or one planned for another time (a drain cancelled since)
+        name, run, _ = target
         node = self.nodes.get(name)
         if node is None or not node.draining or self.progress[i].run_start != run:
             del self.moving[i]
@@ -746,6 +747,7 @@ class SupplyReplay(Replay):
         room = self._room(now, soon=False, held=False)
         if not room.take(self._want_all(i), soon=False):
             # the room it was to move to is taken: it stays until its next checkpoint
+            self.moving[i] = (name, run, now + self.checkpoint_interval_s)
             self._push(now + self.checkpoint_interval_s, MOVE_EVENT, i)
             return
         del self.moving[i]
@@ -759,12 +761,14 @@ class SupplyReplay(Replay):
         if isinstance(spec, NodeSpec):
             taints = tuple(t for t in spec.taints if t != UNSCHEDULABLE)
             self.cache.apply(Event("MODIFIED", "Node", replace(spec, taints=taints)))
-        for i in [i for i, (name, _) in self.moving.items() if name == node.name]:
+        for i in [i for i, (name, _, _) in self.moving.items() if name == node.name]:
             del self.moving[i]
 
     def _held(self, name: str) -> bool:
-        node = self.nodes[name]
-        return node.for_job >= 0 and node.for_job in self.waiting
+        """Whether node ``name`` is still held for the job it was bought for (it carries
+        the label until that job first starts on it)."""
+        spec = self.cache.get("Node", name)
+        return isinstance(spec, NodeSpec) and PROVISIONED_FOR_LABEL in spec.labels
 
     # Cluster Autoscaler ----------------------------------------------------------------------
 
@@ -819,6 +823,8 @@ class SupplyReplay(Replay):
         for node, b in zip(request.nodes, bins, strict=True):
             i = pods[b[0]][0]
             node.for_job = i if self.jobs[i].pods > 1 else -1
+        if sum(len(b) for b in bins) < len(pods):
+            self._soon(now)  # one node group a loop: the pods left wait for the next scan
 
     def _ca_down(self, now: float) -> None:
         used, total = self._use()
@@ -979,11 +985,19 @@ class SupplyReplay(Replay):
         # gangs not started holding GPUs
         incomplete_s = 0.0
         incomplete_cost = 0.0
+        runs_on: dict[int, list[tuple[float, float]]] = {}
+        for r in range(len(columns.pods)):
+            if columns.gpus[r] > 0:
+                runs_on.setdefault(int(columns.node[r]), []).append(
+                    (float(columns.start[r]), float(run_end[r]))
+                )
         for k, n in enumerate(nodes):
             if not n.for_waiting or self.jobs[n.for_job].pods <= 1 or math.isnan(n.ready):
                 continue
             start = self._started_after(n.for_job, n.ready, end)
-            span = max(0.0, min(start, down[k]) - n.ready)
+            stop = min(start, float(down[k]))
+            # the time it held nothing: what pods held there is counted by their share below
+            span = _uncovered(n.ready, stop, runs_on.get(n.index, []))
             incomplete_s += span
             incomplete_cost += span * hourly[k] / 3600.0
         partial_s, partial_cost = self._partial_gangs(columns, run_end, nodes, by_index)
@@ -1085,6 +1099,17 @@ class SupplyReplay(Replay):
             (float(t), float(u), float(h), float(p))
             for t, u, h, p in zip(times, up, held, pending, strict=True)
         )
+
+
+def _uncovered(start: float, stop: float, runs: Sequence[tuple[float, float]]) -> float:
+    """How much of ``[start, stop)`` no run of ``runs`` covers."""
+    covered, reach = 0.0, start
+    for begin, end in sorted(runs):
+        s, e = max(begin, reach), min(end, stop)
+        if e > s:
+            covered += e - s
+            reach = e
+    return max(0.0, stop - start - covered)
 
 
 def _full(spec: NodeSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

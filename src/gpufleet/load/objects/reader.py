@@ -197,7 +197,8 @@ def duration_seconds(text: str) -> float | None:
     parts = _DURATION.findall(text)
     if not parts or "".join(n + u for n, u in parts) != text:
         return None
-    return sum(float(n) * _DURATION_SECONDS[u] for n, u in parts)
+    seconds = sum(float(n) * _DURATION_SECONDS[u] for n, u in parts)
+    return seconds if math.isfinite(seconds) else None
 
 
 def each(readers: list[Reader], read: Callable[[Reader], T]) -> list[T]:
