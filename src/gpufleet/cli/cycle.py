@@ -7,10 +7,12 @@ through the composition root; ``schedule`` prints its bindings, evictions and pe
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import math
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -266,18 +268,26 @@ def schedule(
     if sheet is None:
         result = _run(snapshot, when, config, filename)
     else:
-        try:
+        with _priced_input(filename, sheet_path):
             result, costed = schedule_snapshot_costed(snapshot, when, config, sheet)
-        except SnapshotError as exc:
-            raise InputError(str(filename), str(exc)) from None
-        except UnpricedNodeError as exc:
-            raise InputError(str(sheet_path), str(exc)) from None
     if output == "json":
         sys.stdout.write(cycle_json(result, costed))
         return
     console = make_console()
     for table in cycle_tables(result) + ([] if costed is None else cost_tables(costed)):
         console.print(table)
+
+
+@contextlib.contextmanager
+def _priced_input(filename: Path, sheet_path: Path) -> Iterator[None]:
+    """A snapshot that contradicts itself is the snapshot's error; a node the sheet cannot
+    price, the sheet's."""
+    try:
+        yield
+    except SnapshotError as exc:
+        raise InputError(str(filename), str(exc)) from None
+    except UnpricedNodeError as exc:
+        raise InputError(str(sheet_path), str(exc)) from None
 
 
 def _autoscale(
@@ -300,12 +310,8 @@ def _autoscale(
             f"{filename}: no NodePool has spec.autoscaling: there is no node type to buy, "
             "so every pending job waits"
         )
-    try:
+    with _priced_input(filename, sheet_path):
         result, plan = schedule_snapshot_autoscaled(snapshot, when, config, sheet)
-    except SnapshotError as exc:
-        raise InputError(str(filename), str(exc)) from None
-    except UnpricedNodeError as exc:
-        raise InputError(str(sheet_path), str(exc)) from None
     if output == "json":
         text = cycle_json(result).rstrip().removesuffix("}").rstrip()
         body = json.dumps(plan_json(plan, sheet.currency), indent=2, ensure_ascii=False)
