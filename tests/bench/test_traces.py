@@ -30,6 +30,7 @@ def bench(*args: str) -> subprocess.CompletedProcess[str]:
     [
         ("bench.replay", "alibaba-gpu-v2023/openb_pod_list_default.csv"),
         ("bench.topology", "philly/philly.csv"),
+        ("bench.autoscale", "philly/philly.csv"),
         ("bench.openb_fidelity", "fgd-expected-results/analysis_allo_discrete.csv"),
         ("bench.openb_headroom", "fgd-expected-results/analysis_allo_discrete.csv"),
         ("bench.openb_gpufleet", "fgd-expected-results/analysis_allo_discrete.csv"),
