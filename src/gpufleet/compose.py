@@ -23,7 +23,7 @@ from gpufleet.scheduler.cycle.config import CycleConfig
 from gpufleet.scheduler.cycle.session import Session
 from gpufleet.scheduler.placement.topology import DomainTopology
 from gpufleet.scheduler.queues.admission import QueueAdmission
-from gpufleet.scheduler.queues.holds import remaining_s
+from gpufleet.scheduler.queues.holds import freed_within
 from gpufleet.scheduler.queues.order import QueueOrder
 from gpufleet.scheduler.room.builtin import builtin_actions
 from gpufleet.scheduler.state.cache import ClusterCache
@@ -91,22 +91,19 @@ def schedule_snapshot_autoscaled(
             if name.startswith(prefix) and name[len(prefix) :].isdigit()
         }
     delay = max((o.delay_s for o in snapshot.offers), default=0.0)
-    soon = [state.gpu_whole_free.astype(float), state.cpu_free.astype(float),
-            state.memory_free.astype(float)]  # fmt: skip
-    for running in ledger.running.values():
-        if remaining_s(running.pod, now, config.expected_duration_s) <= delay:
-            soon[0][running.node] += len(running.gpus) or running.spec.gpu_equivalent
-            soon[1][running.node] += running.spec.cpu_milli
-            soon[2][running.node] += running.spec.memory_mib
+    freed = freed_within(
+        ledger.running.values(), state.size, now, delay, config.expected_duration_s
+    )
+    free = (
+        state.gpu_whole_free.astype(float),
+        state.cpu_free.astype(float),
+        state.memory_free.astype(float),
+    )
     specs = {node.name: node for node in snapshot.nodes}
     room = Room.of(
         [specs[name] for name in state.names],
-        (
-            state.gpu_whole_free.astype(float),
-            state.cpu_free.astype(float),
-            state.memory_free.astype(float),
-        ),
-        (soon[0], soon[1], soon[2]),
+        free,
+        (free[0] + freed[0], free[1] + freed[1], free[2] + freed[2]),
     )
     pods = cache.pods
     groups = {g.key: g for g in snapshot.groups}

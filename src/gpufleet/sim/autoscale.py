@@ -68,7 +68,7 @@ from gpufleet.model.node import NodeSpec
 from gpufleet.model.selectors import Taint
 from gpufleet.model.supply import PROVISIONED_FOR_LABEL, provisioned_for
 from gpufleet.plugins.registry import REPLAY_POLICIES, ReplayPolicy
-from gpufleet.scheduler.queues.holds import remaining_s
+from gpufleet.scheduler.queues.holds import freed_within
 from gpufleet.scheduler.state.changes import Event
 from gpufleet.sim.clock import ARRIVAL
 from gpufleet.sim.replay import Replay, pod_names
@@ -530,18 +530,14 @@ class SupplyReplay(Replay):
         )
         later = None
         if soon and idx.size:
-            where = {r: k for k, (r, _) in enumerate(rows)}
-            add = [np.zeros(idx.size) for _ in range(3)]
-            default = self.scheduler.config.expected_duration_s
-            for running in ledger.running.values():
-                k = where.get(running.node)
-                if k is None:
-                    continue
-                if remaining_s(running.pod, now, default) <= self.delay_s:
-                    add[0][k] += len(running.gpus) or pod_gpus(running.spec)
-                    add[1][k] += running.spec.cpu_milli
-                    add[2][k] += running.spec.memory_mib
-            later = (free[0] + add[0], free[1] + add[1], free[2] + add[2])
+            freed = freed_within(
+                ledger.running.values(),
+                state.size,
+                now,
+                self.delay_s,
+                self.scheduler.config.expected_duration_s,
+            )
+            later = (free[0] + freed[0][idx], free[1] + freed[1][idx], free[2] + freed[2][idx])
         specs = [self.nodes[n].spec for _, n in rows]
         return Room.of(specs, free, later)
 

@@ -322,3 +322,17 @@ def provisioned_nodes(state: ClusterState, key: str) -> Exclusion | None:
     mine = values.index(own) if own in values else -2
     mask = (ids >= 0) & (ids != mine)
     return Exclusion(mask, PROVISIONED, "Provisioning") if mask.any() else None
+
+
+def freed_within(
+    running: Iterable[Running], size: int, now: float, within_s: float, default_s: float
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Per node (``size`` rows), the GPUs, milli-CPU and MiB that ``running`` pods are
+    expected (:func:`remaining_s`) to free within ``within_s`` of ``now``."""
+    gpus, cpu, memory = np.zeros(size), np.zeros(size), np.zeros(size)
+    for r in running:
+        if remaining_s(r.pod, now, default_s) <= within_s:
+            gpus[r.node] += len(r.gpus) or r.spec.gpu_equivalent
+            cpu[r.node] += r.spec.cpu_milli
+            memory[r.node] += r.spec.memory_mib
+    return gpus, cpu, memory
