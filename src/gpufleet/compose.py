@@ -13,10 +13,22 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from gpufleet.cost.autoscale import Room, ScaleUp, Want, plan_scale_up, price_stock
+from gpufleet.cost.autoscale import (
+    FITS_HELD,
+    Room,
+    ScaleUp,
+    Waiting,
+    Want,
+    per_node,
+    plan_scale_up,
+    price_stock,
+)
 from gpufleet.cost.nodes import price_nodes
 from gpufleet.cost.rates import hourly_cost, running_hourly
 from gpufleet.model.costs import CycleCost, HourlyCost, Sheet
+from gpufleet.model.node import NodeSpec
+from gpufleet.model.supply import PROVISIONED_FOR_LABEL, provisioned_for
+from gpufleet.model.workload import GroupSpec, QueueSpec
 from gpufleet.plugins.registry import FIT_FILTERS, PLUGINS, POLICIES
 from gpufleet.scheduler.cycle.components import Components
 from gpufleet.scheduler.cycle.config import CycleConfig
@@ -30,10 +42,11 @@ from gpufleet.scheduler.state.cache import ClusterCache
 from gpufleet.scheduler.state.changes import snapshot_events
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Collection, Sequence
 
     from gpufleet.cost.prices import PriceSheet
     from gpufleet.model.pod import PodSpec
+    from gpufleet.model.supply import NodeOffer
     from gpufleet.model.workload import PodInfo, Snapshot
     from gpufleet.scheduler.api.outcome import CycleResult
 
@@ -74,66 +87,108 @@ def schedule_snapshot_autoscaled(
     snapshot: Snapshot, now: float, config: CycleConfig, sheet: PriceSheet
 ) -> tuple[CycleResult, ScaleUp]:
     """:func:`schedule_snapshot`, and the nodes to buy for the jobs it leaves pending
-    (``gpufleet schedule --autoscale``, ``cost/autoscale.py``): the snapshot's NodePools
-    with ``spec.autoscaling`` priced by ``sheet``, the room the cycle's bindings leave and
-    what running pods are expected to free within the longest provisioning delay. A node
-    type the sheet does not price raises :class:`~gpufleet.cost.nodes.UnpricedNodeError`."""
+    (``gpufleet schedule --autoscale``, :func:`plan_pending`). A node type the sheet does not
+    price raises :class:`~gpufleet.cost.nodes.UnpricedNodeError`."""
     cache = _snapshot_cache(snapshot, config)
     result = Session(cache, config, now).run()
+    return result, plan_pending(
+        cache, result, offers=snapshot.offers, sheet=sheet, config=config, now=now
+    )
+
+
+def plan_pending(
+    cache: ClusterCache[Components],
+    result: CycleResult,
+    *,
+    offers: Sequence[NodeOffer],
+    sheet: PriceSheet,
+    config: CycleConfig,
+    now: float,
+    skip: Collection[str] = (),
+    avoid: frozenset[str] = frozenset(),
+) -> ScaleUp:
+    """The nodes to buy for the jobs ``result`` leaves pending, but ``skip`` (jobs whose
+    nodes are already asked for), from ``offers`` priced by ``sheet`` (``cost/autoscale.py``):
+    the room the cycle's bindings leave in ``cache`` (none on nodes held for a job, labelled
+    :data:`~gpufleet.model.supply.PROVISIONED_FOR_LABEL`) and what running pods are expected
+    to free within the longest provisioning delay. The edges share it: ``gpufleet schedule
+    --autoscale`` and the live scheduler's ProvisioningRequests (``kube/process/provision.py``).
+    A node already in the cluster counts toward its pool's ``maxNodes`` when it carries the
+    pool's template labels."""
     ledger = cache.ledger()
     state = ledger.state
-    stock = price_stock(snapshot.offers, sheet)
+    nodes = [n for name in state.names if isinstance(n := cache.objects["Node"][name], NodeSpec)]
+    stock = price_stock(offers, sheet)
     for item in stock:  # the pool's own nodes hold their numbers
+        wanted = item.offer.template.labels.items()
         prefix = f"{item.pool}-"
         item.used = {
             int(name[len(prefix) :])
             for name in state.names
             if name.startswith(prefix) and name[len(prefix) :].isdigit()
         }
-    delay = max((o.delay_s for o in snapshot.offers), default=0.0)
+        mine = sum(1 for node in nodes if wanted <= node.labels.items())
+        # Nodes of the pool named otherwise (a cloud's names) count with placeholder numbers.
+        item.used |= set(range(min(len(item.used) - mine, 0), 0))
+    delay = max((o.delay_s for o in offers), default=0.0)
     freed = freed_within(
         ledger.running.values(), state.size, now, delay, config.expected_duration_s
     )
-    free = (
-        state.gpu_whole_free.astype(float),
-        state.cpu_free.astype(float),
-        state.memory_free.astype(float),
+    held = np.array([PROVISIONED_FOR_LABEL in node.labels for node in nodes])
+    gpus, cpu, memory = (
+        np.where(held, 0.0, v.astype(np.float64))
+        for v in (state.gpu_whole_free, state.cpu_free, state.memory_free)
     )
-    specs = {node.name: node for node in snapshot.nodes}
     room = Room.of(
-        [specs[name] for name in state.names],
-        free,
-        (free[0] + freed[0], free[1] + freed[1], free[2] + freed[2]),
+        nodes,
+        (gpus, cpu, memory),
+        (
+            np.where(held, 0.0, gpus + freed[0]),
+            np.where(held, 0.0, cpu + freed[1]),
+            np.where(held, 0.0, memory + freed[2]),
+        ),
     )
     pods = cache.pods
-    groups = {g.key: g for g in snapshot.groups}
+    groups = cache.objects["PodGroup"]
     pending: dict[str, list[PodInfo]] = {}
     for waiting in result.pending:
         pod = pods.get(waiting.pod)
-        if pod is not None:
+        if pod is not None and not pod.blocked and pod.gang not in skip:
             pending.setdefault(pod.gang, []).append(pod)
-    wants = []
+    own: dict[str, list[int]] = {}  # the nodes held for a job serve it first
+    for k in np.flatnonzero(held):
+        own.setdefault(nodes[k].labels[PROVISIONED_FOR_LABEL], []).append(int(k))
+    wants: list[Want] = []
+    served: list[Waiting] = []
     for key, members in pending.items():
         first = members[0]
         group = groups.get(key)
+        kept = own.get(provisioned_for(key), [])
+        fit = sum(per_node(first.spec, nodes[k]) for k in kept)
+        if kept and fit >= len(members):
+            names = tuple(nodes[k].name for k in kept)
+            served.append(Waiting(key, FITS_HELD, names))
+            continue
+        members = members[fit:]  # noqa: PLW2901 (the pods its own nodes do not hold)
         wants.append(
             Want(
                 key,
-                first.queue or (group.queue if group is not None else ""),
+                first.queue or (group.queue if isinstance(group, GroupSpec) else ""),
                 len(members),
                 first.spec,
                 first.progress.expected_duration_s or config.expected_duration_s,
                 first.progress.checkpoint_interval_s,
-                group.topology_required if group is not None else None,
+                group.topology_required if isinstance(group, GroupSpec) else None,
             )
         )
     wants.sort(key=lambda w: min(p.created for p in pending[w.key]))
     headroom = {
         q.name: float(q.limit[0]) - float(ledger.alloc[q.name][0])
-        for q in snapshot.queues
-        if np.isfinite(q.limit[0]) and q.name in ledger.alloc
+        for q in cache.objects["Queue"].values()
+        if isinstance(q, QueueSpec) and np.isfinite(q.limit[0]) and q.name in ledger.alloc
     }
-    return result, plan_scale_up(wants, stock, room, headroom)
+    plan = plan_scale_up(wants, stock, room, headroom, avoid=avoid)
+    return ScaleUp(plan.purchases, (*served, *plan.waiting))
 
 
 def schedule_snapshot_costed(

@@ -42,3 +42,45 @@ def test_a_snapshot_without_node_types_warns_that_nothing_can_be_bought(tmp_path
     assert done.returncode == 0, done.stderr
     assert "no NodePool has spec.autoscaling" in done.stderr
     assert json.loads(done.stdout)["autoscale"]["purchases"] == []
+
+
+def test_explain_names_the_nodes_a_pending_job_waits_for(tmp_path: Path) -> None:
+    done = gpufleet("explain", "-f", str(SNAPSHOT), "ml/train-1", NOW, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (
+        "autoscaling: waits for nodes to be bought: p100x8-000, p100x8-001 (pool p100x8, "
+        "17.98 USD an hour)"
+    ) in done.stdout
+    done = gpufleet("explain", "-f", str(SNAPSHOT), "ml/small", "-o", "json", NOW, cwd=tmp_path)
+    said = json.loads(done.stdout)["autoscale"]
+    assert (said["waitsFor"], said["nodes"], said["heldNodes"]) == (
+        "nodes to buy",
+        ["p100x8-002"],
+        [],
+    )
+
+
+def test_explain_names_the_node_a_finishing_job_frees_and_the_nodes_held_for_a_job(
+    tmp_path: Path,
+) -> None:
+    # The running job (7 GPUs on busy-0 since 00:00, expected to take 4 minutes) has run 2:
+    # it frees busy-0 within the 5-minute provisioning delay, so the 2-GPU pod waits for
+    # busy-0 and nothing is bought for it.
+    args = ("--now=2026-12-01T00:02:00Z", "--expected-duration", "4m")
+    done = gpufleet("explain", "-f", str(SNAPSHOT), *args, "ml/small", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "autoscaling: waits for node(s) busy-0: fits what running jobs are expected" in (
+        done.stdout
+    )
+    # A node that came for the gang holds one of its two pods: one node is bought, not two.
+    path = tmp_path / "held.yaml"
+    path.write_text(
+        SNAPSHOT.read_text()
+        + "---\napiVersion: v1\nkind: Node\n"
+        + "metadata: {name: came-0, labels: {gpufleet.io/provisioned-for: ml.train}}\n"
+        + 'status: {allocatable: {cpu: "64", memory: 512Gi, nvidia.com/gpu: "8"}}\n'
+    )
+    done = gpufleet("explain", "-f", str(path), NOW, "ml/train-0", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "nodes provisioned for it, kept off every other job: came-0" in done.stdout
+    assert "waits for nodes to be bought: p100x8-000 (pool p100x8" in done.stdout

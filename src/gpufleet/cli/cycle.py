@@ -32,9 +32,10 @@ from gpufleet.load.errors import InputError
 from gpufleet.load.foreign import ALL, check_vocabularies
 from gpufleet.load.objects.vocabulary import SCHEDULER_NAME
 from gpufleet.load.snapshot import load_snapshot
+from gpufleet.model.supply import PROVISIONED_FOR_LABEL, provisioned_for
 from gpufleet.model.workload import Snapshot
 from gpufleet.plugins.registry import POLICIES
-from gpufleet.report.autoscale import plan_table
+from gpufleet.report.autoscale import plan_table, waits_for, waits_for_lines
 from gpufleet.report.cycle import (
     cost_tables,
     cycle_json,
@@ -342,9 +343,18 @@ def explain(
     non_preemptible_priority: NonPreemptibleOption = 100,
     scheduler_name: SchedulerNameOption = None,
     vocabulary: VocabularyOption = None,
+    prices: Annotated[
+        Path | None,
+        typer.Option(
+            help="Price sheet YAML (kind: PriceSheet) for the nodes a pending job would be "
+            "bought, where the snapshot has NodePools with spec.autoscaling.",
+            show_default="the bundled illustrative list prices",
+        ),
+    ] = None,
 ) -> None:
     """Tell one pod's story in a cycle: its queue and fair share, each node and why not,
-    what preemption, reclaim and consolidation found."""
+    what preemption, reclaim and consolidation found, and, where the snapshot has node types
+    to buy, the nodes a pending job waits for."""
     if "/" not in pod:
         raise typer.BadParameter(f"expected NAMESPACE/NAME, got {pod!r}")
     if output not in {"json", "text"}:
@@ -363,12 +373,26 @@ def explain(
     if info is None:
         raise InputError(str(filename), f"no pod {pod} in the snapshot")
     _check_now(when, snapshot, filename, given=now is not None)
-    result = _run(snapshot, when, config, filename)
+    said: dict[str, object] | None = None
+    if snapshot.offers:  # what the job waits for, if it waits: the plan's word
+        sheet_path = prices or DEFAULT_SHEET
+        sheet = load_price_sheet(sheet_path)
+        with _priced_input(filename, sheet_path):
+            result, plan = schedule_snapshot_autoscaled(snapshot, when, config, sheet)
+        said = waits_for(plan, info.gang, sheet.currency)
+    else:
+        result = _run(snapshot, when, config, filename)
+    label = provisioned_for(info.gang)
+    held = [n.name for n in snapshot.nodes if n.labels.get(PROVISIONED_FOR_LABEL) == label]
     if output == "json":
-        sys.stdout.write(explain_json(result, info))
+        extra = {"autoscale": {**(said or {}), "heldNodes": held}} if said or held else {}
+        sys.stdout.write(explain_json(result, info, extra))
         return
     record = next((r for r in result.jobs if pod in r.pods), None)
-    typer.echo("\n".join(explain_lines(result, pod, record, info)))
+    lines = explain_lines(result, pod, record, info)
+    if not info.bound:
+        lines += waits_for_lines(said, held)
+    typer.echo("\n".join(lines))
 
 
 def _load(

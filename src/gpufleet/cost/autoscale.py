@@ -266,12 +266,12 @@ class Room:
             masks.append(mask)
         return masks
 
-    def take(self, want: Want, *, soon: bool) -> bool:
+    def take(self, want: Want, *, soon: bool) -> list[int] | None:
         """Place ``want``'s pods (best fit: the node left with the fewest free GPUs), inside
-        one domain where it requires one, on what is free now (or ``soon``); True and the
-        room taken if all fit, else nothing taken."""
+        one domain where it requires one, on what is free now (or ``soon``); the nodes
+        taken (one per pod, by index) if all fit, else None and nothing taken."""
         if self.gpus.size == 0:
-            return False
+            return None
         gpus, cpu, memory = (
             (self.soon_gpus, self.soon_cpu, self.soon_memory)
             if soon
@@ -293,8 +293,12 @@ class Room:
                         g[node] -= each
                         c[node] -= want.spec.cpu_milli
                         m[node] -= want.spec.memory_mib
-                return True
-        return False
+                return list(picks)
+        return None
+
+    def names(self, picks: Sequence[int]) -> tuple[str, ...]:
+        """The nodes of ``picks`` by name, each once, in order."""
+        return tuple(dict.fromkeys(self.specs[int(k)].name for k in picks))
 
     @staticmethod
     def _fit(
@@ -339,13 +343,16 @@ class Purchase:
 
 @dataclass(frozen=True, slots=True)
 class Waiting:
-    """Job ``key`` gets no nodes, and why."""
+    """Job ``key`` gets no nodes, and why; ``nodes``: those it fits on (now, or once what
+    runs there is expected to finish), so that ``explain`` can name them."""
 
     key: str
     reason: str
+    nodes: tuple[str, ...] = ()
 
 
 FITS_NOW = "fits the free capacity (nodes on their way included)"
+FITS_HELD = "fits the nodes provisioned for it (labelled gpufleet.io/provisioned-for)"
 FITS_SOON = "fits what running jobs are expected to free within the provisioning delay"
 NO_TYPE = "no node type can hold it (resources, affinity, taints, topology or maxNodes)"
 
@@ -387,16 +394,16 @@ def plan_scale_up(
                 Waiting(want.key, f"queue {want.queue}'s limit leaves it {max(cap, 0):g} GPUs")
             )
             continue
-        before = room.gpus.copy()
-        if room.take(want, soon=False):
-            used = {owner[k] for k in np.flatnonzero(room.gpus < before - EPS) if owner[k] >= 0}
-            for index in used:
+        picks = room.take(want, soon=False)
+        if picks is not None:
+            for index in {owner[k] for k in picks if owner[k] >= 0}:
                 packed.setdefault(index, []).append(want.key)
-            waiting.append(Waiting(want.key, FITS_NOW))
+            waiting.append(Waiting(want.key, FITS_NOW, room.names(picks)))
             left[want.queue] = cap - want.gpus
             continue
-        if want.may_wait and room.take(want, soon=True):
-            waiting.append(Waiting(want.key, FITS_SOON))
+        picks = room.take(want, soon=True) if want.may_wait else None
+        if picks is not None:
+            waiting.append(Waiting(want.key, FITS_SOON, room.names(picks)))
             left[want.queue] = cap - want.gpus
             continue
         best = _cheapest(want, stock, avoid)
@@ -549,5 +556,7 @@ def plan_json(plan: ScaleUp, currency: str) -> dict[str, object]:
             }
             for p in plan.purchases
         ],
-        "waiting": [{"job": w.key, "reason": w.reason} for w in plan.waiting],
+        "waiting": [
+            {"job": w.key, "reason": w.reason, "nodes": list(w.nodes)} for w in plan.waiting
+        ],
     }

@@ -133,3 +133,43 @@ def plan_table(plan: ScaleUp, currency: str) -> Table:
     for w in plan.waiting:
         table.add_row(w.key, "", "", "", f"waits: {w.reason}")
     return table
+
+
+def waits_for(plan: ScaleUp, job: str, currency: str) -> dict[str, object] | None:
+    """What the plan says job ``job`` waits for (``explain``): the nodes bought for it, or
+    the nodes it fits on now or once what runs there finishes, or why it gets none; None
+    when the plan does not name the job (it is not pending)."""
+    for purchase in plan.purchases:
+        if purchase.key == job:
+            return {
+                "waitsFor": "nodes to buy",
+                "pool": purchase.pool,
+                "nodes": list(purchase.names),
+                "hourly": round(purchase.hourly, 4),
+                "currency": currency,
+            }
+    for waiting in plan.waiting:
+        if waiting.key == job:
+            return {"waitsFor": waiting.reason, "nodes": list(waiting.nodes)}
+    return None
+
+
+def waits_for_lines(said: Mapping[str, object] | None, held: Sequence[str]) -> list[str]:
+    """:func:`waits_for` and the nodes already held for the job, as ``explain`` prints
+    them."""
+    lines = []
+    if held:
+        lines.append(f"  nodes provisioned for it, kept off every other job: {', '.join(held)}")
+    if said is None:
+        return lines
+    nodes = ", ".join(str(n) for n in said.get("nodes") or ())  # type: ignore[attr-defined]
+    if said["waitsFor"] == "nodes to buy":
+        lines.append(
+            f"  autoscaling: waits for nodes to be bought: {nodes} (pool {said['pool']}, "
+            f"{said['hourly']:,.2f} {said['currency']} an hour)"
+        )
+    elif nodes:
+        lines.append(f"  autoscaling: waits for node(s) {nodes}: {said['waitsFor']}")
+    else:
+        lines.append(f"  autoscaling: gets no node: {said['waitsFor']}")
+    return lines

@@ -21,6 +21,8 @@ from gpufleet.report.reasons import note_text, why_text
 from gpufleet.report.replay_cost import money
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from gpufleet.model.costs import CycleCost
     from gpufleet.model.devices import DeviceResult
     from gpufleet.model.workload import PodInfo
@@ -233,8 +235,12 @@ def pod_outcome(result: CycleResult, info: PodInfo) -> dict[str, object]:
     return out
 
 
-def explain_json(result: CycleResult, info: PodInfo) -> str:
-    return json.dumps(pod_outcome(result, info), ensure_ascii=False, indent=2) + "\n"
+def explain_json(
+    result: CycleResult, info: PodInfo, extra: Mapping[str, object] | None = None
+) -> str:
+    """``explain -o json``: the pod's outcome, and ``extra`` keys (``autoscale``)."""
+    document = {**pod_outcome(result, info), **(extra or {})}
+    return json.dumps(document, ensure_ascii=False, indent=2) + "\n"
 
 
 def _unscheduled_lines(result: CycleResult, info: PodInfo | None) -> list[str]:
