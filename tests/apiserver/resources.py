@@ -95,6 +95,7 @@ RESOURCES: tuple[Resource, ...] = (
     Resource("", "v1", "namespaces", "Namespace", False, ("status",), ("ns",),
              returns_object_on_delete=True, initial_status={"phase": "Active"}),
     Resource("", "v1", "events", "Event", True, (), ("ev",)),
+    Resource("", "v1", "podtemplates", "PodTemplate", True),
     Resource("", "v1", "persistentvolumes", "PersistentVolume", False, ("status",), ("pv",),
              initial_status={"phase": "Pending"}),
     Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, ("status",),
@@ -126,6 +127,8 @@ RESOURCES: tuple[Resource, ...] = (
              **_names("topologies.gpufleet.io")),
     Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup", True, ("status",),
              custom=True, **_names("podgroups.scheduling.x-k8s.io")),
+    Resource("autoscaling.x-k8s.io", "v1", "provisioningrequests", "ProvisioningRequest", True,
+             ("status",), ("provreq", "provreqs"), custom=True),
     Resource("topology.node.k8s.io", "v1alpha2", "noderesourcetopologies",
              "NodeResourceTopology", False, (), ("nrt",), custom=True),
     # Other schedulers' kinds, which gpufleet serve reads in their vocabularies.

@@ -33,6 +33,8 @@ from gpufleet.cli.cycle import (
     _config,
 )
 from gpufleet.cli.options import duration
+from gpufleet.cost.autoscale import price_stock
+from gpufleet.cost.nodes import UnpricedNodeError
 from gpufleet.kube.process import endpoints
 from gpufleet.kube.process.connect import IN_CLUSTER, http_client, load_config
 from gpufleet.kube.process.delegated import ALWAYS_ALLOW_PATHS, REVIEWS_IN_FLIGHT
@@ -49,11 +51,15 @@ from gpufleet.kube.process.options import ServeOptions
 from gpufleet.kube.read.kinds import LIVE_VOCABULARIES
 from gpufleet.load.costs.prices import DEFAULT_SHEET, load_price_sheet
 from gpufleet.load.objects.config import LEASE_DURATION_S, RENEW_DEADLINE_S, read_configuration
+from gpufleet.load.snapshot import load_snapshot
 from gpufleet.plugins.registry import POLICIES
 from gpufleet.scheduler.queues.holds import DEFAULT_EXPECTED_S
 
 if TYPE_CHECKING:
     from lightkube.config.kubeconfig import KubeConfig
+
+    from gpufleet.cost.prices import PriceSheet
+    from gpufleet.model.supply import NodeOffer
 
 SECURE_PORT = 10259
 """kube-scheduler's --secure-port."""
@@ -211,6 +217,15 @@ def serve(
             "same hour a day before, as gpufleet_queue_allocated recorded it (docs: serve).",
         ),
     ] = None,
+    autoscale: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="NODEPOOLS.yaml",
+            help="NodePools (apiVersion gpufleet.io/v1alpha1, with spec.autoscaling) the "
+            "cluster's autoscaler may add: jobs that fit nowhere get a ProvisioningRequest "
+            "for the cheapest nodes, running pods scale-down protection (docs/autoscaling.md).",
+        ),
+    ] = None,
     vocabulary: Annotated[
         list[str] | None,
         typer.Option(
@@ -249,6 +264,7 @@ def serve(
             param_hint="'--vocabulary'",
         )
     sheet = load_price_sheet(prices)  # a bad sheet: one line, exit 2, before connecting
+    offers = _offers(autoscale, sheet) if autoscale is not None else ()
     if forecast_prometheus is not None and not re.match(r"https?://[^/]", forecast_prometheus):
         raise typer.BadParameter(
             "expected a Prometheus URL such as http://prometheus:9090, got "
@@ -297,12 +313,37 @@ def serve(
         price_sheet=sheet,
         forecast_prometheus=forecast_prometheus,
         watch_down_grace_s=watch_down_grace,
+        offers=offers,
     )
     try:
         asyncio.run(_serve(config, context, options, lease, serving))
     except UnreachableError as exc:
         logging.getLogger("gpufleet.serve").error("%s", exc)  # noqa: TRY400 (one line, not a trace)
         raise SystemExit(1) from None
+
+
+def _offers(path: Path, sheet: PriceSheet) -> tuple[NodeOffer, ...]:
+    """``--autoscale``: the node types of the NodePools in ``path``, each priced by
+    ``sheet``. The cluster's nodes are the live ones: a pool with nodes of its own (``count``
+    above 0) or any other object is refused, as is a file with no autoscaling pool."""
+    snapshot = load_snapshot(path, need_nodes=False)
+    hint = "'--autoscale'"
+    if snapshot.nodes or snapshot.pods:
+        raise typer.BadParameter(
+            f"{path}: expected NodePools of count 0 with spec.autoscaling only; the live "
+            "cluster's nodes and pods are read from the API server",
+            param_hint=hint,
+        )
+    if not snapshot.offers:
+        raise typer.BadParameter(
+            f"{path}: no NodePool has spec.autoscaling: there is no node type to ask for",
+            param_hint=hint,
+        )
+    try:
+        price_stock(snapshot.offers, sheet)
+    except UnpricedNodeError as error:
+        raise typer.BadParameter(f"{path}: {error}", param_hint=hint) from None
+    return snapshot.offers
 
 
 JITTER_FACTOR = 1.2

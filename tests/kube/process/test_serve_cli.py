@@ -243,3 +243,39 @@ def test_a_credential_plugin_that_fails_is_one_line_and_exit_1(tmp_path: Path) -
     assert done.returncode == 1, done.stderr
     [line] = done.stderr.strip().splitlines()
     assert "the kubeconfig's credentials: FileNotFoundError" in line
+
+
+POOLS = Path(__file__).with_name("autoscale-pools.yaml")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (POOLS.read_text().replace("count: 0", "count: 2"), "expected NodePools of count 0"),
+        (
+            POOLS.read_text()
+            .replace("  autoscaling: {maxNodes: 16, provisioningDelay: 5m}\n", "")
+            .replace("count: 0", "count: 1"),
+            "expected NodePools of count 0",
+        ),
+        (
+            POOLS.read_text().replace("provisioningDelay: 5m", "provisioningDelay: soon"),
+            "provisioningDelay",
+        ),
+        (POOLS.read_text().replace("maxNodes: 16", "maxNodes: -1"), "maxNodes"),
+    ],
+)
+def test_bad_node_pools_exit_2_naming_the_file(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "pools.yaml"
+    path.write_text(text)
+    result = subprocess.run(
+        [sys.executable, "-m", "gpufleet", "serve", "--autoscale", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    said = " ".join(result.stderr.replace("│", " ").split())
+    assert "pools.yaml" in said
+    assert message in said
+    assert "Traceback" not in result.stderr

@@ -32,6 +32,7 @@ from gpufleet.kube.process.logs import PendingLog
 from gpufleet.kube.process.metrics import Metrics, PodLatency
 from gpufleet.kube.process.moves import MoveMemory
 from gpufleet.kube.process.options import ServeOptions, ServeStats
+from gpufleet.kube.process.provision import LiveAutoscaler
 from gpufleet.kube.process.tell import Teller
 from gpufleet.kube.process.writes import ResultWriter
 from gpufleet.kube.read.kinds import PATHS, REQUIRED, WORKLOADS, kinds
@@ -41,6 +42,7 @@ from gpufleet.kube.read.watch import Kind, Reflector
 from gpufleet.kube.write.podgroups import PodGroupStatus
 from gpufleet.kube.write.queues import QueueStatus
 from gpufleet.kube.write.recorder import EventRecorder
+from gpufleet.load.costs.prices import load_price_sheet
 from gpufleet.model.workload import PodInfo, QueueSpec
 from gpufleet.scheduler.cycle.session import Scheduler
 
@@ -125,6 +127,19 @@ class LiveScheduler:
             latency=self.latency,
             pending_log=self.pending_log,
         )
+        self.autoscaler: LiveAutoscaler | None = None
+        if self.options.offers:
+            self.autoscaler = LiveAutoscaler(
+                http,
+                self.options,
+                self.store,
+                self.cache,
+                teller=self.teller,
+                events=self.events,
+                metrics=self.metrics,
+                sheet=self.options.price_sheet or load_price_sheet(),
+                clock=clock,
+            )
         self._lists = {r.kind.kind: 0 for r in self.reflectors}
         self._bad = {r.kind.kind: 0 for r in self.reflectors}
 
@@ -215,6 +230,8 @@ class LiveScheduler:
         self.wake.clear()  # what the releases brought is applied here, not by another cycle
         events, self.buffer = self.buffer, []
         self.cache.apply_all(self.moves.mark(events, now))
+        if self.autoscaler is not None and not self.options.dry_run and self.may_act():
+            await self.autoscaler.hold()  # nodes that came for a job: no other is placed there
         if self.forecasts.prometheus is None:
             self._unasked_queries()
         await self.forecasts.refresh(self.cache, now, self.store.lookups.serving_demand())
@@ -231,6 +248,8 @@ class LiveScheduler:
         self.stats.cycles += 1
         self.latency.tried(result, self.cache)
         await self.writer.write(result, now, self.scheduler)
+        if self.autoscaler is not None and not self.options.dry_run and self.may_act():
+            await self.autoscaler.step(result, now)
         if result.evictions:  # the moves whose evictions were accepted
             self.moves.record(result, self.cache.pods, now, self.writer.accepted)
         self._measure(result, time.perf_counter() - started)

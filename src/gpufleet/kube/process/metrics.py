@@ -197,6 +197,19 @@ class Metrics:
             "Binds the API server refused or could not take (the pod backs off).",
             registry=registry,
         )
+        self.provisioning = Counter(
+            "gpufleet_provisioning_requests",
+            "ProvisioningRequests of --autoscale by node pool and outcome: asked, provisioned, "
+            "failed (Failed, BookingExpired, CapacityRevoked or deleted before the job ran).",
+            ["pool", "outcome"],
+            registry=registry,
+        )
+        self.protected_pods = Gauge(
+            "gpufleet_pods_protected_from_scale_down",
+            "Running pods gpufleet marked safe-to-evict=false and do-not-disrupt (nothing of "
+            "their work saved yet).",
+            registry=registry,
+        )
         self.watch_restarts = Counter(
             "gpufleet_watch_restarts",
             "Relists after a watch fell out of the server's window (410) or failed.",

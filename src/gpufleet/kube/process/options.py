@@ -10,6 +10,7 @@ from gpufleet.scheduler.cycle.config import CycleConfig
 
 if TYPE_CHECKING:
     from gpufleet.cost.prices import PriceSheet
+    from gpufleet.model.supply import NodeOffer
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +36,10 @@ class ServeOptions:
     forecast_prometheus: str | None = None
     """The Prometheus that serving queues' forecasts are read from (``forecast.py``; None:
     only their ``spec.serving.forecastGPUs``)."""
+    offers: tuple[NodeOffer, ...] = ()
+    """The node types the cluster's autoscaler may add (``--autoscale``; NodePools with
+    ``spec.autoscaling``): with any, jobs that fit nowhere get ProvisioningRequests and
+    running pods scale-down protection (``provision.py``); none: neither."""
     watch_down_grace_s: float = 60.0
     """How long the watch of a kind the cycle needs may be down before ``/readyz`` fails."""
 
