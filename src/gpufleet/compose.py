@@ -42,7 +42,7 @@ from gpufleet.scheduler.state.cache import ClusterCache
 from gpufleet.scheduler.state.changes import snapshot_events
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Sequence
+    from collections.abc import Collection, Mapping, Sequence
 
     from gpufleet.cost.prices import PriceSheet
     from gpufleet.model.pod import PodSpec
@@ -106,6 +106,8 @@ def plan_pending(
     now: float,
     skip: Collection[str] = (),
     avoid: frozenset[str] = frozenset(),
+    coming: Mapping[str, int] | None = None,
+    asked_gpus: Mapping[str, float] | None = None,
 ) -> ScaleUp:
     """The nodes to buy for the jobs ``result`` leaves pending, but ``skip`` (jobs whose
     nodes are already asked for), from ``offers`` priced by ``sheet`` (``cost/autoscale.py``):
@@ -114,7 +116,9 @@ def plan_pending(
     to free within the longest provisioning delay. The edges share it: ``gpufleet schedule
     --autoscale`` and the live scheduler's ProvisioningRequests (``kube/process/provision.py``).
     A node already in the cluster counts toward its pool's ``maxNodes`` when it carries the
-    pool's template labels."""
+    pool's template labels; ``coming``: per pool, nodes asked for that are not there yet
+    (counted too); ``asked_gpus``: per queue, the GPUs of jobs whose nodes are asked for
+    (counted against its limit)."""
     ledger = cache.ledger()
     state = ledger.state
     nodes = [n for name in state.names if isinstance(n := cache.objects["Node"][name], NodeSpec)]
@@ -130,6 +134,8 @@ def plan_pending(
         mine = sum(1 for node in nodes if wanted <= node.labels.items())
         # Nodes of the pool named otherwise (a cloud's names) count with placeholder numbers.
         item.used |= set(range(min(len(item.used) - mine, 0), 0))
+        low = min(min(item.used, default=0), 0)  # and the nodes on their way, below those
+        item.used |= set(range(low - (coming or {}).get(item.pool, 0), low))
     delay = max((o.delay_s for o in offers), default=0.0)
     freed = freed_within(
         ledger.running.values(), state.size, now, delay, config.expected_duration_s
@@ -187,6 +193,9 @@ def plan_pending(
         for q in cache.objects["Queue"].values()
         if isinstance(q, QueueSpec) and np.isfinite(q.limit[0]) and q.name in ledger.alloc
     }
+    for queue, taken in (asked_gpus or {}).items():
+        if queue in headroom:
+            headroom[queue] -= taken
     plan = plan_scale_up(wants, stock, room, headroom, avoid=avoid)
     return ScaleUp(plan.purchases, (*served, *plan.waiting))
 

@@ -13,6 +13,10 @@ autoscaling tests (``kube/process/provision.py``).
   ``nodeSelector`` (the node type asked for) and ``kubernetes.io/hostname``, with
   ``allocatable`` and a ``Ready`` condition, then sets ``Accepted`` and ``Provisioned``.
 
+``expire=True`` sets ``Provisioned`` before adding the nodes and ``BookingExpired`` at once,
+as Cluster Autoscaler does when a booking ends before the pods use the capacity: the nodes
+still come.
+
 A request is answered once; one deleted before its time is not.
 """
 
@@ -42,10 +46,11 @@ class Provisioner:
         step_s: float = 0.3,
         fail: bool = False,
         partial: int = 0,
+        expire: bool = False,
         allocatable: JSON | None = None,
     ) -> None:
         self.store, self.delay_s, self.step_s, self.fail = store, delay_s, step_s, fail
-        self.partial = partial
+        self.partial, self.expire = partial, expire
         self.allocatable = dict(allocatable or NODE)
         self.requests = store.resource("autoscaling.x-k8s.io", "v1", "provisioningrequests")
         self.templates = store.resource("", "v1", "podtemplates")
@@ -93,6 +98,8 @@ class Provisioner:
         )
         per_node = max(1, int(self.allocatable["nvidia.com/gpu"]) // max(pod_gpus, 1))
         count = math.ceil(int(pod_set["count"]) / per_node)
+        if self.expire:
+            self._condition(namespace, name, "Provisioned", "BookingExpired")
         for i in range(min(count, self.partial) if self.fail else count):
             if self._stopped.wait(self.step_s if i else 0.0):
                 return
@@ -106,14 +113,20 @@ class Provisioner:
             self.store.create(self.nodes, "", body)
             self.added.append(node)
         if self.fail:
-            self._condition(namespace, name, "Failed", "CapacityIsNotFound")
-        else:
-            self._condition(namespace, name, "Provisioned", "Provisioned")
+            self._condition(namespace, name, "Failed")
+        elif not self.expire:
+            self._condition(namespace, name, "Provisioned")
 
-    def _condition(self, namespace: str, name: str, kind: str, reason: str) -> None:
-        conditions = [
-            {"type": "Accepted", "status": "True", "reason": "Accepted"},
-            {"type": kind, "status": "True", "reason": reason, "message": reason},
+    def _condition(self, namespace: str, name: str, *kinds: str) -> None:
+        reasons = {
+            "Failed": "CapacityIsNotFound",
+            "Provisioned": "CapacityIsProvisioned",
+            "BookingExpired": "CapacityReservationTimeExpired",
+        }
+        conditions = [{"type": "Accepted", "status": "True", "reason": "Accepted"}]
+        conditions += [
+            {"type": k, "status": "True", "reason": reasons[k], "message": reasons[k]}
+            for k in kinds
         ]
 
         def write(current: JSON) -> JSON:
@@ -123,4 +136,4 @@ class Provisioner:
             self.store.mutate(self.requests, namespace, name, write, subresource="status")
         except errors.ApiError:
             return
-        self.answered.append((name, kind))
+        self.answered.append((name, kinds[-1]))

@@ -51,6 +51,7 @@ from gpufleet.kube.process.options import ServeOptions
 from gpufleet.kube.read.kinds import LIVE_VOCABULARIES
 from gpufleet.load.costs.prices import DEFAULT_SHEET, load_price_sheet
 from gpufleet.load.objects.config import LEASE_DURATION_S, RENEW_DEADLINE_S, read_configuration
+from gpufleet.load.objects.documents import documents, objects_of
 from gpufleet.load.snapshot import load_snapshot
 from gpufleet.plugins.registry import POLICIES
 from gpufleet.scheduler.queues.holds import DEFAULT_EXPECTED_S
@@ -328,10 +329,12 @@ def _offers(path: Path, sheet: PriceSheet) -> tuple[NodeOffer, ...]:
     above 0) or any other object is refused, as is a file with no autoscaling pool."""
     snapshot = load_snapshot(path, need_nodes=False)
     hint = "'--autoscale'"
-    if snapshot.nodes or snapshot.pods:
+    kinds = {str(o.get("kind")) for doc in documents(path) for o in objects_of(doc, str(path))}
+    if snapshot.nodes or snapshot.pods or kinds - {"NodePool"}:
         raise typer.BadParameter(
-            f"{path}: expected NodePools of count 0 with spec.autoscaling only; the live "
-            "cluster's nodes and pods are read from the API server",
+            f"{path}: expected NodePools of count 0 with spec.autoscaling only (found "
+            f"{', '.join(sorted(kinds))}); the live cluster's objects are read from the API "
+            "server",
             param_hint=hint,
         )
     if not snapshot.offers:

@@ -140,35 +140,100 @@ def test_a_gang_that_fits_nowhere_gets_one_request_and_starts_whole_on_its_nodes
     assert marks(emulator, "train-0")[pr.CONSUME_ANNOTATION] == "gpufleet-train-1"
 
 
-def test_a_failed_request_leaves_nothing_held(emulator: Emulator) -> None:
+def test_a_failed_request_leaves_nothing_held_even_when_the_first_release_is_refused(
+    emulator: Emulator,
+) -> None:
     failing = Provisioner(emulator.store, delay_s=0.3, step_s=0.2, fail=True, partial=2)
     failing.start()
     add_node(emulator, "system", gpus=0)
     add_group(emulator, "train", 4)
     for i in range(4):
         add(emulator, f"train-{i}", 8, group="train")
-    held: list[dict[str, str]] = []
+    refused: list[dict[str, str]] = []
 
-    def given_up(live: LiveScheduler) -> bool:
-        held.append(held_nodes(emulator))
+    def released(live: LiveScheduler) -> bool:
         assert live.autoscaler is not None
-        return "default/train" in live.autoscaler.backoff
+        if not refused and len(held_nodes(emulator)) == 2:
+            # both nodes that came are held: the label's removal is refused for a while
+            emulator.faults.fail(None, code=500, method="PATCH", path="/api/v1/nodes/")
+            refused.append({})
+        if refused and len(refused) == 1 and "default/train" in live.autoscaler.backoff:
+            refused.append(held_nodes(emulator))  # failed, its release refused: still held
+            emulator.faults.clear()
+        return len(refused) == 2 and not held_nodes(emulator)
 
     try:
-        live = serve(emulator, given_up, OPTIONS, timeout=20)
+        live = serve(emulator, released, OPTIONS, timeout=20)
     finally:
         failing.stop()
     assert failing.answered == [("gpufleet-train-1", "Failed")]
-    assert any(len(h) == 2 for h in held)  # the two nodes that came were held meanwhile
-    assert held_nodes(emulator) == {}
+    assert len(refused[1]) == 2  # kept, and let go once the server took it
+    assert live.autoscaler is not None
+    assert live.autoscaler.releases == {}
     assert bound(emulator) == {}
     assert not listed(emulator, "autoscaling.x-k8s.io", "v1", "provisioningrequests")
     assert not listed(emulator, "", "v1", "podtemplates")
-    assert pr.CONSUME_ANNOTATION not in marks(emulator, "train-0")
+    # still the request's while the job backs off, so no one scales up for its pods alone
+    assert marks(emulator, "train-0")[pr.CONSUME_ANNOTATION] == "gpufleet-train-1"
     notes = [e["note"] for e in events(emulator) if e["reason"] == "FailedScaleUp"]
     assert len(notes) == 1
     assert "asking again in 60s" in notes[0]
     assert live.metrics.provisioning.labels("p100x8", "failed")._value.get() == 1
+
+
+def test_a_booking_that_expires_after_provisioned_does_not_fail_the_request(
+    emulator: Emulator,
+) -> None:
+    expiring = Provisioner(emulator.store, delay_s=0.3, step_s=0.3, expire=True).start()
+    add_node(emulator, "system", gpus=0)
+    add_group(emulator, "train", 2)
+    for i in range(2):
+        add(emulator, f"train-{i}", 8, group="train")
+    try:
+        live = serve(emulator, lambda _: {"train-0", "train-1"} <= bound(emulator).keys(), OPTIONS)
+    finally:
+        expiring.stop()
+    assert live.autoscaler is not None
+    assert live.autoscaler.backoff == {}
+    assert set(bound(emulator).values()) == set(expiring.added)
+
+
+def test_a_new_leader_takes_over_its_predecessors_requests_and_holds(emulator: Emulator) -> None:
+    add_node(emulator, "system", gpus=0)
+    add_group(emulator, "train", 2)
+    for i in range(2):
+        add(emulator, f"train-{i}", 8, group="train")
+    store = emulator.store
+    requests = store.resource("autoscaling.x-k8s.io", "v1", "provisioningrequests")
+    body = pr.request_body("gpufleet-train-2", "default/train", 2, "p100x8", 2)
+    store.create(requests, "default", body)  # its predecessor's second attempt
+    store.create(
+        requests, "default", pr.request_body("gpufleet-train-1", "default/train", 2, "p100x8", 2)
+    )
+    nodes = store.resource("", "v1", "nodes")
+    allocatable = {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": "8", "pods": "110"}
+    for name, holder in (("came-0", "default.train"), ("came-1", "default.train"), ("odd", "x.y")):
+        labels = {
+            "nvidia.com/gpu.product": "P100",
+            "node.kubernetes.io/instance-type": "p100x8",
+            PROVISIONED_FOR_LABEL: holder,
+        }
+        store.create(
+            nodes,
+            "",
+            {"metadata": {"name": name, "labels": labels}, "status": {"allocatable": allocatable}},
+        )
+
+    def settled(_live: LiveScheduler) -> bool:
+        return (
+            {"train-0", "train-1"} <= bound(emulator).keys()
+            and not listed(emulator, "autoscaling.x-k8s.io", "v1", "provisioningrequests")
+            and not held_nodes(emulator)
+        )
+
+    serve(emulator, settled, OPTIONS)
+    assert {bound(emulator)[f"train-{i}"] for i in range(2)} == {"came-0", "came-1"}
+    assert not listed(emulator, "", "v1", "podtemplates")
 
 
 def test_pods_that_would_lose_all_their_work_are_protected_until_they_finish(

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -139,6 +139,7 @@ class LiveScheduler:
                 metrics=self.metrics,
                 sheet=self.options.price_sheet or load_price_sheet(),
                 clock=clock,
+                may_act=may_act,
             )
         self._lists = {r.kind.kind: 0 for r in self.reflectors}
         self._bad = {r.kind.kind: 0 for r in self.reflectors}
@@ -231,7 +232,7 @@ class LiveScheduler:
         events, self.buffer = self.buffer, []
         self.cache.apply_all(self.moves.mark(events, now))
         if self.autoscaler is not None and not self.options.dry_run and self.may_act():
-            await self.autoscaler.hold()  # nodes that came for a job: no other is placed there
+            await self._autoscale(self.autoscaler.hold())  # no other job on a job's new nodes
         if self.forecasts.prometheus is None:
             self._unasked_queries()
         await self.forecasts.refresh(self.cache, now, self.store.lookups.serving_demand())
@@ -249,11 +250,20 @@ class LiveScheduler:
         self.latency.tried(result, self.cache)
         await self.writer.write(result, now, self.scheduler)
         if self.autoscaler is not None and not self.options.dry_run and self.may_act():
-            await self.autoscaler.step(result, now)
+            await self._autoscale(self.autoscaler.step(result, now))
         if result.evictions:  # the moves whose evictions were accepted
             self.moves.record(result, self.cache.pods, now, self.writer.accepted)
         self._measure(result, time.perf_counter() - started)
         return result
+
+    async def _autoscale(self, work: Coroutine[Any, Any, None]) -> None:
+        """Autoscaling's part of a cycle; a failure of it is logged and the cycle goes on
+        (its bindings are written, its moves recorded)."""
+        try:
+            await work
+        except Exception:
+            log.exception("autoscaling failed")
+            self.stats.cycle_errors += 1
 
     def _unasked_queries(self) -> None:
         """Say once per Queue that its ``spec.serving.forecastQuery`` is not asked: no

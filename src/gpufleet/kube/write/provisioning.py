@@ -51,13 +51,26 @@ MERGE = {"Content-Type": "application/merge-patch+json"}
 
 
 def request_name(job: str, attempt: int) -> str:
-    """``gpufleet-<job's name>-<attempt>`` (as Kueue names its requests per attempt), cut to
-    a DNS subdomain's 253 characters with a digest of the whole where longer."""
-    name = f"gpufleet-{job.rpartition('/')[2]}-{attempt}"
-    if len(name) <= MAX_NAME:
-        return name
-    digest = hashlib.sha256(name.encode()).hexdigest()[:10]
-    return f"{name[: MAX_NAME - 12].rstrip('.-')}-{digest}-{attempt}"[-MAX_NAME:]
+    """``gpufleet-<job's name>-<attempt>`` (as Kueue names its requests per attempt), its
+    name part cut with a digest of the whole where the name would pass a DNS subdomain's
+    253 characters."""
+    base, suffix = f"gpufleet-{job.rpartition('/')[2]}", f"-{attempt}"
+    if len(base) + len(suffix) <= MAX_NAME:
+        return base + suffix
+    digest = hashlib.sha256(base.encode()).hexdigest()[:10]
+    return f"{base[: MAX_NAME - len(suffix) - 11].rstrip('.-')}-{digest}{suffix}"
+
+
+def attempt_of(name: str) -> int:
+    """The attempt a request's name ends with (0: none)."""
+    tail = name.rpartition("-")[2]
+    return int(tail) if tail.isdigit() else 0
+
+
+def pool_selector(labels: Mapping[str, str]) -> dict[str, str]:
+    """What a node of a pool is known by: its template's labels but the hostname, which
+    each node has its own of."""
+    return {k: v for k, v in labels.items() if k != HOSTNAME_LABEL}
 
 
 def requests_path(namespace: str) -> str:
@@ -76,8 +89,7 @@ def template_body(name: str, job: str, pod: Mapping[str, Any], selector: Mapping
     spec = copy.deepcopy(dict(pod.get("spec") or {}))
     for field in ("nodeName", "schedulerName"):
         spec.pop(field, None)
-    chosen = {k: v for k, v in selector.items() if k != HOSTNAME_LABEL}
-    spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **chosen}
+    spec["nodeSelector"] = {**(spec.get("nodeSelector") or {}), **pool_selector(selector)}
     return {
         "apiVersion": "v1",
         "kind": "PodTemplate",
@@ -86,15 +98,27 @@ def template_body(name: str, job: str, pod: Mapping[str, Any], selector: Mapping
     }
 
 
-def request_body(name: str, job: str, count: int, pool: str) -> JSON:
-    """The ProvisioningRequest ``name`` for ``count`` pods of job ``job`` on pool ``pool``."""
+JOB_ANNOTATION = "gpufleet.io/job"
+POOL_ANNOTATION = "gpufleet.io/node-pool"
+NODES_ANNOTATION = "gpufleet.io/nodes"
+"""On a request: the job it is for, the pool and the number of nodes gpufleet priced, so that
+a new leader takes it over (``kube/process/provision.py``)."""
+
+
+def request_body(name: str, job: str, count: int, pool: str, nodes: int) -> JSON:
+    """The ProvisioningRequest ``name`` for ``count`` pods of job ``job``, on ``nodes`` nodes
+    of pool ``pool``."""
     return {
         "apiVersion": GROUP_VERSION,
         "kind": "ProvisioningRequest",
         "metadata": {
             "name": name,
             "labels": {PROVISIONED_FOR_LABEL: provisioned_for(job)},
-            "annotations": {"gpufleet.io/node-pool": pool},
+            "annotations": {
+                JOB_ANNOTATION: job,
+                POOL_ANNOTATION: pool,
+                NODES_ANNOTATION: str(nodes),
+            },
         },
         "spec": {
             "provisioningClassName": ATOMIC_CLASS,
@@ -118,8 +142,7 @@ async def create(
         return f"{type(exc).__name__}: {exc}"
     if reply.status_code >= 300:
         return f"{reply.status_code} {message_of(reply)}"
-    created: JSON = reply.json()
-    return created
+    return _object(reply)
 
 
 async def read(http: httpx.AsyncClient, path: str) -> JSON | str | None:
@@ -132,8 +155,37 @@ async def read(http: httpx.AsyncClient, path: str) -> JSON | str | None:
         return None
     if reply.status_code >= 300:
         return f"{reply.status_code} {message_of(reply)}"
-    found: JSON = reply.json()
-    return found
+    return _object(reply)
+
+
+def _object(reply: httpx.Response) -> JSON | str:
+    """The JSON object of a 2xx reply, or why it is none."""
+    try:
+        body = reply.json()
+    except ValueError as exc:
+        return f"{reply.status_code} with a body that is no JSON: {exc}"
+    return body if isinstance(body, dict) else f"{reply.status_code} with no object"
+
+
+async def unlabel(http: httpx.AsyncClient, node: str, value: str) -> bool | str:
+    """Take ``gpufleet.io/provisioned-for`` off ``node`` if it still reads ``value`` (a JSON
+    patch whose ``test`` fails changes nothing: the node is held for another job now, or
+    for none)."""
+    pointer = "/metadata/labels/" + PROVISIONED_FOR_LABEL.replace("~", "~0").replace("/", "~1")
+    body = [{"op": "test", "path": pointer, "value": value}, {"op": "remove", "path": pointer}]
+    headers = {"Content-Type": "application/json-patch+json"}
+    try:
+        reply = await http.patch(f"/api/v1/nodes/{node}", json=body, headers=headers)
+    except httpx.HTTPError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    if reply.status_code < 300 or reply.status_code in GONE_OR_NOT_OURS:
+        return True
+    return f"{reply.status_code} {message_of(reply)}"
+
+
+GONE_OR_NOT_OURS = {httpx.codes.NOT_FOUND, httpx.codes.CONFLICT, httpx.codes.UNPROCESSABLE_ENTITY}
+"""Replies to an unlabel that leave nothing to do: the node is gone, or its label is not the
+one to take off."""
 
 
 async def delete(http: httpx.AsyncClient, path: str) -> bool | str:
@@ -163,7 +215,9 @@ async def merge(
 
 def condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
     """The condition of type ``kind`` of ``obj``'s status when it is ``True``."""
-    for item in (obj.get("status") or {}).get("conditions") or ():
+    status = obj.get("status")
+    conditions = status.get("conditions") if isinstance(status, dict) else None
+    for item in conditions if isinstance(conditions, list) else ():
         if isinstance(item, dict) and item.get("type") == kind and item.get("status") == "True":
             return item
     return None
