@@ -193,3 +193,35 @@ def test_cluster_autoscaler_grows_the_next_group_at_the_next_scan() -> None:
     run = replay(sheet_nodes, [cheap, dear], "ca-price").replay()
     assert run.replay.finished_jobs == 2
     assert (run.replay.mean_wait_s or 0.0) <= (310.0 + 320.0) / 2
+
+
+def test_an_on_demand_node_bought_while_spot_was_refused_is_replaced_by_spot() -> None:
+    """Spot is refused at first (the pool avoided for ten minutes), so the long job starts
+    on an on-demand node; once spot may be asked again, a spot node is bought for it, the
+    job moves there right after its next checkpoint and the on-demand node goes. The same
+    run without spot keeps the on-demand node to the end and costs more."""
+    jobs = [job("long", 1, 8, 6 * 3600.0)]
+    offers = [offer("od"), offer("spot", spot=True)]
+    swapped = replay(jobs, offers, "gpufleet")
+    swapped.avoid["spot"] = 600.0
+    run = swapped.replay()
+    assert run.checkpoint_moves == 1
+    assert run.replay.finished_jobs == 1
+    assert run.scale_down_evictions == 0
+    od = [n for n in swapped.gone if n.stock.pool == "od"]
+    assert len(od) == 1
+    # moved right after a checkpoint once it was expected to run on for an hour (having run
+    # an hour: no history), the node gone a grace later, hours before the job ends
+    assert od[0].down < 2 * 3600.0
+    kept = replay(jobs, [offer("od")], "gpufleet").replay()
+    assert kept.checkpoint_moves == 0
+    assert run.spend < kept.spend
+
+
+def test_a_job_about_to_end_is_not_moved_to_spot() -> None:
+    """A job expected to end within the hour is left where it runs."""
+    jobs = [job("short", 1, 8, 1800.0)]
+    swapped = replay(jobs, [offer("od"), offer("spot", spot=True)], "gpufleet")
+    swapped.avoid["spot"] = 600.0
+    run = swapped.replay()
+    assert run.checkpoint_moves == 0

@@ -38,6 +38,10 @@ Policies (:data:`SUPPLY_POLICIES`), each with the scheduler a user would pair it
   for it (``gpufleet.io/provisioned-for``) until it starts; spot chosen only where its price
   beats on-demand with the work interruptions are expected to lose; nodes go only when
   empty, never by eviction, keeping the free GPUs the forecast of arriving work needs.
+  Nodes not full are emptied by moving checkpointing jobs right after a checkpoint; and an
+  on-demand node whose jobs checkpoint and are expected to run on for an hour is replaced by
+  spot once spot is there to be had (bought while spot was refused): spot nodes are asked
+  for its jobs, and once they are up it is emptied the same way.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gpufleet.cost.autoscale import (
+    FITS_NOW,
     NodeUse,
     Room,
     Stock,
@@ -70,7 +75,7 @@ from gpufleet.model.supply import PROVISIONED_FOR_LABEL, provisioned_for
 from gpufleet.plugins.registry import REPLAY_POLICIES, ReplayPolicy
 from gpufleet.scheduler.queues.holds import freed_within
 from gpufleet.scheduler.state.changes import Event
-from gpufleet.sim.clock import ARRIVAL
+from gpufleet.sim.clock import ARRIVAL, PERIODIC
 from gpufleet.sim.replay import Replay, pod_names
 
 if TYPE_CHECKING:
@@ -117,6 +122,11 @@ DRAIN_EVERY_S = 60.0
 DRAIN_SHARE = 0.10
 """The most nodes gpufleet drains at once, as a share of the nodes up."""
 UNSCHEDULABLE = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+REPLACE_NODES = 4
+"""The most on-demand nodes one replacement by spot empties."""
+REPLACE_REMAINING_S = 3600.0
+"""A job is moved to spot only if it is expected to run on at least this long (what the
+move costs — a restart and the wait for a checkpoint — is then small against the saving)."""
 
 SCAN_EVENT = -2
 READY_EVENT = -3
@@ -272,6 +282,11 @@ class SupplyReplay(Replay):
         self.checkpoint_moves = 0
         self.drain_after = 0.0
         self.moving: dict[int, tuple[str, float, float]] = {}
+        self.keep_until: dict[str, float] = {}
+        """Spot nodes bought to replace on-demand ones: not scaled down, empty, until the
+        jobs that are to move there have (gpufleet)."""
+        self.replacing: tuple[int, tuple[str, ...]] | None = None
+        """The request of spot nodes in flight for on-demand nodes to empty, and those."""
         """Job -> the node it is to leave, the run (its start) to move, and when."""
         self.min_runtime = {q.name: q.reclaim_min_runtime_s for q in self.tenants}
         self.interruptions = 0
@@ -303,7 +318,7 @@ class SupplyReplay(Replay):
             self.waits.append((since, now, float(self.jobs[i].gpus)))
             self.run_starts.setdefault(i, []).append(now)
             self.running_jobs += 1
-            self._release_label(i)
+            self._release_label(i, now)
         return started
 
     def _stop(
@@ -348,6 +363,7 @@ class SupplyReplay(Replay):
             self._scan(now)
         elif kind == READY_EVENT:
             self._ready(index, now)
+            self._replaced(index, now)
         elif kind == INTERRUPT_EVENT:
             self._interrupt(index, now)
         elif kind == MOVE_EVENT:
@@ -456,9 +472,11 @@ class SupplyReplay(Replay):
         job = self.jobs[i]
         return provisioned_for(job.name if self._gang(job) else pod_names(job)[0])
 
-    def _release_label(self, i: int) -> None:
-        """Job ``i`` started: the nodes bought for it are anyone's."""
+    def _release_label(self, i: int, now: float) -> None:
+        """Job ``i`` started: the nodes bought for it are anyone's, from a cycle at once
+        (jobs the plan packed beside it wait for them)."""
         key = self._job_key(i)
+        released = False
         for node in self.nodes.values():
             if node.for_job != i:
                 continue
@@ -466,6 +484,9 @@ class SupplyReplay(Replay):
             if isinstance(spec, NodeSpec) and spec.labels.get(PROVISIONED_FOR_LABEL) == key:
                 labels = {k: v for k, v in spec.labels.items() if k != PROVISIONED_FOR_LABEL}
                 self.cache.apply(Event("MODIFIED", "Node", replace(spec, labels=labels)))
+                released = True
+        if released and self.waiting:
+            self.events.push(now, PERIODIC, (-1, 0))
 
     def _remove(self, name: str, now: float, action: str) -> None:
         """Node ``name`` goes; its running jobs are evicted by ``action`` first."""
@@ -644,13 +665,23 @@ class SupplyReplay(Replay):
         keep = sum(g for _, g in self.arrivals)
         views = []
         for name, node in self.nodes.items():
-            empty = used.get(name, 0.0) == 0 and not self._held(name)
+            empty = (
+                used.get(name, 0.0) == 0
+                and not self._held(name)
+                and self.keep_until.get(name, 0.0) <= now
+            )
             if not empty:
                 node.empty_since = None
             elif node.empty_since is None:
                 node.empty_since = now
                 self._at(now + GRACE_S)
             views.append(NodeUse(name, total.get(name, 0.0), node.stock.hourly, node.empty_since))
+        # the planner's room leaves cordoned nodes out; emptied, their GPUs are free too
+        free_gpus += sum(
+            total.get(name, 0.0)
+            for name, node in self.nodes.items()
+            if node.draining and used.get(name, 0.0) == 0
+        )
         for name in plan_scale_down(
             views, now=now, grace_s=GRACE_S, keep_gpus=keep, free_gpus=free_gpus
         ):
@@ -658,6 +689,115 @@ class SupplyReplay(Replay):
         if drain and not self.waiting and now >= self.drain_after:
             self.drain_after = now + DRAIN_EVERY_S
             self._drain(now, keep, used)
+            self._replace(now, used)
+
+    def _replace(self, now: float, used: dict[str, float]) -> None:
+        """Ask for spot nodes to take the jobs of up to :data:`REPLACE_NODES` on-demand nodes
+        (dearest per GPU first) whose jobs may all move at their next checkpoint — one the
+        spot nodes are up just before — and are expected to run on for
+        :data:`REPLACE_REMAINING_S`, if the spot nodes, all of one pool, cost less an hour
+        (with the work interruptions are expected to lose) than the nodes they empty."""
+        if self.replacing is not None or not any(
+            not n.stock.offer.spot and used.get(name) for name, n in self.nodes.items()
+        ):
+            return
+        self._at(now + DRAIN_EVERY_S)  # an on-demand node in use: look again in a while
+        spot = [s for s in self.stock if s.offer.spot and s.pool not in self.avoid]
+        if not spot:
+            return
+        chosen, wants = self._replaceable(now, used, max(s.offer.delay_s for s in spot))
+        if not chosen:
+            return
+        before = [set(s.used) for s in spot]
+        plan = plan_scale_up(wants, spot, Room.of([], (np.zeros(0), np.zeros(0), np.zeros(0))), {})
+        for stock, kept in zip(spot, before, strict=True):
+            stock.used = kept
+        pools = {p.pool for p in plan.purchases}
+        if len(pools) != 1 or any(w.reason != FITS_NOW for w in plan.waiting):
+            return  # not all of them fit one spot pool now (the rest: packed beside the first)
+        if sum(p.expected for p in plan.purchases) >= sum(
+            self.nodes[n].stock.hourly for n in chosen
+        ):
+            return
+        stock = next(s for s in spot if s.pool in pools)
+        numbers = sorted({n for p in plan.purchases for n in p.numbers})
+        self._ask(stock, numbers, -1, now)
+        self.replacing = (len(self.requests) - 1, tuple(chosen))
+
+    def _replaceable(
+        self, now: float, used: dict[str, float], delay: float
+    ) -> tuple[list[str], list[Want]]:
+        """The on-demand nodes :meth:`_replace` may empty now, and their jobs as wants."""
+        jobs_on = self._jobs_on()
+        chosen: list[str] = []
+        wants: list[Want] = []
+        for name, node in sorted(
+            self.nodes.items(), key=lambda kv: (-kv[1].stock.hourly / kv[1].stock.offer.gpus, kv[0])
+        ):
+            if len(chosen) >= REPLACE_NODES:
+                break
+            if node.stock.offer.spot or node.draining or self._held(name) or not used.get(name):
+                continue
+            jobs = sorted(jobs_on.get(name, ()))
+            if not jobs or any(
+                (at := self._move_at(i, now, name)) is None
+                or not delay <= at - now <= delay + 2 * DRAIN_EVERY_S  # spot up just before
+                or self._expected_left(i, now) < REPLACE_REMAINING_S
+                for i in jobs
+            ):
+                continue
+            chosen.append(name)
+            wants += [
+                replace(self._want_all(i), checkpoint_s=self.checkpoint_interval_s) for i in jobs
+            ]
+        return chosen, wants
+
+    def _jobs_on(self) -> dict[str, set[int]]:
+        """The jobs running on each node."""
+        ledger = self.cache.ledger()
+        names = ledger.state.names
+        out: dict[str, set[int]] = {}
+        for running in ledger.running.values():
+            i = self.pod_job.get(running.pod.key)
+            if i is not None:
+                out.setdefault(names[running.node], set()).add(i)
+        return out
+
+    def _expected_left(self, i: int, now: float) -> float:
+        """How much longer job ``i`` is expected to run (its tenant's history; a run past
+        its expectation, as long again as it has run)."""
+        start = self.progress[i].run_start
+        ran = max(0.0, now - start) if not math.isnan(start) else 0.0
+        expected = self.history.expected_s(self._tenant(self.jobs[i]))
+        return max(expected - ran, ran)
+
+    def _replaced(self, index: int, now: float) -> None:
+        """The spot nodes of replacement request ``index`` came (or failed): the on-demand
+        nodes they were for are emptied, each job moved after its next checkpoint."""
+        if self.replacing is None or self.replacing[0] != index:
+            return
+        _, names = self.replacing
+        self.replacing = None
+        if not self.requests[index].filled:
+            return
+        jobs_on = self._jobs_on()
+        for name in names:
+            node = self.nodes.get(name)
+            if node is None or node.draining:
+                continue
+            jobs = jobs_on.get(name, set())
+            moves = {i: self._move_at(i, now, name) for i in jobs}
+            if not jobs or any(at is None for at in moves.values()):
+                continue
+            self._cordon(node)
+            for i, at in moves.items():
+                assert at is not None
+                self.moving[i] = (name, self.progress[i].run_start, at)
+                self._push(at, MOVE_EVENT, i)
+                for spare in self.requests[index].nodes:  # kept for the jobs until they move
+                    self.keep_until[spare.name] = max(
+                        self.keep_until.get(spare.name, 0.0), at + GRACE_S
+                    )
 
     def _drain(self, now: float, keep: float, used: dict[str, float]) -> None:
         """Empty the nodes :func:`plan_drain` picks: cordoned, each job moved right after
@@ -668,13 +808,7 @@ class SupplyReplay(Replay):
         ):
             return
         view = self._view(now)
-        ledger = self.cache.ledger()
-        names = ledger.state.names
-        jobs_on: dict[str, set[int]] = {}
-        for running in ledger.running.values():
-            i = self.pod_job.get(running.pod.key)
-            if i is not None:
-                jobs_on.setdefault(names[running.node], set()).add(i)
+        jobs_on = self._jobs_on()
         nodes = []
         for name, node in self.nodes.items():
             if node.draining or self._held(name) or name not in view.pods:
@@ -702,13 +836,7 @@ class SupplyReplay(Replay):
         if limit <= 0:
             return
         for name in plan_drain(nodes, room, keep_gpus=keep, limit=limit):
-            node = self.nodes[name]
-            node.draining = True
-            spec = self.cache.get("Node", name)
-            assert isinstance(spec, NodeSpec)
-            self.cache.apply(
-                Event("MODIFIED", "Node", replace(spec, taints=(*spec.taints, UNSCHEDULABLE)))
-            )
+            self._cordon(self.nodes[name])
             for i in jobs_on.get(name, ()):
                 at = self._move_at(i, now, name)
                 assert at is not None
@@ -750,6 +878,14 @@ class SupplyReplay(Replay):
         key = pod_names(self.jobs[i])[0]
         self._evicted(key, now, frozenset(), DRAIN_MOVE)
         self.checkpoint_moves += 1
+
+    def _cordon(self, node: _Node) -> None:
+        node.draining = True
+        spec = self.cache.get("Node", node.name)
+        assert isinstance(spec, NodeSpec)
+        self.cache.apply(
+            Event("MODIFIED", "Node", replace(spec, taints=(*spec.taints, UNSCHEDULABLE)))
+        )
 
     def _undrain(self, node: _Node) -> None:
         node.draining = False
