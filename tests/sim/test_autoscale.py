@@ -69,14 +69,14 @@ def replay(
 
 
 def test_gpufleet_buys_a_gang_whole_and_lets_the_nodes_go_when_it_ends() -> None:
-    """A gang of four 8-GPU pods on an empty cluster: one request of four nodes at the first
-    scan (10 s), Ready 300 s later; the gang starts then and ends an hour later, when the
-    replay ends and the nodes go: four nodes of $8 an hour for an hour."""
+    """A gang of four 8-GPU pods on an empty cluster: one request of four nodes at gpufleet's
+    first look after the cycle (1 s), Ready 300 s later; the gang starts then and ends an hour
+    later, when the replay ends and the nodes go: four nodes of $8 an hour for an hour."""
     sim = replay([job("g", 4, 8, 3600.0)], [offer()], "gpufleet")
     run = sim.replay()
     assert run.requests == 1
     assert run.replay.finished_jobs == 1
-    assert run.replay.mean_wait_s == pytest.approx(310.0)
+    assert run.replay.mean_wait_s == pytest.approx(301.0)
     assert run.incomplete_node_hours == 0
     assert run.node_hours == pytest.approx(4.0)
     assert run.spend == pytest.approx(4 * 8.0)

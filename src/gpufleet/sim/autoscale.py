@@ -90,6 +90,9 @@ if TYPE_CHECKING:
     from gpufleet.scheduler.api.outcome import Binding
 
 SCAN_S = 10.0
+GPUFLEET_SCAN_S = 1.0
+"""gpufleet plans after the cycle that left a job pending (the live scheduler after each
+cycle, its batching wait and writes included: about a second)."""
 """Cluster Autoscaler's ``scan-interval``: how often an autoscaler looks while things change."""
 BACKOFF_S = 300.0
 """How long a pool whose request failed is avoided (Cluster Autoscaler's initial node-group
@@ -210,6 +213,8 @@ class _Node:
 class _View:
     room: Room
     pods: dict[str, list[PodSpec]]
+    rows: dict[str, int]
+    """Each node's row of ``room``."""
 
 
 @dataclass(slots=True)
@@ -379,10 +384,12 @@ class SupplyReplay(Replay):
         self.other_events += 1
 
     def _soon(self, now: float) -> None:
-        """Something changed: the autoscaler looks at its next scan."""
+        """Something changed: the autoscaler looks at its next scan (gpufleet's planner runs
+        after the cycle, as ``gpufleet serve`` runs it after each cycle: within a second)."""
         if self.supply.scaler == "static":
             return
-        at = (math.floor(now / SCAN_S) + 1) * SCAN_S
+        quantum = GPUFLEET_SCAN_S if self.supply.scaler == "gpufleet" else SCAN_S
+        at = (math.floor(now / quantum) + 1) * quantum
         if at < self.scan_at:
             self.scan_at = at
             self._push(at, SCAN_EVENT)
@@ -672,7 +679,8 @@ class SupplyReplay(Replay):
             )
             if not empty:
                 node.empty_since = None
-            elif node.empty_since is None:
+                continue  # only empty nodes may go
+            if node.empty_since is None:
                 node.empty_since = now
                 self._at(now + GRACE_S)
             views.append(NodeUse(name, total.get(name, 0.0), node.stock.hourly, node.empty_since))
@@ -995,20 +1003,19 @@ class SupplyReplay(Replay):
         pods = view.pods.get(name, [])
         if not pods:
             return True
-        keep = [
-            k
-            for k, spec in enumerate(view.room.specs)
-            if spec.name != name and spec.name not in skip
-        ]
-        if not keep:
-            return False
         room = view.room
-        sub = Room.of(
-            [room.specs[k] for k in keep],
-            (room.gpus[keep], room.cpu[keep], room.memory[keep]),
-        )
-        if sub.gpus.sum() < sum(pod_gpus(spec) for spec in pods) - 1e-9:
+        out = [view.rows[n] for n in (name, *skip) if n in view.rows]
+        free = float(room.gpus.sum()) - float(room.gpus[out].sum())
+        if free < sum(pod_gpus(spec) for spec in pods) - 1e-9:
+            return False  # not enough GPUs left at all: no need to place them one by one
+        keep = np.ones(len(room.specs), dtype=np.bool_)
+        keep[out] = False
+        rows = np.flatnonzero(keep)
+        if rows.size == 0:
             return False
+        sub = Room.of(
+            [room.specs[k] for k in rows], (room.gpus[rows], room.cpu[rows], room.memory[rows])
+        )
         return all(sub.take(Want("", "", 1, spec, 0.0), soon=False) for spec in pods)
 
     def _view(self, now: float) -> _View:
@@ -1018,7 +1025,8 @@ class SupplyReplay(Replay):
         pods: dict[str, list[PodSpec]] = {}
         for running in ledger.running.values():
             pods.setdefault(names[running.node], []).append(running.spec)
-        return _View(self._room(now, soon=False, held=True), pods)
+        room = self._room(now, soon=False, held=True)
+        return _View(room, pods, {spec.name: k for k, spec in enumerate(room.specs)})
 
     # Karpenter ------------------------------------------------------------------------------
 
