@@ -225,3 +225,4 @@ def test_a_job_about_to_end_is_not_moved_to_spot() -> None:
     swapped.avoid["spot"] = 600.0
     run = swapped.replay()
     assert run.checkpoint_moves == 0
+    assert run.requests == 1  # no spot node bought for it

@@ -75,7 +75,7 @@ from gpufleet.model.supply import PROVISIONED_FOR_LABEL, provisioned_for
 from gpufleet.plugins.registry import REPLAY_POLICIES, ReplayPolicy
 from gpufleet.scheduler.queues.holds import freed_within
 from gpufleet.scheduler.state.changes import Event
-from gpufleet.sim.clock import ARRIVAL, PERIODIC
+from gpufleet.sim.clock import ARRIVAL
 from gpufleet.sim.replay import Replay, pod_names
 
 if TYPE_CHECKING:
@@ -90,10 +90,10 @@ if TYPE_CHECKING:
     from gpufleet.scheduler.api.outcome import Binding
 
 SCAN_S = 10.0
+"""Cluster Autoscaler's ``scan-interval``: how often an autoscaler looks while things change."""
 GPUFLEET_SCAN_S = 1.0
 """gpufleet plans after the cycle that left a job pending (the live scheduler after each
 cycle, its batching wait and writes included: about a second)."""
-"""Cluster Autoscaler's ``scan-interval``: how often an autoscaler looks while things change."""
 BACKOFF_S = 300.0
 """How long a pool whose request failed is avoided (Cluster Autoscaler's initial node-group
 backoff is 5 minutes)."""
@@ -125,6 +125,9 @@ DRAIN_EVERY_S = 60.0
 DRAIN_SHARE = 0.10
 """The most nodes gpufleet drains at once, as a share of the nodes up."""
 UNSCHEDULABLE = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+SPARE = "spare-for-moves"
+"""The ``gpufleet.io/provisioned-for`` value of spot nodes bought for jobs that are to move
+there: no other job takes them meanwhile."""
 REPLACE_NODES = 4
 """The most on-demand nodes one replacement by spot empties."""
 REPLACE_REMAINING_S = 3600.0
@@ -135,6 +138,8 @@ SCAN_EVENT = -2
 READY_EVENT = -3
 INTERRUPT_EVENT = -4
 MOVE_EVENT = -5
+CYCLE_EVENT = -6
+"""Nothing but a cycle at once (the nodes of a job that started are anyone's)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,12 +292,12 @@ class SupplyReplay(Replay):
         self.checkpoint_moves = 0
         self.drain_after = 0.0
         self.moving: dict[int, tuple[str, float, float]] = {}
-        self.keep_until: dict[str, float] = {}
-        """Spot nodes bought to replace on-demand ones: not scaled down, empty, until the
-        jobs that are to move there have (gpufleet)."""
+        """Job -> the node it is to leave, the run (its start) to move, and when."""
         self.replacing: tuple[int, tuple[str, ...]] | None = None
         """The request of spot nodes in flight for on-demand nodes to empty, and those."""
-        """Job -> the node it is to leave, the run (its start) to move, and when."""
+        self.spares: dict[str, tuple[str, ...]] = {}
+        """On-demand node being emptied -> the spot nodes bought for its jobs, held (labelled
+        :data:`SPARE`) until the first of those jobs moves (gpufleet)."""
         self.min_runtime = {q.name: q.reclaim_min_runtime_s for q in self.tenants}
         self.interruptions = 0
         self.interrupted_jobs = 0
@@ -373,6 +378,8 @@ class SupplyReplay(Replay):
             self._interrupt(index, now)
         elif kind == MOVE_EVENT:
             self._move(index, now)
+        elif kind == CYCLE_EVENT:
+            pass  # the cycle that follows every supply event is what it is for
         else:
             raise ValueError(f"no supply event {kind}")
         if kind == SCAN_EVENT:  # after the cycles of what came before
@@ -493,7 +500,7 @@ class SupplyReplay(Replay):
                 self.cache.apply(Event("MODIFIED", "Node", replace(spec, labels=labels)))
                 released = True
         if released and self.waiting:
-            self.events.push(now, PERIODIC, (-1, 0))
+            self._push(now, CYCLE_EVENT)
 
     def _remove(self, name: str, now: float, action: str) -> None:
         """Node ``name`` goes; its running jobs are evicted by ``action`` first."""
@@ -624,7 +631,10 @@ class SupplyReplay(Replay):
         """The room the planner starts from: the nodes up but those held for other jobs or
         draining, and the nodes on their way, their own job's pods placed on them first."""
         room = self._room(now, soon=soon, held=False)
+        spare = self.replacing[0] if self.replacing is not None else -1
         for request in self._in_flight():
+            if self.requests[spare] is request:
+                continue  # spot nodes for jobs to move: not room for others
             for node in request.nodes:
                 room.add(node.spec)
             if request.job in self.waiting:
@@ -672,11 +682,7 @@ class SupplyReplay(Replay):
         keep = sum(g for _, g in self.arrivals)
         views = []
         for name, node in self.nodes.items():
-            empty = (
-                used.get(name, 0.0) == 0
-                and not self._held(name)
-                and self.keep_until.get(name, 0.0) <= now
-            )
+            empty = used.get(name, 0.0) == 0 and not self._held(name)
             if not empty:
                 node.empty_since = None
                 continue  # only empty nodes may go
@@ -705,8 +711,10 @@ class SupplyReplay(Replay):
         spot nodes are up just before — and are expected to run on for
         :data:`REPLACE_REMAINING_S`, if the spot nodes, all of one pool, cost less an hour
         (with the work interruptions are expected to lose) than the nodes they empty."""
-        if self.replacing is not None or not any(
-            not n.stock.offer.spot and used.get(name) for name, n in self.nodes.items()
+        if (
+            self.replacing is not None
+            or not any(s.offer.spot for s in self.stock)
+            or not any(not n.stock.offer.spot and used.get(name) for name, n in self.nodes.items())
         ):
             return
         self._at(now + DRAIN_EVERY_S)  # an on-demand node in use: look again in a while
@@ -731,6 +739,8 @@ class SupplyReplay(Replay):
         numbers = sorted({n for p in plan.purchases for n in p.numbers})
         self._ask(stock, numbers, -1, now)
         self.replacing = (len(self.requests) - 1, tuple(chosen))
+        for name in chosen:  # no job lands there meanwhile: the spot nodes are sized for these
+            self._cordon(self.nodes[name])
 
     def _replaceable(
         self, now: float, used: dict[str, float], delay: float
@@ -780,32 +790,53 @@ class SupplyReplay(Replay):
         return max(expected - ran, ran)
 
     def _replaced(self, index: int, now: float) -> None:
-        """The spot nodes of replacement request ``index`` came (or failed): the on-demand
-        nodes they were for are emptied, each job moved after its next checkpoint."""
+        """The spot nodes of replacement request ``index`` came (or failed): they are held
+        for the jobs of the on-demand nodes they were bought for, which are emptied, each job
+        moved after its next checkpoint; failed, those nodes are uncordoned."""
         if self.replacing is None or self.replacing[0] != index:
             return
         _, names = self.replacing
         self.replacing = None
-        if not self.requests[index].filled:
-            return
+        request = self.requests[index]
+        spares = tuple(n.name for n in request.nodes) if request.filled else ()
+        for spare in spares:
+            self._label(spare, SPARE)
         jobs_on = self._jobs_on()
         for name in names:
             node = self.nodes.get(name)
-            if node is None or node.draining:
-                continue
+            if node is None or not node.draining:
+                continue  # uncordoned meanwhile: a job waiting needed it
             jobs = jobs_on.get(name, set())
             moves = {i: self._move_at(i, now, name) for i in jobs}
-            if not jobs or any(at is None for at in moves.values()):
+            if not spares or not jobs or any(at is None for at in moves.values()):
+                self._undrain(node)
                 continue
-            self._cordon(node)
+            self.spares[name] = spares
             for i, at in moves.items():
                 assert at is not None
                 self.moving[i] = (name, self.progress[i].run_start, at)
                 self._push(at, MOVE_EVENT, i)
-                for spare in self.requests[index].nodes:  # kept for the jobs until they move
-                    self.keep_until[spare.name] = max(
-                        self.keep_until.get(spare.name, 0.0), at + GRACE_S
-                    )
+        if spares and spares not in self.spares.values():
+            self._free_spares(spares)  # no job left to move there
+
+    def _label(self, name: str, value: str | None) -> None:
+        """Set (None: take off) node ``name``'s ``gpufleet.io/provisioned-for``."""
+        spec = self.cache.get("Node", name)
+        if not isinstance(spec, NodeSpec):
+            return
+        labels = {k: v for k, v in spec.labels.items() if k != PROVISIONED_FOR_LABEL}
+        if value is not None:
+            labels[PROVISIONED_FOR_LABEL] = value
+        self.cache.apply(Event("MODIFIED", "Node", replace(spec, labels=labels)))
+
+    def _free_spares(self, spares: tuple[str, ...]) -> None:
+        """The spot nodes ``spares`` are anyone's (the jobs they were for move now, or not)."""
+        for key in [k for k, v in self.spares.items() if v == spares]:
+            del self.spares[key]
+        for name in spares:
+            spec = self.cache.get("Node", name)
+            if isinstance(spec, NodeSpec) and spec.labels.get(PROVISIONED_FOR_LABEL) == SPARE:
+                self._label(name, None)
 
     def _drain(self, now: float, keep: float, used: dict[str, float]) -> None:
         """Empty the nodes :func:`plan_drain` picks: cordoned, each job moved right after
@@ -872,6 +903,9 @@ class SupplyReplay(Replay):
         if target is None or target[2] != now:
             return  # no move, or one planned for another time (a drain cancelled since)
         name, run, _ = target
+        spares = self.spares.get(name)
+        if spares is not None:
+            self._free_spares(spares)  # the first move: the spot nodes take the jobs now
         node = self.nodes.get(name)
         if node is None or not node.draining or self.progress[i].run_start != run:
             del self.moving[i]
@@ -897,6 +931,9 @@ class SupplyReplay(Replay):
 
     def _undrain(self, node: _Node) -> None:
         node.draining = False
+        spares = self.spares.get(node.name)
+        if spares is not None:
+            self._free_spares(spares)
         spec = self.cache.get("Node", node.name)
         if isinstance(spec, NodeSpec):
             taints = tuple(t for t in spec.taints if t != UNSCHEDULABLE)
