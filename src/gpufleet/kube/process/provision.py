@@ -467,9 +467,12 @@ class LiveAutoscaler:
             coming=coming,
             asked_gpus=asked_gpus,
         )
-        pending = {p.pod for p in result.pending}
+        by_job: dict[str, list[str]] = {}  # the pending pods of each job, read once
+        for waiting in result.pending:
+            if (member := pods.get(waiting.pod)) is not None:
+                by_job.setdefault(member.gang, []).append(waiting.pod)
         for purchase in plan.purchases:
-            keys = sorted(k for k, p in pods.items() if p.gang == purchase.key and k in pending)
+            keys = sorted(by_job.get(purchase.key, ()))
             if keys and self.may_act():
                 await self._request(purchase, keys)
 
