@@ -11,9 +11,11 @@ after every 100 events. Then ``--probes`` times: one new pending pod, one cycle,
 binding confirmed.
 
 It prints the events applied per second (cycles apart), the cycle times, the time of a
-cycle for one new pending pod (median and p99), and the time to build the cache from
-scratch (every object applied to an empty cache, then its ledger and victim pool). The
-cost of an event does not depend on the cluster's size: compare the rows.
+cycle for one new pending pod (median and p99), the time to build the cache from scratch
+(every object applied to an empty cache, then its ledger and victim pool), and the median
+time from a node joining or leaving to the next session's ledger and victim pool, beside a
+rebuild of both from the objects (what a node joining cost before). The cost of an event
+does not depend on the cluster's size: compare the rows.
 
     python -m bench.events [--nodes 1000 --nodes 5000] [--events 100000] [--probes 200]
 """
@@ -44,6 +46,8 @@ SECTION = "events"
 GPUS = 8
 QUEUES = 10
 CYCLE_EVERY = 100
+JOINS = 10
+"""Nodes that join and leave again at the end."""
 CONFIG = CycleConfig(records=False)
 GPU_POD = PodSpec("", 2_000, 16_384, 1, MILLI)
 CPU_POD = PodSpec("", 2_000, 8_192)
@@ -195,11 +199,13 @@ def measure(nodes_count: int, events: int, probes: int, seed: int) -> dict[str, 
         pod = cache.pods[binding.pod]
         seen = replace(pod, node=binding.node, gpus=binding.gpus or ())
         cache.apply(Event("MODIFIED", "Pod", seen))
+    join_s, rebuild_s = joins(cache, nodes, JOINS)
     cycles = np.array(stream.cycle_s) * 1000
     probe = np.array(probe_s) * 1000
     print(
         f"{nodes_count} nodes: {events / apply_s:,.0f} events/s, cycles "
-        f"{np.median(cycles):.1f} ms, one pod {np.median(probe):.2f} ms, build {build_s:.2f} s",
+        f"{np.median(cycles):.1f} ms, one pod {np.median(probe):.2f} ms, build {build_s:.2f} s, "
+        f"node joins {join_s * 1000:.0f} ms (rebuild {rebuild_s * 1000:.0f} ms)",
         file=sys.stderr,
     )
     return {
@@ -211,7 +217,30 @@ def measure(nodes_count: int, events: int, probes: int, seed: int) -> dict[str, 
         "probe_median_ms": float(np.median(probe)),
         "probe_p99_ms": float(np.percentile(probe, 99)),
         "build_s": build_s,
+        "join_ms": join_s * 1000,
+        "rebuild_ms": rebuild_s * 1000,
     }
+
+
+def joins(
+    cache: ClusterCache[Components], nodes: list[NodeSpec], count: int
+) -> tuple[float, float]:
+    """Median seconds from a node joining (or leaving) to the ledger and victim pool the
+    next session reads, and of a rebuild from the objects, as every node joining cost
+    before the ledger copied the rows of the nodes that stay."""
+    moved, rebuilt = [], []
+    for i in range(count):
+        node = replace(nodes[i % len(nodes)], name=f"joined-{i:04d}")
+        for event in (Event("ADDED", "Node", node), Event("DELETED", "Node", node)):
+            cache.apply(event)
+            t = time.perf_counter()
+            cache.pool()
+            moved.append(time.perf_counter() - t)
+        cache.accounting.invalidate()
+        t = time.perf_counter()
+        cache.pool()
+        rebuilt.append(time.perf_counter() - t)
+    return float(np.median(moved)), float(np.median(rebuilt))
 
 
 def main() -> int:
@@ -228,15 +257,17 @@ def main() -> int:
         f"(Python {platform.python_version()}, numpy {np.__version__}).",
         "",
         "| nodes | running pods | events/s | µs/event | cycles | cycle median ms | "
-        "one-pod cycle median ms | one-pod cycle p99 ms | build from scratch s |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "one-pod cycle median ms | one-pod cycle p99 ms | build from scratch s | "
+        "node joins or leaves ms | ledger rebuild ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for count in args.nodes or [1000, 5000]:
         m = measure(count, args.events, args.probes, args.seed)
         lines.append(
             f"| {count:,} | {int(m['pods']):,} | {m['events_per_s']:,.0f} | "
             f"{m['us_per_event']:.1f} | {int(m['cycles']):,} | {m['cycle_median_ms']:.1f} | "
-            f"{m['probe_median_ms']:.2f} | {m['probe_p99_ms']:.2f} | {m['build_s']:.2f} |"
+            f"{m['probe_median_ms']:.2f} | {m['probe_p99_ms']:.2f} | {m['build_s']:.2f} | "
+            f"{m['join_ms']:.0f} | {m['rebuild_ms']:.0f} |"
         )
     return publish_table("bench.events", SECTION, lines, write_docs=not args.no_docs)
 

@@ -403,6 +403,32 @@ class PodIndex:
                 used += on
         return used
 
+    @property
+    def movable(self) -> bool:
+        """Whether :meth:`moved` may carry this index (no pods forgotten: not a what-if
+        copy)."""
+        return not self._gone_sids.size
+
+    def moved(self, to: IntArray, size: int) -> PodIndex:
+        """This index on a cluster of ``size`` nodes where node ``i`` is node ``to[i]``
+        (-1: gone, with no pod counted on it); every row is new (nothing shared)."""
+        assert self.movable
+        other = PodIndex(size)
+        other.signatures = self.signatures
+        other.namespace_labels = self.namespace_labels
+        other.rows = {
+            sid: {int(to[node]): count for node, count in row.items()}
+            for sid, row in self.rows.items()
+        }
+        other.anti = _moved(self.anti, to, size)
+        other.ports = _moved(self.ports, to, size)
+        other.weighted = _moved(self.weighted, to, size)
+        other._owned = {*other.rows, *other.anti, *other.ports, *other.weighted}
+        other._weighing = dict(self._weighing)
+        other._matches = dict(self._matches)
+        other._selecting = dict(self._selecting)
+        return other
+
     def copy(self) -> PodIndex:
         """An independent index that shares every row until one of the two changes it."""
         other = PodIndex(self.size)
@@ -431,3 +457,15 @@ def domain_counts(labels: NodeLabels, key: str, per_node: IntArray) -> tuple[Int
     out = np.zeros(ids.size, dtype=np.int64)
     out[has] = per_domain[ids[has]]
     return out, has
+
+
+def _moved(table: dict[K, IntArray], to: IntArray, size: int) -> dict[K, IntArray]:
+    """Per-node rows of ``table`` on a cluster of ``size`` nodes where node ``i`` is node
+    ``to[i]`` (-1: gone)."""
+    kept = np.flatnonzero(to >= 0)
+    out: dict[K, IntArray] = {}
+    for key, row in table.items():
+        moved = np.zeros(size, dtype=row.dtype)
+        moved[to[kept]] = row[kept]
+        out[key] = moved
+    return out

@@ -325,6 +325,40 @@ class NodeRows:
         self.gpu_idle[nodes] = rows.sum(axis=-1)
         self.gpu_whole_free[nodes] = np.count_nonzero(rows == MILLI, axis=-1)
 
+    def carry(self, old: NodeRows, to: IntArray) -> None:
+        """Take over what ``old``'s pods hold, on a fresh state of the same nodes less some
+        that left and plus some that joined: ``old``'s node ``i`` is node ``to[i]`` here
+        (-1: it left, and holds no pod), with the same capacity. Copies rows, never replays
+        pods. Neither state may have dynamic-MIG GPUs, whose partitions are per node."""
+        assert self.mig is None
+        assert old.mig is None
+        kept = np.flatnonzero(to >= 0)
+        rows = to[kept]
+        for name in (
+            "cpu_free",
+            "memory_free",
+            "pods_free",
+            "gpu_idle",
+            "gpu_whole_free",
+            "generation",
+        ):
+            getattr(self, name)[rows] = getattr(old, name)[kept]
+        # a kept node's GPUs, zones and resources are columns of both states
+        g = min(self.gpu_slots, old.gpu_slots)
+        self.gpu_free[rows, :g] = old.gpu_free[kept, :g]
+        self.gpu_pod_kinds[rows, : g + 1] = old.gpu_pod_kinds[kept, : g + 1]
+        z = min(self.zone_cpu_free.shape[1], old.zone_cpu_free.shape[1])
+        self.zone_cpu_free[rows, :z] = old.zone_cpu_free[kept, :z]
+        for mine, theirs, names, old_names in (
+            (self.mig_free, old.mig_free, self.mig_profiles, old.mig_profiles),
+            (self.extended_free, old.extended_free, self.extended, old.extended),
+        ):
+            for column, name in enumerate(old_names):
+                if name in names:
+                    mine[rows, names.index(name)] = theirs[kept, column]
+        self.changes = old.changes + 1
+        self.pod_index = old.pod_index.moved(to, self.size)
+
     def copy(self) -> Self:
         """An independent copy (for what-if evaluation); it gets a new ``uid``."""
         other = object.__new__(type(self))

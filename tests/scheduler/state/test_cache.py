@@ -18,12 +18,14 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from gpufleet.compose import COMPONENTS
 from gpufleet.model.arrays import MILLI
 from gpufleet.model.cluster import NodeSpec
+from gpufleet.model.interpod import HostPort, LabelSelector, PodPlacement, PodTerm
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.selectors import Requirement, Taint
 from gpufleet.model.workload import GroupSpec, PodInfo, QueueSpec, Snapshot, vector
 from gpufleet.report.reasons import why_text
 from gpufleet.scheduler.api.job import Job, build_jobs, order_key
 from gpufleet.scheduler.api.outcome import Binding, CycleResult, Eviction
+from gpufleet.scheduler.api.transaction import Running
 from gpufleet.scheduler.cycle.config import CycleConfig
 from gpufleet.scheduler.cycle.session import Scheduler, Session
 from gpufleet.scheduler.state.cache import ClusterCache
@@ -185,6 +187,80 @@ def test_a_pod_seen_before_its_node_takes_capacity_when_the_node_arrives() -> No
     cache.apply(Event("ADDED", "Node", gpu_node("n9")))
     ledger = cache.ledger()
     assert ledger.running["ns/a"].node == ledger.node_index["n9"]
+
+
+def test_nodes_joining_and_leaving_carry_the_other_rows_without_binding_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An autoscaled cluster adds and removes nodes all day: the ledger copies the rows of
+    the nodes that stay (pods, inter-pod index, NUMA zones, other resources) instead of
+    reserving every running pod again, and equals one built from scratch."""
+    web = LabelSelector((Requirement("app", "In", ("web",)),))
+    placement = PodPlacement(
+        "ns",
+        {"app": "web"},
+        anti_affinity=(PodTerm(web, None, "kubernetes.io/hostname"),),
+        host_ports=(HostPort("TCP", 8080),),
+    )
+    numa = replace(gpu_node("n0"), gpu_zones=(0, 0, 1, 1), zone_cpu_milli=(16_000, 16_000))
+    fpga = replace(gpu_node("n1"), extended={"example.com/fpga": 2})
+    web_pod = replace(
+        bound("ns/web", "n0", (1,)), spec=replace(spec("ns/web"), placement=placement)
+    )
+    fpga_pod = replace(
+        bound("ns/f", "n1", (0, 1)),
+        spec=replace(spec("ns/f", 2), extended=(("example.com/fpga", 1),)),
+    )
+    cache = cache_of(
+        *(Event("ADDED", "Node", n) for n in (numa, fpga, gpu_node("n3"))),
+        *(Event("ADDED", "Pod", p) for p in (web_pod, fpga_pod, bound("ns/gone", "n3", (0,)))),
+        Event("ADDED", "Pod", bound("ns/early", "n2", (0, 1, 2))),  # before its node
+    )
+    old = cache.ledger()
+    reserved: list[str] = []
+    real_bind = Ledger.bind
+
+    def bind(self: Ledger, pod: PodInfo) -> Running:
+        reserved.append(pod.key)
+        return real_bind(self, pod)
+
+    monkeypatch.setattr(Ledger, "bind", bind)
+    cache.apply(Event("ADDED", "Node", gpu_node("n2", gpus=8)))  # more GPU slots than before
+    cache.apply(Event("DELETED", "Node", gpu_node("n3")))  # its pod not deleted yet
+    ledger = cache.ledger()
+    assert ledger is not old
+    assert reserved == ["ns/early"]  # only the pod of the node that joined
+    assert set(ledger.running) == {"ns/web", "ns/f", "ns/early"}
+    scratch = fresh(cache).ledger()
+    assert_same_ledger(ledger, scratch)
+    for name in ("gpu_whole_free", "zone_cpu_free", "extended_free", "generation"):
+        assert getattr(ledger.state, name).shape == getattr(scratch.state, name).shape, name
+    for name in ("gpu_whole_free", "zone_cpu_free", "extended_free"):
+        np.testing.assert_array_equal(getattr(ledger.state, name), getattr(scratch.state, name))
+    a, b = ledger.state.pod_index, scratch.state.pod_index
+    np.testing.assert_array_equal(
+        a.ports_in_use(HostPort("TCP", 8080)), b.ports_in_use(HostPort("TCP", 8080))
+    )
+    np.testing.assert_array_equal(
+        a.matching(placement.anti_affinity[0]), b.matching(placement.anti_affinity[0])
+    )
+    assert a.ports_in_use(HostPort("TCP", 8080)).tolist() == [1, 0, 0]
+    cache.apply(Event("ADDED", "Pod", pending("ns/web2")))
+    twin = replace(pending("ns/web2"), spec=replace(spec("ns/web2"), placement=placement))
+    cache.apply(Event("MODIFIED", "Pod", twin))
+    result = Session(cache, CONFIG, 10.0).run()
+    assert [(b.pod, b.node) for b in result.bindings] == [("ns/web2", "n1")]  # not beside ns/web
+
+
+def test_a_node_that_left_and_came_back_between_sessions_is_read_anew() -> None:
+    cache = cache_of(Event("ADDED", "Node", gpu_node("n0")), Event("ADDED", "Node", gpu_node("n1")))
+    cache.apply(Event("ADDED", "Pod", bound("ns/a", "n1", (0,))))
+    cache.ledger()
+    cache.apply(Event("DELETED", "Pod", bound("ns/a", "n1", (0,))))
+    cache.apply(Event("DELETED", "Node", gpu_node("n1")))
+    cache.apply(Event("ADDED", "Node", gpu_node("n1", gpus=8)))
+    assert cache.ledger().state.gpu_whole_free.tolist() == [4, 8]
+    assert_same_ledger(cache.ledger(), fresh(cache).ledger())
 
 
 def test_a_label_change_rejudges_one_row_of_the_cached_masks() -> None:

@@ -39,6 +39,9 @@ class Accounting:
         self.joining: dict[str, Running] = {}
         """Pods that became possible victims since the pool was last read (the pool
         takes them in one step: growing its arrays costs as much for one as for many)."""
+        self.moved: set[str] = set()
+        """Nodes that joined or left since the ledger was built: it takes them in (copying
+        the other nodes' rows) at the next session."""
         self.conflicts: dict[str, str] = {}
         """Not strict: bound pods that contradict their node's other pods, with why."""
         self.fenced: set[str] = set()
@@ -47,10 +50,14 @@ class Accounting:
         """The ledger is rebuilt from the objects at the next session."""
         self.ledger = self.pool = None
         self.joining.clear()
+        self.moved.clear()
 
     def built(self, ledger: Ledger, pool: VictimPool) -> None:
-        """A ledger rebuilt from the objects, and its pool (conflicts found anew)."""
+        """A ledger rebuilt from the objects (or moved onto the nodes there are now), and its
+        pool (conflicts found anew)."""
         self.ledger, self.pool = ledger, pool
+        self.joining.clear()
+        self.moved.clear()
         for key in self.leaving:
             pool.discard(key)
 

@@ -10,10 +10,13 @@ What an event changes:
 
 * a **pod** changes only its own node's row of the cluster state and the queues on its
   path (:class:`~gpufleet.scheduler.state.ledger.Ledger`), and the victim pool;
-* a **node**'s labels or taints change its row of the label index; a node joining, leaving
-  or changing its capacity, a **queue**, the **topology** and the **DRA** objects rebuild
-  the ledger from the objects at the next session (they are rare; the rebuild is
-  O(nodes + pods));
+* a **node**'s labels or taints change its row of the label index; nodes joining or
+  leaving give a new ledger at the next session that copies the other nodes' rows and
+  reserves only the pods of the nodes that joined (an autoscaled cluster does this all
+  day: O(nodes + pods) array copies, not a reservation per running pod); a node changing
+  its capacity, a **queue**, the **topology** and the **DRA** objects rebuild the ledger
+  from the objects at the next session (they are rare; the rebuild reserves every running
+  pod again);
 * every event bumps its kind's generation (:attr:`ClusterCache.generations`), so that
   what a scheduler memoised about one kind is dropped exactly when that kind changed.
 
@@ -151,9 +154,9 @@ class ClusterCache(Generic[P]):
     def pods(self) -> Mapping[str, PodInfo]:
         return self.objects["Pod"]  # type: ignore[return-value]
 
-    def snapshot(self) -> Snapshot:
+    def snapshot(self, *, pods: bool = True) -> Snapshot:
         """The cache's objects as a snapshot (sorted by key): what a cache built from
-        scratch from the same objects holds."""
+        scratch from the same objects holds (without ``pods``: none of its pods)."""
 
         def values(kind: str) -> list[CacheObject]:
             return [v for _, v in sorted(self.objects[kind].items())]
@@ -162,7 +165,7 @@ class ClusterCache(Generic[P]):
         claims: list[ClaimObject] = values("ResourceClaim")  # type: ignore[assignment]
         return Snapshot(
             tuple(values("Node")),  # type: ignore[arg-type]
-            tuple(values("Pod")),  # type: ignore[arg-type]
+            tuple(values("Pod")) if pods else (),  # type: ignore[arg-type]
             tuple(values("PodGroup")),  # type: ignore[arg-type]
             tuple(values("Queue")),  # type: ignore[arg-type]
             topology[0].levels if topology else (),  # type: ignore[union-attr]
@@ -209,11 +212,19 @@ class ClusterCache(Generic[P]):
             self.apply(event)
 
     def _node(self, old: NodeSpec | None, new: NodeSpec | None) -> None:
-        ledger = self.accounting.ledger
-        if ledger is None or old is None or new is None or old.capacity_key != new.capacity_key:
-            self.accounting.invalidate()
+        acc = self.accounting
+        ledger = acc.ledger
+        if ledger is None:
             return
-        row = ledger.node_index[new.name]
+        if old is None or new is None:
+            acc.moved.add((new or old).name)  # type: ignore[union-attr]
+            return
+        if old.capacity_key != new.capacity_key:
+            acc.invalidate()
+            return
+        row = ledger.node_index.get(new.name)
+        if row is None:
+            return  # it joined since the ledger was built, which reads it when taking it in
         for state in (ledger.state, ledger.empty):
             state.node_labels.set_node(row, new.labels, new.taints)
             state.generation[row] += 1
@@ -280,7 +291,10 @@ class ClusterCache(Generic[P]):
     # -- sessions -----------------------------------------------------------------------
 
     def ledger(self) -> Ledger:
-        """The ledger of the cache's objects, built anew if a change invalidated it."""
+        """The ledger of the cache's objects, built anew if a change invalidated it (or
+        moved onto the nodes there are now if nodes joined or left)."""
+        if self.accounting.moved:
+            self._move()
         if self.accounting.ledger is None:
             self._build()
         assert self.accounting.ledger is not None
@@ -308,6 +322,7 @@ class ClusterCache(Generic[P]):
         no gang changed since."""
         return (
             ledger is self.accounting.ledger
+            and not self.accounting.moved
             and framework_version == self._shapes.version
             and not self._pending.changed
         )
@@ -324,15 +339,43 @@ class ClusterCache(Generic[P]):
         known = [p for p in bound if p.node in ledger.node_index]
         acc.conflicts.clear()
         acc.fenced.clear()
-        if self.strict:
-            ledger.bind_all(known)
-        else:
-            for pod in ledger_order(known):
-                try:
-                    ledger.bind(pod)
-                except SnapshotError as error:
-                    acc.conflict(ledger, pod, error)
+        self._bind(ledger, known)
         acc.built(ledger, VictimPool.of(ledger, 0.0))
+
+    def _move(self) -> None:
+        """Take the nodes that joined or left into the ledger: the rows of the others are
+        copied (:meth:`Ledger.on_nodes`), the pods bound to nodes that joined are reserved.
+        Where that cannot be done — fenced nodes, a node that left and came back, what
+        :meth:`Ledger.on_nodes` refuses — the ledger is built anew."""
+        acc = self.accounting
+        old, moved = acc.ledger, acc.moved
+        assert old is not None
+        nodes = self.objects["Node"]
+        if acc.conflicts or any(n in old.node_index and n in nodes for n in moved):
+            acc.invalidate()
+            return
+        ledger = old.on_nodes(self.snapshot(pods=False))  # the ledger reads no pod of it
+        if ledger is None:
+            acc.invalidate()
+            return
+        self._pending.forget_changes()  # who keeps pending jobs reads them from a new ledger
+        joined = {n for n in moved if n in nodes}
+        bound = [p for p in self.pods.values() if p.bound and p.key not in self.evicted]
+        bound += self.bindings.assumptions.bound()  # as _build counts them
+        self._bind(ledger, [p for p in bound if p.node in joined and p.key not in ledger.running])
+        acc.built(ledger, VictimPool.of(ledger, 0.0))
+
+    def _bind(self, ledger: Ledger, pods: Sequence[PodInfo]) -> None:
+        """Reserve bound ``pods`` on ``ledger``; a cache that is not strict fences the node
+        of one that does not fit (see :class:`Accounting`)."""
+        if self.strict:
+            ledger.bind_all(pods)
+            return
+        for pod in ledger_order(pods):
+            try:
+                ledger.bind(pod)
+            except SnapshotError as error:
+                self.accounting.conflict(ledger, pod, error)
 
     def workload_specs(self) -> list[PodSpec]:
         """The pods FGD measures fragmentation against (see the class doc)."""

@@ -148,6 +148,42 @@ class Ledger:
             namespaces=snapshot.namespaces,
         )
 
+    def on_nodes(self, snapshot: Snapshot) -> Ledger | None:
+        """This ledger on ``snapshot``'s nodes, which differ from its own only by nodes that
+        joined or left (each node in both has the same capacity in both): every pod it runs
+        on a node that stays, counted as before, by copying node rows instead of reserving
+        pod by pod; pods on nodes that left stop counting, as a ledger built from
+        ``snapshot`` does not count them. The caller binds pods that run on nodes that
+        joined. None where rows cannot be copied (dynamic MIG, DRA claims, volumes, an
+        index with pods forgotten): the caller builds the ledger anew. Spends this ledger.
+        """
+        state = self.state
+        if (
+            state.mig is not None
+            or snapshot.claims
+            or snapshot.pools
+            or snapshot.storage != NO_STORAGE
+            or not state.pod_index.movable
+        ):
+            return None
+        new = Ledger.of(snapshot, self.non_preemptible_priority)
+        if new.state.mig is not None:
+            return None
+        to = np.array([new.node_index.get(name, -1) for name in state.names], dtype=np.int64)
+        for key in [k for k, r in self.running.items() if to[r.node] < 0]:
+            self.finish(key)
+        new.state.carry(state, to)
+        new.running = {
+            key: Running(r.pod, int(to[r.node]), r.gpus, r.spec) for key, r in self.running.items()
+        }
+        new.gang_running, new.partial, new.groups = self.gang_running, self.partial, self.groups
+        new.alloc, new.alloc_np, new.own = self.alloc, self.alloc_np, self.own
+        new.versions, new.unqueued = self.versions, self.unqueued
+        new.started, new.released = self.started, self.released + 1  # capacity changed
+        new.claim_users, new.consumers = self.claim_users, self.consumers
+        new.claim_charged = self.claim_charged
+        return new
+
     def bind_all(self, pods: Sequence[PodInfo]) -> None:
         """Reserve every bound pod of ``pods`` in :func:`ledger_order`."""
         for pod in ledger_order(pods):
