@@ -642,7 +642,7 @@ class SupplyReplay(Replay):
         return room
 
     def _gpufleet(self, now: float) -> None:
-        held = {n.for_job for n in self.nodes.values() if self._held(n.name)}
+        held = {self.nodes[name].for_job for name in self._held_nodes() if name in self.nodes}
         waiting = sorted(
             (i for i in self.waiting if i not in self.asked_for and i not in held),
             key=lambda j: (self.waiting[j], j),
@@ -681,8 +681,9 @@ class SupplyReplay(Replay):
             self.arrivals.popleft()
         keep = sum(g for _, g in self.arrivals)
         views = []
+        held = self._held_nodes()
         for name, node in self.nodes.items():
-            empty = used.get(name, 0.0) == 0 and not self._held(name)
+            empty = used.get(name, 0.0) == 0 and name not in held
             if not empty:
                 node.empty_since = None
                 continue  # only empty nodes may go
@@ -940,6 +941,12 @@ class SupplyReplay(Replay):
             self.cache.apply(Event("MODIFIED", "Node", replace(spec, taints=taints)))
         for i in [i for i, (name, _, _) in self.moving.items() if name == node.name]:
             del self.moving[i]
+
+    def _held_nodes(self) -> set[str]:
+        """The nodes :meth:`_held` holds, read off the ledger's label index at once."""
+        state = self.cache.ledger().state
+        ids, _ = state.node_labels.label_ids(PROVISIONED_FOR_LABEL)
+        return {state.names[r] for r in np.flatnonzero(ids >= 0)}
 
     def _held(self, name: str) -> bool:
         """Whether node ``name`` is still held for the job it was bought for (it carries

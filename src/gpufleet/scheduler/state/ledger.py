@@ -100,9 +100,8 @@ class Ledger:
     ) -> None:
         ordered = sorted(nodes, key=lambda n: n.name)
         self.state = ClusterState(ordered)
-        self.empty = ClusterState(ordered)
         self.state.pod_index.namespace_labels = namespaces
-        self.empty.pod_index.namespace_labels = namespaces
+        self.empty = self.state.copy()  # copying arrays beats reading the nodes again
         if storage != NO_STORAGE:
             catalog = VolumeCatalog.of(storage)
             self.state.volumes = VolumeState(self.state.size, catalog)
