@@ -218,6 +218,31 @@ def test_an_on_demand_node_bought_while_spot_was_refused_is_replaced_by_spot() -
     assert run.spend < kept.spend
 
 
+@pytest.mark.parametrize("beside", [0, 1, 2])
+def test_a_gang_on_on_demand_nodes_moves_to_spot_whole(beside: int) -> None:
+    """A gang of three pods starts on three on-demand nodes while spot is refused; once spot
+    may be asked, spot nodes are bought and the whole gang moves after its next checkpoint
+    (with a job beside it on one of its nodes, that job too: no other job runs on those
+    nodes), and the on-demand nodes go. With a second job beside it that started later,
+    on another of its nodes, none is replaced: its checkpoints are not the gang's."""
+    jobs = [job("gang", 3, 8 if not beside else 6, 6 * 3600.0)]
+    jobs += [job("small", 1, 2, 6 * 3600.0)] if beside else []
+    jobs += [job("late", 1, 2, 6 * 3600.0, at=900.0)] if beside == 2 else []
+    swapped = replay(jobs, [offer("od"), offer("spot", spot=True)], "gpufleet")
+    swapped.avoid["spot"] = 600.0
+    run = swapped.replay()
+    assert run.replay.finished_jobs == len(jobs)
+    assert run.scale_down_evictions == 0
+    od = [n for n in swapped.gone if n.stock.pool == "od"]
+    assert len(od) == 3
+    if beside == 2:
+        assert run.checkpoint_moves == 0
+        assert all(n.down >= 6 * 3600.0 for n in od)
+    else:
+        assert run.checkpoint_moves == len(jobs)
+        assert all(n.down < 2 * 3600.0 for n in od)
+
+
 def test_a_job_about_to_end_is_not_moved_to_spot() -> None:
     """A job expected to end within the hour is left where it runs."""
     jobs = [job("short", 1, 8, 1800.0)]

@@ -41,11 +41,13 @@ Policies (:data:`SUPPLY_POLICIES`), each with the scheduler a user would pair it
   Nodes not full are emptied by moving checkpointing jobs right after a checkpoint; and an
   on-demand node whose jobs checkpoint and are expected to run on for an hour is replaced by
   spot once spot is there to be had (bought while spot was refused): spot nodes are asked
-  for its jobs, and once they are up it is emptied the same way.
+  for its jobs, and once they are up it is emptied the same way; a gang's nodes are
+  replaced together, with the jobs beside it, where no other job runs on them.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import deque
 from dataclasses import dataclass, replace
@@ -79,7 +81,8 @@ from gpufleet.sim.clock import ARRIVAL
 from gpufleet.sim.replay import Replay, pod_names
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
+    from collections.abc import Set as AbstractSet
 
     from gpufleet.cost.prices import PriceSheet
     from gpufleet.metering.runs import RunColumns
@@ -129,7 +132,8 @@ SPARE = "spare-for-moves"
 """The ``gpufleet.io/provisioned-for`` value of spot nodes bought for jobs that are to move
 there: no other job takes them meanwhile."""
 REPLACE_NODES = 4
-"""The most on-demand nodes one replacement by spot empties."""
+"""The most on-demand nodes one replacement by spot empties (a gang's nodes, all together,
+may be more)."""
 REPLACE_REMAINING_S = 3600.0
 """A job is moved to spot only if it is expected to run on at least this long (what the
 move costs — a restart and the wait for a checkpoint — is then small against the saving)."""
@@ -537,12 +541,15 @@ class SupplyReplay(Replay):
 
     def _use(self) -> tuple[dict[str, float], dict[str, float]]:
         """Per node up: GPUs allocated, GPUs it has."""
-        state = self.cache.ledger().state
-        alloc = (state.gpu_count - state.gpu_whole_free).astype(float)
-        index = self.cache.ledger().node_index
-        used = {name: float(alloc[index[name]]) for name in self.nodes if name in index}
-        total = {name: float(state.gpu_count[index[name]]) for name in self.nodes if name in index}
-        return used, total
+        ledger = self.cache.ledger()
+        state, index = ledger.state, ledger.node_index
+        names = [name for name in self.nodes if name in index]
+        rows = np.array([index[name] for name in names], dtype=np.int64)
+        total = state.gpu_count[rows].astype(float)
+        alloc = total - state.gpu_whole_free[rows]
+        return dict(zip(names, alloc.tolist(), strict=True)), dict(
+            zip(names, total.tolist(), strict=True)
+        )
 
     def _room(self, now: float, *, soon: bool, held: bool) -> Room:
         """The nodes up as the planner sees them: free now and, with ``soon``, within the
@@ -703,10 +710,13 @@ class SupplyReplay(Replay):
             self._remove(name, now, SCALE_DOWN)
         if drain and not self.waiting and now >= self.drain_after:
             self.drain_after = now + DRAIN_EVERY_S
-            self._drain(now, keep, used)
-            self._replace(now, used)
+            jobs_on = functools.cache(self._jobs_on)  # read once, by either
+            self._drain(now, keep, used, jobs_on)
+            self._replace(now, used, jobs_on)
 
-    def _replace(self, now: float, used: dict[str, float]) -> None:
+    def _replace(
+        self, now: float, used: dict[str, float], jobs_on: Callable[[], dict[str, set[int]]]
+    ) -> None:
         """Ask for spot nodes to take the jobs of up to :data:`REPLACE_NODES` on-demand nodes
         (dearest per GPU first) whose jobs may all move at their next checkpoint — one the
         spot nodes are up just before — and are expected to run on for
@@ -722,7 +732,8 @@ class SupplyReplay(Replay):
         spot = [s for s in self.stock if s.offer.spot and s.pool not in self.avoid]
         if not spot:
             return
-        chosen, wants = self._replaceable(now, used, max(s.offer.delay_s for s in spot))
+        delay = max(s.offer.delay_s for s in spot)
+        chosen, wants = self._replaceable(now, used, delay, jobs_on())
         if not chosen:
             return
         before = [set(s.used) for s in spot]
@@ -744,32 +755,56 @@ class SupplyReplay(Replay):
             self._cordon(self.nodes[name])
 
     def _replaceable(
-        self, now: float, used: dict[str, float], delay: float
+        self, now: float, used: dict[str, float], delay: float, jobs_on: dict[str, set[int]]
     ) -> tuple[list[str], list[Want]]:
-        """The on-demand nodes :meth:`_replace` may empty now, and their jobs as wants."""
-        jobs_on = self._jobs_on()
+        """The on-demand nodes :meth:`_replace` may empty now, and their jobs as wants: a
+        node with its jobs, or the nodes of a gang that runs alone on them, all together."""
+        nodes_of: dict[int, set[str]] = {}
+        for name, on in jobs_on.items():
+            for i in on:
+                nodes_of.setdefault(i, set()).add(name)
         chosen: list[str] = []
         wants: list[Want] = []
-        for name, node in sorted(
+        for name, _ in sorted(
             self.nodes.items(), key=lambda kv: (-kv[1].stock.hourly / kv[1].stock.offer.gpus, kv[0])
         ):
             if len(chosen) >= REPLACE_NODES:
                 break
-            if node.stock.offer.spot or node.draining or self._held(name) or not used.get(name):
+            if name in chosen or not self._replaceable_node(name, used):
                 continue
             jobs = sorted(jobs_on.get(name, ()))
+            group: set[str] = set().union(*(nodes_of[i] for i in jobs)) if jobs else {name}
+            if len(group) > 1 and (
+                any(jobs_on.get(n, set()) - set(jobs) for n in group)
+                or not all(self._replaceable_node(n, used) for n in group)
+            ):
+                continue  # a gang's nodes, replaced together only where it runs alone
+            if chosen and len(chosen) + len(group) > REPLACE_NODES:
+                continue
             if not jobs or any(
-                (at := self._move_at(i, now, name)) is None
+                (at := self._move_at(i, now, group)) is None
                 or not delay <= at - now <= delay + 2 * DRAIN_EVERY_S  # spot up just before
                 or self._expected_left(i, now) < REPLACE_REMAINING_S
                 for i in jobs
             ):
                 continue
-            chosen.append(name)
+            chosen += sorted(group)
             wants += [
                 replace(self._want_all(i), checkpoint_s=self.checkpoint_interval_s) for i in jobs
             ]
         return chosen, wants
+
+    def _replaceable_node(self, name: str, used: dict[str, float]) -> bool:
+        """Whether on-demand node ``name`` is one :meth:`_replace` may empty: in use, not
+        draining, not held for a job."""
+        node = self.nodes.get(name)
+        return (
+            node is not None
+            and not node.stock.offer.spot
+            and not node.draining
+            and not self._held(name)
+            and bool(used.get(name))
+        )
 
     def _jobs_on(self) -> dict[str, set[int]]:
         """The jobs running on each node."""
@@ -808,7 +843,7 @@ class SupplyReplay(Replay):
             if node is None or not node.draining:
                 continue  # uncordoned meanwhile: a job waiting needed it
             jobs = jobs_on.get(name, set())
-            moves = {i: self._move_at(i, now, name) for i in jobs}
+            moves = {i: self._move_at(i, now, set(names)) for i in jobs}
             if not spares or not jobs or any(at is None for at in moves.values()):
                 self._undrain(node)
                 continue
@@ -839,7 +874,13 @@ class SupplyReplay(Replay):
             if isinstance(spec, NodeSpec) and spec.labels.get(PROVISIONED_FOR_LABEL) == SPARE:
                 self._label(name, None)
 
-    def _drain(self, now: float, keep: float, used: dict[str, float]) -> None:
+    def _drain(
+        self,
+        now: float,
+        keep: float,
+        used: dict[str, float],
+        jobs_of: Callable[[], dict[str, set[int]]],
+    ) -> None:
         """Empty the nodes :func:`plan_drain` picks: cordoned, each job moved right after
         its next checkpoint."""
         if not any(
@@ -848,7 +889,7 @@ class SupplyReplay(Replay):
         ):
             return
         view = self._view(now)
-        jobs_on = self._jobs_on()
+        jobs_on = jobs_of()
         nodes = []
         for name, node in self.nodes.items():
             if node.draining or self._held(name) or name not in view.pods:
@@ -883,16 +924,17 @@ class SupplyReplay(Replay):
                 self.moving[i] = (name, self.progress[i].run_start, at)
                 self._push(at, MOVE_EVENT, i)
 
-    def _move_at(self, i: int, now: float, name: str) -> float | None:
-        """When job ``i`` (running on node ``name``) may move at no loss: one second after
-        its next checkpoint once its queue's minimum runtime has passed; None: never (it
-        does not checkpoint, is elastic, or runs on other nodes too)."""
+    def _move_at(self, i: int, now: float, names: str | AbstractSet[str]) -> float | None:
+        """When job ``i`` (running on node ``names``, or on some of the nodes ``names``) may
+        move at no loss: one second after its next checkpoint once its queue's minimum
+        runtime has passed; None: never (it does not checkpoint, is elastic, or runs on
+        other nodes too)."""
         job, state = self.jobs[i], self.progress[i]
         interval = self.checkpoint_interval_s if self.policy.reads_checkpoints else 0.0
         if interval <= 0 or math.isnan(state.run_start) or job.core_pods < job.pods:
             return None
-        pods = self.cache.pods
-        if any((pod := pods.get(key)) is None or pod.node != name for key in pod_names(job)):
+        pods, within = self.cache.pods, {names} if isinstance(names, str) else names
+        if any((pod := pods.get(key)) is None or pod.node not in within for key in pod_names(job)):
             return None
         start = state.run_start
         earliest = max(now, start + self.min_runtime.get(self._tenant(job), 0.0))

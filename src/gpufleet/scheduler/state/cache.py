@@ -354,16 +354,21 @@ class ClusterCache(Generic[P]):
         if acc.conflicts or any(n in old.node_index and n in nodes for n in moved):
             acc.invalidate()
             return
+        pool = acc.read_pool()  # the pods waiting to join it join on the old rows
         ledger = old.on_nodes(self.snapshot(pods=False))  # the ledger reads no pod of it
         if ledger is None:
             acc.invalidate()
             return
+        pool.moved(ledger, old.rows_in(ledger))
         self._pending.forget_changes()  # who keeps pending jobs reads them from a new ledger
         joined = {n for n in moved if n in nodes}
         bound = [p for p in self.pods.values() if p.bound and p.key not in self.evicted]
         bound += self.bindings.assumptions.bound()  # as _build counts them
-        self._bind(ledger, [p for p in bound if p.node in joined and p.key not in ledger.running])
-        acc.built(ledger, VictimPool.of(ledger, 0.0))
+        fresh = [p for p in bound if p.node in joined and p.key not in ledger.running]
+        self._bind(ledger, fresh)
+        running = [ledger.running.get(p.key) for p in ledger_order(fresh)]
+        pool.add([r for r in running if r is not None and ledger.evictable(r.pod)])
+        acc.built(ledger, pool)
 
     def _bind(self, ledger: Ledger, pods: Sequence[PodInfo]) -> None:
         """Reserve bound ``pods`` on ``ledger``; a cache that is not strict fences the node

@@ -42,7 +42,7 @@ from gpufleet.scheduler.state.fairshare import QueueTree
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from gpufleet.model.arrays import FloatArray
+    from gpufleet.model.arrays import FloatArray, IntArray
     from gpufleet.model.cluster import NodeSpec
     from gpufleet.model.pod import PodSpec
     from gpufleet.model.workload import GroupSpec, PodInfo, Snapshot
@@ -168,7 +168,7 @@ class Ledger:
         new = Ledger.of(snapshot, self.non_preemptible_priority)
         if new.state.mig is not None:
             return None
-        to = np.array([new.node_index.get(name, -1) for name in state.names], dtype=np.int64)
+        to = self.rows_in(new)
         for key in [k for k, r in self.running.items() if to[r.node] < 0]:
             self.finish(key)
         new.state.carry(state, to)
@@ -182,6 +182,11 @@ class Ledger:
         new.claim_users, new.consumers = self.claim_users, self.consumers
         new.claim_charged = self.claim_charged
         return new
+
+    def rows_in(self, other: Ledger) -> IntArray:
+        """Per node of this ledger, its row in ``other`` (-1: it has none there)."""
+        index = other.node_index
+        return np.array([index.get(name, -1) for name in self.state.names], dtype=np.int64)
 
     def bind_all(self, pods: Sequence[PodInfo]) -> None:
         """Reserve every bound pod of ``pods`` in :func:`ledger_order`."""

@@ -253,6 +253,25 @@ class VictimPool:
         self.index = {r.pod.key: i for i, r in enumerate(self.items)}
         self._views(len(keep))
 
+    def moved(self, ledger: Ledger, to: IntArray) -> None:
+        """The same candidates on ``ledger``, whose nodes are this pool's renumbered
+        (:meth:`Ledger.on_nodes`: node ``i`` is node ``to[i]`` there, -1: gone): pods that
+        no longer run leave, the others keep their columns, on their nodes' new rows."""
+        for key in [k for k in self.index if k not in ledger.running]:
+            self.discard(key)
+        self._compact()
+        self.items = [ledger.running[r.pod.key] for r in self.items]
+        self.node[:] = to[self.node]
+        self.queues = ledger.tree.queues
+        slots = ledger.state.gpu_slots
+        if slots != self.gpu_slots:
+            old = self._buffers["gpu"]
+            gpu = np.zeros((old.shape[0], slots), dtype=old.dtype)
+            keep = min(slots, self.gpu_slots)
+            gpu[:, :keep] = old[:, :keep]
+            self._buffers["gpu"], self.gpu_slots = gpu, slots
+            self._views(len(self.items))
+
     def at(self, now: float) -> None:
         """Judge min-runtime protection at ``now``."""
         runtime = now - self.started
