@@ -726,6 +726,24 @@ def test_a_strict_cache_refuses_bound_pods_that_share_a_gpu() -> None:
         cache.apply(Event("ADDED", "Pod", bound("ns/b", "n0", (1, 2))))
 
 
+def test_a_strict_cache_refuses_them_when_their_node_joins_and_again_after() -> None:
+    """Pods seen before their node that share a GPU: the node joining is refused, and the
+    next read is refused again; once one goes, the ledger counts the other once (it is
+    built anew, not left half moved)."""
+    cache = cache_of(Event("ADDED", "Node", gpu_node("n0")))
+    cache.apply(Event("ADDED", "Pod", bound("ns/a", "n1", (0, 1))))
+    cache.apply(Event("ADDED", "Pod", bound("ns/b", "n1", (1, 2))))
+    cache.apply(Event("ADDED", "Node", gpu_node("n1")))
+    for _ in range(2):
+        with pytest.raises(SnapshotError, match="ns/b"):
+            cache.ledger()
+    cache.apply(Event("DELETED", "Pod", bound("ns/b", "n1", (1, 2))))
+    ledger = cache.ledger()
+    assert set(ledger.running) == {"ns/a"}
+    assert ledger.alloc["default"][0] == 2  # ns/a counted once
+    assert_same_ledger(ledger, fresh(cache).ledger())
+
+
 @pytest.mark.parametrize("rebuilt", [False, True], ids=["event", "rebuild"])
 def test_a_live_cache_fences_the_node_and_goes_on(rebuilt: bool) -> None:
     """Not strict: the pod that contradicts its node is reported, the node is tainted so

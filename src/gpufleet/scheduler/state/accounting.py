@@ -97,9 +97,9 @@ class Accounting:
 
     def start(self, pod: PodInfo) -> None:
         """Bound ``pod`` takes its capacity (a pod on a node the cache has not seen yet
-        takes it when the node arrives: a node joining rebuilds the ledger). Pods on its
-        node whose GPUs were guessed (their objects name none) give way to a pod whose
-        object names them, and take others."""
+        takes it when the node arrives: the ledger reserves the pods of nodes that join).
+        Pods on its node whose GPUs were guessed (their objects name none) give way to a
+        pod whose object names them, and take others."""
         ledger = self.ledger
         assert ledger is not None
         if pod.node not in ledger.node_index:

@@ -365,7 +365,11 @@ class ClusterCache(Generic[P]):
         bound = [p for p in self.pods.values() if p.bound and p.key not in self.evicted]
         bound += self.bindings.assumptions.bound()  # as _build counts them
         fresh = [p for p in bound if p.node in joined and p.key not in ledger.running]
-        self._bind(ledger, fresh)
+        try:
+            self._bind(ledger, fresh)
+        except SnapshotError:
+            acc.invalidate()  # a strict cache refuses the cluster; the rebuild says where
+            raise
         running = [ledger.running.get(p.key) for p in ledger_order(fresh)]
         pool.add([r for r in running if r is not None and ledger.evictable(r.pod)])
         acc.built(ledger, pool)
