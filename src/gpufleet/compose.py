@@ -9,17 +9,24 @@ cluster or a replay, and one cycle over a snapshot.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from gpufleet.cost.autoscale import (
+    DRAIN_SHARE,
     FITS_HELD,
+    NodeUse,
+    Release,
     Room,
     ScaleUp,
+    Stock,
     Waiting,
     Want,
     per_node,
+    plan_drain,
+    plan_scale_down,
     plan_scale_up,
     price_stock,
 )
@@ -49,6 +56,8 @@ if TYPE_CHECKING:
     from gpufleet.model.supply import NodeOffer
     from gpufleet.model.workload import PodInfo, Snapshot
     from gpufleet.scheduler.api.outcome import CycleResult
+    from gpufleet.scheduler.api.transaction import Running
+    from gpufleet.scheduler.state.ledger import Ledger
 
 COMPONENTS = Components(
     PLUGINS, POLICIES, FIT_FILTERS, builtin_actions(), QueueOrder, QueueAdmission, DomainTopology
@@ -86,13 +95,13 @@ def _snapshot_cache(snapshot: Snapshot, config: CycleConfig) -> ClusterCache[Com
 def schedule_snapshot_autoscaled(
     snapshot: Snapshot, now: float, config: CycleConfig, sheet: PriceSheet
 ) -> tuple[CycleResult, ScaleUp]:
-    """:func:`schedule_snapshot`, and the nodes to buy for the jobs it leaves pending
-    (``gpufleet schedule --autoscale``, :func:`plan_pending`). A node type the sheet does not
-    price raises :class:`~gpufleet.cost.nodes.UnpricedNodeError`."""
+    """:func:`schedule_snapshot`, and the nodes to buy for the jobs it leaves pending, or
+    the nodes that may go (``gpufleet schedule --autoscale``, :func:`plan_pending`). A node
+    type the sheet does not price raises :class:`~gpufleet.cost.nodes.UnpricedNodeError`."""
     cache = _snapshot_cache(snapshot, config)
     result = Session(cache, config, now).run()
     return result, plan_pending(
-        cache, result, offers=snapshot.offers, sheet=sheet, config=config, now=now
+        cache, result, offers=snapshot.offers, sheet=sheet, config=config, now=now, releases=True
     )
 
 
@@ -108,6 +117,7 @@ def plan_pending(
     avoid: frozenset[str] = frozenset(),
     coming: Mapping[str, int] | None = None,
     asked_gpus: Mapping[str, float] | None = None,
+    releases: bool = False,
 ) -> ScaleUp:
     """The nodes to buy for the jobs ``result`` leaves pending, but ``skip`` (jobs whose
     nodes are already asked for), from ``offers`` priced by ``sheet`` (``cost/autoscale.py``):
@@ -118,7 +128,8 @@ def plan_pending(
     A node already in the cluster counts toward its pool's ``maxNodes`` when it carries the
     pool's template labels; ``coming``: per pool, nodes asked for that are not there yet
     (counted too); ``asked_gpus``: per queue, the GPUs of jobs whose nodes are asked for
-    (counted against its limit)."""
+    (counted against its limit). With ``releases``, the plan also names the nodes that may
+    go (:func:`plan_releases`)."""
     ledger = cache.ledger()
     state = ledger.state
     nodes = [n for name in state.names if isinstance(n := cache.objects["Node"][name], NodeSpec)]
@@ -197,7 +208,103 @@ def plan_pending(
         if queue in headroom:
             headroom[queue] -= taken
     plan = plan_scale_up(wants, stock, room, headroom, avoid=avoid)
-    return ScaleUp(plan.purchases, (*served, *plan.waiting))
+    waits = (*served, *plan.waiting)
+    gone: tuple[Release, ...] = ()
+    if releases and not plan.purchases:
+        gone = plan_releases(cache, nodes=nodes, stock=stock, room=room, waits=waits, now=now)
+    return ScaleUp(plan.purchases, waits, gone)
+
+
+def plan_releases(
+    cache: ClusterCache[Components],
+    *,
+    nodes: Sequence[NodeSpec],
+    stock: Sequence[Stock],
+    room: Room,
+    waits: Sequence[Waiting],
+    now: float,
+) -> tuple[Release, ...]:
+    """The nodes of autoscaling pools that may go (``cost/autoscale.py``), when the plan buys
+    nothing: empty ones (:func:`plan_scale_down`), then those emptied by moves that lose no
+    work (:func:`plan_drain`: every pod on it is gpufleet's, of a job that checkpoints, runs
+    there whole, is not elastic, and moves one second after its next checkpoint past its
+    queue's ``preemptMinRuntime``), dearest per GPU first, each pool kept at its
+    ``minNodes``. Nodes a pending job waits for or is held for stay. ``nodes`` are the
+    ledger's, row by row; ``room`` the free room the plan left (rows named by its specs). A
+    snapshot holds no history of arrivals: no GPUs are kept free for a forecast."""
+    ledger = cache.ledger()
+    state = ledger.state
+    kept = {name for w in waits for name in w.nodes}
+    pool_of: dict[str, Stock] = {}
+    for node in nodes:
+        item = next(
+            (i for i in stock if i.offer.template.labels.items() <= node.labels.items()), None
+        )
+        if item is not None:
+            pool_of[node.name] = item
+    on: dict[int, list[Running]] = {}
+    for running in ledger.running.values():
+        on.setdefault(running.node, []).append(running)
+    empty: list[NodeUse] = []
+    busy: list[NodeUse] = []
+    moves: dict[str, tuple[tuple[str, float], ...]] = {}
+    for k, node in enumerate(nodes):
+        item = pool_of.get(node.name)
+        if item is None or node.name in kept or PROVISIONED_FOR_LABEL in node.labels:
+            continue
+        pods = on.get(k, [])
+        gpus = float(state.gpu_count[k])
+        if not pods:
+            empty.append(NodeUse(node.name, gpus, item.hourly, now))
+            continue
+        at = _move_times(cache, ledger, k, pods, now)
+        if at is not None:
+            moves[node.name] = at
+        used = gpus - float(state.gpu_whole_free[k])
+        specs = tuple(r.spec for r in pods)
+        busy.append(NodeUse(node.name, gpus, item.hourly, None, False, used, specs, at is not None))
+    free = float(room.gpus.sum())
+    gone = list(plan_scale_down(empty, now=now, grace_s=0.0, keep_gpus=0.0, free_gpus=free))
+    rows = [k for k, spec in enumerate(room.specs) if spec.name not in gone]
+    rest = Room.of(
+        [room.specs[k] for k in rows], (room.gpus[rows], room.cpu[rows], room.memory[rows])
+    )
+    limit = max(1, math.floor(DRAIN_SHARE * len(pool_of)))
+    gone += plan_drain(busy, rest, keep_gpus=0.0, limit=limit)
+    left = {i.pool: sum(1 for v in pool_of.values() if v is i) - i.offer.min_nodes for i in stock}
+    out = []
+    for name in gone:
+        item = pool_of[name]
+        if left[item.pool] <= 0:
+            continue  # the pool keeps its minNodes
+        left[item.pool] -= 1
+        out.append(Release(name, item.pool, item.hourly, moves.get(name, ())))
+    return tuple(out)
+
+
+def _move_times(
+    cache: ClusterCache[Components], ledger: Ledger, row: int, pods: Sequence[Running], now: float
+) -> tuple[tuple[str, float], ...] | None:
+    """When each job on node ``row`` may move at no loss (see :func:`plan_releases`), or
+    None if one may not."""
+    out: dict[str, float] = {}
+    for running in pods:
+        pod = running.pod
+        interval = pod.progress.checkpoint_interval_s
+        gang = ledger.gang_running.get(pod.gang, [])
+        group = ledger.groups.get(pod.gang)
+        if not pod.managed or interval <= 0 or pod.started is None:
+            return None
+        if any(ledger.running[key].node != row for key in gang):
+            return None  # runs on other nodes too
+        if group is not None and group.min_member < len(gang):
+            return None  # elastic: a move would shrink it
+        queue = cache.objects["Queue"].get(pod.queue)
+        least = queue.preempt_min_runtime_s if isinstance(queue, QueueSpec) else 0.0
+        start = pod.started
+        earliest = max(now, start + least)
+        out[pod.gang] = start + math.ceil((earliest - start) / interval) * interval + 1.0
+    return tuple(sorted(out.items()))
 
 
 def schedule_snapshot_costed(

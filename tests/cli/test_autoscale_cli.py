@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.cli.test_app import gpufleet
 
 SNAPSHOT = Path(__file__).with_name("autoscale-snapshot.yaml")
+RELEASE = Path(__file__).with_name("autoscale-release-snapshot.yaml")
 NOW = "--now=2026-12-01T01:00:00Z"
 
 
@@ -24,6 +27,27 @@ def test_the_plan_buys_the_gang_whole_and_says_what_each_node_is_for(tmp_path: P
     assert plan["currency"] == "USD"
     assert plan["hourly"] == sum(p["hourly"] for p in plan["purchases"])
     assert plan["waiting"] == []
+    assert plan["releases"] == []  # pending work needs more nodes: none goes
+
+
+@pytest.mark.parametrize("least", [1, 2])
+def test_the_plan_names_the_nodes_that_may_go_and_how(tmp_path: Path, least: int) -> None:
+    """Nothing pending: the empty nodes may go, and the node whose job checkpoints once the
+    job moves right after its next checkpoint; the node whose job never saves stays, and the
+    pool keeps its minNodes."""
+    path = tmp_path / "pool.yaml"
+    path.write_text(RELEASE.read_text().replace("minNodes: 2", f"minNodes: {least}"))
+    at = "--now=2026-12-01T01:10:00Z"
+    done = gpufleet("schedule", "-f", str(path), "--autoscale", "-o", "json", at, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(done.stdout)["autoscale"]
+    gone = [(r["node"], r["moves"]) for r in plan["releases"]]
+    expected = [("p100x8-000", []), ("p100x8-003", [])]
+    if least == 1:
+        expected.append(("p100x8-001", [{"job": "ml/saves", "at": "2026-12-01T01:30:01Z"}]))
+    assert gone == expected
+    table = gpufleet("schedule", "-f", str(path), "--autoscale", at, cwd=tmp_path).stdout
+    assert f"nodes that may go ({len(expected)}," in table
 
 
 def test_the_table_names_the_nodes_and_their_cost(tmp_path: Path) -> None:

@@ -35,7 +35,7 @@ from gpufleet.load.snapshot import load_snapshot
 from gpufleet.model.supply import PROVISIONED_FOR_LABEL, provisioned_for
 from gpufleet.model.workload import Snapshot
 from gpufleet.plugins.registry import POLICIES
-from gpufleet.report.autoscale import plan_table, waits_for, waits_for_lines
+from gpufleet.report.autoscale import plan_table, release_table, waits_for, waits_for_lines
 from gpufleet.report.cycle import (
     cost_tables,
     cycle_json,
@@ -319,7 +319,10 @@ def _autoscale(
         sys.stdout.write(text + ',\n  "autoscale": ' + body.replace("\n", "\n  ") + "\n}\n")
         return
     console = make_console()
-    for table in [*cycle_tables(result), plan_table(plan, sheet.currency)]:
+    tables = [*cycle_tables(result), plan_table(plan, sheet.currency)]
+    if plan.releases:
+        tables.append(release_table(plan, sheet.currency))
+    for table in tables:
         console.print(table)
 
 

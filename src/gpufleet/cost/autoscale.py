@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from gpufleet.cost.calendar import iso_utc
 from gpufleet.cost.nodes import price_nodes
 from gpufleet.model.selectors import BLOCKING_EFFECTS
 from gpufleet.model.supply import HOSTNAME_LABEL
@@ -49,6 +50,8 @@ if TYPE_CHECKING:
     from gpufleet.model.supply import NodeOffer
 
 EPS = 1e-9
+DRAIN_SHARE = 0.10
+"""The most nodes emptied by moves at once, as a share of the nodes of autoscaling pools."""
 
 
 def node_hourly(spec: NodeSpec, sheet: PriceSheet) -> float:
@@ -358,9 +361,23 @@ NO_TYPE = "no node type can hold it (resources, affinity, taints, topology or ma
 
 
 @dataclass(frozen=True, slots=True)
+class Release:
+    """Node ``name`` of pool ``pool`` may go, saving ``hourly``: it is empty, or (``moves``)
+    it is emptied by moving each job named, at the time given (one second after its next
+    checkpoint)."""
+
+    name: str
+    pool: str
+    hourly: float
+    moves: tuple[tuple[str, float], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class ScaleUp:
     purchases: tuple[Purchase, ...]
     waiting: tuple[Waiting, ...]
+    releases: tuple[Release, ...] = ()
+    """The nodes that may go (asked for: ``gpufleet schedule --autoscale``)."""
 
     @property
     def hourly(self) -> float:
@@ -558,5 +575,14 @@ def plan_json(plan: ScaleUp, currency: str) -> dict[str, object]:
         ],
         "waiting": [
             {"job": w.key, "reason": w.reason, "nodes": list(w.nodes)} for w in plan.waiting
+        ],
+        "releases": [
+            {
+                "node": r.name,
+                "pool": r.pool,
+                "hourly": round(r.hourly, 6),
+                "moves": [{"job": job, "at": iso_utc(at)} for job, at in r.moves],
+            }
+            for r in plan.releases
         ],
     }

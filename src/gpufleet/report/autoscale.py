@@ -10,6 +10,7 @@ import numpy as np
 from rich.table import Table
 
 from gpufleet.cost.autoscale import ScaleUp
+from gpufleet.cost.calendar import iso_utc
 from gpufleet.model.autoscale import SupplyRun
 
 COLUMNS = (
@@ -132,6 +133,25 @@ def plan_table(plan: ScaleUp, currency: str) -> Table:
         )
     for w in plan.waiting:
         table.add_row(w.key, "", "", "", f"waits: {w.reason}")
+    return table
+
+
+def release_table(plan: ScaleUp, currency: str) -> Table:
+    """``gpufleet schedule --autoscale``: each node that may go (pool, what it saves an hour),
+    empty or emptied by moving its jobs right after their next checkpoints."""
+    saved = sum(r.hourly for r in plan.releases)
+    table = Table(
+        title=f"nodes that may go ({len(plan.releases)}, {saved:,.2f} {currency} an hour saved)"
+    )
+    for column in ("node", "pool", f"{currency} / h", "how"):
+        table.add_column(column)
+    for r in plan.releases:
+        how = (
+            "; ".join(f"move {job} at {iso_utc(at)} (after its checkpoint)" for job, at in r.moves)
+            if r.moves
+            else "empty"
+        )
+        table.add_row(r.name, r.pool, f"{r.hourly:,.2f}", how)
     return table
 
 

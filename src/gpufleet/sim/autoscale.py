@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gpufleet.cost.autoscale import (
+    DRAIN_SHARE,
     FITS_NOW,
     NodeUse,
     Room,
@@ -125,8 +126,6 @@ DRAIN_MOVE = "drain-move"
 """A job moved off a node being emptied, right after a checkpoint (gpufleet)."""
 DRAIN_EVERY_S = 60.0
 """How often gpufleet looks for nodes to empty."""
-DRAIN_SHARE = 0.10
-"""The most nodes gpufleet drains at once, as a share of the nodes up."""
 UNSCHEDULABLE = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
 SPARE = "spare-for-moves"
 """The ``gpufleet.io/provisioned-for`` value of spot nodes bought for jobs that are to move
