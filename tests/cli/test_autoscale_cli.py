@@ -42,7 +42,7 @@ def test_the_plan_names_the_nodes_that_may_go_and_how(tmp_path: Path, least: int
     assert done.returncode == 0, done.stderr
     plan = json.loads(done.stdout)["autoscale"]
     gone = [(r["node"], r["moves"]) for r in plan["releases"]]
-    expected = [("p100x8-000", []), ("p100x8-003", [])]
+    expected: list[tuple[str, list[dict[str, str]]]] = [("p100x8-000", []), ("p100x8-003", [])]
     if least == 1:
         expected.append(("p100x8-001", [{"job": "ml/saves", "at": "2026-12-01T01:30:01Z"}]))
     assert gone == expected
