@@ -229,7 +229,8 @@ def plan_releases(
     work (:func:`plan_drain`: every pod on it is gpufleet's, of a job that checkpoints, runs
     there whole, is not elastic, and moves one second after its next checkpoint past its
     queue's ``preemptMinRuntime``), dearest per GPU first, each pool kept at its
-    ``minNodes``. Nodes a pending job waits for or is held for stay. ``nodes`` are the
+    ``minNodes``; DaemonSet and static pods go with their node. Nodes a pending job waits
+    for or is held for stay. ``nodes`` are the
     ledger's, row by row; ``room`` the free room the plan left (rows named by its specs). A
     snapshot holds no history of arrivals: no GPUs are kept free for a forecast."""
     ledger = cache.ledger()
@@ -252,7 +253,7 @@ def plan_releases(
         item = pool_of.get(node.name)
         if item is None or node.name in kept or PROVISIONED_FOR_LABEL in node.labels:
             continue
-        pods = on.get(k, [])
+        pods = [r for r in on.get(k, []) if not r.pod.daemon]  # they go with the node
         gpus = float(state.gpu_count[k])
         if not pods:
             empty.append(NodeUse(node.name, gpus, item.hourly, now))

@@ -32,9 +32,9 @@ def test_the_plan_buys_the_gang_whole_and_says_what_each_node_is_for(tmp_path: P
 
 @pytest.mark.parametrize("least", [1, 2])
 def test_the_plan_names_the_nodes_that_may_go_and_how(tmp_path: Path, least: int) -> None:
-    """Nothing pending: the empty nodes may go, and the node whose job checkpoints once the
-    job moves right after its next checkpoint; the node whose job never saves stays, and the
-    pool keeps its minNodes."""
+    """Nothing pending: the nodes running only a DaemonSet's or a static pod may go, and the
+    node whose job checkpoints once the job moves right after its next checkpoint; the node
+    whose job never saves stays, and the pool keeps its minNodes."""
     path = tmp_path / "pool.yaml"
     path.write_text(RELEASE.read_text().replace("minNodes: 2", f"minNodes: {least}"))
     at = "--now=2026-12-01T01:10:00Z"

@@ -723,10 +723,11 @@ def test_a_placed_pod_copies_every_field() -> None:
         subgroup="workers",
         progress=Progress(1800.0, 600.0, None, 1, 2.0),
         owner="rs-1",
+        daemon=True,
     )
     copied = {"key", "spec", "queue", "group", "priority", "can_preempt", "created", "managed"}
     copied |= {"claims", "blocked", "claim_gpus", "uid", "resource_version", "demand_milli"}
-    copied |= {"demand_unit", "subgroup", "progress", "owner"}
+    copied |= {"demand_unit", "subgroup", "progress", "owner", "daemon"}
     assert {f.name for f in fields(PodInfo)} == copied | {"node", "gpus", "started"}
     bound = pod.placed("n1", (3,), 42.0)
     expected = replace(pod, node="n1", gpus=(3,), started=42.0)

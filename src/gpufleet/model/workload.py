@@ -162,6 +162,10 @@ class PodInfo:
     owner: str = field(default="", compare=False)
     """The uid of its controller (the ``metadata.ownerReferences`` entry with ``controller:
     true``; empty: none), which recreates it when it is evicted; not compared."""
+    daemon: bool = field(default=False, compare=False)
+    """A DaemonSet's pod or a static (mirror) pod: it runs on its node for the node's sake and
+    goes with it, so it does not keep a node from being emptied (Cluster Autoscaler's rule);
+    not compared."""
 
     @property
     def demand(self) -> PodSpec:
@@ -206,6 +210,7 @@ class PodInfo:
             self.demand_unit,
             self.progress,
             self.owner,
+            self.daemon,
         )
 
 

@@ -232,7 +232,22 @@ def read_pod(
         subgroup=labels.get(first_key(labels, names.subgroup_labels) or "", "") if group else "",
         progress=_progress(r, annotations),
         owner=_controller(r),
+        daemon=MIRROR_ANNOTATION in annotations or _controller_kind(r) == "DaemonSet",
     )
+
+
+MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
+"""What the kubelet puts on the API's copy of a static pod."""
+
+
+def _controller_kind(r: Reader) -> str:
+    """The kind of the pod's controller (empty: none); :func:`_controller` checked the
+    references."""
+    for ref in r.sequence("metadata.ownerReferences"):
+        if isinstance(ref, dict) and ref.get("controller") is True:
+            kind = ref.get("kind")
+            return kind if isinstance(kind, str) else ""
+    return ""
 
 
 def _controller(r: Reader) -> str:
