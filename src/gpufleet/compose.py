@@ -226,8 +226,10 @@ def plan_releases(
 ) -> tuple[Release, ...]:
     """The nodes of autoscaling pools that may go (``cost/autoscale.py``), when the plan buys
     nothing: empty ones (:func:`plan_scale_down`), then those emptied by moves that lose no
-    work (:func:`plan_drain`: every pod on it is gpufleet's, of a job that checkpoints, runs
-    there whole, is not elastic, and moves one second after its next checkpoint past its
+    work (:func:`plan_drain`: every pod on it is gpufleet's and preemptible, of a job that
+    checkpoints, runs there whole, is not elastic, asks for nothing but GPUs, CPU and
+    memory — no claims, volumes, other resources, MIG, pinned CPUs or inter-pod terms, which
+    the room check does not judge — and moves one second after its next checkpoint past its
     queue's ``preemptMinRuntime``), dearest per GPU first, each pool kept at its
     ``minNodes``; DaemonSet and static pods go with their node. Nodes a pending job waits
     for or is held for stay. ``nodes`` are the
@@ -294,12 +296,22 @@ def _move_times(
         interval = pod.progress.checkpoint_interval_s
         gang = ledger.gang_running.get(pod.gang, [])
         group = ledger.groups.get(pod.gang)
-        if not pod.managed or interval <= 0 or pod.started is None:
-            return None
+        spec = running.spec
+        if not ledger.evictable(pod) or interval <= 0 or pod.started is None:
+            return None  # not gpufleet's to move, non-preemptible, or it never saves
+        if (
+            pod.claims
+            or spec.volumes
+            or spec.extended
+            or spec.mig_profile is not None
+            or spec.exclusive_cpu
+            or (spec.placement is not None and spec.placement.constrained)
+        ):
+            return None  # where it may go is more than GPUs, CPU and memory: not judged here
         if any(ledger.running[key].node != row for key in gang):
             return None  # runs on other nodes too
-        if group is not None and group.min_member < len(gang):
-            return None  # elastic: a move would shrink it
+        if pod.gang in ledger.partial or (group is not None and group.min_member < len(gang)):
+            return None  # elastic, or below its minimum: a move would shrink or stop it
         queue = cache.objects["Queue"].get(pod.queue)
         least = queue.preempt_min_runtime_s if isinstance(queue, QueueSpec) else 0.0
         start = pod.started

@@ -178,3 +178,17 @@ def test_drain_empties_only_movable_nodes_whose_pods_fit_elsewhere_dearest_first
     # the forecast keeps the free GPUs the drain would take
     room = Room.of(specs, (free, np.full(4, 60_000.0), np.full(4, 500.0 * 1024)))
     assert plan_drain(nodes, room, keep_gpus=20.0, limit=3) == ()
+
+
+def test_drain_never_empties_a_node_it_moved_another_nodes_pods_onto() -> None:
+    """``a``'s pods fit only on ``b``: ``a`` is emptied onto ``b``, so ``b`` stays, though
+    it too is movable and the limit would allow it."""
+    specs = [NodeSpec(name, 64_000, 512 * 1024, 8, "H100") for name in ("a", "b", "c")]
+    one = PodSpec("p", 1000, 1024, 1, 1000)
+    room = Room.of(
+        specs, (np.array([6.0, 6.0, 0.0]), np.full(3, 60_000.0), np.full(3, 500.0 * 1024))
+    )
+    nodes = [
+        NodeUse(name, 8, 8.0, None, used=2, pods=(one, one), movable=True) for name in ("a", "b")
+    ]
+    assert plan_drain(nodes, room, keep_gpus=0.0, limit=2) == ("a",)

@@ -522,7 +522,8 @@ def plan_drain(
     """Up to ``limit`` nodes to empty by moves that lose no work (module docstring): not full
     and movable, dearest per GPU first, then fewest GPUs used; each only if its pods fit
     the free room of the nodes not drained (``room``, rows named by ``room.specs``; taken
-    as they are placed) and the free GPUs left still cover ``keep_gpus``."""
+    as they are placed) and the free GPUs left still cover ``keep_gpus``. A node that the
+    pods of a node drained before were placed on is not drained itself."""
     names = [spec.name for spec in room.specs]
     candidates = sorted(
         (n for n in nodes if n.movable and not n.floor and 0 < n.used < n.gpus),
@@ -530,12 +531,15 @@ def plan_drain(
     )
     out: list[str] = []
     drained = np.zeros(len(names), dtype=np.bool_)
+    receiving = np.zeros(len(names), dtype=np.bool_)  # took a drained node's pods: they stay
     for node in candidates:
         if len(out) >= limit:
             break
         if node.name not in names:
             continue
         row = names.index(node.name)
+        if receiving[row]:
+            continue
         others = ~drained
         others[row] = False
         free_after = float(room.gpus[others].sum()) - node.used
@@ -547,6 +551,7 @@ def plan_drain(
         )
         if not all(trial.take(Want("", "", 1, pod, 0.0), soon=False) for pod in node.pods):
             continue
+        receiving[others] |= (trial.gpus < room.gpus[others]) | (trial.cpu < room.cpu[others])
         room.gpus[others], room.cpu[others], room.memory[others] = (
             trial.gpus,
             trial.cpu,

@@ -263,6 +263,38 @@ def test_a_node_that_left_and_came_back_between_sessions_is_read_anew() -> None:
     assert_same_ledger(cache.ledger(), fresh(cache).ledger())
 
 
+@pytest.mark.parametrize("strict", [True, False])
+def test_a_pod_seen_on_a_node_that_left_before_the_next_session_counts_nowhere(
+    strict: bool,
+) -> None:
+    """Between a node leaving and the next session the ledger still has its row: a pod
+    bound there (over-committing it) is not counted, as a ledger built anew would not."""
+    cache = ClusterCache(NP, components=COMPONENTS, strict=strict)
+    cache.apply_all(Event("ADDED", "Node", gpu_node(n)) for n in ("n0", "n3"))
+    cache.apply(Event("ADDED", "Pod", bound("ns/full", "n3", (0, 1, 2, 3))))
+    cache.ledger()
+    cache.apply(Event("DELETED", "Node", gpu_node("n3")))
+    cache.apply(Event("ADDED", "Pod", bound("ns/late", "n3", (0, 1))))
+    ledger = cache.ledger()
+    assert set(ledger.running) == set()
+    assert not cache.conflicts
+    assert_same_ledger(ledger, fresh(cache).ledger())
+
+
+def test_a_resource_only_a_joining_node_lists_is_counted_on_the_others_as_anew() -> None:
+    """A running pod asks for a resource its node does not list (a scheduler extender's):
+    nothing is taken while no node lists it; once one that does joins, the ledger is built
+    anew, so the pod's request counts where a fresh ledger counts it."""
+    fpga = (("example.com/fpga", 1),)
+    pod = replace(bound("ns/p", "n0", (0,)), spec=replace(spec("ns/p"), extended=fpga))
+    cache = cache_of(Event("ADDED", "Node", gpu_node("n0")), Event("ADDED", "Pod", pod))
+    cache.apply(Event("ADDED", "Node", replace(gpu_node("n2"), extended={"example.com/fpga": 2})))
+    cache.ledger()
+    cache.apply(Event("DELETED", "Pod", pod))
+    ledger, scratch = cache.ledger(), fresh(cache).ledger()
+    np.testing.assert_array_equal(ledger.state.extended_free, scratch.state.extended_free)
+
+
 def test_a_label_change_rejudges_one_row_of_the_cached_masks() -> None:
     cache = cache_of(*(Event("ADDED", "Node", gpu_node(f"n{i}")) for i in range(3)))
     ledger = cache.ledger()

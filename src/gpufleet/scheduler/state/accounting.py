@@ -102,8 +102,8 @@ class Accounting:
         pod whose object names them, and take others."""
         ledger = self.ledger
         assert ledger is not None
-        if pod.node not in ledger.node_index:
-            return
+        if pod.node not in ledger.node_index or pod.node not in self.nodes:
+            return  # not there yet, or gone (the ledger takes nodes in and out at a session)
         try:
             stopped, started = ledger.bind_naming(pod)
         except SnapshotError as error:

@@ -154,7 +154,9 @@ class Ledger:
         pod by pod; pods on nodes that left stop counting, as a ledger built from
         ``snapshot`` does not count them. The caller binds pods that run on nodes that
         joined. None where rows cannot be copied (dynamic MIG, DRA claims, volumes, an
-        index with pods forgotten): the caller builds the ledger anew. Spends this ledger.
+        index with pods forgotten, a resource that only nodes that joined list, which the
+        running pods asking for it now take): the caller builds the ledger anew. Spends
+        this ledger.
         """
         state = self.state
         if (
@@ -166,8 +168,8 @@ class Ledger:
         ):
             return None
         new = Ledger.of(snapshot, self.non_preemptible_priority)
-        if new.state.mig is not None:
-            return None
+        if new.state.mig is not None or not set(new.state.extended) <= set(state.extended):
+            return None  # a resource no node had: pods of the others asking for it count now
         to = self.rows_in(new)
         for key in [k for k, r in self.running.items() if to[r.node] < 0]:
             self.finish(key)
