@@ -295,6 +295,24 @@ def test_a_resource_only_a_joining_node_lists_is_counted_on_the_others_as_anew()
     np.testing.assert_array_equal(ledger.state.extended_free, scratch.state.extended_free)
 
 
+def test_a_bind_confirmed_on_a_node_that_left_and_came_back_counts_once() -> None:
+    """A cycle assumes a pod on n0; n0 leaves (a session runs without it) and comes back,
+    and then the bind is seen: the pod holds its GPU once, not as the assumption and as
+    the event both."""
+    cache = cache_of(
+        Event("ADDED", "Node", gpu_node("n0")), Event("ADDED", "Node", gpu_node("n1", tainted=True))
+    )
+    cache.apply(Event("ADDED", "Pod", pending("ns/p")))
+    (binding,) = Session(cache, CONFIG, 10.0).run().bindings
+    assert binding.node == "n0"
+    cache.apply(Event("DELETED", "Node", gpu_node("n0")))
+    cache.ledger()
+    cache.apply(Event("ADDED", "Node", gpu_node("n0")))
+    seen = replace(cache.pods["ns/p"], node="n0", gpus=binding.gpus or (), started=10.0)
+    cache.apply(Event("MODIFIED", "Pod", seen))
+    assert cache.ledger().state.gpu_whole_free.tolist() == [3, 4]
+
+
 def test_a_label_change_rejudges_one_row_of_the_cached_masks() -> None:
     cache = cache_of(*(Event("ADDED", "Node", gpu_node(f"n{i}")) for i in range(3)))
     ledger = cache.ledger()

@@ -335,7 +335,7 @@ class ClusterCache(Generic[P]):
         snap = replace(snap, allocations=assumptions.allocations(snap.allocations))
         ledger = Ledger.of(snap, self.non_preemptible_priority)
         bound = [p for p in snap.pods if p.bound and p.key not in self.evicted]
-        bound += assumptions.bound()
+        bound += self._unconfirmed(bound)
         known = [p for p in bound if p.node in ledger.node_index]
         acc.conflicts.clear()
         acc.fenced.clear()
@@ -363,7 +363,7 @@ class ClusterCache(Generic[P]):
         self._pending.forget_changes()  # who keeps pending jobs reads them from a new ledger
         joined = {n for n in moved if n in nodes}
         bound = [p for p in self.pods.values() if p.bound and p.key not in self.evicted]
-        bound += self.bindings.assumptions.bound()  # as _build counts them
+        bound += self._unconfirmed(bound)  # as _build counts them
         fresh = [p for p in bound if p.node in joined and p.key not in ledger.running]
         try:
             self._bind(ledger, fresh)
@@ -373,6 +373,13 @@ class ClusterCache(Generic[P]):
         running = [ledger.running.get(p.key) for p in ledger_order(fresh)]
         pool.add([r for r in running if r is not None and ledger.evictable(r.pod)])
         acc.built(ledger, pool)
+
+    def _unconfirmed(self, bound: Sequence[PodInfo]) -> list[PodInfo]:
+        """The assumed pods where cycles put them, but those that ``bound`` (the pods seen
+        bound) has already: a bind confirmed while its node was out of the ledger is
+        counted once, where the event says."""
+        seen = {p.key for p in bound}
+        return [p for p in self.bindings.assumptions.bound() if p.key not in seen]
 
     def _bind(self, ledger: Ledger, pods: Sequence[PodInfo]) -> None:
         """Reserve bound ``pods`` on ``ledger``; a cache that is not strict fences the node
