@@ -34,6 +34,7 @@ from gpufleet.cost.nodes import price_nodes
 from gpufleet.cost.rates import hourly_cost, running_hourly
 from gpufleet.model.costs import CycleCost, HourlyCost, Sheet
 from gpufleet.model.node import NodeSpec
+from gpufleet.model.progress import move_after_checkpoint
 from gpufleet.model.supply import PROVISIONED_FOR_LABEL, provisioned_for
 from gpufleet.model.workload import GroupSpec, QueueSpec
 from gpufleet.plugins.registry import FIT_FILTERS, PLUGINS, POLICIES
@@ -135,14 +136,13 @@ def plan_pending(
     nodes = [n for name in state.names if isinstance(n := cache.objects["Node"][name], NodeSpec)]
     stock = price_stock(offers, sheet)
     for item in stock:  # the pool's own nodes hold their numbers
-        wanted = item.offer.template.labels.items()
         prefix = f"{item.pool}-"
         item.used = {
             int(name[len(prefix) :])
             for name in state.names
             if name.startswith(prefix) and name[len(prefix) :].isdigit()
         }
-        mine = sum(1 for node in nodes if wanted <= node.labels.items())
+        mine = sum(1 for node in nodes if item.offer.owns(node))
         # Nodes of the pool named otherwise (a cloud's names) count with placeholder numbers.
         item.used |= set(range(min(len(item.used) - mine, 0), 0))
         low = min(min(item.used, default=0), 0)  # and the nodes on their way, below those
@@ -240,9 +240,7 @@ def plan_releases(
     kept = {name for w in waits for name in w.nodes}
     pool_of: dict[str, Stock] = {}
     for node in nodes:
-        item = next(
-            (i for i in stock if i.offer.template.labels.items() <= node.labels.items()), None
-        )
+        item = next((i for i in stock if i.offer.owns(node)), None)
         if item is not None:
             pool_of[node.name] = item
     on: dict[int, list[Running]] = {}
@@ -314,9 +312,8 @@ def _move_times(
             return None  # elastic, or below its minimum: a move would shrink or stop it
         queue = cache.objects["Queue"].get(pod.queue)
         least = queue.preempt_min_runtime_s if isinstance(queue, QueueSpec) else 0.0
-        start = pod.started
-        earliest = max(now, start + least)
-        out[pod.gang] = start + math.ceil((earliest - start) / interval) * interval + 1.0
+        earliest = max(now, pod.started + least)
+        out[pod.gang] = move_after_checkpoint(pod.started, interval, earliest)
     return tuple(sorted(out.items()))
 
 

@@ -64,6 +64,12 @@ def last_saved(progress: Progress, started: float, now: float) -> float:
     return last
 
 
+def move_after_checkpoint(started: float, interval: float, earliest: float) -> float:
+    """When a run that started at ``started`` and saves every ``interval`` may move at no
+    loss, not before ``earliest``: one second after its first checkpoint from then."""
+    return started + math.ceil((earliest - started) / interval) * interval + 1.0
+
+
 def work_at_risk(progress: Progress, started: float | None, now: float, restart_s: float) -> float:
     """Seconds of a run an eviction at ``now`` throws away: the time since its last
     checkpoint (:func:`last_saved`), plus the ``restart_s`` the job pays to start again.

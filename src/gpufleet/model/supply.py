@@ -56,6 +56,10 @@ class NodeOffer:
     def gpus(self) -> int:
         return self.template.gpus
 
+    def owns(self, node: NodeSpec) -> bool:
+        """Whether ``node`` is one of the pool's: it carries the template's labels."""
+        return self.template.labels.items() <= node.labels.items()
+
     def node(self, number: int) -> NodeSpec:
         """Node ``number`` of the pool, named and labelled as the module docstring says."""
         name = node_name(self.pool, number, self.width)

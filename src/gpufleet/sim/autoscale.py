@@ -73,6 +73,7 @@ from gpufleet.cost.autoscale import (
 from gpufleet.metering.runs import RunLog
 from gpufleet.model.autoscale import SupplyRun
 from gpufleet.model.node import NodeSpec
+from gpufleet.model.progress import move_after_checkpoint
 from gpufleet.model.selectors import Taint
 from gpufleet.model.supply import PROVISIONED_FOR_LABEL, provisioned_for
 from gpufleet.plugins.registry import REPLAY_POLICIES, ReplayPolicy
@@ -937,8 +938,7 @@ class SupplyReplay(Replay):
             return None
         start = state.run_start
         earliest = max(now, start + self.min_runtime.get(self._tenant(job), 0.0))
-        k = math.ceil((earliest - start) / interval)
-        return start + k * interval + 1.0
+        return move_after_checkpoint(start, interval, earliest)
 
     def _move(self, i: int, now: float) -> None:
         target = self.moving.get(i)

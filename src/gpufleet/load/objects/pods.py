@@ -213,6 +213,7 @@ def read_pod(
     created = r.created()
     blocked = "" if node is not None else _blocked(r, group, group_queues, group_field, lost)
     uid, version = r.identity()
+    owner, owner_kind = _controller(r)
     return PodInfo(
         r.key,
         spec,
@@ -231,8 +232,8 @@ def read_pod(
         resource_version=version,
         subgroup=labels.get(first_key(labels, names.subgroup_labels) or "", "") if group else "",
         progress=_progress(r, annotations),
-        owner=_controller(r),
-        daemon=MIRROR_ANNOTATION in annotations or _controller_kind(r) == "DaemonSet",
+        owner=owner,
+        daemon=MIRROR_ANNOTATION in annotations or owner_kind == "DaemonSet",
     )
 
 
@@ -240,18 +241,9 @@ MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 """What the kubelet puts on the API's copy of a static pod."""
 
 
-def _controller_kind(r: Reader) -> str:
-    """The kind of the pod's controller (empty: none); :func:`_controller` checked the
-    references."""
-    for ref in r.sequence("metadata.ownerReferences"):
-        if isinstance(ref, dict) and ref.get("controller") is True:
-            kind = ref.get("kind")
-            return kind if isinstance(kind, str) else ""
-    return ""
-
-
-def _controller(r: Reader) -> str:
-    """The uid of the pod's controller (empty: none)."""
+def _controller(r: Reader) -> tuple[str, str]:
+    """The uid and the kind of the pod's controller (empty: none; a kind that is not a
+    string reads as none)."""
     for i, ref in enumerate(r.sequence("metadata.ownerReferences")):
         if not isinstance(ref, dict):
             raise r.fail(f"metadata.ownerReferences[{i}]", "an owner reference", ref)
@@ -259,8 +251,9 @@ def _controller(r: Reader) -> str:
             uid = ref.get("uid")
             if not isinstance(uid, str) or not uid:
                 raise r.fail(f"metadata.ownerReferences[{i}].uid", "the controller's uid", uid)
-            return uid
-    return ""
+            kind = ref.get("kind")
+            return uid, kind if isinstance(kind, str) else ""
+    return "", ""
 
 
 EXPECTED_DURATION = "gpufleet.io/expected-duration"

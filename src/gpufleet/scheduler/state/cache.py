@@ -355,11 +355,12 @@ class ClusterCache(Generic[P]):
             acc.invalidate()
             return
         pool = acc.read_pool()  # the pods waiting to join it join on the old rows
-        ledger = old.on_nodes(self.snapshot(pods=False))  # the ledger reads no pod of it
-        if ledger is None:
+        moved_to = old.on_nodes(self.snapshot(pods=False))  # the ledger reads no pod of it
+        if moved_to is None:
             acc.invalidate()
             return
-        pool.moved(ledger, old.rows_in(ledger))
+        ledger, to = moved_to
+        pool.moved(ledger, to)
         self._pending.forget_changes()  # who keeps pending jobs reads them from a new ledger
         joined = {n for n in moved if n in nodes}
         bound = [p for p in self.pods.values() if p.bound and p.key not in self.evicted]

@@ -147,7 +147,7 @@ class Ledger:
             namespaces=snapshot.namespaces,
         )
 
-    def on_nodes(self, snapshot: Snapshot) -> Ledger | None:
+    def on_nodes(self, snapshot: Snapshot) -> tuple[Ledger, IntArray] | None:
         """This ledger on ``snapshot``'s nodes, which differ from its own only by nodes that
         joined or left (each node in both has the same capacity in both): every pod it runs
         on a node that stays, counted as before, by copying node rows instead of reserving
@@ -155,7 +155,8 @@ class Ledger:
         ``snapshot`` does not count them. The caller binds pods that run on nodes that
         joined. None where rows cannot be copied (dynamic MIG, DRA claims, volumes, an
         index with pods forgotten, a resource that only nodes that joined list, which the
-        running pods asking for it now take): the caller builds the ledger anew. Spends
+        running pods asking for it now take): the caller builds the ledger anew. Also
+        returns where each node of this ledger is in the new one (:meth:`rows_in`). Spends
         this ledger.
         """
         state = self.state
@@ -183,7 +184,7 @@ class Ledger:
         new.started, new.released = self.started, self.released + 1  # capacity changed
         new.claim_users, new.consumers = self.claim_users, self.consumers
         new.claim_charged = self.claim_charged
-        return new
+        return new, to
 
     def rows_in(self, other: Ledger) -> IntArray:
         """Per node of this ledger, its row in ``other`` (-1: it has none there)."""
