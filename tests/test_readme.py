@@ -43,7 +43,9 @@ def of(program: str, subcommand: str | None = None) -> list[list[str]]:
 
 
 def test_the_readme_shows_every_command_once_at_least() -> None:
-    assert {w[1] for w in of("gpufleet")} == {"simulate", "schedule", "explain", "serve", "cost"}
+    assert {w[1] for w in of("gpufleet")} == {
+        "simulate", "sweep", "schedule", "explain", "serve", "cost",
+    }  # fmt: skip
     assert of("make") == [["make", "demo"], ["make", "test"]]
     assert of("helm")
 
@@ -59,6 +61,7 @@ def test_the_offline_commands_run(tmp_path: Path) -> None:
             text=True,
             cwd=tmp_path,
             check=False,
+            env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")},  # sweep's results
         )
         assert result.returncode == 0, f"{shlex.join(words)}: {result.stderr}"
         assert result.stdout

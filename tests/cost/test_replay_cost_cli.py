@@ -92,7 +92,7 @@ def test_a_sheet_that_cannot_price_a_node_stops_the_replay_before_it_runs(tmp_pa
     with pytest.raises(InputError) as error:
         simulate_replay(
             write(tmp_path / "p.csv", PHILLY), None, None, [42], None,
-            write(tmp_path / "c.yaml", CLUSTER), None, (None, None), (0.0, 0.0), prices,
+            write(tmp_path / "c.yaml", CLUSTER), None, (None, None), (0.0, 0.0), {}, prices,
             tmp_path / "out",
             Console(),
         )  # fmt: skip

@@ -73,6 +73,7 @@ from gpufleet.model.results import (
     Timeline,
 )
 from gpufleet.model.selectors import NodeConstraint, Requirement, Taint, Toleration
+from gpufleet.model.study import InputFile, Study, StudyRun
 from gpufleet.model.supply import NodeOffer
 from gpufleet.model.values import FrozenMap
 from gpufleet.model.volumes import CsiNode, PersistentVolume, Storage, StorageClass, VolumeClaim
@@ -282,6 +283,17 @@ def replay_run() -> ReplayRun:
         "trace", "gpufleet", 42, 10, 8, 1, 1, 5.0, 4.0, 9.0, 50.0, 70.0, 3600.0, 2, 0.5,
         12.0, 24.0, 7200.0, 100, (QueueUsage("team-a", 10, 12.0, 10.0),), (0.0, 5.0, 9.0),
         timeline(), 1.5, 1, (SizeWaits("1", 10, 1, 5.0, 4.0, 9.0),),
+    )  # fmt: skip
+
+
+def input_file() -> InputFile:
+    return InputFile("trace", "pods.csv", "/data/pods.csv", "a" * 64)
+
+
+def study_run() -> StudyRun:
+    return StudyRun(
+        "fills", "fill", input_file(), None, None, None, None, (0.0, None),
+        (("policy", "fgd"), ("inflate", 1.3)), 42,
     )  # fmt: skip
 
 
@@ -502,8 +514,21 @@ CASES: dict[type, Case] = {
             "timeline": replace(timeline(), pending_gpus=()),
             "cost": replay_cost(),
             "actions": (ActionTally("consolidate", 3, 1.5, 2, 40.0),),
+            "all_waits": SizeWaits("all", 10, 1, 5.0, 4.0, 9.0),
         },
     ),
+    InputFile: Case(input_file),
+    StudyRun: Case(
+        study_run,
+        {
+            "trace": replace(input_file(), digest="b" * 64),
+            "trace_format": "philly",
+            "cluster": replace(input_file(), role="cluster"),
+            "queues": replace(input_file(), role="queues"),
+            "prices": replace(input_file(), role="prices"),
+        },
+    ),
+    Study: Case(lambda: Study("study", "study.yaml", (study_run(),))),
     Sheet: Case(lambda: Sheet("sheet", "list prices", "USD")),
     Split: Case(lambda: Split(2.0, 0.5, 0.25)),
     QueueCost: Case(

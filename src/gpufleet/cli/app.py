@@ -2,7 +2,8 @@
 
 The typer app, its ``--version`` and the commands it composes: ``simulate``
 (:mod:`gpufleet.cli.simulate`), ``schedule`` and ``explain`` (:mod:`gpufleet.cli.cycle`),
-``serve`` (:mod:`gpufleet.cli.serve`), ``cost`` (:mod:`gpufleet.cli.cost`).
+``sweep`` (:mod:`gpufleet.cli.sweep`), ``serve`` (:mod:`gpufleet.cli.serve`), ``cost``
+(:mod:`gpufleet.cli.cost`).
 Bad input (a missing file, a wrong column, a bad value in row N) ends with one line on
 stderr naming the file, the line and the field, and exit code 2 — never a traceback.
 """
@@ -19,6 +20,7 @@ from gpufleet.cli.cost import cost
 from gpufleet.cli.cycle import explain, schedule
 from gpufleet.cli.serve import serve
 from gpufleet.cli.simulate import simulate
+from gpufleet.cli.sweep import sweep
 from gpufleet.load.errors import InputError
 
 app = typer.Typer(
@@ -52,6 +54,7 @@ def _root(
 
 # In this order in `gpufleet --help`.
 app.command()(simulate)
+app.command()(sweep)
 app.command()(schedule)
 app.command()(explain)
 app.command()(serve)

@@ -12,6 +12,7 @@ included), ``results.json``, the plots, ``index.html``, ``cost.html`` and the co
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,8 @@ from gpufleet.load.traces.openb import BUNDLED_WORKLOAD, bundled
 from gpufleet.load.traces.replay_inputs import load_replay
 from gpufleet.model.costs import JOBS_FILE, NODES_FILE, RUNS_FILE
 from gpufleet.model.results import ReplayRun
-from gpufleet.plugins.registry import REPLAY_POLICIES
+from gpufleet.model.study import Value, labelled
+from gpufleet.plugins.registry import REPLAY_POLICIES, ReplayPolicy, tuned
 from gpufleet.report.cost_files import jobs_csv, nodes_csv, runs_csv
 from gpufleet.report.cost_page import cost_page
 from gpufleet.report.files import write_text
@@ -83,6 +85,7 @@ def simulate_replay(
     queues: Path | None,
     window: tuple[float | None, float | None],
     run_model: tuple[float, float],
+    parameters: Mapping[str, Value],
     prices: Path | None,
     out: Path,
     console: Console,
@@ -139,7 +142,7 @@ def simulate_replay(
                 replay = Replay(
                     data.nodes,
                     jobs,
-                    REPLAY_POLICIES[name],
+                    _tuned(name, parameters),
                     queues=data.queues,
                     topology=data.topology,
                     seed=seed,
@@ -164,6 +167,13 @@ def simulate_replay(
     title = f"{data.workload} replay — {arrived:,} jobs, {capacity:,} GPUs ({where}){span}"
     _print_tables(console, runs, title)
     return _write_report(out, runs, records, idle, nodes_priced, title, capacity)
+
+
+def _tuned(name: str, parameters: Mapping[str, Value]) -> ReplayPolicy:
+    """Replay policy ``name`` with ``--param`` s set, named as a study names the setting."""
+    if not parameters:
+        return REPLAY_POLICIES[name]
+    return tuned(REPLAY_POLICIES[name], parameters, labelled(name, parameters))
 
 
 def _print_tables(console: Console, runs: list[ReplayRun], title: str) -> None:

@@ -17,6 +17,8 @@ from gpufleet.cli.fill import DEFAULT_POLICIES, simulate_fill
 from gpufleet.cli.options import parse_seeds
 from gpufleet.cli.output import make_console
 from gpufleet.cli.replay import simulate_replay
+from gpufleet.load.study import RUN_MODEL, parse_parameter
+from gpufleet.model.study import Value
 from gpufleet.plugins.registry import POLICIES, REPLAY_POLICIES
 from gpufleet.report.files import OutputPathError, check_directory, check_file, write_text
 
@@ -30,6 +32,7 @@ APPLIES: dict[str, tuple[str, ...]] = {
     "--since": ("replay", "balance"),
     "--until": ("replay", "balance"),
     "--checkpoint-interval": ("replay",),
+    "--param": ("replay",),
     "--restart-time": ("replay",),
     "--prices": ("replay", "balance"),
     "--serving": ("balance",),
@@ -127,6 +130,15 @@ def simulate(
             show_default="0",
         ),
     ] = None,
+    param: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--param",
+            help="replay: set a parameter of the policies, NAME=VALUE, repeatable: "
+            "actions=consolidate,preempt (or none), reserveAfter=6h (or never), "
+            "topology=true|false, readsCheckpoints=true|false (docs/sweep.md).",
+        ),
+    ] = None,
     prices: Annotated[
         Path | None,
         typer.Option(
@@ -178,6 +190,7 @@ def simulate(
         "--since": since is not None,
         "--until": until is not None,
         "--checkpoint-interval": checkpoint_interval is not None,
+        "--param": bool(param),
         "--restart-time": restart_time is not None,
         "--prices": prices is not None,
         "--serving": serving is not None,
@@ -220,6 +233,7 @@ def simulate(
             queues,
             (since, until),
             (checkpoint_interval or 0.0, restart_time or 0.0),
+            _parameters(param or []),
             prices,
             out,
             console,
@@ -233,3 +247,20 @@ def simulate(
     elif json_path is not None:
         write_text(Path(json_path), document)
     console.print(f"report: {out / 'index.html'}")
+
+
+def _parameters(texts: list[str]) -> dict[str, Value]:
+    """``--param NAME=VALUE`` options, each checked; a name given twice is refused."""
+    out: dict[str, Value] = {}
+    for text in texts:
+        try:
+            name, value = parse_parameter(text, "replay")
+        except ValueError as error:
+            raise typer.BadParameter(f"--param: expected {error}") from None
+        if name in RUN_MODEL:
+            option = "--checkpoint-interval" if name == "checkpointInterval" else "--restart-time"
+            raise typer.BadParameter(f"--param {name}: give it as {option}")
+        if name in out:
+            raise typer.BadParameter(f"--param {name} is given twice")
+        out[name] = value
+    return out

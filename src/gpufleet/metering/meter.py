@@ -68,6 +68,7 @@ class Reading:
     timeline: Timeline
     never_started_jobs: int
     sizes: tuple[SizeWaits, ...]
+    all_waits: SizeWaits
     actions: tuple[ActionTally, ...]
 
 
@@ -325,6 +326,11 @@ class Meter:
             np.frombuffer(self._job_queue, dtype=np.int64), minlength=len(self.queues)
         )
         mean_wait, p50_wait, p95_wait = _mean_p50_p95(waits)
+        sizes = self._size_waits(arrival, first_start, started, end)
+        so_far = self._waits_so_far(arrival, first_start, started, end)
+        every = SizeWaits(
+            "all", int(so_far.size), int(np.count_nonzero(~started)), *_mean_p50_p95(so_far)
+        )
         window, window_gpu_s = min(self.average_until, end), self._averaged_gpu_seconds
         if window <= 0:  # nothing to average before the window ends: the whole span
             window, window_gpu_s = end, self.gpu_seconds
@@ -354,7 +360,8 @@ class Meter:
             ),
             timeline=self.timeline(),
             never_started_jobs=int(np.count_nonzero(~started)),
-            sizes=self._size_waits(arrival, first_start, started, end),
+            sizes=sizes,
+            all_waits=every,
             actions=tuple(
                 ActionTally(name, int(t[0]), t[1] / HOUR, int(t[2]), t[3] / HOUR)
                 for name, t in sorted(self._actions.items())
@@ -365,7 +372,7 @@ class Meter:
         self, arrival: FloatArray, first_start: FloatArray, started: BoolArray, end: float
     ) -> tuple[SizeWaits, ...]:
         """The waits per job-size class, a job that never started waiting until ``end``."""
-        waits = np.where(started, first_start, np.maximum(end, arrival)) - arrival
+        waits = self._waits_so_far(arrival, first_start, started, end)
         gpus = np.frombuffer(self._job_gpus, dtype=np.float64)
         out, smaller = [], -math.inf
         for size, largest in SIZE_CLASSES:
@@ -375,6 +382,14 @@ class Meter:
             out.append(SizeWaits(size, int(w.size), never, *_mean_p50_p95(w)))
             smaller = largest
         return tuple(out)
+
+    @staticmethod
+    def _waits_so_far(
+        arrival: FloatArray, first_start: FloatArray, started: BoolArray, end: float
+    ) -> FloatArray:
+        """Every job's wait: to its first start, or (never started) until ``end``."""
+        waits: FloatArray = np.where(started, first_start, np.maximum(end, arrival)) - arrival
+        return waits
 
     # -- internals ----------------------------------------------------------------------
 

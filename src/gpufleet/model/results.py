@@ -171,7 +171,8 @@ class ReplayRun:
     cost what (:class:`ActionTally`); ``most_moves`` is the most times one job was moved.
     ``wait_quantiles_s[q]`` is the q-th percentile of the waits (q = 0..100).
     ``never_started_jobs`` arrived and never started; ``sizes`` are the waits per job-size
-    class with those jobs counted at their wait so far (:class:`SizeWaits`).
+    class with those jobs counted at their wait so far (:class:`SizeWaits`), and
+    ``all_waits`` the same over every job (None: not metered).
     ``cost`` is what the run cost under a price sheet (None: not costed).
     """
 
@@ -203,6 +204,7 @@ class ReplayRun:
     actions: tuple[ActionTally, ...] = ()
     most_moves: int = 0
     cost: ReplayCost | None = None
+    all_waits: SizeWaits | None = None
 
     def to_json(self) -> dict[str, object]:
         rounded = _rounded
@@ -232,6 +234,7 @@ class ReplayRun:
             "queues": [q.to_json() for q in self.queues],
             "wait_quantiles_s": [round(w, 3) for w in self.wait_quantiles_s],
             "sizes": [c.to_json() for c in self.sizes],
+            **({} if self.all_waits is None else {"all_waits": self.all_waits.to_json()}),
             "actions": [a.to_json() for a in self.actions],
             "most_moves": self.most_moves,
             "timeline": self.timeline.to_json(),

@@ -12,8 +12,10 @@ a scheduler. The composition root (``compose.py``) hands these registrations to 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from functools import partial
+from typing import Any
 
 from gpufleet.framework.profile import Profile
 from gpufleet.framework.registry import PluginFactory, Registry
@@ -255,6 +257,30 @@ class ReplayPolicy:
     reads_checkpoints: bool = True
     """Pods say when they checkpoint (``gpufleet.io/checkpoint-interval``), so the cycle's
     victims are judged by the work since their last checkpoint; else by their whole run."""
+
+
+REPLAY_PARAMETERS: Mapping[str, str] = {
+    "actions": "actions",
+    "reserveAfter": "starvation_after_s",
+    "topology": "topology",
+    "readsCheckpoints": "reads_checkpoints",
+}
+"""The parameters of a replay policy that a study or ``simulate --param`` may set, by the
+name they are written with (``docs/sweep.md``): the evicting actions in order (``actions``,
+names of the cycle's actions; none: no evictions), how long a job waits before nodes are
+reserved for it (``reserveAfter``, seconds; infinite: never), whether gangs prefer one
+domain of the widest topology level (``topology``), whether victims are judged by the work
+since their last checkpoint (``readsCheckpoints``)."""
+
+
+def tuned(policy: ReplayPolicy, parameters: Mapping[str, object], name: str) -> ReplayPolicy:
+    """``policy`` with ``parameters`` (:data:`REPLAY_PARAMETERS`, values already checked)
+    set, called ``name``."""
+    unknown = sorted(set(parameters) - set(REPLAY_PARAMETERS))
+    if unknown:
+        raise ValueError(f"unknown replay parameter {unknown[0]!r}")
+    fields: dict[str, Any] = {REPLAY_PARAMETERS[k]: v for k, v in parameters.items()}
+    return replace(policy, name=name, **fields)
 
 
 RESERVE_AFTER_S = 86_400.0

@@ -618,6 +618,7 @@ class Replay:
             elapsed_s=elapsed,
             never_started_jobs=reading.never_started_jobs,
             sizes=reading.sizes,
+            all_waits=reading.all_waits,
             actions=reading.actions,
             most_moves=max((p.moves for p in self.progress), default=0),
             cost=cost,

@@ -1,0 +1,405 @@
+"""Read a study file (``kind: Study``, ``gpufleet.io/v1alpha1``) into its runs.
+
+::
+
+    apiVersion: gpufleet.io/v1alpha1
+    kind: Study
+    metadata:
+      name: reservations
+    spec:
+      experiments:
+      - name: philly-weeks                # unique in the study
+        protocol: replay                  # fill or replay
+        traces:                           # each a dimension of the grid
+        - path: traces/philly.csv         # relative to this file; or bundled: NAME
+          format: philly                  # replay: openb or philly (default: the header's)
+        windows:                          # replay: trace time, seconds or durations
+        - {since: 1008h, until: 1176h}
+        clusters: [{path: cluster.yaml}]  # replay: cluster YAML; fill: openb node CSV
+        queues: [{path: queues.yaml}]     # replay: Queue YAML (default: one per tenant)
+        prices: [{bundled: prices.yaml}]  # replay: price sheet (default: the bundled one)
+        grid:                             # every combination of these values
+          policy: [gpufleet]
+          reserveAfter: [30m, 6h, 24h, never]
+        settings:                         # and these settings, one each
+        - {policy: gang-backfill}
+        seeds: [42, 43]                   # fill only: "42-51" or a list
+
+A study expands to the product of its traces, windows, clusters, queues, prices, settings
+(the grid's combinations, then the list) and seeds. Every setting names a ``policy``; the
+parameters it may set (:data:`PARAMETERS`) are the protocol's. A replay draws no random
+numbers, so ``seeds`` is refused there: vary its parameters instead.
+
+Every fault is one :class:`~gpufleet.load.errors.InputError` naming the file, the study,
+the field and what was expected; an unknown field is an error, as in gpufleet's other
+kinds. The input files are read (their digests name them) but not parsed: the study's
+runner loads each once before any run starts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from gpufleet.load.errors import InputError, reading
+from gpufleet.load.objects.documents import documents
+from gpufleet.load.objects.reader import Obj, Reader, duration_seconds
+from gpufleet.load.objects.schema import ANY, Schema, unknown_fields
+from gpufleet.load.shown import shown
+from gpufleet.load.traces.openb import bundled
+from gpufleet.load.traces.replay_inputs import FORMATS
+from gpufleet.model.study import (
+    PROTOCOLS,
+    InputFile,
+    Study,
+    StudyRun,
+    Value,
+    duration_text,
+    setting_text,
+)
+from gpufleet.plugins.registry import POLICIES, REPLAY_PARAMETERS, REPLAY_POLICIES
+from gpufleet.scheduler.room.builtin import builtin_actions
+
+API_VERSION = "gpufleet.io/v1alpha1"
+KIND = "Study"
+MAX_RUNS = 100_000
+"""The most runs one study may expand to (a grid of a few long lists multiplies fast)."""
+MAX_SEED = 2**32 - 1
+DEFAULT_SEED = 42
+"""A run's seed where the study gives none (``simulate``'s default); a replay's only one."""
+
+_FILE = {"path": ANY, "bundled": ANY}
+_EXPERIMENT: Schema = {
+    "name": ANY,
+    "protocol": ANY,
+    "traces": [{**_FILE, "format": ANY}],
+    "windows": [{"since": ANY, "until": ANY}],
+    "clusters": [_FILE],
+    "queues": [_FILE],
+    "prices": [_FILE],
+    "grid": ANY,
+    "settings": ANY,
+    "seeds": ANY,
+}
+SCHEMA: Schema = {
+    "apiVersion": ANY,
+    "kind": ANY,
+    "metadata": ANY,
+    "spec": {"experiments": [_EXPERIMENT]},
+}
+
+RUN_MODEL = ("checkpointInterval", "restartTime")
+"""A replay's parameters of how jobs run (``simulate``'s ``--checkpoint-interval`` and
+``--restart-time``), beside its policy's (:data:`REPLAY_PARAMETERS`)."""
+PARAMETERS: Mapping[str, tuple[str, ...]] = {
+    "fill": ("inflate",),
+    "replay": (*RUN_MODEL, *REPLAY_PARAMETERS),
+}
+"""The parameters each protocol's settings may give beside ``policy``."""
+_ONLY: Mapping[str, str] = {
+    "windows": "replay",
+    "queues": "replay",
+    "prices": "replay",
+    "seeds": "fill",
+}
+"""Dimensions that apply to one protocol only."""
+
+
+def read_parameter(name: str, raw: object, protocol: str) -> Value:
+    """The value of parameter ``name`` of a ``protocol`` setting, from YAML or from text
+    (``simulate --param``). ValueError says what was expected."""
+    if name not in PARAMETERS[protocol]:
+        known = ", ".join(PARAMETERS[protocol]) or "none"
+        raise ValueError(f"a parameter of a {protocol} ({known}), got {name!r}")
+    if name == "inflate":
+        number = _number(raw)
+        if number is None or not 0 < number <= 100:
+            raise ValueError(f"a number above 0 and at most 100, got {shown(raw)}")
+        return number
+    if name in {"topology", "readsCheckpoints"}:
+        if isinstance(raw, bool):
+            return raw
+        if raw in {"true", "false"}:
+            return raw == "true"
+        raise ValueError(f"true or false, got {shown(raw)}")
+    if name == "actions":
+        return _actions(raw)
+    if name == "reserveAfter" and raw in {"never", math.inf}:
+        return math.inf
+    seconds = _seconds(raw)
+    if seconds is None or (name == "reserveAfter" and seconds <= 0):
+        least = "above 0" if name == "reserveAfter" else "0 or more"
+        never = " or never" if name == "reserveAfter" else ""
+        raise ValueError(
+            f"a duration {least} such as '90s', '30m' or '6h', or seconds{never}, got {shown(raw)}"
+        )
+    return seconds
+
+
+def parse_parameter(text: str, protocol: str) -> tuple[str, Value]:
+    """``NAME=VALUE`` (``simulate --param``) read as :func:`read_parameter` reads it."""
+    name, sep, value = text.partition("=")
+    if not sep:
+        raise ValueError(f"NAME=VALUE, got {text!r}")
+    return name, read_parameter(name, value, protocol)
+
+
+def _number(raw: object) -> float | None:
+    if isinstance(raw, bool):
+        return None
+    try:
+        number = float(raw) if isinstance(raw, int | float | str) else math.nan
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _seconds(raw: object) -> float | None:
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int | float):
+        return float(raw) if math.isfinite(raw) and raw >= 0 else None
+    return duration_seconds(raw) if isinstance(raw, str) else None
+
+
+def _actions(raw: object) -> tuple[str, ...]:
+    known = list(builtin_actions())
+    if isinstance(raw, str):
+        names = [] if raw in {"", "none"} else raw.split(",")
+    elif isinstance(raw, list) and all(isinstance(a, str) for a in raw):
+        names = list(raw)
+    else:
+        raise ValueError(f"a list of actions ({', '.join(known)}), got {shown(raw)}")
+    for name in names:
+        if name not in known:
+            raise ValueError(f"actions among {', '.join(known)}, got {name!r}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"each action once, got {shown(raw)}")
+    return tuple(names)
+
+
+def load_study(path: Path) -> Study:
+    """The study in ``path``; its input files are found relative to ``path``'s folder."""
+    source = str(path)
+    docs = [d for d in documents(path) if d is not None]
+    if len(docs) != 1 or not isinstance(docs[0], dict):
+        raise InputError(source, f"expected one YAML document, a {KIND}")
+    return read_study(docs[0], source, path.parent)
+
+
+def read_study(obj: Obj, source: str, base: Path) -> Study:
+    if obj.get("kind") != KIND or obj.get("apiVersion") != API_VERSION:
+        raise InputError(
+            source,
+            f"expected apiVersion {API_VERSION} and kind {KIND}, got "
+            f"{shown(obj.get('apiVersion'))} and {shown(obj.get('kind'))}",
+        )
+    r = Reader(source, obj)
+    for field in unknown_fields(obj, SCHEMA):
+        raise InputError(r.where, "unknown field", field=field)
+    experiments = r.sequence("spec.experiments")
+    if not experiments:
+        raise r.fail("spec.experiments", "at least one experiment", experiments)
+    files = _Files(r, base)
+    runs: list[StudyRun] = []
+    names: set[str] = set()
+    for i, raw in enumerate(experiments):
+        field = f"spec.experiments[{i}]"
+        if not isinstance(raw, dict):
+            raise r.fail(field, "an experiment (a mapping)", raw)
+        name = raw.get("name")
+        if not isinstance(name, str) or not name or name in names:
+            raise r.fail(f"{field}.name", "a name no other experiment has", name)
+        names.add(name)
+        runs += _experiment(r, raw, field, name, files=files, room=MAX_RUNS - len(runs))
+    return Study(r.name, source, tuple(runs))
+
+
+class _Files:
+    """Each input file read once: its digest, by the path it was found at."""
+
+    def __init__(self, r: Reader, base: Path) -> None:
+        self.r, self.base = r, base
+        self.digests: dict[Path, str] = {}
+
+    def read(self, raw: object, field: str, role: str) -> InputFile:
+        r = self.r
+        if not isinstance(raw, dict):
+            raise r.fail(field, "a file: {path: PATH} or {bundled: NAME}", raw)
+        given = [k for k in ("path", "bundled") if raw.get(k) is not None]
+        if len(given) != 1 or not isinstance(raw[given[0]], str) or not raw[given[0]]:
+            raise r.fail(field, "exactly one of path and bundled, a non-empty string", raw)
+        text = raw[given[0]]
+        if given[0] == "bundled":
+            found = bundled(text)
+            shelf = bundled("README.md").parent
+            if "/" in text or "\\" in text or not found.is_file():
+                shipped = sorted(p.name for p in shelf.iterdir() if p.suffix != ".md")
+                raise r.fail(f"{field}.bundled", f"one of {', '.join(shipped)}", text)
+            name = f"bundled:{text}"
+        else:
+            found = self.base / text
+            name = text
+        found = found.resolve()
+        if found not in self.digests:
+            with reading(found, f"the {role} file"):
+                data = found.read_bytes()
+            self.digests[found] = hashlib.sha256(data).hexdigest()
+        return InputFile(role, name, str(found), self.digests[found])
+
+
+def _experiment(
+    r: Reader, raw: Obj, field: str, name: str, *, files: _Files, room: int
+) -> list[StudyRun]:
+    protocol = raw.get("protocol")
+    if protocol not in PROTOCOLS:
+        raise r.fail(f"{field}.protocol", f"one of {', '.join(PROTOCOLS)}", protocol)
+    for key, only in _ONLY.items():
+        if raw.get(key) is not None and protocol != only:
+            why = " (a replay draws no random numbers: vary its parameters)" * (key == "seeds")
+            raise InputError(
+                r.where, f"applies to protocol {only} only{why}", field=f"{field}.{key}"
+            )
+    traces = _list(r, raw, f"{field}.traces", required=True)
+    trace_files = []
+    for j, t in enumerate(traces):
+        where = f"{field}.traces[{j}]"
+        if not isinstance(t, dict):
+            raise r.fail(where, "a file: {path: PATH} or {bundled: NAME}, and its format", t)
+        fmt = t.get("format")
+        if fmt is not None and (protocol != "replay" or fmt not in FORMATS):
+            expected = f"one of {', '.join(FORMATS)}" if protocol == "replay" else "no format"
+            raise r.fail(f"{where}.format", f"{expected} (a fill reads openb CSV)", fmt)
+        file = files.read({k: v for k, v in t.items() if k != "format"}, where, "trace")
+        trace_files.append((file, fmt))
+    windows = [
+        _window(r, w, f"{field}.windows[{j}]")
+        for j, w in enumerate(_list(r, raw, f"{field}.windows"))
+    ] or [(0.0, None)]
+    role = {"clusters": "cluster", "queues": "queues", "prices": "prices"}
+    inputs: dict[str, list[InputFile | None]] = {}
+    for key, what in role.items():
+        entries = _list(r, raw, f"{field}.{key}")
+        inputs[key] = [files.read(e, f"{field}.{key}[{j}]", what) for j, e in enumerate(entries)]
+        inputs[key] = inputs[key] or [None]
+    settings = _settings(r, raw, field, protocol)
+    seeds = _seeds(r, raw.get("seeds"), f"{field}.seeds") or [DEFAULT_SEED]
+    dims = (trace_files, windows, inputs["clusters"], inputs["queues"], inputs["prices"])
+    count = math.prod(len(d) for d in dims) * len(settings) * len(seeds)
+    if count > room:
+        raise InputError(
+            r.where,
+            f"expands to {count:,} runs, and the study to more than it may hold ({MAX_RUNS:,})",
+            field=field,
+        )
+    return [
+        StudyRun(name, protocol, trace, fmt, cluster, queues, prices, window, setting, seed)
+        for (trace, fmt), window, cluster, queues, prices in itertools.product(*dims)
+        for setting in settings
+        for seed in seeds
+    ]
+
+
+def _list(r: Reader, raw: Obj, field: str, *, required: bool = False) -> list[Any]:
+    value = raw.get(field.rsplit(".", 1)[-1])
+    if value is None and not required:
+        return []
+    if not isinstance(value, list) or not value:
+        raise r.fail(field, "a non-empty list", value)
+    return value
+
+
+def _window(r: Reader, raw: object, field: str) -> tuple[float, float | None]:
+    if not isinstance(raw, dict):
+        raise r.fail(field, "a window: {since: DURATION, until: DURATION}", raw)
+    since = _seconds(raw.get("since", 0))
+    if since is None:
+        raise r.fail(f"{field}.since", "seconds or a duration such as '1008h'", raw.get("since"))
+    until_raw = raw.get("until")
+    until = None if until_raw is None else _seconds(until_raw)
+    if until_raw is not None and (until is None or until <= since):
+        after = f"seconds or a duration after since ({duration_text(since)})"
+        raise r.fail(f"{field}.until", after, until_raw)
+    return since, until
+
+
+def _settings(
+    r: Reader, raw: Obj, field: str, protocol: str
+) -> list[tuple[tuple[str, Value], ...]]:
+    """The grid's combinations (in its keys' order), then the listed settings; each checked,
+    and none twice."""
+    out: list[tuple[tuple[str, Value], ...]] = []
+    grid = raw.get("grid")
+    if grid is not None:
+        if not isinstance(grid, dict) or not grid:
+            raise r.fail(f"{field}.grid", "a mapping of parameter to a list of values", grid)
+        axes = []
+        for key, values in grid.items():
+            if not isinstance(values, list) or not values:
+                raise r.fail(f"{field}.grid.{key}", "a non-empty list of values", values)
+            axes.append([(str(key), v) for v in values])
+        if math.prod(len(a) for a in axes) > MAX_RUNS:
+            raise r.fail(f"{field}.grid", f"at most {MAX_RUNS:,} combinations", "more")
+        out += [
+            _setting(r, dict(combo), f"{field}.grid", protocol)
+            for combo in itertools.product(*axes)
+        ]
+    listed = raw.get("settings")
+    if listed is not None:
+        if not isinstance(listed, list) or not listed:
+            raise r.fail(f"{field}.settings", "a non-empty list of settings", listed)
+        for j, item in enumerate(listed):
+            if not isinstance(item, dict):
+                raise r.fail(f"{field}.settings[{j}]", "a setting (a mapping)", item)
+            out.append(_setting(r, item, f"{field}.settings[{j}]", protocol))
+    if not out:
+        raise InputError(r.where, "expected a grid or settings", field=f"{field}.grid")
+    seen: set[tuple[tuple[str, Value], ...]] = set()
+    for setting in out:
+        key = tuple(sorted(setting, key=lambda kv: kv[0]))
+        if key in seen:
+            text = " ".join(setting_text(k, v) for k, v in setting)
+            raise InputError(r.where, f"the setting {text} is given twice", field=field)
+        seen.add(key)
+    return out
+
+
+def _setting(
+    r: Reader, raw: Mapping[str, object], field: str, protocol: str
+) -> tuple[tuple[str, Value], ...]:
+    policies: Sequence[str] = list(POLICIES if protocol == "fill" else REPLAY_POLICIES)
+    policy = raw.get("policy")
+    if policy not in policies:
+        raise r.fail(f"{field}.policy", f"a {protocol} policy ({', '.join(policies)})", policy)
+    out: list[tuple[str, Value]] = [("policy", str(policy))]
+    for key, value in raw.items():
+        if key == "policy":
+            continue
+        try:
+            out.append((key, read_parameter(key, value, protocol)))
+        except ValueError as error:
+            raise InputError(r.where, f"expected {error}", field=f"{field}.{key}") from None
+    return tuple(out)
+
+
+def _seeds(r: Reader, raw: object, field: str) -> list[int]:
+    if raw is None:
+        return []
+    if isinstance(raw, str):
+        first, sep, last = raw.partition("-")
+        if first.isdigit() and (not sep or last.isdigit()):
+            lo, hi = int(first), int(last if sep else first)
+            if lo <= hi <= MAX_SEED and hi - lo < MAX_RUNS:
+                return list(range(lo, hi + 1))
+    elif (
+        isinstance(raw, list)
+        and raw
+        and all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= MAX_SEED for s in raw)
+        and len(set(raw)) == len(raw)
+    ):
+        return list(raw)
+    raise r.fail(field, "a seed range such as '42-51' or a list of distinct seeds >= 0", raw)

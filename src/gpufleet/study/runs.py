@@ -1,0 +1,254 @@
+"""One run of a study, a pure function of its inputs, and the key its result is kept under.
+
+:func:`execute` computes a :class:`~gpufleet.model.study.StudyRun` from the bytes of its
+input files (``blobs``, by digest), wherever it runs: in this process, in a worker of the
+local pool, or as a Ray task on another machine. It writes each file once per scratch
+folder under its own name (the loaders read files, and know a trace's format by its
+header), loads each input once per process, and runs exactly what ``gpufleet simulate``
+runs for the same options (``docs/sweep.md`` gives the command of each run).
+
+:func:`run_key` is the SHA-256 of what the result depends on: the protocol, the digests of
+the input files, the trace's format and window, the setting, the seed, and the digest of
+the installed gpufleet code (:func:`code_digest`: every file of the package, so that an
+edited module invalidates the results computed before, as a version string would not).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import math
+import os
+import socket
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpufleet.cost.nodes import UnpricedNodeError, price_nodes
+from gpufleet.cost.prices import PriceSheet
+from gpufleet.load.costs.prices import DEFAULT_SHEET, load_price_sheet
+from gpufleet.load.errors import InputError
+from gpufleet.load.traces.openb import BUNDLED_NODES, Workload, bundled, load_nodes, load_pods
+from gpufleet.load.traces.replay_inputs import ReplayInput, load_replay
+from gpufleet.model.cluster import ClusterState, NodeSpec
+from gpufleet.model.study import StudyRun, Value, labelled
+from gpufleet.plugins.registry import POLICIES, REPLAY_PARAMETERS, REPLAY_POLICIES, tuned
+from gpufleet.sim.fill import FillTooLargeError, check_size, run_fill
+from gpufleet.sim.replay import Replay
+from gpufleet.sim.window import trace_window
+
+PACKAGE = Path(__file__).resolve().parents[1]
+"""The installed gpufleet package, whose files :func:`code_digest` hashes."""
+
+DEFAULT_INFLATE = 1.3
+"""A fill's ``inflate`` where its setting gives none (``simulate``'s default)."""
+
+Blobs = Mapping[str, tuple[str, bytes]]
+"""Input files by digest: their name and bytes."""
+
+
+@functools.cache
+def code_digest() -> str:
+    """SHA-256 over the path and bytes of every file of the installed package (compiled
+    files left out): the code a result was computed with."""
+    digest = hashlib.sha256()
+    for path in sorted(PACKAGE.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+            digest.update(path.relative_to(PACKAGE).as_posix().encode() + b"\0")
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def _json_value(value: Value) -> object:
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, float) and math.isinf(value):
+        return "never"
+    return value
+
+
+def run_key(run: StudyRun, code: str) -> str:
+    """The SHA-256 of everything ``run``'s result depends on (see the module docstring)."""
+    doc = {
+        "code": code,
+        "protocol": run.protocol,
+        "files": {f.role: f.digest for f in run.files},
+        "format": run.trace_format,
+        "window": [run.window[0], run.window[1]],
+        "setting": sorted([k, _json_value(v)] for k, v in run.setting),
+        "seed": run.seed,
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Paths:
+    """Where a run's input files are read: the trace, and the others where it has them."""
+
+    trace: Path
+    cluster: Path | None = None
+    queues: Path | None = None
+    prices: Path | None = None
+
+
+def source_paths(run: StudyRun) -> Paths:
+    """The run's input files where the study found them (the driver's checks read these)."""
+    found = {f.role: Path(f.path) for f in run.files}
+    return Paths(found["trace"], found.get("cluster"), found.get("queues"), found.get("prices"))
+
+
+def _quiet(message: str) -> None:
+    """A worker's warnings: the driver's checks printed them once already."""
+    del message
+
+
+def _seconds(params: Mapping[str, Value], name: str) -> float:
+    value = params.get(name, 0.0)
+    return float(value) if isinstance(value, float | int) else 0.0
+
+
+def _inflate(run: StudyRun) -> float:
+    value = run.parameters.get("inflate", DEFAULT_INFLATE)
+    return float(value) if isinstance(value, float | int) else DEFAULT_INFLATE
+
+
+@functools.cache
+def _fill_inputs(trace: Path, cluster: Path | None) -> tuple[Workload, tuple[NodeSpec, ...]]:
+    return load_pods(trace), load_nodes(cluster or bundled(BUNDLED_NODES))
+
+
+def is_node_list(cluster: Path | str | None) -> bool:
+    """Whether a replay's cluster file is an openb node list (CSV: ``simulate --nodes``)
+    rather than cluster YAML (``--cluster``)."""
+    return cluster is not None and str(cluster).lower().endswith(".csv")
+
+
+def _load_replay(
+    trace: Path,
+    fmt: str | None,
+    cluster: Path | None,
+    queues: Path | None,
+    warn: Callable[[str], None],
+) -> ReplayInput:
+    nodes = cluster if is_node_list(cluster) else None
+    return load_replay(
+        trace, fmt=fmt, nodes=nodes, cluster=None if nodes else cluster, queues=queues, warn=warn
+    )
+
+
+@functools.cache
+def _replay_inputs(
+    trace: Path, fmt: str | None, cluster: Path | None, queues: Path | None
+) -> ReplayInput:
+    return _load_replay(trace, fmt, cluster, queues, _quiet)
+
+
+@functools.cache
+def _sheet(path: Path | None) -> PriceSheet:
+    return load_price_sheet(path or DEFAULT_SHEET)
+
+
+def check(run: StudyRun, warn: Callable[[str], None]) -> None:
+    """Load ``run``'s inputs where the study found them, so that a bad file stops the study
+    with an error naming it before any run starts; ``warn`` hears what the loaders warn of.
+    Each input is loaded once per process."""
+    paths = source_paths(run)
+    if run.protocol == "fill":
+        workload, nodes = _fill_inputs(paths.trace, paths.cluster)
+        try:
+            check_size(workload.pods, _inflate(run), ClusterState(nodes).total_gpu_milli)
+        except FillTooLargeError as error:
+            raise InputError(str(paths.trace), str(error)) from None
+        return
+    data = _checked_replay(paths.trace, run.trace_format, paths.cluster, paths.queues, warn)
+    try:
+        price_nodes(data.nodes, _sheet(paths.prices))
+    except UnpricedNodeError as error:
+        raise InputError(str(paths.prices or DEFAULT_SHEET), str(error)) from None
+    since = run.window[0]
+    if not trace_window(data.jobs, since):
+        raise InputError(str(paths.trace), f"no job arrives at or after since {since:g}s")
+
+
+@functools.cache
+def _checked_replay(
+    trace: Path,
+    fmt: str | None,
+    cluster: Path | None,
+    queues: Path | None,
+    warn: Callable[[str], None],
+) -> ReplayInput:
+    """The replay's inputs loaded once with their warnings told (a worker's load is quiet)."""
+    return _load_replay(trace, fmt, cluster, queues, warn)
+
+
+def compute(run: StudyRun, paths: Paths) -> dict[str, object]:
+    """The result document of ``run`` on the files at ``paths``, as ``results.json`` holds
+    one run (``docs/simulate.md``)."""
+    if run.protocol == "fill":
+        workload, nodes = _fill_inputs(paths.trace, paths.cluster)
+        return run_fill(
+            nodes,
+            workload.pods,
+            POLICIES[run.policy],
+            workload=workload.name,
+            seed=run.seed,
+            inflate=_inflate(run),
+        ).to_json()
+    data = _replay_inputs(paths.trace, run.trace_format, paths.cluster, paths.queues)
+    since, until = run.window
+    params = run.parameters
+    tuning = {k: v for k, v in params.items() if k in REPLAY_PARAMETERS}
+    policy = REPLAY_POLICIES[run.policy]
+    if tuning:
+        policy = tuned(policy, tuning, labelled(run.policy, tuning))
+    replay = Replay(
+        data.nodes,
+        trace_window(data.jobs, since),
+        policy,
+        queues=data.queues,
+        topology=data.topology,
+        seed=run.seed,
+        workload=data.workload,
+        prices=_sheet(paths.prices),
+        checkpoint_interval_s=_seconds(params, "checkpointInterval"),
+        restart_s=_seconds(params, "restartTime"),
+    )
+    return replay.run(until=None if until is None else until - since).to_json()
+
+
+def _materialised(scratch: Path, digest: str, blobs: Blobs) -> Path:
+    """The file of ``digest`` under ``scratch`` (written once, atomically: workers of one
+    machine share the folder)."""
+    name, data = blobs[digest]
+    path = scratch / digest[:32] / name
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".part-")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        Path(tmp).replace(path)
+    return path
+
+
+def execute(run: StudyRun, blobs: Blobs, scratch: str) -> dict[str, Any]:
+    """Run ``run`` on ``blobs`` (see the module docstring): its result and where and when
+    it ran (``code``: this machine's :func:`code_digest`, which the driver checks)."""
+    started, clock = time.time(), time.perf_counter()
+    where = Path(scratch)
+    found = {f.role: _materialised(where, f.digest, blobs) for f in run.files}
+    paths = Paths(found["trace"], found.get("cluster"), found.get("queues"), found.get("prices"))
+    result = compute(run, paths)
+    return {
+        "result": result,
+        "code": code_digest(),
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "started": started,
+        "ended": time.time(),
+        "busy_s": time.perf_counter() - clock,
+    }

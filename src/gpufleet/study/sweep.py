@@ -1,0 +1,166 @@
+"""A study run whole: each run's result taken from the cache or computed, and kept.
+
+:func:`sweep` keys every run (:func:`~gpufleet.study.runs.run_key`), takes what the cache
+holds, checks the inputs of the rest on this machine (a bad file stops the study before
+anything runs, naming it), and hands them to an executor. Each result is written to the
+cache as it arrives, so a study that is interrupted — a worker killed, the machine
+rebooted, the command stopped — reruns only what is missing; a study that is extended
+(a new setting, a new seed) computes only what is new. Runs that appear twice (the same
+inputs in two experiments) are computed once.
+
+A result computed with other gpufleet code than this machine's (a Ray cluster on another
+image) is refused: it is reported as that run's error, not cached.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpufleet.load.errors import InputError
+from gpufleet.model.study import Study, StudyRun
+from gpufleet.report.files import write_text
+from gpufleet.study.execute import Executor
+from gpufleet.study.runs import Blobs, check, code_digest, run_key
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One run of a study: its result (None: failed, ``error`` says why), whether it came
+    from the cache, and where and when it ran (``timing``: host, pid, started, ended,
+    busy_s, as :func:`~gpufleet.study.runs.execute` tells them)."""
+
+    index: int
+    run: StudyRun
+    key: str
+    result: dict[str, Any] | None
+    error: str | None = None
+    cached: bool = False
+    timing: dict[str, Any] = field(default_factory=dict)
+
+
+class ResultCache:
+    """Results by run key under ``root``: one JSON file each, written atomically, two
+    levels deep (``ab/abcdef....json``). A file that cannot be read is a miss."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def _path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        try:
+            doc = json.loads(self._path(key).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return doc if isinstance(doc, dict) and isinstance(doc.get("result"), dict) else None
+
+    def put(self, key: str, doc: dict[str, Any]) -> None:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text(path, json.dumps(doc, sort_keys=True))
+
+
+Progress = Callable[[Outcome], None]
+
+
+def _blobs(study: Study, runs: list[StudyRun]) -> Blobs:
+    """The bytes of the runs' input files, each checked against the digest the study was
+    read with (a file changed since is an error, not a silently different input)."""
+    import hashlib  # noqa: PLC0415
+
+    out: dict[str, tuple[str, bytes]] = {}
+    for run in runs:
+        for f in run.files:
+            if f.digest in out:
+                continue
+            data = Path(f.path).read_bytes()
+            if hashlib.sha256(data).hexdigest() != f.digest:
+                raise InputError(f.path, f"changed while {study.source} was read; run it again")
+            out[f.digest] = (f.basename, data)
+    return out
+
+
+def sweep(
+    study: Study,
+    executor: Executor,
+    cache: ResultCache,
+    *,
+    warn: Callable[[str], None],
+    on_start: Callable[[int, int], None] | None = None,
+    on_done: Progress | None = None,
+) -> list[Outcome]:
+    """Every run of ``study`` (see the module docstring), in the study's order.
+    ``on_start(cached, to_compute)`` is told before the runs start; ``on_done`` each
+    outcome computed, as it arrives."""
+    code = code_digest()
+    keys = [run_key(run, code) for run in study.runs]
+    outcomes: dict[int, Outcome] = {}
+    first: dict[str, int] = {}
+    missing: list[tuple[int, StudyRun]] = []
+    for i, (run, key) in enumerate(zip(study.runs, keys, strict=True)):
+        doc = cache.get(key)
+        if doc is not None:
+            outcomes[i] = Outcome(
+                i, run, key, doc["result"], cached=True, timing=doc.get("timing", {})
+            )
+        elif key not in first:
+            first[key] = i
+            missing.append((i, run))
+    if on_start is not None:
+        on_start(len(outcomes), len(missing))
+    if missing:
+        for _, run in missing:
+            check(run, warn)
+        blobs = _blobs(study, [run for _, run in missing])
+        scratch = tempfile.mkdtemp(prefix="gpufleet-study-")
+
+        def done(i: int, doc: dict[str, Any] | None, error: str | None) -> None:
+            run, key = study.runs[i], keys[i]
+            if doc is not None and doc.get("code") != code:
+                theirs = str(doc.get("code"))[:12]
+                error = (
+                    f"computed with other gpufleet code ({theirs}, here {code[:12]}): "
+                    "install this gpufleet on the workers"
+                )
+            if error is not None or doc is None:
+                outcome = Outcome(i, run, key, None, error=error or "no result")
+            else:
+                timing = {k: v for k, v in doc.items() if k != "result"}
+                cache.put(key, {"run": describe(run), "result": doc["result"], "timing": timing})
+                outcome = Outcome(i, run, key, doc["result"], timing=timing)
+            outcomes[i] = outcome
+            if on_done is not None:
+                on_done(outcome)
+
+        try:
+            executor.run(missing, blobs, scratch, done)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    for i, key in enumerate(keys):  # a run given twice takes the outcome of its first
+        if i not in outcomes:
+            o = outcomes[first[key]]
+            outcomes[i] = Outcome(i, study.runs[i], key, o.result, o.error, o.cached, o.timing)
+    return [outcomes[i] for i in range(len(study.runs))]
+
+
+def describe(run: StudyRun) -> dict[str, Any]:
+    """What a run is, as the cache and the JSON report say it."""
+    return {
+        "experiment": run.experiment,
+        "protocol": run.protocol,
+        "trace": run.trace.name,
+        "format": run.trace_format,
+        "window": {"since": run.window[0], "until": run.window[1]},
+        "cluster": None if run.cluster is None else run.cluster.name,
+        "queues": None if run.queues is None else run.queues.name,
+        "prices": None if run.prices is None else run.prices.name,
+        "setting": run.setting_label(),
+        "seed": run.seed,
+    }

@@ -1,0 +1,202 @@
+"""``gpufleet sweep`` on the local process pool: each run's result is what ``gpufleet
+simulate`` gives for that setting alone; results are cached by their inputs and code, so a
+rerun, an extended study or an interrupted one computes only what is missing; a worker
+killed mid-study loses nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+from gpufleet.load.study import load_study
+from gpufleet.model.study import StudyRun
+from gpufleet.report.study import RunRow, failed_rows, pareto, summarise
+from gpufleet.study.execute import Done, LocalPool
+from gpufleet.study.runs import Blobs, execute, run_key
+from gpufleet.study.sweep import ResultCache
+from gpufleet.study.sweep import sweep as run_study
+from tests.study.helpers import (
+    LONG,
+    STUDY,
+    cached,
+    children,
+    kill,
+    simulate,
+    sweep,
+    sweep_args,
+    timeless,
+    wait_for,
+    write_study,
+)
+
+
+def test_each_run_is_what_simulate_gives_alone_and_a_rerun_computes_nothing(
+    tmp_path: Path,
+) -> None:
+    study = write_study(tmp_path / "study")
+    cache = tmp_path / "cache"
+    doc = sweep(study, cache, "--workers", "2")
+    assert (doc["cached"], doc["computed"], doc["failed"]) == (0, 7, 0)
+    assert [r["status"] for r in doc["runs"]] == ["ok"] * 7
+    for k, run in enumerate(doc["runs"]):
+        alone = simulate(run["command"], tmp_path / f"alone-{k}")
+        assert timeless(run["result"]) == timeless(alone), run["command"]
+    again = sweep(study, cache, "--workers", "2")
+    assert (again["cached"], again["computed"]) == (7, 0)
+    assert [r["result"] for r in again["runs"]] == [r["result"] for r in doc["runs"]]
+    # The report: a table row per setting, the fronts, the CSVs and a plot per experiment.
+    report = study.parent / "report"
+    assert {"index.html", "results.json", "runs.csv", "summary.csv"} <= {
+        p.name for p in report.iterdir()
+    }
+    assert len(list(report.glob("*.png"))) == 2
+    summary = {(s["experiment"], s["setting"]): s for s in doc["summary"]}
+    assert summary["slice-fill", "best-fit"]["runs"] == 2
+    assert (
+        summary["slice-fill", "best-fit"]["metrics"]["unallocated GPU % at 100%"]["sd"] is not None
+    )
+    fronts = [s["pareto"] for s in doc["summary"] if s["protocol"] == "replay"]
+    assert any(f["front: mean wait"] for f in fronts)
+    assert (report / "runs.csv").read_text().count("\n") == 1 + 7
+
+
+def test_an_extended_study_computes_only_its_new_runs(tmp_path: Path) -> None:
+    study = write_study(tmp_path / "study")
+    cache = tmp_path / "cache"
+    sweep(study, cache, "--workers", "2")
+    study.write_text(STUDY.replace("seeds: [1, 2]", "seeds: [1, 2, 3]"))
+    doc = sweep(study, cache, "--workers", "2")
+    assert (doc["cached"], doc["computed"]) == (7, 2)
+    # An edited input file is a new input: its runs are computed again.
+    pods = study.parent / "pods.csv"
+    pods.write_text(pods.read_text().replace("openb-pod-0001,6000", "openb-pod-0001,5000"))
+    doc = sweep(study, cache, "--workers", "2")
+    assert (doc["cached"], doc["computed"]) == (3, 6)
+
+
+def test_the_key_is_what_a_run_computes_on_not_where_or_in_which_study(tmp_path: Path) -> None:
+    runs = load_study(write_study(tmp_path / "a")).runs
+    renamed = STUDY.replace("name: slice-fill", "name: other").replace("[1, 2]", "[2, 1]")
+    moved = load_study(write_study(tmp_path / "b", renamed)).runs
+    code = "c" * 64
+    keys = {run_key(r, code) for r in runs}
+    assert len(keys) == len(runs)
+    assert {run_key(r, code) for r in moved} == keys
+    assert {run_key(r, "d" * 64) for r in runs}.isdisjoint(keys)  # other code, other results
+
+
+def test_a_killed_worker_loses_no_run(tmp_path: Path) -> None:
+    study = write_study(tmp_path / "study", LONG)
+    cache = tmp_path / "cache"
+    process = subprocess.Popen(
+        [*sweep_args(study, cache, "--workers", "2")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(lambda: len(children(process.pid)) >= 2, "the pool's workers")
+        kill(children(process.pid)[0])
+        out, err = process.communicate(timeout=600)
+    finally:
+        process.kill()
+    assert process.returncode == 0, err[-3000:]
+    doc = json.loads(out)
+    assert (doc["computed"], doc["failed"]) == (8, 0)
+    assert cached(cache) == 8
+
+
+def test_an_interrupted_study_reruns_only_the_missing_runs(tmp_path: Path) -> None:
+    study = write_study(tmp_path / "study", LONG)
+    cache = tmp_path / "cache"
+    process = subprocess.Popen(
+        sweep_args(study, cache, "--workers", "2"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        wait_for(lambda: cached(cache) >= 2, "two results")
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)  # the command and its workers, at once
+        process.wait()
+    done = cached(cache)
+    assert 2 <= done < 8
+    doc = sweep(study, cache, "--workers", "2")
+    assert (doc["cached"], doc["computed"], doc["failed"]) == (done, 8 - done, 0)
+
+
+class _Flaky:
+    """An executor that runs every run here, but fails the first with an error and
+    answers the second with a result computed by other gpufleet code."""
+
+    workers, name = 1, "flaky"
+
+    def run(
+        self, tasks: Sequence[tuple[int, StudyRun]], blobs: Blobs, scratch: str, on_done: Done
+    ) -> None:
+        for n, (i, run) in enumerate(tasks):
+            if n == 0:
+                on_done(i, None, "MemoryError: out of memory")
+                continue
+            outcome = execute(run, blobs, scratch)
+            on_done(i, {**outcome, "code": "0" * 64} if n == 1 else outcome, None)
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_failed_run_is_reported_with_its_error_and_never_cached(tmp_path: Path) -> None:
+    study = load_study(write_study(tmp_path / "study"))
+    cache = ResultCache(tmp_path / "cache")
+    outcomes = run_study(study, _Flaky(), cache, warn=lambda _: None)
+    assert [o.error is None for o in outcomes] == [False, False, True, True, True, True, True]
+    assert outcomes[0].error == "MemoryError: out of memory"
+    assert outcomes[1].error is not None
+    assert outcomes[1].error.startswith("computed with other gpufleet code (000000000000")
+    assert cached(tmp_path / "cache") == 5
+    rows = [
+        RunRow(o.run.experiment, o.run.protocol, o.run.inputs_label(), o.run.setting_label(),
+               o.run.seed, o.result, o.error, o.cached)
+        for o in outcomes
+    ]  # fmt: skip
+    assert [r[:2] for r in failed_rows(rows)] == [("slice-fill", "pods.csv nodes.csv")] * 2
+    best_fit = summarise(rows)[0]
+    assert (best_fit.setting, best_fit.runs, best_fit.failed) == ("best-fit", 2, 2)
+    assert best_fit.metrics["unallocated GPU % at 100%"].mean is None
+    # The next sweep computes the two that failed, and only those.
+    again = run_study(study, LocalPool(2), cache, warn=lambda _: None)
+    assert [o.cached for o in again] == [False, False, True, True, True, True, True]
+    assert all(o.error is None for o in again)
+
+
+def _row(setting: str, cost: float, wait: float) -> RunRow:
+    result = {
+        "cost": {"costPerFinishedJob": cost},
+        "all_waits": {"mean_wait_s": wait * 3600, "p95_wait_s": wait * 3600},
+    }
+    return RunRow("e", "replay", "in", setting, 42, result, None, False)
+
+
+def test_the_pareto_front_keeps_what_nothing_beats_on_both() -> None:
+    assert pareto([(1.0, 5.0), (2.0, 2.0), (3.0, 3.0), (2.0, 2.0), (5.0, 1.0)]) == [
+        True, True, False, True, True,
+    ]  # fmt: skip
+    rows = [_row("a", 1.0, 5.0), _row("b", 2.0, 2.0), _row("c", 3.0, 3.0)]
+    failed = RunRow("e", "replay", "in", "d", 42, None, "boom", False)
+    summaries = summarise([*rows, failed])
+    assert [bool(s.fronts) for s in summaries] == [True, True, False, False]
+    assert summaries[3].failed == 1
+
+
+def test_a_run_is_named_by_its_setting(tmp_path: Path) -> None:
+    runs: tuple[StudyRun, ...] = load_study(write_study(tmp_path)).runs
+    assert [r.setting_label() for r in runs[4:]] == [
+        "gang-backfill",
+        "gpufleet reserveAfter=1h",
+        "gpufleet actions=none checkpointInterval=30m restartTime=2m",
+    ]
