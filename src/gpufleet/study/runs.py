@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from gpufleet.cost.nodes import UnpricedNodeError, price_nodes
 from gpufleet.cost.prices import PriceSheet
@@ -35,7 +35,7 @@ from gpufleet.load.errors import InputError
 from gpufleet.load.traces.openb import BUNDLED_NODES, Workload, bundled, load_nodes, load_pods
 from gpufleet.load.traces.replay_inputs import ReplayInput, load_replay
 from gpufleet.model.cluster import ClusterState, NodeSpec
-from gpufleet.model.study import StudyRun, Value, labelled
+from gpufleet.model.study import InputFile, StudyRun, Value, labelled
 from gpufleet.plugins.registry import POLICIES, REPLAY_PARAMETERS, REPLAY_POLICIES, tuned
 from gpufleet.sim.fill import FillTooLargeError, check_size, run_fill
 from gpufleet.sim.replay import Replay
@@ -116,9 +116,26 @@ def _inflate(run: StudyRun) -> float:
     return float(value) if isinstance(value, float | int) else DEFAULT_INFLATE
 
 
-@functools.cache
-def _fill_inputs(trace: Path, cluster: Path | None) -> tuple[Workload, tuple[NodeSpec, ...]]:
-    return load_pods(trace), load_nodes(cluster or bundled(BUNDLED_NODES))
+_LOADED: dict[tuple[object, ...], Any] = {}
+"""The inputs this process loaded, by the digests of their files: the driver's checks fill
+it, and the pool's workers, forked after the checks, start with it."""
+_LOAD_SECONDS = [0.0]
+"""Seconds this process spent loading inputs (and writing their files), all told."""
+
+T = TypeVar("T")
+
+
+def _once(key: tuple[object, ...], load: Callable[[], T]) -> T:
+    if key not in _LOADED:
+        clock = time.perf_counter()
+        _LOADED[key] = load()
+        _LOAD_SECONDS[0] += time.perf_counter() - clock
+    value: T = _LOADED[key]
+    return value
+
+
+def _digest(file: InputFile | None) -> str | None:
+    return None if file is None else file.digest
 
 
 def is_node_list(cluster: Path | str | None) -> bool:
@@ -127,29 +144,47 @@ def is_node_list(cluster: Path | str | None) -> bool:
     return cluster is not None and str(cluster).lower().endswith(".csv")
 
 
-def _load_replay(
-    trace: Path,
-    fmt: str | None,
-    cluster: Path | None,
-    queues: Path | None,
-    warn: Callable[[str], None],
-) -> ReplayInput:
-    nodes = cluster if is_node_list(cluster) else None
-    return load_replay(
-        trace, fmt=fmt, nodes=nodes, cluster=None if nodes else cluster, queues=queues, warn=warn
-    )
+def _fill_inputs(
+    run: StudyRun, paths: Callable[[], Paths]
+) -> tuple[Workload, tuple[NodeSpec, ...]]:
+    def load() -> tuple[Workload, tuple[NodeSpec, ...]]:
+        found = paths()
+        return load_pods(found.trace), load_nodes(found.cluster or bundled(BUNDLED_NODES))
+
+    return _once(("fill", run.trace.digest, _digest(run.cluster)), load)
 
 
-@functools.cache
 def _replay_inputs(
-    trace: Path, fmt: str | None, cluster: Path | None, queues: Path | None
+    run: StudyRun, paths: Callable[[], Paths], warn: Callable[[str], None]
 ) -> ReplayInput:
-    return _load_replay(trace, fmt, cluster, queues, _quiet)
+    def load() -> ReplayInput:
+        found = paths()
+        nodes = found.cluster if is_node_list(found.cluster) else None
+        return load_replay(
+            found.trace,
+            fmt=run.trace_format,
+            nodes=nodes,
+            cluster=None if nodes else found.cluster,
+            queues=found.queues,
+            warn=warn,
+        )
+
+    cluster = run.cluster
+    key = (
+        "replay",
+        run.trace.digest,
+        run.trace_format,
+        _digest(cluster),
+        cluster is not None and is_node_list(cluster.name),
+        _digest(run.queues),
+    )
+    return _once(key, load)
 
 
-@functools.cache
-def _sheet(path: Path | None) -> PriceSheet:
-    return load_price_sheet(path or DEFAULT_SHEET)
+def _sheet(run: StudyRun, paths: Callable[[], Paths]) -> PriceSheet:
+    return _once(
+        ("prices", _digest(run.prices)), lambda: load_price_sheet(paths().prices or DEFAULT_SHEET)
+    )
 
 
 def check(run: StudyRun, warn: Callable[[str], None]) -> None:
@@ -157,16 +192,17 @@ def check(run: StudyRun, warn: Callable[[str], None]) -> None:
     with an error naming it before any run starts; ``warn`` hears what the loaders warn of.
     Each input is loaded once per process."""
     paths = source_paths(run)
+    found = functools.partial(source_paths, run)
     if run.protocol == "fill":
-        workload, nodes = _fill_inputs(paths.trace, paths.cluster)
+        workload, nodes = _fill_inputs(run, found)
         try:
             check_size(workload.pods, _inflate(run), ClusterState(nodes).total_gpu_milli)
         except FillTooLargeError as error:
             raise InputError(str(paths.trace), str(error)) from None
         return
-    data = _checked_replay(paths.trace, run.trace_format, paths.cluster, paths.queues, warn)
+    data = _replay_inputs(run, found, warn)
     try:
-        price_nodes(data.nodes, _sheet(paths.prices))
+        price_nodes(data.nodes, _sheet(run, found))
     except UnpricedNodeError as error:
         raise InputError(str(paths.prices or DEFAULT_SHEET), str(error)) from None
     since = run.window[0]
@@ -174,23 +210,12 @@ def check(run: StudyRun, warn: Callable[[str], None]) -> None:
         raise InputError(str(paths.trace), f"no job arrives at or after since {since:g}s")
 
 
-@functools.cache
-def _checked_replay(
-    trace: Path,
-    fmt: str | None,
-    cluster: Path | None,
-    queues: Path | None,
-    warn: Callable[[str], None],
-) -> ReplayInput:
-    """The replay's inputs loaded once with their warnings told (a worker's load is quiet)."""
-    return _load_replay(trace, fmt, cluster, queues, warn)
-
-
-def compute(run: StudyRun, paths: Paths) -> dict[str, object]:
-    """The result document of ``run`` on the files at ``paths``, as ``results.json`` holds
-    one run (``docs/simulate.md``)."""
+def compute(run: StudyRun, paths: Callable[[], Paths]) -> dict[str, object]:
+    """The result document of ``run``, as ``results.json`` holds one run
+    (``docs/simulate.md``); ``paths`` says where its input files are, asked only for an
+    input this process has not loaded yet."""
     if run.protocol == "fill":
-        workload, nodes = _fill_inputs(paths.trace, paths.cluster)
+        workload, nodes = _fill_inputs(run, paths)
         return run_fill(
             nodes,
             workload.pods,
@@ -199,7 +224,7 @@ def compute(run: StudyRun, paths: Paths) -> dict[str, object]:
             seed=run.seed,
             inflate=_inflate(run),
         ).to_json()
-    data = _replay_inputs(paths.trace, run.trace_format, paths.cluster, paths.queues)
+    data = _replay_inputs(run, paths, _quiet)
     since, until = run.window
     params = run.parameters
     tuning = {k: v for k, v in params.items() if k in REPLAY_PARAMETERS}
@@ -214,7 +239,7 @@ def compute(run: StudyRun, paths: Paths) -> dict[str, object]:
         topology=data.topology,
         seed=run.seed,
         workload=data.workload,
-        prices=_sheet(paths.prices),
+        prices=_sheet(run, paths),
         checkpoint_interval_s=_seconds(params, "checkpointInterval"),
         restart_s=_seconds(params, "restartTime"),
     )
@@ -237,12 +262,19 @@ def _materialised(scratch: Path, digest: str, blobs: Blobs) -> Path:
 
 def execute(run: StudyRun, blobs: Blobs, scratch: str) -> dict[str, Any]:
     """Run ``run`` on ``blobs`` (see the module docstring): its result and where and when
-    it ran (``code``: this machine's :func:`code_digest`, which the driver checks)."""
-    started, clock = time.time(), time.perf_counter()
+    it ran (``code``: this machine's :func:`code_digest`, which the driver checks;
+    ``load_s``: the seconds it spent writing and loading inputs this process lacked;
+    ``compute_s``: the seconds of the run itself; ``busy_s``: all of it)."""
+    started, clock, loading = time.time(), time.perf_counter(), _LOAD_SECONDS[0]
     where = Path(scratch)
-    found = {f.role: _materialised(where, f.digest, blobs) for f in run.files}
-    paths = Paths(found["trace"], found.get("cluster"), found.get("queues"), found.get("prices"))
+
+    def paths() -> Paths:
+        found = {f.role: _materialised(where, f.digest, blobs) for f in run.files}
+        return Paths(found["trace"], found.get("cluster"), found.get("queues"), found.get("prices"))
+
+    loaded_before, computing = _LOAD_SECONDS[0], time.perf_counter()
     result = compute(run, paths)
+    computed = time.perf_counter() - computing - (_LOAD_SECONDS[0] - loaded_before)
     return {
         "result": result,
         "code": code_digest(),
@@ -251,4 +283,6 @@ def execute(run: StudyRun, blobs: Blobs, scratch: str) -> dict[str, Any]:
         "started": started,
         "ended": time.time(),
         "busy_s": time.perf_counter() - clock,
+        "load_s": _LOAD_SECONDS[0] - loading,
+        "compute_s": computed,
     }

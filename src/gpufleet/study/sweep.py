@@ -14,7 +14,9 @@ image) is refused: it is reported as that run's error, not cached.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -73,8 +75,6 @@ Progress = Callable[[Outcome], None]
 def _blobs(study: Study, runs: list[StudyRun]) -> Blobs:
     """The bytes of the runs' input files, each checked against the digest the study was
     read with (a file changed since is an error, not a silently different input)."""
-    import hashlib  # noqa: PLC0415
-
     out: dict[str, tuple[str, bytes]] = {}
     for run in runs:
         for f in run.files:
@@ -119,6 +119,7 @@ def sweep(
         for _, run in missing:
             check(run, warn)
         blobs = _blobs(study, [run for _, run in missing])
+        missing.sort(key=lambda item: _size(item[1], blobs), reverse=True)
         scratch = tempfile.mkdtemp(prefix="gpufleet-study-")
 
         def done(i: int, doc: dict[str, Any] | None, error: str | None) -> None:
@@ -143,11 +144,23 @@ def sweep(
             executor.run(missing, blobs, scratch, done)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
+        for i, run in missing:  # an executor that lost a run without a word
+            if i not in outcomes:
+                outcomes[i] = Outcome(i, run, keys[i], None, error="the executor gave no result")
     for i, key in enumerate(keys):  # a run given twice takes the outcome of its first
         if i not in outcomes:
             o = outcomes[first[key]]
             outcomes[i] = Outcome(i, study.runs[i], key, o.result, o.error, o.cached, o.timing)
     return [outcomes[i] for i in range(len(study.runs))]
+
+
+def _size(run: StudyRun, blobs: Blobs) -> tuple[int, bool, float]:
+    """How long ``run`` may take, roughly: the bytes of its trace, a replay before a fill,
+    the longer window first. The runs start largest first, so that the longest do not
+    start last and leave the other workers idle at the end."""
+    since, until = run.window
+    span = math.inf if until is None else until - since
+    return len(blobs[run.trace.digest][1]), run.protocol == "replay", span
 
 
 def describe(run: StudyRun) -> dict[str, Any]:
