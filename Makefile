@@ -69,6 +69,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.openb_headroom
 	$(BIN)/python -m bench.openb_gpufleet
 	$(BIN)/python -m bench.openb_fidelity
+	$(BIN)/python -m bench.sweep
 
 clean:
 	rm -rf $(VENV) gpufleet-report .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -4,6 +4,7 @@ for pods no node can hold, and ``explain`` of pods the cycle evicts (a real subp
 from __future__ import annotations
 
 import json
+import os
 import resource
 import subprocess
 from pathlib import Path
@@ -45,6 +46,12 @@ def test_durations_are_accepted_as_kubernetes_writes_them(tmp_path: Path) -> Non
             "--json nowhere/results.json: its directory does not exist",
             id="json-no-dir",
         ),
+        pytest.param(
+            ("--json", "apipe"),
+            "--json apipe: is not a regular file (a device or a pipe); give a file, or '-' "
+            "for stdout",
+            id="json-fifo",
+        ),
     ],
 )
 def test_output_paths_are_refused_before_the_run(
@@ -52,12 +59,32 @@ def test_output_paths_are_refused_before_the_run(
 ) -> None:
     (tmp_path / "taken").write_text("keep", encoding="utf-8")
     (tmp_path / "adir").mkdir()
+    os.mkfifo(tmp_path / "apipe")
     done = gpufleet("simulate", "--seeds", "42", *args, cwd=tmp_path)
     assert done.returncode == 2
     assert message in " ".join(done.stderr.replace("│", " ").split())
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "gpufleet-report").exists()  # refused before any work
     assert (tmp_path / "taken").read_text(encoding="utf-8") == "keep"
+
+
+def test_an_output_file_is_written_through_a_link_with_the_usual_mode(tmp_path: Path) -> None:
+    target = tmp_path / "kept.json"
+    target.write_text("old", encoding="utf-8")
+    target.chmod(0o640)
+    link = tmp_path / "results.json"
+    link.symlink_to(target)
+    write_text(link, "new")
+    assert link.is_symlink()
+    assert target.read_text(encoding="utf-8") == "new"
+    assert target.stat().st_mode & 0o777 == 0o640  # the mode of the file it replaced
+    fresh = tmp_path / "fresh.json"
+    umask = os.umask(0o022)
+    try:
+        write_text(fresh, "x")
+    finally:
+        os.umask(umask)
+    assert fresh.stat().st_mode & 0o777 == 0o644  # not the temporary file's 0600
 
 
 def test_an_output_file_is_whole_or_not_there(tmp_path: Path) -> None:

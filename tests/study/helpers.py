@@ -133,7 +133,7 @@ def children(pid: int) -> list[int]:
 
 def processes_named(prefix: str) -> list[int]:
     """Processes whose command line starts with ``prefix`` (a Ray worker running a task is
-    ``ray::execute``)."""
+    ``ray::_execute_files``)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():

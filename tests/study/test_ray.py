@@ -45,8 +45,8 @@ def test_a_ray_worker_killed_mid_study_costs_no_run(tmp_path: Path) -> None:
         text=True,
     )
     try:
-        wait_for(lambda: processes_named("ray::execute"), "a Ray task to start")
-        kill(processes_named("ray::execute")[0])
+        wait_for(lambda: processes_named("ray::_execute_files"), "a Ray task to start")
+        kill(processes_named("ray::_execute_files")[0])
         out, err = process.communicate(timeout=600)
     finally:
         process.kill()

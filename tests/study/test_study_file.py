@@ -44,6 +44,7 @@ FILL = """  - name: f
 def study(tmp_path: Path, body: str) -> Path:
     (tmp_path / "pods.csv").write_bytes(bundled("openb_pod_list_default.csv").read_bytes())
     (tmp_path / "nodes.csv").write_bytes(bundled("openb_node_list_gpu_node.csv").read_bytes())
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
     path = tmp_path / "study.yaml"
     path.write_text(HEAD + body)
     return path
@@ -141,6 +142,26 @@ BAD = [
         "expands to 200,000 runs, and the study to more than it may hold (100,000)",
     ),
     (
+        REPLAY.replace("{since: 3312h}", "{since: 11836800, until: 11923200}"),
+        "field 'spec.experiments[0].windows[1]': expected each window once; entry 1 repeats "
+        "entry 0",
+    ),
+    (
+        FILL.replace(
+            "clusters: [{path: nodes.csv}]", "clusters: [{path: nodes.csv}, {path: ./nodes.csv}]"
+        ),
+        "field 'spec.experiments[0].clusters[1]': expected each cluster file once",
+    ),
+    (
+        REPLAY.replace("since: 3288h", "since: " + "9" * 400),
+        "field 'spec.experiments[0].windows[0].since': expected seconds or a duration",
+    ),
+    (
+        FILL.replace("inflate: [1.0]", "inflate: [" + "9" * 400 + "]"),
+        "field 'spec.experiments[0].grid.inflate': expected a number above 0",
+    ),
+    (FILL.replace("{path: pods.csv}", "{path: loop}"), "loop: cannot be read"),
+    (
         "  - name: f\n    protocol: fill\n    traces: [{path: pods.csv}]\n",
         "field 'spec.experiments[0].grid': expected a grid or settings",
     ),
@@ -156,7 +177,7 @@ def test_a_bad_study_is_one_line_naming_the_file_the_field_and_what_was_expected
         load_study(path)
     text = str(error.value)
     assert message in text
-    assert str(path) in text or "missing.csv" in text
+    assert str(path) in text or "missing.csv" in text or "loop" in text
 
 
 def test_the_kind_is_checked(tmp_path: Path) -> None:

@@ -12,6 +12,8 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
+
 from gpufleet.load.study import load_study
 from gpufleet.model.study import StudyRun
 from gpufleet.report.study import RunRow, failed_rows, pareto, summarise
@@ -202,3 +204,65 @@ def test_a_run_is_named_by_its_setting(tmp_path: Path) -> None:
         "gpufleet reserveAfter=1h",
         "gpufleet actions=none checkpointInterval=30m restartTime=2m",
     ]
+
+
+def _fake(run: StudyRun, blobs: Blobs, scratch: str) -> dict[str, object]:
+    """A run in a worker that dies outright for one run (best-fit, seed 2), as an
+    out-of-memory kill would end it, and answers at once for the others."""
+    if run.policy == "best-fit" and run.seed == 2:
+        os._exit(137)
+    return {"result": {"seed": run.seed}, "code": "x"}
+
+
+def test_a_run_that_kills_its_worker_is_found_and_the_others_lose_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runs = load_study(write_study(tmp_path)).runs
+    monkeypatch.setattr("gpufleet.study.execute.execute", _fake)  # the forked workers' too
+    said: dict[int, tuple[object, str | None]] = {}
+
+    def done(i: int, outcome: object, error: str | None) -> None:
+        said[i] = (outcome, error)
+
+    LocalPool(2).run(list(enumerate(runs)), {}, str(tmp_path), done)
+    assert sorted(said) == list(range(len(runs)))
+    killer = [i for i, r in enumerate(runs) if r.policy == "best-fit" and r.seed == 2]
+    for i, (outcome, error) in said.items():
+        if i in killer:
+            assert outcome is None
+            assert error == "its worker process died 4 times (killed, or out of memory)"
+        else:
+            assert error is None, error
+
+
+def test_a_cached_result_that_is_not_the_runs_is_computed_again(tmp_path: Path) -> None:
+    study = write_study(tmp_path / "study")
+    cache = tmp_path / "cache"
+    sweep(study, cache, "--workers", "2")
+    files = sorted(cache.rglob("*.json"))
+    # One result edited, another replaced by a third run's file, one cut short.
+    edited = json.loads(files[0].read_text())
+    edited["result"]["jobs"] = "many"
+    files[0].write_text(json.dumps(edited))
+    files[1].write_bytes(files[2].read_bytes())
+    files[3].write_text(files[3].read_text()[:100])
+    doc = sweep(study, cache, "--workers", "2")
+    assert (doc["cached"], doc["computed"]) == (4, 3)
+
+
+def test_a_cache_that_cannot_be_written_is_warned_of_and_the_study_goes_on(
+    tmp_path: Path,
+) -> None:
+    study = write_study(tmp_path / "study")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    for first in "0123456789abcdef":  # a file where every key's folder would go
+        for second in "0123456789abcdef":
+            (cache / f"{first}{second}").write_text("")
+    done = subprocess.run(
+        sweep_args(study, cache, "--workers", "2"), capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "cannot keep results there" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert json.loads(done.stdout)["computed"] == 7

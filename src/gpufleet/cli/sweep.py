@@ -34,7 +34,7 @@ from rich.progress import (
 
 from gpufleet.cli.output import make_console, warn
 from gpufleet.load.study import RUN_MODEL, load_study
-from gpufleet.model.study import Study, StudyRun, setting_text
+from gpufleet.model.study import Study, StudyRun, number_text, setting_text
 from gpufleet.report.files import OutputPathError, check_directory, check_file, write_text
 from gpufleet.report.study import (
     RunRow,
@@ -237,24 +237,19 @@ def simulate_command(run: StudyRun) -> str:
         args += ["--prices", run.prices.path]
     since, until = run.window
     if since:
-        args += ["--since", _number(since)]
+        args += ["--since", number_text(since)]
     if until is not None:
-        args += ["--until", _number(until)]
+        args += ["--until", number_text(until)]
     args += ["--policy", run.policy, "--seeds", str(run.seed)]
     options = {"checkpointInterval": "--checkpoint-interval", "restartTime": "--restart-time"}
     for name, value in run.setting[1:]:
         if name == "inflate" and isinstance(value, float):
-            args += ["--inflate", _number(value)]
+            args += ["--inflate", number_text(value)]
         elif name in RUN_MODEL and isinstance(value, float):
-            args += [options[name], _number(value)]
+            args += [options[name], number_text(value)]
         else:
             args += ["--param", setting_text(name, value)]
     return shlex.join(args)
-
-
-def _number(value: float) -> str:
-    """A number as an option takes it, whole where it is (``11836800``, not ``1.18368e+07``)."""
-    return str(int(value)) if value.is_integer() else repr(value)
 
 
 def _write(
@@ -278,6 +273,9 @@ def _write(
         name = f"{n + 1:02d}-{re.sub(r'[^A-Za-z0-9._-]+', '-', key[0])[:60]}.png"
         if plot_experiment(members, out / name):
             images[key] = name
+    for old in out.glob("[0-9][0-9]-*.png"):  # an earlier study's plots in the same folder
+        if old.name not in images.values():
+            old.unlink(missing_ok=True)
     subtitle = f"{len(rows)} runs of {study.source}"
     write_text(
         out / "index.html", study_html(f"Study {study.name}", subtitle, summaries, rows, images)

@@ -19,6 +19,10 @@ class InputError(Exception):
         super().__init__(problem)
         self.source, self.problem, self.line, self.field = source, problem, line, field
 
+    def __reduce__(self) -> tuple[type[InputError], tuple[str, str], dict[str, object]]:
+        # Pickled (a study's worker sends it back) as its fields, not as Exception.args.
+        return (type(self), (self.source, self.problem), {"line": self.line, "field": self.field})
+
     def __str__(self) -> str:
         where = self.source if self.line is None else f"{self.source}:{self.line}"
         what = f"field {self.field!r}: " if self.field else ""

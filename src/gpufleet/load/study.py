@@ -48,7 +48,7 @@ from typing import Any
 from gpufleet.load.errors import InputError, reading
 from gpufleet.load.objects.documents import documents
 from gpufleet.load.objects.reader import Obj, Reader, duration_seconds
-from gpufleet.load.objects.schema import ANY, Schema, unknown_fields
+from gpufleet.load.objects.schema import ANY, META, Schema, unknown_fields
 from gpufleet.load.shown import shown
 from gpufleet.load.traces.openb import bundled
 from gpufleet.load.traces.replay_inputs import FORMATS
@@ -88,7 +88,7 @@ _EXPERIMENT: Schema = {
 SCHEMA: Schema = {
     "apiVersion": ANY,
     "kind": ANY,
-    "metadata": ANY,
+    "metadata": META,
     "spec": {"experiments": [_EXPERIMENT]},
 }
 
@@ -153,7 +153,7 @@ def _number(raw: object) -> float | None:
         return None
     try:
         number = float(raw) if isinstance(raw, int | float | str) else math.nan
-    except ValueError:
+    except (ValueError, OverflowError):
         return None
     return number if math.isfinite(number) else None
 
@@ -162,7 +162,11 @@ def _seconds(raw: object) -> float | None:
     if isinstance(raw, bool):
         return None
     if isinstance(raw, int | float):
-        return float(raw) if math.isfinite(raw) and raw >= 0 else None
+        try:
+            seconds = float(raw)
+        except OverflowError:  # an integer of hundreds of digits
+            return None
+        return seconds if math.isfinite(seconds) and seconds >= 0 else None
     return duration_seconds(raw) if isinstance(raw, str) else None
 
 
@@ -244,7 +248,10 @@ class _Files:
         else:
             found = self.base / text
             name = text
-        found = found.resolve()
+        try:
+            found = found.resolve()
+        except (OSError, RuntimeError) as error:  # a loop of symbolic links
+            raise InputError(str(found), f"cannot be read ({error})") from None
         if found not in self.digests:
             with reading(found, f"the {role} file"):
                 data = found.read_bytes()
@@ -280,11 +287,14 @@ def _experiment(
         _window(r, w, f"{field}.windows[{j}]")
         for j, w in enumerate(_list(r, raw, f"{field}.windows"))
     ] or [(0.0, None)]
+    _once_each(r, f"{field}.windows", windows, "window")
+    _once_each(r, f"{field}.traces", [(f.digest, fmt) for f, fmt in trace_files], "trace")
     role = {"clusters": "cluster", "queues": "queues", "prices": "prices"}
     inputs: dict[str, list[InputFile | None]] = {}
     for key, what in role.items():
         entries = _list(r, raw, f"{field}.{key}")
         inputs[key] = [files.read(e, f"{field}.{key}[{j}]", what) for j, e in enumerate(entries)]
+        _once_each(r, f"{field}.{key}", [f.digest for f in inputs[key] if f], f"{what} file")
         inputs[key] = inputs[key] or [None]
     settings = _settings(r, raw, field, protocol)
     seeds = _seeds(r, raw.get("seeds"), f"{field}.seeds") or [DEFAULT_SEED]
@@ -302,6 +312,17 @@ def _experiment(
         for setting in settings
         for seed in seeds
     ]
+
+
+def _once_each(r: Reader, field: str, values: Sequence[object], what: str) -> None:
+    """A dimension lists each value once: the same file (by its bytes) or window twice
+    would run every run twice, and the report would count them as two."""
+    for j, value in enumerate(values):
+        if value in values[:j]:
+            raise InputError(
+                r.where, f"expected each {what} once; entry {j} repeats entry "
+                f"{values.index(value)}", field=f"{field}[{j}]",
+            )  # fmt: skip
 
 
 def _list(r: Reader, raw: Obj, field: str, *, required: bool = False) -> list[Any]:

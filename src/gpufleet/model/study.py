@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 
 PROTOCOLS = ("fill", "replay")
 
@@ -70,13 +71,14 @@ class StudyRun:
         return labelled(self.policy, dict(self.setting[1:]))
 
     def inputs_label(self) -> str:
-        """The trace, window, cluster, queues and prices of the run, as short text."""
-        parts = [self.trace.basename]
+        """The trace, window, cluster, queues and prices of the run, as the study names
+        them."""
+        parts = [self.trace.name]
         since, until = self.window
         if since or until is not None:
             stop = "end" if until is None else duration_text(until)
             parts.append(f"{duration_text(since)}-{stop}")
-        parts += [f.basename for f in (self.cluster, self.queues, self.prices) if f]
+        parts += [f.name for f in (self.cluster, self.queues, self.prices) if f]
         return " ".join(parts)
 
 
@@ -101,7 +103,7 @@ def duration_text(seconds: float) -> str:
     if math.isinf(seconds):
         return "never"
     if seconds == 0 or seconds != int(seconds):
-        return f"{seconds:g}s"
+        return f"{number_text(seconds)}s"
     out, left = "", int(seconds)
     for unit, size in _UNITS:
         whole, left = divmod(left, int(size))
@@ -121,8 +123,17 @@ def value_text(value: Value | float) -> str:
     if isinstance(value, tuple):
         return ",".join(value) or "none"
     if isinstance(value, float | int):
-        return f"{value:g}"
+        return number_text(value)
     return value
+
+
+def number_text(value: float) -> str:
+    """A number written exactly, whole where it is and never with an exponent, as an option
+    or a duration takes it (``1.3``, ``1000000.5``, ``0.00001``, ``42``)."""
+    if float(value).is_integer():
+        return str(int(value))
+    text = repr(float(value))
+    return format(Decimal(text), "f") if "e" in text else text
 
 
 def setting_text(name: str, value: Value) -> str:

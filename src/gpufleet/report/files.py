@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,15 +28,29 @@ class OutputPathError(ValueError):
 @contextlib.contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
     """A temporary path beside ``path`` to write; renamed over ``path`` when the block ends
-    without an error, removed otherwise."""
+    without an error, removed otherwise. A symbolic link is written through (its target
+    replaced, the link kept); the file gets the mode of the one it replaces, else the
+    usual mode of a new file (0666 less the umask), not the temporary file's 0600."""
+    if path.is_symlink():
+        path = path.resolve()
     fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     temporary = Path(name)
     try:
         yield temporary
+        temporary.chmod(_mode(path))
         temporary.replace(path)
     finally:
         temporary.unlink(missing_ok=True)
+
+
+def _mode(path: Path) -> int:
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 def write_text(path: Path, text: str) -> None:
@@ -65,10 +80,16 @@ def check_directory(path: Path, option: str) -> None:
 
 
 def check_file(path: Path, option: str) -> None:
-    """``path`` can be an output file: not a directory, its directory exists and can be
-    written."""
+    """``path`` can be an output file: not a directory nor any other file that is not a
+    regular one (a device, a pipe: the file written would replace it), its directory exists
+    and can be written."""
     if path.is_dir():
         raise OutputPathError(f"{option} {path}: is a directory, not a file")
+    if path.exists() and not path.is_file():
+        raise OutputPathError(
+            f"{option} {path}: is not a regular file (a device or a pipe); give a file, "
+            "or '-' for stdout"
+        )
     if not path.absolute().parent.is_dir():
         raise OutputPathError(f"{option} {path}: its directory does not exist")
     _writable_parent(path, option)

@@ -42,8 +42,11 @@ inflation target. Lower unallocated GPU at arrived 100% is better. Every run's c
 
 
 def page(title: str, subtitle: str, content: str) -> str:
-    """A report page that needs no server; ``content`` is HTML."""
-    return PAGE.substitute(title=title, subtitle=html.escape(subtitle), content=content)
+    """A report page that needs no server; ``content`` is HTML, the title and subtitle
+    text."""
+    return PAGE.substitute(
+        title=html.escape(title), subtitle=html.escape(subtitle), content=content
+    )
 
 
 def table_html(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:

@@ -2,24 +2,30 @@
 
 Both take the runs to do and the bytes of their input files, and call ``on_done`` with
 each run's outcome as it finishes (in the order they finish), or with its error: a run
-that raises is reported with its error, never dropped. A worker that dies (killed, out of
-memory) loses the runs it held; both executors run those again, at most ``retries`` times
-each, before they count as failed.
+that raises is reported with its error, never dropped, and its exception never crosses a
+process boundary (only its text does).
 
 * :class:`LocalPool` ships the input files to each worker process once (its initializer)
-  and keeps ``workers`` processes busy;
-* :class:`RayCluster` puts the input files in Ray's object store once and runs each run
-  as a Ray task (``max_retries`` for workers that die); Ray is an optional dependency
-  (``pip install 'gpufleet[ray]'``), imported only here and only when asked for.
+  and keeps ``workers`` processes busy. A worker that dies (killed, out of memory) takes
+  the runs in flight with it; those run again one at a time, so that the one that killed
+  its worker is found and tried ``retries`` more times before it is reported, and the
+  others lose nothing. Ctrl-C stops the workers at once.
+* :class:`RayCluster` puts each input file in Ray's object store once and runs each run
+  as a Ray task handed its own files (Ray runs a task again, ``retries`` times, if its
+  worker dies); Ray is an optional dependency (``pip install 'gpufleet[ray]'``), imported
+  only here and only when asked for.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import signal
 import socket
 import traceback
+from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -57,54 +63,93 @@ _BLOBS: Blobs = {}
 
 
 def _install(blobs: Blobs) -> None:
-    """A pool worker's initializer: the input files, shipped once per process."""
+    """A pool worker's initializer: the input files, shipped once per process; Ctrl-C is
+    the command's to handle (it stops the workers), not each worker's."""
     global _BLOBS  # noqa: PLW0603 -- per-process state of a worker, set once
     _BLOBS = blobs
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _execute(run: StudyRun, scratch: str) -> dict[str, Any]:
-    return execute(run, _BLOBS, scratch)
+def _execute(run: StudyRun, scratch: str) -> tuple[dict[str, Any] | None, str | None]:
+    """A run in a pool worker: its outcome, or its error as text (an exception is never
+    sent back: one that cannot be pickled again would break the pool)."""
+    try:
+        return execute(run, _BLOBS, scratch), None
+    except Exception as exc:  # noqa: BLE001 -- a run's error is its outcome
+        return None, _error(exc)
+
+
+Task = tuple[int, StudyRun]
 
 
 @dataclass
 class LocalPool:
-    """``workers`` processes of this machine (default: every core)."""
+    """``workers`` processes of this machine (default: every core).
+
+    At most twice ``workers`` runs are handed to the pool at a time. When a worker dies,
+    every run in flight is lost with the pool; those runs are then run again one at a time,
+    so that a run that kills its worker is known: it is tried ``retries`` more times, then
+    reported, and the runs beside it lose nothing."""
 
     workers: int = os.cpu_count() or 1
     retries: int = RETRIES
     name: str = "local"
 
-    def run(
-        self, tasks: Sequence[tuple[int, StudyRun]], blobs: Blobs, scratch: str, on_done: Done
-    ) -> None:
-        todo = list(tasks)
-        lost: dict[int, int] = {}
-        while todo:
-            broken: list[tuple[int, StudyRun]] = []
-            with ProcessPoolExecutor(
-                max_workers=min(self.workers, len(todo)), initializer=_install, initargs=(blobs,)
-            ) as pool:
-                futures: dict[Future[dict[str, Any]], tuple[int, StudyRun]] = {
-                    pool.submit(_execute, run, scratch): (i, run) for i, run in todo
-                }
-                for future in as_completed(futures):
-                    i, run = futures[future]
-                    try:
-                        outcome = future.result()
-                    except BrokenProcessPool:
-                        broken.append((i, run))
-                        continue
-                    except Exception as exc:  # noqa: BLE001 -- a run's error is its outcome
-                        on_done(i, None, _error(exc))
-                        continue
-                    on_done(i, outcome, None)
-            todo = []
-            for i, run in broken:
-                lost[i] = lost.get(i, 0) + 1
-                if lost[i] > self.retries:
-                    on_done(i, None, f"its worker process died {lost[i]} times")
+    def run(self, tasks: Sequence[Task], blobs: Blobs, scratch: str, on_done: Done) -> None:
+        queue: deque[Task] = deque(tasks)
+        suspects: deque[Task] = deque()
+        deaths: dict[int, int] = {}
+        while queue or suspects:
+            alone = bool(suspects)
+            source = suspects if alone else queue
+            lost = self._batch(source, 1 if alone else self.workers, blobs, scratch, on_done)
+            for i, run in lost:
+                if not alone:
+                    suspects.append((i, run))
+                    continue
+                deaths[i] = deaths.get(i, 0) + 1
+                if deaths[i] > self.retries:
+                    on_done(i, None, f"its worker process died {deaths[i]} times (killed, or "
+                            "out of memory)")  # fmt: skip
                 else:
-                    todo.append((i, run))
+                    suspects.append((i, run))
+
+    def _batch(
+        self, source: deque[Task], workers: int, blobs: Blobs, scratch: str, on_done: Done
+    ) -> list[Task]:
+        """Runs from ``source`` on a new pool of ``workers`` until it is empty or the pool
+        breaks; the runs lost with a broken pool."""
+        limit = 2 * workers if workers > 1 else 1
+        running: dict[Future[tuple[dict[str, Any] | None, str | None]], Task] = {}
+        lost: list[Task] = []
+        with ProcessPoolExecutor(
+            max_workers=min(workers, len(source)), initializer=_install, initargs=(blobs,)
+        ) as pool:
+            try:
+                while source or running:
+                    while source and len(running) < limit:
+                        task = source.popleft()
+                        try:
+                            running[pool.submit(_execute, task[1], scratch)] = task
+                        except BrokenProcessPool:
+                            source.appendleft(task)
+                            return [*lost, *running.values()]
+                    done, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        task = running.pop(future)
+                        try:
+                            outcome, error = future.result()
+                        except BrokenProcessPool:
+                            lost.append(task)
+                            continue
+                        on_done(task[0], outcome, error)
+                    if lost:
+                        return [*lost, *running.values()]
+            except KeyboardInterrupt:
+                for child in multiprocessing.active_children():  # the pool's workers
+                    child.terminate()
+                raise
+        return lost
 
     def close(self) -> None:
         pass
@@ -141,27 +186,25 @@ class RayCluster:
             ) from None
         self.workers = int(self.ray.cluster_resources().get("CPU", 1))
 
-    def run(
-        self, tasks: Sequence[tuple[int, StudyRun]], blobs: Blobs, scratch: str, on_done: Done
-    ) -> None:
+    def run(self, tasks: Sequence[Task], blobs: Blobs, scratch: str, on_done: Done) -> None:
         ray = self.ray
-        shared = ray.put(dict(blobs))  # once: every task reads it from the object store
-        remote = ray.remote(num_cpus=1, max_retries=self.retries)(execute)
-        pending = {remote.remote(run, shared, scratch): i for i, run in tasks}
+        # Each input file once in the object store; a task is handed its own files only.
+        refs = {digest: ray.put(data) for digest, data in blobs.items()}
+        remote = ray.remote(num_cpus=1, max_retries=self.retries)(_execute_files)
+        pending = {
+            remote.remote(run, scratch, *(refs[f.digest] for f in run.files)): i for i, run in tasks
+        }
         while pending:
-            done, _ = ray.wait(list(pending), num_returns=1)
+            # Whatever finished within a second: one call per second, not one per run.
+            done, _ = ray.wait(list(pending), num_returns=len(pending), timeout=1.0)
             for ref in done:
                 i = pending.pop(ref)
                 try:
-                    outcome = ray.get(ref)
-                except ray.exceptions.RayTaskError as exc:
-                    cause = exc.cause if exc.cause is not None else exc
-                    on_done(i, None, _error(cause))
-                    continue
+                    outcome, error = ray.get(ref)
                 except ray.exceptions.RayError as exc:  # the worker or its node was lost
                     on_done(i, None, f"{type(exc).__name__}: {_first_line(exc)}")
                     continue
-                on_done(i, outcome, None)
+                on_done(i, outcome, error)
 
     def close(self) -> None:
         self.ray.shutdown()
@@ -187,6 +230,18 @@ def _probe(address: str) -> None:
         raise InputError(
             f"--ray {address}", f"cannot reach a Ray cluster there ({reason})"
         ) from None
+
+
+def _execute_files(
+    run: StudyRun, scratch: str, *files: tuple[str, bytes]
+) -> tuple[dict[str, Any] | None, str | None]:
+    """A run as a Ray task, handed the bytes of its own input files in ``run.files``'
+    order; its outcome, or its error as text."""
+    blobs = {f.digest: data for f, data in zip(run.files, files, strict=True)}
+    try:
+        return execute(run, blobs, scratch), None
+    except Exception as exc:  # noqa: BLE001 -- a run's error is its outcome
+        return None, _error(exc)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -21,6 +21,7 @@ import json
 import math
 import os
 import socket
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -28,16 +29,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
+
 from gpufleet.cost.nodes import UnpricedNodeError, price_nodes
 from gpufleet.cost.prices import PriceSheet
 from gpufleet.load.costs.prices import DEFAULT_SHEET, load_price_sheet
-from gpufleet.load.errors import InputError
+from gpufleet.load.errors import InputError, limit_from_env
 from gpufleet.load.traces.openb import BUNDLED_NODES, Workload, bundled, load_nodes, load_pods
 from gpufleet.load.traces.replay_inputs import ReplayInput, load_replay
 from gpufleet.model.cluster import ClusterState, NodeSpec
-from gpufleet.model.study import InputFile, StudyRun, Value, labelled
+from gpufleet.model.study import InputFile, StudyRun, Value, duration_text, labelled
 from gpufleet.plugins.registry import POLICIES, REPLAY_PARAMETERS, REPLAY_POLICIES, tuned
-from gpufleet.sim.fill import FillTooLargeError, check_size, run_fill
+from gpufleet.sim.fill import MAX_FILL_PODS, FillTooLargeError, check_size, run_fill
 from gpufleet.sim.replay import Replay
 from gpufleet.sim.window import trace_window
 
@@ -54,8 +57,9 @@ Blobs = Mapping[str, tuple[str, bytes]]
 @functools.cache
 def code_digest() -> str:
     """SHA-256 over the path and bytes of every file of the installed package (compiled
-    files left out): the code a result was computed with."""
-    digest = hashlib.sha256()
+    files left out), and the versions of Python and numpy (whose generators draw a fill's
+    order): the code a result was computed with."""
+    digest = hashlib.sha256(f"python {sys.version_info[:2]} numpy {np.__version__}\0".encode())
     for path in sorted(PACKAGE.rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
             digest.update(path.relative_to(PACKAGE).as_posix().encode() + b"\0")
@@ -77,9 +81,10 @@ def run_key(run: StudyRun, code: str) -> str:
         "code": code,
         "protocol": run.protocol,
         "files": {f.role: f.digest for f in run.files},
+        "workload": run.trace.basename,  # the result names the trace by its file
         "format": run.trace_format,
         "window": [run.window[0], run.window[1]],
-        "setting": sorted([k, _json_value(v)] for k, v in run.setting),
+        "setting": [[k, _json_value(v)] for k, v in run.setting],  # in order: its label's
         "seed": run.seed,
     }
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
@@ -109,6 +114,11 @@ def _quiet(message: str) -> None:
 def _seconds(params: Mapping[str, Value], name: str) -> float:
     value = params.get(name, 0.0)
     return float(value) if isinstance(value, float | int) else 0.0
+
+
+def _max_fill_pods() -> int:
+    """The most pods a fill may place (``GPUFLEET_MAX_FILL_PODS``, as for ``simulate``)."""
+    return limit_from_env("GPUFLEET_MAX_FILL_PODS", MAX_FILL_PODS)
 
 
 def _inflate(run: StudyRun) -> float:
@@ -187,6 +197,14 @@ def _sheet(run: StudyRun, paths: Callable[[], Paths]) -> PriceSheet:
     )
 
 
+def check_key(run: StudyRun) -> tuple[object, ...]:
+    """What :func:`check` depends on: runs with the same key need checking once."""
+    files = tuple(f.digest for f in run.files)
+    if run.protocol == "fill":
+        return (run.protocol, files, _inflate(run))
+    return (run.protocol, files, run.trace_format, run.window[0])
+
+
 def check(run: StudyRun, warn: Callable[[str], None]) -> None:
     """Load ``run``'s inputs where the study found them, so that a bad file stops the study
     with an error naming it before any run starts; ``warn`` hears what the loaders warn of.
@@ -196,7 +214,8 @@ def check(run: StudyRun, warn: Callable[[str], None]) -> None:
     if run.protocol == "fill":
         workload, nodes = _fill_inputs(run, found)
         try:
-            check_size(workload.pods, _inflate(run), ClusterState(nodes).total_gpu_milli)
+            capacity = ClusterState(nodes).total_gpu_milli
+            check_size(workload.pods, _inflate(run), capacity, _max_fill_pods())
         except FillTooLargeError as error:
             raise InputError(str(paths.trace), str(error)) from None
         return
@@ -207,7 +226,10 @@ def check(run: StudyRun, warn: Callable[[str], None]) -> None:
         raise InputError(str(paths.prices or DEFAULT_SHEET), str(error)) from None
     since = run.window[0]
     if not trace_window(data.jobs, since):
-        raise InputError(str(paths.trace), f"no job arrives at or after since {since:g}s")
+        raise InputError(
+            str(paths.trace),
+            f"no job arrives at or after the window's since, {duration_text(since)}",
+        )
 
 
 def compute(run: StudyRun, paths: Callable[[], Paths]) -> dict[str, object]:
@@ -223,6 +245,7 @@ def compute(run: StudyRun, paths: Callable[[], Paths]) -> dict[str, object]:
             workload=workload.name,
             seed=run.seed,
             inflate=_inflate(run),
+            max_pods=_max_fill_pods(),
         ).to_json()
     data = _replay_inputs(run, paths, _quiet)
     since, until = run.window

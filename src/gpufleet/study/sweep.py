@@ -25,10 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.load.errors import InputError
-from gpufleet.model.study import Study, StudyRun
+from gpufleet.model.study import Study, StudyRun, labelled
+from gpufleet.plugins.registry import REPLAY_PARAMETERS
 from gpufleet.report.files import write_text
 from gpufleet.study.execute import Executor
-from gpufleet.study.runs import Blobs, check, code_digest, run_key
+from gpufleet.study.runs import Blobs, check, check_key, code_digest, run_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +49,7 @@ class Outcome:
 
 class ResultCache:
     """Results by run key under ``root``: one JSON file each, written atomically, two
-    levels deep (``ab/abcdef....json``). A file that cannot be read is a miss."""
+    levels deep (``ab/abcdef....json``), with the SHA-256 of the result it holds."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -56,17 +57,36 @@ class ResultCache:
     def _path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.json"
 
-    def get(self, key: str) -> dict[str, Any] | None:
+    def get(self, key: str, run: StudyRun) -> dict[str, Any] | None:
+        """The result kept for ``run`` under ``key``, if it is one: whole (its digest
+        matches, no NaN), of the run it says (protocol, setting, seed, window, format),
+        naming the policy and seed of ``run``. Anything else — a file cut short, edited,
+        copied from another key — is a miss, computed again."""
         try:
-            doc = json.loads(self._path(key).read_text(encoding="utf-8"))
+            text = self._path(key).read_text(encoding="utf-8")
+            doc = json.loads(text, parse_constant=_refuse)
         except (OSError, ValueError):
             return None
-        return doc if isinstance(doc, dict) and isinstance(doc.get("result"), dict) else None
+        if not isinstance(doc, dict) or not isinstance(doc.get("result"), dict):
+            return None
+        result, said = doc["result"], doc.get("run")
+        if doc.get("sha256") != _digest(result) or not isinstance(said, dict):
+            return None
+        mine = describe(run)
+        if any(said.get(k) != mine[k] for k in ("protocol", "setting", "seed", "window", "format")):
+            return None
+        if result.get("seed") != run.seed or result.get("policy") != _policy_named(run):
+            return None
+        return doc
 
     def put(self, key: str, doc: dict[str, Any]) -> None:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_text(path, json.dumps(doc, sort_keys=True))
+        write_text(path, json.dumps({**doc, "sha256": _digest(doc["result"])}, sort_keys=True))
+
+
+def _digest(result: object) -> str:
+    return hashlib.sha256(json.dumps(result, sort_keys=True).encode()).hexdigest()
 
 
 Progress = Callable[[Outcome], None]
@@ -105,43 +125,24 @@ def sweep(
     first: dict[str, int] = {}
     missing: list[tuple[int, StudyRun]] = []
     for i, (run, key) in enumerate(zip(study.runs, keys, strict=True)):
-        doc = cache.get(key)
+        doc = cache.get(key, run)
         if doc is not None:
-            outcomes[i] = Outcome(
-                i, run, key, doc["result"], cached=True, timing=doc.get("timing", {})
-            )
+            timing = doc.get("timing")
+            timing = timing if isinstance(timing, dict) else {}
+            outcomes[i] = Outcome(i, run, key, doc["result"], cached=True, timing=timing)
         elif key not in first:
             first[key] = i
             missing.append((i, run))
     if on_start is not None:
         on_start(len(outcomes), len(missing))
     if missing:
-        for _, run in missing:
-            check(run, warn)
+        _check(study, [run for _, run in missing], warn)
         blobs = _blobs(study, [run for _, run in missing])
         missing.sort(key=lambda item: _size(item[1], blobs), reverse=True)
+        keeper = _Keeper(study, keys, code, cache, warn, outcomes, on_done)
         scratch = tempfile.mkdtemp(prefix="gpufleet-study-")
-
-        def done(i: int, doc: dict[str, Any] | None, error: str | None) -> None:
-            run, key = study.runs[i], keys[i]
-            if doc is not None and doc.get("code") != code:
-                theirs = str(doc.get("code"))[:12]
-                error = (
-                    f"computed with other gpufleet code ({theirs}, here {code[:12]}): "
-                    "install this gpufleet on the workers"
-                )
-            if error is not None or doc is None:
-                outcome = Outcome(i, run, key, None, error=error or "no result")
-            else:
-                timing = {k: v for k, v in doc.items() if k != "result"}
-                cache.put(key, {"run": describe(run), "result": doc["result"], "timing": timing})
-                outcome = Outcome(i, run, key, doc["result"], timing=timing)
-            outcomes[i] = outcome
-            if on_done is not None:
-                on_done(outcome)
-
         try:
-            executor.run(missing, blobs, scratch, done)
+            executor.run(missing, blobs, scratch, keeper.done)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         for i, run in missing:  # an executor that lost a run without a word
@@ -152,6 +153,74 @@ def sweep(
             o = outcomes[first[key]]
             outcomes[i] = Outcome(i, study.runs[i], key, o.result, o.error, o.cached, o.timing)
     return [outcomes[i] for i in range(len(study.runs))]
+
+
+def _check(study: Study, runs: list[StudyRun], warn: Callable[[str], None]) -> None:
+    """Each distinct set of inputs checked once; an error names the study and experiment."""
+    checked: set[tuple[object, ...]] = set()
+    for run in runs:
+        if check_key(run) in checked:
+            continue
+        try:
+            check(run, warn)
+        except InputError as error:
+            raise InputError(
+                f"{study.source}: experiment {run.experiment}: {error.source}",
+                error.problem,
+                line=error.line,
+                field=error.field,
+            ) from None
+        checked.add(check_key(run))
+
+
+@dataclass
+class _Keeper:
+    """Takes each outcome as it arrives: refuses one of other code, caches a result (a
+    cache that cannot be written is warned of once, and the study goes on)."""
+
+    study: Study
+    keys: list[str]
+    code: str
+    cache: ResultCache
+    warn: Callable[[str], None]
+    outcomes: dict[int, Outcome]
+    on_done: Progress | None
+    unkept: bool = False
+
+    def done(self, i: int, doc: dict[str, Any] | None, error: str | None) -> None:
+        run, key = self.study.runs[i], self.keys[i]
+        if doc is not None and doc.get("code") != self.code:
+            theirs, mine = str(doc.get("code"))[:12], self.code[:12]
+            error = f"computed with other gpufleet code ({theirs}, here {mine}): install this "
+            error += "gpufleet on the workers"
+        if error is not None or doc is None:
+            outcome = Outcome(i, run, key, None, error=error or "no result")
+        else:
+            timing = {k: v for k, v in doc.items() if k != "result"}
+            try:
+                self.cache.put(
+                    key, {"run": describe(run), "result": doc["result"], "timing": timing}
+                )
+            except OSError as exc:  # a full disk, a file where a folder goes
+                if not self.unkept:
+                    self.warn(f"{self.cache.root}: cannot keep results there ({exc}); the study "
+                              "goes on without caching them")  # fmt: skip
+                self.unkept = True
+            outcome = Outcome(i, run, key, doc["result"], timing=timing)
+        self.outcomes[i] = outcome
+        if self.on_done is not None:
+            self.on_done(outcome)
+
+
+def _refuse(constant: str) -> float:
+    raise ValueError(f"{constant} is no result")
+
+
+def _policy_named(run: StudyRun) -> str:
+    """The policy a run's result names: a replay's with the policy's own parameters."""
+    if run.protocol == "fill":
+        return run.policy
+    return labelled(run.policy, {k: v for k, v in run.parameters.items() if k in REPLAY_PARAMETERS})
 
 
 def _size(run: StudyRun, blobs: Blobs) -> tuple[int, bool, float]:
