@@ -46,11 +46,11 @@ spec:
   - name: openb-fill
     protocol: fill
     traces: [{bundled: openb_pod_list_default.csv}]
-    grid: {policy: [best-fit]}
-    seeds: "1-8"
+    grid: {policy: [best-fit], inflate: [0.6]}
+    seeds: "1-10"
 """
-"""Eight fills of the whole bundled workload: each a second or more, long enough to be
-interrupted."""
+"""Ten fills of the whole bundled workload to 60% of the cluster: each about half a second,
+long enough to be interrupted."""
 
 
 def write_study(folder: Path, text: str = STUDY) -> Path:
@@ -82,8 +82,9 @@ def sweep(study: Path, cache: Path, *extra: str) -> dict[str, Any]:
     return doc
 
 
-def simulate(command: str, out: Path) -> dict[str, Any]:
-    """The ``gpufleet simulate`` command a study gives for a run: its one run's result."""
+def simulate(command: str, out: Path) -> list[dict[str, Any]]:
+    """A ``gpufleet simulate`` command as a study gives it for a run (its seeds maybe a
+    range): the results of its runs."""
     args = shlex.split(command)
     assert args[:2] == ["gpufleet", "simulate"]
     done = subprocess.run(
@@ -94,10 +95,8 @@ def simulate(command: str, out: Path) -> dict[str, Any]:
         timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    runs = json.loads(done.stdout)["runs"]
-    assert len(runs) == 1
-    result: dict[str, Any] = runs[0]
-    return result
+    runs: list[dict[str, Any]] = json.loads(done.stdout)["runs"]
+    return runs
 
 
 def timeless(doc: object) -> object:

@@ -44,9 +44,17 @@ def test_each_run_is_what_simulate_gives_alone_and_a_rerun_computes_nothing(
     doc = sweep(study, cache, "--workers", "2")
     assert (doc["cached"], doc["computed"], doc["failed"]) == (0, 7, 0)
     assert [r["status"] for r in doc["runs"]] == ["ok"] * 7
-    for k, run in enumerate(doc["runs"]):
-        alone = simulate(run["command"], tmp_path / f"alone-{k}")
-        assert timeless(run["result"]) == timeless(alone), run["command"]
+    # One simulate per setting, its seeds together (--seeds 1-2 runs both, as alone).
+    by_setting: dict[str, list[dict[str, object]]] = {}
+    for run in doc["runs"]:
+        by_setting.setdefault(run["command"].rsplit(" --seeds ", 1)[0], []).append(run)
+    for k, (command, runs) in enumerate(by_setting.items()):
+        seeds = sorted(int(str(r["seed"])) for r in runs)
+        alone = simulate(f"{command} --seeds {seeds[0]}-{seeds[-1]}", tmp_path / f"alone-{k}")
+        assert len(alone) == len(runs) == len(seeds)
+        for run in runs:
+            (same,) = [a for a in alone if a["seed"] == run["seed"]]
+            assert timeless(run["result"]) == timeless(same), command
     again = sweep(study, cache, "--workers", "2")
     assert (again["cached"], again["computed"]) == (7, 0)
     assert [r["result"] for r in again["runs"]] == [r["result"] for r in doc["runs"]]
@@ -108,8 +116,8 @@ def test_a_killed_worker_loses_no_run(tmp_path: Path) -> None:
         process.kill()
     assert process.returncode == 0, err[-3000:]
     doc = json.loads(out)
-    assert (doc["computed"], doc["failed"]) == (8, 0)
-    assert cached(cache) == 8
+    assert (doc["computed"], doc["failed"]) == (10, 0)
+    assert cached(cache) == 10
 
 
 def test_an_interrupted_study_reruns_only_the_missing_runs(tmp_path: Path) -> None:
@@ -127,9 +135,9 @@ def test_an_interrupted_study_reruns_only_the_missing_runs(tmp_path: Path) -> No
         os.killpg(process.pid, signal.SIGKILL)  # the command and its workers, at once
         process.wait()
     done = cached(cache)
-    assert 2 <= done < 8
+    assert 2 <= done < 10
     doc = sweep(study, cache, "--workers", "2")
-    assert (doc["cached"], doc["computed"], doc["failed"]) == (done, 8 - done, 0)
+    assert (doc["cached"], doc["computed"], doc["failed"]) == (done, 10 - done, 0)
 
 
 class _Flaky:

@@ -240,7 +240,7 @@ def simulate_command(run: StudyRun) -> str:
         args += ["--since", number_text(since)]
     if until is not None:
         args += ["--until", number_text(until)]
-    args += ["--policy", run.policy, "--seeds", str(run.seed)]
+    args += ["--policy", run.policy]
     options = {"checkpointInterval": "--checkpoint-interval", "restartTime": "--restart-time"}
     for name, value in run.setting[1:]:
         if name == "inflate" and isinstance(value, float):
@@ -249,7 +249,7 @@ def simulate_command(run: StudyRun) -> str:
             args += [options[name], number_text(value)]
         else:
             args += ["--param", setting_text(name, value)]
-    return shlex.join(args)
+    return shlex.join([*args, "--seeds", str(run.seed)])
 
 
 def _write(
