@@ -102,7 +102,7 @@ class LocalPool:
         while queue or suspects:
             alone = bool(suspects)
             source = suspects if alone else queue
-            lost = self._batch(source, 1 if alone else self.workers, blobs, scratch, on_done)
+            lost = self._batch(source, self.workers, alone, (blobs, scratch), on_done)
             for i, run in lost:
                 if not alone:
                     suspects.append((i, run))
@@ -115,11 +115,18 @@ class LocalPool:
                     suspects.append((i, run))
 
     def _batch(
-        self, source: deque[Task], workers: int, blobs: Blobs, scratch: str, on_done: Done
+        self,
+        source: deque[Task],
+        workers: int,
+        alone: bool,
+        inputs: tuple[Blobs, str],
+        on_done: Done,
     ) -> list[Task]:
-        """Runs from ``source`` on a new pool of ``workers`` until it is empty or the pool
-        breaks; the runs lost with a broken pool."""
-        limit = 2 * workers if workers > 1 else 1
+        """Runs from ``source`` on a new pool until it is empty or the pool breaks (one run
+        at a time if ``alone``, else twice ``workers`` in flight, so that a worker never
+        waits for its next run); the runs lost with a broken pool."""
+        blobs, scratch = inputs
+        workers, limit = (1, 1) if alone else (workers, 2 * workers)
         running: dict[Future[tuple[dict[str, Any] | None, str | None]], Task] = {}
         lost: list[Task] = []
         with ProcessPoolExecutor(
