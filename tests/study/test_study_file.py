@@ -74,8 +74,8 @@ def test_a_study_is_the_product_of_its_inputs_settings_and_seeds(tmp_path: Path)
 BAD = [
     (
         REPLAY.replace("protocol: replay", "protocol: replay\n    seeds: [1]"),
-        "field 'spec.experiments[0].seeds': applies to protocol fill only (a replay draws no "
-        "random numbers: vary its parameters)",
+        "field 'spec.experiments[0].seeds': applies to protocol fill and autoscale only (a "
+        "replay draws no random numbers: vary its parameters)",
     ),
     (
         REPLAY.replace("reserveAfter: [30m, never]", "reserveAfter: [30m, soon]"),
@@ -89,7 +89,8 @@ BAD = [
     ),
     (
         REPLAY.replace("{policy: gang-backfill}", "{policy: fgd}"),
-        "field 'spec.experiments[0].settings[0].policy': expected a replay policy (kube-default, "
+        "field 'spec.experiments[0].settings[0].policy': expected a policy of the replay protocol "
+        "(kube-default, "
         "fifo-gang, gang-backfill, gpufleet), got 'fgd'",
     ),
     (
@@ -99,7 +100,7 @@ BAD = [
     ),
     (
         FILL.replace("inflate: [1.0]", "reserveAfter: [1h]"),
-        "field 'spec.experiments[0].grid.reserveAfter': expected a parameter of a fill "
+        "field 'spec.experiments[0].grid.reserveAfter': expected a parameter of the fill protocol "
         "(inflate), got 'reserveAfter'",
     ),
     (

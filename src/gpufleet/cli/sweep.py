@@ -222,9 +222,11 @@ def _run_json(o: Outcome) -> dict[str, Any]:
     }
 
 
-def simulate_command(run: StudyRun) -> str:
+def simulate_command(run: StudyRun) -> str | None:
     """The ``gpufleet simulate`` command that runs ``run`` alone (its JSON has the same
-    result)."""
+    result); None for an autoscaling run, which ``simulate`` has no protocol for."""
+    if run.protocol == "autoscale":
+        return None
     args = ["gpufleet", "simulate", "--protocol", run.protocol, "--workload", run.trace.path]
     if run.trace_format:
         args += ["--format", run.trace_format]

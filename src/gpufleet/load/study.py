@@ -9,7 +9,7 @@
     spec:
       experiments:
       - name: philly-weeks                # unique in the study
-        protocol: replay                  # fill or replay
+        protocol: replay                  # fill, replay or autoscale
         traces:                           # each a dimension of the grid
         - path: traces/philly.csv         # relative to this file; or bundled: NAME
           format: philly                  # replay: openb or philly (default: the header's)
@@ -23,12 +23,13 @@
           reserveAfter: [30m, 6h, 24h, never]
         settings:                         # and these settings, one each
         - {policy: gang-backfill}
-        seeds: [42, 43]                   # fill only: "42-51" or a list
+        seeds: [42, 43]                   # fill and autoscale: "42-51" or a list
 
 A study expands to the product of its traces, windows, clusters, queues, prices, settings
 (the grid's combinations, then the list) and seeds. Every setting names a ``policy``; the
 parameters it may set (:data:`PARAMETERS`) are the protocol's. A replay draws no random
-numbers, so ``seeds`` is refused there: vary its parameters instead.
+numbers, so ``seeds`` is refused there: vary its parameters instead (an autoscaling replay
+draws spot availability and interruptions from its seed).
 
 Every fault is one :class:`~gpufleet.load.errors.InputError` naming the file, the study,
 the field and what was expected; an unknown field is an error, as in gpufleet's other
@@ -52,6 +53,7 @@ from gpufleet.load.objects.schema import ANY, META, Schema, unknown_fields
 from gpufleet.load.shown import shown
 from gpufleet.load.traces.openb import bundled
 from gpufleet.load.traces.replay_inputs import FORMATS
+from gpufleet.model.autoscale import SUPPLY_POLICY_NAMES
 from gpufleet.model.study import (
     PROTOCOLS,
     InputFile,
@@ -98,15 +100,22 @@ RUN_MODEL = ("checkpointInterval", "restartTime")
 PARAMETERS: Mapping[str, tuple[str, ...]] = {
     "fill": ("inflate",),
     "replay": (*RUN_MODEL, *REPLAY_PARAMETERS),
+    "autoscale": RUN_MODEL,
 }
 """The parameters each protocol's settings may give beside ``policy``."""
-_ONLY: Mapping[str, str] = {
-    "windows": "replay",
-    "queues": "replay",
-    "prices": "replay",
-    "seeds": "fill",
+POLICY_NAMES: Mapping[str, tuple[str, ...]] = {
+    "fill": tuple(POLICIES),
+    "replay": tuple(REPLAY_POLICIES),
+    "autoscale": SUPPLY_POLICY_NAMES,
 }
-"""Dimensions that apply to one protocol only."""
+"""The policies each protocol's settings may name."""
+_ONLY: Mapping[str, tuple[str, ...]] = {
+    "windows": ("replay", "autoscale"),
+    "queues": ("replay",),
+    "prices": ("replay", "autoscale"),
+    "seeds": ("fill", "autoscale"),
+}
+"""Dimensions that apply to some protocols only."""
 
 
 def read_parameter(name: str, raw: object, protocol: str) -> Value:
@@ -114,7 +123,7 @@ def read_parameter(name: str, raw: object, protocol: str) -> Value:
     (``simulate --param``). ValueError says what was expected."""
     if name not in PARAMETERS[protocol]:
         known = ", ".join(PARAMETERS[protocol]) or "none"
-        raise ValueError(f"a parameter of a {protocol} ({known}), got {name!r}")
+        raise ValueError(f"a parameter of the {protocol} protocol ({known}), got {name!r}")
     if name == "inflate":
         number = _number(raw)
         if number is None or not 0 < number <= 100:
@@ -266,10 +275,11 @@ def _experiment(
     if protocol not in PROTOCOLS:
         raise r.fail(f"{field}.protocol", f"one of {', '.join(PROTOCOLS)}", protocol)
     for key, only in _ONLY.items():
-        if raw.get(key) is not None and protocol != only:
+        if raw.get(key) is not None and protocol not in only:
             why = " (a replay draws no random numbers: vary its parameters)" * (key == "seeds")
+            which = " and ".join(only)
             raise InputError(
-                r.where, f"applies to protocol {only} only{why}", field=f"{field}.{key}"
+                r.where, f"applies to protocol {which} only{why}", field=f"{field}.{key}"
             )
     traces = _list(r, raw, f"{field}.traces", required=True)
     trace_files = []
@@ -278,8 +288,8 @@ def _experiment(
         if not isinstance(t, dict):
             raise r.fail(where, "a file: {path: PATH} or {bundled: NAME}, and its format", t)
         fmt = t.get("format")
-        if fmt is not None and (protocol != "replay" or fmt not in FORMATS):
-            expected = f"one of {', '.join(FORMATS)}" if protocol == "replay" else "no format"
+        if fmt is not None and (protocol == "fill" or fmt not in FORMATS):
+            expected = f"one of {', '.join(FORMATS)}" if protocol != "fill" else "no format"
             raise r.fail(f"{where}.format", f"{expected} (a fill reads openb CSV)", fmt)
         file = files.read({k: v for k, v in t.items() if k != "format"}, where, "trace")
         trace_files.append((file, fmt))
@@ -392,10 +402,11 @@ def _settings(
 def _setting(
     r: Reader, raw: Mapping[str, object], field: str, protocol: str
 ) -> tuple[tuple[str, Value], ...]:
-    policies: Sequence[str] = list(POLICIES if protocol == "fill" else REPLAY_POLICIES)
+    policies: Sequence[str] = POLICY_NAMES[protocol]
     policy = raw.get("policy")
     if policy not in policies:
-        raise r.fail(f"{field}.policy", f"a {protocol} policy ({', '.join(policies)})", policy)
+        expected = f"a policy of the {protocol} protocol ({', '.join(policies)})"
+        raise r.fail(f"{field}.policy", expected, policy)
     out: list[tuple[str, Value]] = [("policy", str(policy))]
     for key, value in raw.items():
         if key == "policy":

@@ -3,9 +3,14 @@ nodes it bought and how they were used, and the training figures of the replay."
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, fields
 
 from gpufleet.model.results import ReplayRun
+
+SUPPLY_POLICY_NAMES = ("static-peak", "ca-price", "ca-least-waste", "karpenter-like", "gpufleet")
+"""The autoscaling replay's policies (``sim/autoscale.py`` ``SUPPLY_POLICIES``, which says
+what each is), by name: what a study may name."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,3 +70,20 @@ class SupplyRun:
     @property
     def unallocated_gpu_hours(self) -> float:
         return max(0.0, self.gpu_hours - self.allocated_gpu_hours)
+
+    def to_json(self) -> dict[str, object]:
+        """Every figure, the replay's as ``results.json`` holds a replay, and the spend
+        per finished job (None: none finished)."""
+        doc: dict[str, object] = {"protocol": "autoscale"}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "replay":
+                doc[f.name] = value.to_json()
+            elif f.name == "timeline":
+                doc[f.name] = [list(sample) for sample in value]
+            else:
+                doc[f.name] = round(value, 6) if isinstance(value, float) else value
+        per_job = self.per_finished_job
+        doc["spend_per_finished_job"] = None if math.isnan(per_job) else round(per_job, 6)
+        doc["idle_share"] = round(self.idle_share, 6)
+        return doc

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 
-PROTOCOLS = ("fill", "replay")
+PROTOCOLS = ("fill", "replay", "autoscale")
 
 Value = str | float | bool | tuple[str, ...]
 """A setting's value: a policy name, a number (seconds for a duration), a flag, a list of

@@ -34,6 +34,10 @@ def _hours(value: object) -> float | None:
     return None if not isinstance(value, int | float) else float(value) / HOUR
 
 
+def _percent(value: object) -> float | None:
+    return None if not isinstance(value, int | float) else 100.0 * float(value)
+
+
 def _field(
     *path: str, scale: Callable[[object], float | None] | None = None
 ) -> Callable[[Result], float | None]:
@@ -69,8 +73,27 @@ METRICS: Mapping[str, tuple[tuple[str, Callable[[Result], float | None]], ...]] 
         ("cost per finished job", _field("cost", "costPerFinishedJob")),
         ("run s", _field("elapsed_s")),
     ),
+    "autoscale": (
+        ("jobs", _field("replay", "jobs")),
+        ("finished", _field("replay", "finished_jobs")),
+        ("never started", _field("replay", "never_started_jobs")),
+        ("mean wait h", _field("replay", "all_waits", "mean_wait_s", scale=_hours)),
+        ("p95 wait h", _field("replay", "all_waits", "p95_wait_s", scale=_hours)),
+        ("mean JCT h", _field("replay", "mean_jct_s", scale=_hours)),
+        ("node-h", _field("node_hours")),
+        ("idle %", _field("idle_share", scale=_percent)),
+        ("scale-down evictions", _field("scale_down_evictions")),
+        ("checkpoint moves", _field("checkpoint_moves")),
+        ("spot interruptions", _field("interruptions")),
+        ("cost", _field("spend")),
+        ("cost per finished job", _field("spend_per_finished_job")),
+        ("run s", _field("replay", "elapsed_s")),
+    ),
 }
-"""Each protocol's metrics, by the column they are shown under, read from a run's result."""
+"""Each protocol's metrics, by the column they are shown under, read from a run's result
+(an autoscaling run's cost is what its nodes cost: its spend)."""
+PRICED = ("replay", "autoscale")
+"""The protocols whose runs have a cost per finished job: each has the Pareto fronts."""
 COST, MEAN_WAIT, P95_WAIT = "cost per finished job", "mean wait h", "p95 wait h"
 FRONTS = ((MEAN_WAIT, "front: mean wait"), (P95_WAIT, "front: p95 wait"))
 """The Pareto fronts drawn: cost per finished job against each wait."""
@@ -146,7 +169,7 @@ class SettingSummary:
             "failed": self.failed,
             "metrics": {k: v.to_json() for k, v in self.metrics.items()},
             "pareto": {label: label in self.fronts for _, label in FRONTS}
-            if self.protocol == "replay"
+            if self.protocol in PRICED
             else {},
         }
 
@@ -183,7 +206,7 @@ def pareto(points: Sequence[tuple[float, float]]) -> list[bool]:
 def _mark_fronts(summaries: list[SettingSummary]) -> list[SettingSummary]:
     by_inputs: dict[tuple[str, str], list[int]] = {}
     for k, s in enumerate(summaries):
-        if s.protocol == "replay":
+        if s.protocol in PRICED:
             by_inputs.setdefault((s.experiment, s.inputs), []).append(k)
     fronts: dict[int, list[str]] = {}
     for members in by_inputs.values():
@@ -225,7 +248,7 @@ def _groups(summaries: Sequence[SettingSummary]) -> dict[tuple[str, str], list[S
 
 def _columns(protocol: str) -> list[str]:
     columns = ["setting", "runs", *(name for name, _ in METRICS[protocol])]
-    if protocol == "replay":
+    if protocol in PRICED:
         columns += [label for _, label in FRONTS]
     return columns
 
@@ -233,13 +256,13 @@ def _columns(protocol: str) -> list[str]:
 def _cells(s: SettingSummary) -> list[str]:
     runs = f"{s.runs}" if not s.failed else f"{s.runs} ({s.failed} failed)"
     cells = [s.setting, runs, *(s.metrics[name].text() for name, _ in METRICS[s.protocol])]
-    if s.protocol == "replay":
+    if s.protocol in PRICED:
         cells += ["yes" if label in s.fronts else "" for _, label in FRONTS]
     return cells
 
 
 def _title(experiment: str, protocol: str, inputs: str) -> str:
-    spread = "mean ± sd over seeds" if protocol == "fill" else "one run per setting"
+    spread = "one run per setting" if protocol == "replay" else "mean ± sd over seeds"
     return f"{experiment} ({protocol}): {inputs} — {spread}"
 
 
@@ -325,7 +348,7 @@ def summary_csv(summaries: Sequence[SettingSummary]) -> str:
             stat = s.metrics.get(n, Stat(None, None))
             cells += [_csv_number(stat.mean), _csv_number(stat.sd)]
         cells += [
-            str(label in s.fronts).lower() if s.protocol == "replay" else "" for _, label in FRONTS
+            str(label in s.fronts).lower() if s.protocol in PRICED else "" for _, label in FRONTS
         ]
         writer.writerow(cells)
     return buffer.getvalue()

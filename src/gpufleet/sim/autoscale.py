@@ -71,7 +71,7 @@ from gpufleet.cost.autoscale import (
     price_stock,
 )
 from gpufleet.metering.runs import RunLog
-from gpufleet.model.autoscale import SupplyRun
+from gpufleet.model.autoscale import SUPPLY_POLICY_NAMES, SupplyRun
 from gpufleet.model.node import NodeSpec
 from gpufleet.model.progress import move_after_checkpoint
 from gpufleet.model.selectors import Taint
@@ -194,6 +194,8 @@ SUPPLY_POLICIES = (
         description="gpufleet's planner: whole gangs, atomic requests, no eviction to scale down",
     ),
 )
+if tuple(p.name for p in SUPPLY_POLICIES) != SUPPLY_POLICY_NAMES:  # what a study may name
+    raise RuntimeError("SUPPLY_POLICIES and model/autoscale.py SUPPLY_POLICY_NAMES differ")
 
 
 @dataclass(slots=True)

@@ -24,7 +24,7 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -35,11 +35,15 @@ from gpufleet.cost.nodes import UnpricedNodeError, price_nodes
 from gpufleet.cost.prices import PriceSheet
 from gpufleet.load.costs.prices import DEFAULT_SHEET, load_price_sheet
 from gpufleet.load.errors import InputError, limit_from_env
+from gpufleet.load.snapshot import load_snapshot
 from gpufleet.load.traces.openb import BUNDLED_NODES, Workload, bundled, load_nodes, load_pods
-from gpufleet.load.traces.replay_inputs import ReplayInput, load_replay
+from gpufleet.load.traces.replay_inputs import ReplayInput, load_jobs, load_replay
 from gpufleet.model.cluster import ClusterState, NodeSpec
 from gpufleet.model.study import InputFile, StudyRun, Value, duration_text, labelled
+from gpufleet.model.supply import NodeOffer
+from gpufleet.model.workload import ReplayJob
 from gpufleet.plugins.registry import POLICIES, REPLAY_PARAMETERS, REPLAY_POLICIES, tuned
+from gpufleet.sim.autoscale import SUPPLY_POLICIES, SupplyReplay, peak_nodes
 from gpufleet.sim.fill import MAX_FILL_PODS, FillTooLargeError, check_size, run_fill
 from gpufleet.sim.replay import Replay
 from gpufleet.sim.window import trace_window
@@ -47,6 +51,9 @@ from gpufleet.sim.window import trace_window
 PACKAGE = Path(__file__).resolve().parents[1]
 """The installed gpufleet package, whose files :func:`code_digest` hashes."""
 
+CHECKPOINT_S, RESTART_S = 1800.0, 120.0
+"""An autoscaling run's checkpoint interval and restart time where its setting gives none
+(the autoscaling replay's own defaults: ``bench.autoscale``'s run model)."""
 DEFAULT_INFLATE = 1.3
 """A fill's ``inflate`` where its setting gives none (``simulate``'s default)."""
 
@@ -111,9 +118,9 @@ def _quiet(message: str) -> None:
     del message
 
 
-def _seconds(params: Mapping[str, Value], name: str) -> float:
-    value = params.get(name, 0.0)
-    return float(value) if isinstance(value, float | int) else 0.0
+def _seconds(params: Mapping[str, Value], name: str, default: float = 0.0) -> float:
+    value = params.get(name, default)
+    return float(value) if isinstance(value, float | int) else default
 
 
 def _max_fill_pods() -> int:
@@ -197,6 +204,45 @@ def _sheet(run: StudyRun, paths: Callable[[], Paths]) -> PriceSheet:
     )
 
 
+AUTOSCALE_CLUSTER = "philly-autoscale.yaml"
+"""An autoscaling run's cluster where the study gives none (the bundled one of
+``bench.autoscale``: P100 servers on demand and spot, and a system node)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Elastic:
+    """An autoscaling run's inputs: the trace's jobs, the node types it may buy and the
+    cluster's one node that is always up."""
+
+    workload: str
+    jobs: tuple[ReplayJob, ...]
+    offers: tuple[NodeOffer, ...]
+    system: NodeSpec
+
+
+def _elastic_inputs(
+    run: StudyRun, paths: Callable[[], Paths], warn: Callable[[str], None]
+) -> Elastic:
+    def load() -> Elastic:
+        found = paths()
+        _, jobs = load_jobs(found.trace, run.trace_format)
+        cluster = found.cluster or bundled(AUTOSCALE_CLUSTER)
+        snapshot = load_snapshot(cluster, warn=warn)
+        if not snapshot.offers:
+            raise InputError(str(cluster), "has no NodePool with spec.autoscaling: nothing to buy")
+        if len(snapshot.nodes) != 1 or snapshot.nodes[0].gpus:
+            raise InputError(
+                str(cluster),
+                "expected one node that is always up, without GPUs (the system node: a "
+                f"NodePool of count 1), beside the autoscaling NodePools; got "
+                f"{len(snapshot.nodes)} nodes",
+            )
+        return Elastic(found.trace.stem, tuple(jobs), snapshot.offers, snapshot.nodes[0])
+
+    key = ("autoscale", run.trace.digest, run.trace_format, _digest(run.cluster))
+    return _once(key, load)
+
+
 def check_key(run: StudyRun) -> tuple[object, ...]:
     """What :func:`check` depends on: runs with the same key need checking once."""
     files = tuple(f.digest for f in run.files)
@@ -219,13 +265,19 @@ def check(run: StudyRun, warn: Callable[[str], None]) -> None:
         except FillTooLargeError as error:
             raise InputError(str(paths.trace), str(error)) from None
         return
-    data = _replay_inputs(run, found, warn)
+    if run.protocol == "autoscale":
+        elastic = _elastic_inputs(run, found, warn)
+        jobs: Sequence[ReplayJob] = elastic.jobs
+        priced = (elastic.system, *(offer.template for offer in elastic.offers))
+    else:
+        data = _replay_inputs(run, found, warn)
+        jobs, priced = data.jobs, tuple(data.nodes)
     try:
-        price_nodes(data.nodes, _sheet(run, found))
+        price_nodes(priced, _sheet(run, found))
     except UnpricedNodeError as error:
         raise InputError(str(paths.prices or DEFAULT_SHEET), str(error)) from None
     since = run.window[0]
-    if not trace_window(data.jobs, since):
+    if not trace_window(jobs, since):
         raise InputError(
             str(paths.trace),
             f"no job arrives at or after the window's since, {duration_text(since)}",
@@ -247,6 +299,8 @@ def compute(run: StudyRun, paths: Callable[[], Paths]) -> dict[str, object]:
             inflate=_inflate(run),
             max_pods=_max_fill_pods(),
         ).to_json()
+    if run.protocol == "autoscale":
+        return _autoscale(run, paths)
     data = _replay_inputs(run, paths, _quiet)
     since, until = run.window
     params = run.parameters
@@ -267,6 +321,33 @@ def compute(run: StudyRun, paths: Callable[[], Paths]) -> dict[str, object]:
         restart_s=_seconds(params, "restartTime"),
     )
     return replay.run(until=None if until is None else until - since).to_json()
+
+
+def _autoscale(run: StudyRun, paths: Callable[[], Paths]) -> dict[str, object]:
+    """An autoscaling run: the jobs that arrive in its window, replayed to the end (every
+    job finished) on a cluster that buys its nodes, as ``bench.autoscale`` replays them."""
+    elastic = _elastic_inputs(run, paths, _quiet)
+    since, until = run.window
+    jobs = [
+        j for j in trace_window(elastic.jobs, since) if until is None or j.arrival_s < until - since
+    ]
+    params = run.parameters
+    return (
+        SupplyReplay(
+            jobs,
+            elastic.offers,
+            next(p for p in SUPPLY_POLICIES if p.name == run.policy),
+            sheet=_sheet(run, paths),
+            system=elastic.system,
+            seed=run.seed,
+            checkpoint_interval_s=_seconds(params, "checkpointInterval", CHECKPOINT_S),
+            restart_s=_seconds(params, "restartTime", RESTART_S),
+            workload=elastic.workload,
+            static_nodes=peak_nodes(jobs, max(o.gpus for o in elastic.offers)),
+        )
+        .replay()
+        .to_json()
+    )
 
 
 def _materialised(scratch: Path, digest: str, blobs: Blobs) -> Path:

@@ -218,7 +218,7 @@ def _refuse(constant: str) -> float:
 
 def _policy_named(run: StudyRun) -> str:
     """The policy a run's result names: a replay's with the policy's own parameters."""
-    if run.protocol == "fill":
+    if run.protocol != "replay":
         return run.policy
     return labelled(run.policy, {k: v for k, v in run.parameters.items() if k in REPLAY_PARAMETERS})
 

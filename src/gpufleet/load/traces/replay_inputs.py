@@ -99,12 +99,7 @@ def load_replay(
         raise InputError("--format", f"expected one of {', '.join(FORMATS)}, got {fmt!r}")
     if nodes is not None and cluster is not None:
         raise InputError("--cluster", "give either --nodes (openb CSV) or --cluster (YAML)")
-    kind = fmt or trace_format(workload)
-    jobs = (
-        philly_jobs(load_philly(workload))
-        if kind == "philly"
-        else openb_jobs(load_timed_pods(workload))
-    )
+    kind, jobs = load_jobs(workload, fmt)
     topology: tuple[str, ...] = ()
     queue_specs: tuple[QueueSpec, ...] = ()
     if nodes is not None:
@@ -123,6 +118,14 @@ def load_replay(
     if not any(n.gpus for n in node_specs):
         raise InputError(where, "has no GPUs (expected a GPU cluster to replay on)")
     return ReplayInput(workload.stem, kind, jobs, tuple(node_specs), topology, queue_specs, where)
+
+
+def load_jobs(workload: Path, fmt: str | None = None) -> tuple[str, list[ReplayJob]]:
+    """The format of trace ``workload`` (``fmt``, else read from its header) and its jobs."""
+    kind = fmt or trace_format(workload)
+    if kind == "philly":
+        return kind, philly_jobs(load_philly(workload))
+    return kind, openb_jobs(load_timed_pods(workload))
 
 
 def openb_jobs(pods: Sequence[TimedPod]) -> list[ReplayJob]:
