@@ -39,6 +39,7 @@ from typing import Any
 from bench.docs import publish
 from bench.traces import PHILLY, add_traces_option, openb_dir, require
 from gpufleet.load.study import load_study
+from gpufleet.report.results import timeless
 from gpufleet.study.runs import check, compute, source_paths
 
 SECTION = "sweep"
@@ -69,14 +70,6 @@ spec:
 """
 WAYS = (("pool, 1 worker", ("--workers", "1")), ("pool, 2 workers", ("--workers", "2")),
         ("Ray, 2 CPUs", ("--ray", "local", "--workers", "2")))  # fmt: skip
-
-
-def timeless(doc: object) -> object:
-    if isinstance(doc, dict):
-        return {k: timeless(v) for k, v in doc.items() if k != "elapsed_s"}
-    if isinstance(doc, list):
-        return [timeless(v) for v in doc]
-    return doc
 
 
 @dataclass(frozen=True)

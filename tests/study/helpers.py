@@ -99,15 +99,6 @@ def simulate(command: str, out: Path) -> list[dict[str, Any]]:
     return runs
 
 
-def timeless(doc: object) -> object:
-    """``doc`` without the seconds its computation took (``elapsed_s``, at any depth)."""
-    if isinstance(doc, dict):
-        return {k: timeless(v) for k, v in doc.items() if k != "elapsed_s"}
-    if isinstance(doc, list):
-        return [timeless(v) for v in doc]
-    return doc
-
-
 def cached(cache: Path) -> int:
     return sum(1 for _ in cache.rglob("*.json"))
 

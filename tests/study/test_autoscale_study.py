@@ -16,9 +16,10 @@ from gpufleet.load.snapshot import load_snapshot
 from gpufleet.load.study import load_study
 from gpufleet.load.traces.openb import bundled
 from gpufleet.load.traces.replay_inputs import load_replay
+from gpufleet.report.results import timeless
 from gpufleet.sim.autoscale import SUPPLY_POLICIES, SupplyReplay, peak_nodes
 from gpufleet.sim.window import trace_window
-from tests.study.helpers import sweep, timeless
+from tests.study.helpers import sweep
 
 STUDY = """apiVersion: gpufleet.io/v1alpha1
 kind: Study

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import ray
 
+from gpufleet.report.results import timeless
 from tests.study.helpers import (
     LONG,
     STUDY,
@@ -17,7 +18,6 @@ from tests.study.helpers import (
     processes_named,
     sweep,
     sweep_args,
-    timeless,
     wait_for,
     write_study,
 )

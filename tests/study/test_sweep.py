@@ -16,6 +16,7 @@ import pytest
 
 from gpufleet.load.study import load_study
 from gpufleet.model.study import StudyRun
+from gpufleet.report.results import timeless
 from gpufleet.report.study import RunRow, failed_rows, pareto, summarise
 from gpufleet.study.execute import Done, LocalPool
 from gpufleet.study.runs import Blobs, execute, run_key
@@ -30,7 +31,6 @@ from tests.study.helpers import (
     simulate,
     sweep,
     sweep_args,
-    timeless,
     wait_for,
     write_study,
 )

@@ -47,9 +47,9 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.load.errors import InputError, reading
-from gpufleet.load.objects.documents import documents
+from gpufleet.load.objects.documents import own_kind, own_kind_file
 from gpufleet.load.objects.reader import Obj, Reader, duration_seconds
-from gpufleet.load.objects.schema import ANY, META, Schema, unknown_fields
+from gpufleet.load.objects.schema import ANY, META, Schema
 from gpufleet.load.shown import shown
 from gpufleet.load.traces.openb import bundled
 from gpufleet.load.traces.replay_inputs import FORMATS
@@ -197,23 +197,15 @@ def _actions(raw: object) -> tuple[str, ...]:
 
 def load_study(path: Path) -> Study:
     """The study in ``path``; its input files are found relative to ``path``'s folder."""
-    source = str(path)
-    docs = [d for d in documents(path) if d is not None]
-    if len(docs) != 1 or not isinstance(docs[0], dict):
-        raise InputError(source, f"expected one YAML document, a {KIND}")
-    return read_study(docs[0], source, path.parent)
+    return _study(own_kind_file(path, API_VERSION, KIND, SCHEMA), path.parent)
 
 
 def read_study(obj: Obj, source: str, base: Path) -> Study:
-    if obj.get("kind") != KIND or obj.get("apiVersion") != API_VERSION:
-        raise InputError(
-            source,
-            f"expected apiVersion {API_VERSION} and kind {KIND}, got "
-            f"{shown(obj.get('apiVersion'))} and {shown(obj.get('kind'))}",
-        )
-    r = Reader(source, obj)
-    for field in unknown_fields(obj, SCHEMA):
-        raise InputError(r.where, "unknown field", field=field)
+    """A study from its object; ``source`` names it in errors, its files are under ``base``."""
+    return _study(own_kind(obj, source, API_VERSION, KIND, SCHEMA), base)
+
+
+def _study(r: Reader, base: Path) -> Study:
     experiments = r.sequence("spec.experiments")
     if not experiments:
         raise r.fail("spec.experiments", "at least one experiment", experiments)
@@ -229,7 +221,7 @@ def read_study(obj: Obj, source: str, base: Path) -> Study:
             raise r.fail(f"{field}.name", "a name no other experiment has", name)
         names.add(name)
         runs += _experiment(r, raw, field, name, files=files, room=MAX_RUNS - len(runs))
-    return Study(r.name, source, tuple(runs))
+    return Study(r.name, r.source, tuple(runs))
 
 
 class _Files:

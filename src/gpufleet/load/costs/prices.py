@@ -43,10 +43,9 @@ from gpufleet.cost.prices import (
     UnitPrices,
 )
 from gpufleet.load.errors import InputError
-from gpufleet.load.objects.documents import documents
+from gpufleet.load.objects.documents import own_kind, own_kind_file
 from gpufleet.load.objects.reader import Obj, Reader
-from gpufleet.load.objects.schema import ANY, Schema, unknown_fields
-from gpufleet.load.shown import shown
+from gpufleet.load.objects.schema import ANY, Schema
 
 API_VERSION = "gpufleet.io/v1alpha1"
 KIND = "PriceSheet"
@@ -79,24 +78,15 @@ _MATCHES = {"gpuProduct": GPU_PRODUCT_LABEL, "instanceType": INSTANCE_TYPE_LABEL
 
 def load_price_sheet(path: Path = DEFAULT_SHEET) -> PriceSheet:
     """The sheet in ``path`` (the bundled one by default)."""
-    source = str(path)
-    docs = [d for d in documents(path) if d is not None]
-    if len(docs) != 1 or not isinstance(docs[0], dict):
-        raise InputError(source, f"expected one YAML document, a {KIND}")
-    return read_price_sheet(docs[0], source)
+    return _sheet(own_kind_file(path, API_VERSION, KIND, SCHEMA))
 
 
 def read_price_sheet(obj: Obj, source: str) -> PriceSheet:
     """A sheet from its object; ``source`` names it in errors."""
-    if obj.get("kind") != KIND or obj.get("apiVersion") != API_VERSION:
-        raise InputError(
-            source,
-            f"expected apiVersion {API_VERSION} and kind {KIND}, got "
-            f"{shown(obj.get('apiVersion'))} and {shown(obj.get('kind'))}",
-        )
-    r = Reader(source, obj)
-    for field in unknown_fields(obj, SCHEMA):
-        raise InputError(r.where, "unknown field", field=field)
+    return _sheet(own_kind(obj, source, API_VERSION, KIND, SCHEMA))
+
+
+def _sheet(r: Reader) -> PriceSheet:
     currency = r.string("spec.currency")
     if currency is None or len(currency) != 3 or not currency.isalpha() or not currency.isupper():
         raise r.fail("spec.currency", "an ISO 4217 currency code such as USD", currency)

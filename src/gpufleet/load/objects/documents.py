@@ -14,7 +14,8 @@ from typing import Any
 import yaml
 
 from gpufleet.load.errors import InputError, limit_from_env, reading
-from gpufleet.load.objects.reader import Obj
+from gpufleet.load.objects.reader import Obj, Reader
+from gpufleet.load.objects.schema import Schema, unknown_fields
 from gpufleet.load.shown import shown
 
 MERGE_TAG = "tag:yaml.org,2002:merge"
@@ -139,3 +140,28 @@ def objects_of(doc: Any, source: str) -> Iterator[Obj]:
             stack.extend(reversed(items))
             continue
         yield item
+
+
+def own_kind_file(path: Path, api_version: str, kind: str, schema: Schema) -> Reader:
+    """The one object of a file of one of gpufleet's own kinds (a PriceSheet, a Study),
+    read strictly: one YAML document, of ``api_version`` and ``kind``, no field its
+    ``schema`` does not know. ``path`` names it in errors."""
+    source = str(path)
+    docs = [d for d in documents(path) if d is not None]
+    if len(docs) != 1 or not isinstance(docs[0], dict):
+        raise InputError(source, f"expected one YAML document, a {kind}")
+    return own_kind(docs[0], source, api_version, kind, schema)
+
+
+def own_kind(obj: Obj, source: str, api_version: str, kind: str, schema: Schema) -> Reader:
+    """``obj`` read as :func:`own_kind_file` reads a file's object."""
+    if obj.get("kind") != kind or obj.get("apiVersion") != api_version:
+        raise InputError(
+            source,
+            f"expected apiVersion {api_version} and kind {kind}, got "
+            f"{shown(obj.get('apiVersion'))} and {shown(obj.get('kind'))}",
+        )
+    r = Reader(source, obj)
+    for field in unknown_fields(obj, schema):
+        raise InputError(r.where, "unknown field", field=field)
+    return r
