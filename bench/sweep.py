@@ -158,8 +158,8 @@ def main() -> int:
             wall = time.time() - launched
             rows.append(
                 f"| {label} | {wall:.1f} | {base_wall / wall:.2f} | {startup:.1f} | "
-                f"{1000 * load:.0f} | {1000 * gap:.0f} + {1000 * worker:.0f} = "
-                f"{1000 * per_run:.0f} | {100 * per_run / mean_run:.1f}% |"
+                f"{1000 * load:.0f} | {1000 * gap:.1f} + {1000 * worker:.1f} = "
+                f"{1000 * per_run:.1f} | {100 * per_run / mean_run:.2f}% |"
             )
             print(rows[-1], file=sys.stderr)
     runs = len(expected)
