@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+import numpy as np
 import typer
 from rich.console import Console
 
@@ -27,16 +28,7 @@ from gpufleet.load.traces.servegen import load_model
 from gpufleet.model.balance import BalanceRun
 from gpufleet.report.balance import balance_html, balance_json, balance_table, targets
 from gpufleet.report.files import write_text
-from gpufleet.sim.balance import (
-    BALANCE_POLICIES,
-    SERVING,
-    TRAINING,
-    BalanceReplay,
-    hourly_price,
-    pool_nodes,
-    training_nodes,
-)
-from gpufleet.sim.window import trace_window
+from gpufleet.sim.balance import BALANCE_POLICIES, hourly_price, lending, replay_lending
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -72,41 +64,33 @@ def simulate_balance(
     fmt, cluster = trace
     data = load_replay(workload, fmt=fmt, cluster=cluster)
     load = load_model(serving)
-    span = load.rate.size * load.window_s if until is None else until - start
-    if not (math.isfinite(span) and span > 0):
-        raise typer.BadParameter(f"--until ({until:g}) must be after --since ({start:g})")
-    windows = min(load.rate.size, math.ceil(span / load.window_s))
-    span = windows * load.window_s
-    jobs = [j for j in trace_window(data.jobs, start) if j.arrival_s < span]
-    if not jobs:
-        raise InputError(str(workload), f"no job arrives from --since {start:g} for {span:g}s")
     template = data.nodes[0]
     if not template.gpus:
         raise InputError(data.cluster, f"its first node {template.name} has no GPUs")
-    size = training_nodes(jobs, span, template.gpus)
-    serving_pool = pool_nodes(template, SERVING, serving_nodes)
-    training_pool = pool_nodes(template, TRAINING, size)
+    try:
+        setup = lending(
+            data.jobs,
+            template,
+            window=(start, until),
+            load=(load.rate.tolist(), load.window_s, load.sized(serving_nodes, mu_factor).tolist()),
+            serving_nodes=serving_nodes,
+        )
+    except ValueError:
+        raise typer.BadParameter(f"--until ({until:g}) must be after --since ({start:g})") from None
+    jobs, span, size = setup.jobs, setup.span_s, setup.training_size
+    if not jobs:
+        raise InputError(str(workload), f"no job arrives from --since {start:g} for {span:g}s")
     sheet_path = prices or DEFAULT_SHEET
     try:
-        hourly = hourly_price([*serving_pool, *training_pool], load_price_sheet(sheet_path))
+        pools = [*setup.serving_pool, *setup.training_pool]
+        hourly = hourly_price(pools, load_price_sheet(sheet_path))
     except UnpricedNodeError as error:
         raise InputError(str(sheet_path), str(error)) from None
-    replicas = load.sized(serving_nodes, mu_factor)[:windows]
+    replicas = np.array(setup.replicas, dtype=np.int64)
     runs: list[BalanceRun] = []
     for name in names:
         with console.status(f"{data.workload} beside {load.model}: {name}"):
-            runs.append(
-                BalanceReplay(
-                    serving_pool,
-                    training_pool,
-                    jobs,
-                    POLICIES[name],
-                    replicas=replicas,
-                    rate=load.rate[:windows].tolist(),
-                    window_s=load.window_s,
-                    workload=data.workload,
-                ).replay()
-            )
+            runs.append(replay_lending(setup, name, data.workload))
     title = (
         f"{data.workload} ({len(jobs):,} jobs, {size} training nodes) beside {load.model} "
         f"({serving_nodes} serving nodes, mu x{mu_factor:g}), {span / DAY:g} days"

@@ -33,7 +33,7 @@ from rich.progress import (
 )
 
 from gpufleet.cli.output import make_console, warn
-from gpufleet.load.study import RUN_MODEL, load_study
+from gpufleet.load.study import load_study
 from gpufleet.model.study import Study, StudyRun, number_text, setting_text
 from gpufleet.report.files import OutputPathError, check_directory, check_file, write_text
 from gpufleet.report.study import (
@@ -233,6 +233,8 @@ def simulate_command(run: StudyRun) -> str | None:
     if run.cluster is not None:
         nodes = run.protocol == "fill" or is_node_list(run.cluster.path)
         args += ["--nodes" if nodes else "--cluster", run.cluster.path]
+    if run.serving is not None:
+        args += ["--serving", run.serving.path]
     if run.queues is not None:
         args += ["--queues", run.queues.path]
     if run.prices is not None:
@@ -243,15 +245,20 @@ def simulate_command(run: StudyRun) -> str | None:
     if until is not None:
         args += ["--until", number_text(until)]
     args += ["--policy", run.policy]
-    options = {"checkpointInterval": "--checkpoint-interval", "restartTime": "--restart-time"}
+    options = {
+        "inflate": "--inflate",
+        "checkpointInterval": "--checkpoint-interval",
+        "restartTime": "--restart-time",
+        "servingNodes": "--serving-nodes",
+        "muFactor": "--mu-factor",
+    }
     for name, value in run.setting[1:]:
-        if name == "inflate" and isinstance(value, float):
-            args += ["--inflate", number_text(value)]
-        elif name in RUN_MODEL and isinstance(value, float):
+        if name in options and isinstance(value, float):
             args += [options[name], number_text(value)]
         else:
             args += ["--param", setting_text(name, value)]
-    return shlex.join([*args, "--seeds", str(run.seed)])
+    seeds = [] if run.protocol == "balance" else ["--seeds", str(run.seed)]
+    return shlex.join([*args, *seeds])
 
 
 def _write(

@@ -9,7 +9,7 @@
     spec:
       experiments:
       - name: philly-weeks                # unique in the study
-        protocol: replay                  # fill, replay or autoscale
+        protocol: replay                  # fill, replay, autoscale or balance
         traces:                           # each a dimension of the grid
         - path: traces/philly.csv         # relative to this file; or bundled: NAME
           format: philly                  # replay: openb or philly (default: the header's)
@@ -18,6 +18,7 @@
         clusters: [{path: cluster.yaml}]  # replay: cluster YAML; fill: openb node CSV
         queues: [{path: queues.yaml}]     # replay: Queue YAML (default: one per tenant)
         prices: [{bundled: prices.yaml}]  # replay: price sheet (default: the bundled one)
+        # serving: [{path: DIR}]          # balance: a ServeGen model's folder
         grid:                             # every combination of these values
           policy: [gpufleet]
           reserveAfter: [30m, 6h, 24h, never]
@@ -42,11 +43,11 @@ from __future__ import annotations
 import hashlib
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gpufleet.load.errors import InputError, reading
+from gpufleet.load.errors import InputError, max_input_bytes, reading
 from gpufleet.load.objects.documents import own_kind, own_kind_file
 from gpufleet.load.objects.reader import Obj, Reader, duration_seconds
 from gpufleet.load.objects.schema import ANY, META, Schema
@@ -54,6 +55,7 @@ from gpufleet.load.shown import shown
 from gpufleet.load.traces.openb import bundled
 from gpufleet.load.traces.replay_inputs import FORMATS
 from gpufleet.model.autoscale import SUPPLY_POLICY_NAMES
+from gpufleet.model.balance import LENDING_POLICY_NAMES
 from gpufleet.model.study import (
     PROTOCOLS,
     InputFile,
@@ -71,6 +73,8 @@ KIND = "Study"
 MAX_RUNS = 100_000
 """The most runs one study may expand to (a grid of a few long lists multiplies fast)."""
 MAX_SEED = 2**32 - 1
+MAX_SERVING_NODES = 100_000
+"""The largest serving pool a lending run may have (``simulate --serving-nodes``' bound)."""
 DEFAULT_SEED = 42
 """A run's seed where the study gives none (``simulate``'s default); a replay's only one."""
 
@@ -83,6 +87,7 @@ _EXPERIMENT: Schema = {
     "clusters": [_FILE],
     "queues": [_FILE],
     "prices": [_FILE],
+    "serving": [_FILE],
     "grid": ANY,
     "settings": ANY,
     "seeds": ANY,
@@ -101,19 +106,22 @@ PARAMETERS: Mapping[str, tuple[str, ...]] = {
     "fill": ("inflate",),
     "replay": (*RUN_MODEL, *REPLAY_PARAMETERS),
     "autoscale": RUN_MODEL,
+    "balance": ("servingNodes", "muFactor"),
 }
 """The parameters each protocol's settings may give beside ``policy``."""
 POLICY_NAMES: Mapping[str, tuple[str, ...]] = {
     "fill": tuple(POLICIES),
     "replay": tuple(REPLAY_POLICIES),
     "autoscale": SUPPLY_POLICY_NAMES,
+    "balance": LENDING_POLICY_NAMES,
 }
 """The policies each protocol's settings may name."""
 _ONLY: Mapping[str, tuple[str, ...]] = {
-    "windows": ("replay", "autoscale"),
+    "windows": ("replay", "autoscale", "balance"),
     "queues": ("replay",),
-    "prices": ("replay", "autoscale"),
+    "prices": ("replay", "autoscale", "balance"),
     "seeds": ("fill", "autoscale"),
+    "serving": ("balance",),
 }
 """Dimensions that apply to some protocols only."""
 
@@ -124,27 +132,54 @@ def read_parameter(name: str, raw: object, protocol: str) -> Value:
     if name not in PARAMETERS[protocol]:
         known = ", ".join(PARAMETERS[protocol]) or "none"
         raise ValueError(f"a parameter of the {protocol} protocol ({known}), got {name!r}")
-    if name == "inflate":
+    return _READERS.get(name, _duration)(raw)
+
+
+def _serving_nodes(raw: object) -> Value:
+    whole = not isinstance(raw, bool) and isinstance(raw, int | str) and str(raw).isdigit()
+    if not whole or not 1 <= int(str(raw)) <= MAX_SERVING_NODES:
+        raise ValueError(
+            f"a whole number of nodes from 1 to {MAX_SERVING_NODES:,}, got {shown(raw)}"
+        )
+    return float(int(str(raw)))
+
+
+def _bounded(low: float, high: float, *, above: bool = False) -> Callable[[object], Value]:
+    def read(raw: object) -> Value:
         number = _number(raw)
-        if number is None or not 0 < number <= 100:
-            raise ValueError(f"a number above 0 and at most 100, got {shown(raw)}")
+        if number is None or not (low < number if above else low <= number) or number > high:
+            least = f"above {low:g}" if above else f"from {low:g}"
+            raise ValueError(f"a number {least} and at most {high:g}, got {shown(raw)}")
         return number
-    if name in {"topology", "readsCheckpoints"}:
-        if isinstance(raw, bool):
-            return raw
-        if raw in {"true", "false"}:
-            return raw == "true"
-        raise ValueError(f"true or false, got {shown(raw)}")
-    if name == "actions":
-        return _actions(raw)
-    if name == "reserveAfter" and raw in {"never", math.inf}:
+
+    return read
+
+
+def _flag(raw: object) -> Value:
+    if isinstance(raw, bool):
+        return raw
+    if raw in {"true", "false"}:
+        return raw == "true"
+    raise ValueError(f"true or false, got {shown(raw)}")
+
+
+def _reserve_after(raw: object) -> Value:
+    if raw in {"never", math.inf}:
         return math.inf
     seconds = _seconds(raw)
-    if seconds is None or (name == "reserveAfter" and seconds <= 0):
-        least = "above 0" if name == "reserveAfter" else "0 or more"
-        never = " or never" if name == "reserveAfter" else ""
+    if seconds is None or seconds <= 0:
         raise ValueError(
-            f"a duration {least} such as '90s', '30m' or '6h', or seconds{never}, got {shown(raw)}"
+            "a duration above 0 such as '90s', '30m' or '6h', or seconds or never, got "
+            + shown(raw)
+        )
+    return seconds
+
+
+def _duration(raw: object) -> Value:
+    seconds = _seconds(raw)
+    if seconds is None:
+        raise ValueError(
+            f"a duration 0 or more such as '90s', '30m' or '6h', or seconds, got {shown(raw)}"
         )
     return seconds
 
@@ -179,7 +214,7 @@ def _seconds(raw: object) -> float | None:
     return duration_seconds(raw) if isinstance(raw, str) else None
 
 
-def _actions(raw: object) -> tuple[str, ...]:
+def _actions(raw: object) -> Value:
     known = list(builtin_actions())
     if isinstance(raw, str):
         names = [] if raw in {"", "none"} else raw.split(",")
@@ -193,6 +228,18 @@ def _actions(raw: object) -> tuple[str, ...]:
     if len(set(names)) != len(names):
         raise ValueError(f"each action once, got {shown(raw)}")
     return tuple(names)
+
+
+_READERS: Mapping[str, Callable[[object], Value]] = {
+    "servingNodes": _serving_nodes,
+    "muFactor": _bounded(0.01, 100),
+    "inflate": _bounded(0, 100, above=True),
+    "topology": _flag,
+    "readsCheckpoints": _flag,
+    "actions": _actions,
+    "reserveAfter": _reserve_after,
+}
+"""How each parameter's value is read; the others are durations (:func:`_duration`)."""
 
 
 def load_study(path: Path) -> Study:
@@ -229,7 +276,7 @@ class _Files:
 
     def __init__(self, r: Reader, base: Path) -> None:
         self.r, self.base = r, base
-        self.digests: dict[Path, str] = {}
+        self.digests: dict[tuple[Path, bool], str] = {}
 
     def read(self, raw: object, field: str, role: str) -> InputFile:
         r = self.r
@@ -253,11 +300,49 @@ class _Files:
             found = found.resolve()
         except (OSError, RuntimeError) as error:  # a loop of symbolic links
             raise InputError(str(found), f"cannot be read ({error})") from None
-        if found not in self.digests:
-            with reading(found, f"the {role} file"):
-                data = found.read_bytes()
-            self.digests[found] = hashlib.sha256(data).hexdigest()
-        return InputFile(role, name, str(found), self.digests[found])
+        folder = role == "serving"
+        if (found, folder) not in self.digests:
+            if folder:
+                data = pack_folder(found)
+            else:
+                with reading(found, f"the {role} file"):
+                    data = found.read_bytes()
+            self.digests[found, folder] = hashlib.sha256(data).hexdigest()
+        return InputFile(role, name, str(found), self.digests[found, folder])
+
+
+def pack_folder(path: Path) -> bytes:
+    """The regular files of folder ``path`` (not its subfolders) as one blob, in name
+    order: each its name, its size and its bytes (what a study's digest and its workers
+    read; :func:`unpack_folder` writes it out again). At most the input size bound in all."""
+    if not path.is_dir():
+        raise InputError(str(path), "expected a folder (a ServeGen model's client CSVs)")
+    out, total, limit = bytearray(), 0, max_input_bytes()
+    for entry in sorted(path.iterdir()):
+        if not entry.is_file():
+            continue
+        with reading(entry, "a file of the folder"):
+            data = entry.read_bytes()
+        total += len(data)
+        if total > limit:
+            raise InputError(
+                str(path), f"holds more than {limit:,} bytes, more than gpufleet reads"
+            )
+        out += f"{entry.name}\n{len(data)}\n".encode() + data
+    return bytes(out)
+
+
+def unpack_folder(blob: bytes, into: Path) -> None:
+    """The files of a :func:`pack_folder` blob, written into folder ``into``."""
+    into.mkdir(parents=True, exist_ok=True)
+    at = 0
+    while at < len(blob):
+        name_end = blob.index(b"\n", at)
+        size_end = blob.index(b"\n", name_end + 1)
+        name = blob[at:name_end].decode()
+        size = int(blob[name_end + 1 : size_end])
+        (into / Path(name).name).write_bytes(blob[size_end + 1 : size_end + 1 + size])
+        at = size_end + 1 + size
 
 
 def _experiment(
@@ -291,17 +376,21 @@ def _experiment(
     ] or [(0.0, None)]
     _once_each(r, f"{field}.windows", windows, "window")
     _once_each(r, f"{field}.traces", [(f.digest, fmt) for f, fmt in trace_files], "trace")
-    role = {"clusters": "cluster", "queues": "queues", "prices": "prices"}
+    role = {"clusters": "cluster", "queues": "queues", "prices": "prices", "serving": "serving"}
     inputs: dict[str, list[InputFile | None]] = {}
     for key, what in role.items():
         entries = _list(r, raw, f"{field}.{key}")
         inputs[key] = [files.read(e, f"{field}.{key}[{j}]", what) for j, e in enumerate(entries)]
         _once_each(r, f"{field}.{key}", [f.digest for f in inputs[key] if f], f"{what} file")
         inputs[key] = inputs[key] or [None]
+    if protocol == "balance" and inputs["serving"] == [None]:
+        raise InputError(
+            r.where, "expected a ServeGen model's folder: {path: DIR}", field=f"{field}.serving"
+        )
     settings = _settings(r, raw, field, protocol)
     seeds = _seeds(r, raw.get("seeds"), f"{field}.seeds") or [DEFAULT_SEED]
     dims = (trace_files, windows, inputs["clusters"], inputs["queues"], inputs["prices"])
-    count = math.prod(len(d) for d in dims) * len(settings) * len(seeds)
+    count = math.prod(len(d) for d in dims) * len(inputs["serving"]) * len(settings) * len(seeds)
     if count > room:
         raise InputError(
             r.where,
@@ -309,8 +398,12 @@ def _experiment(
             field=field,
         )
     return [
-        StudyRun(name, protocol, trace, fmt, cluster, queues, prices, window, setting, seed)
-        for (trace, fmt), window, cluster, queues, prices in itertools.product(*dims)
+        StudyRun(
+            name, protocol, trace, fmt, cluster, queues, prices, window, setting, seed, serving
+        )
+        for (trace, fmt), window, cluster, queues, prices, serving in itertools.product(
+            *dims, inputs["serving"]
+        )
         for setting in settings
         for seed in seeds
     ]

@@ -9,6 +9,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+LENDING_POLICY_NAMES = ("static", "naive-loaning", "lyra-greedy", "gpufleet")
+"""The lending replay's policies (``sim/balance.py`` ``BALANCE_POLICIES``, which says what
+each is), by name: what a study may name."""
+
 if TYPE_CHECKING:
     from gpufleet.model.results import ReplayRun
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 
-PROTOCOLS = ("fill", "replay", "autoscale")
+PROTOCOLS = ("fill", "replay", "autoscale", "balance")
 
 Value = str | float | bool | tuple[str, ...]
 """A setting's value: a policy name, a number (seconds for a duration), a flag, a list of
@@ -53,6 +53,8 @@ class StudyRun:
     window: tuple[float, float | None]
     setting: tuple[tuple[str, Value], ...]
     seed: int
+    serving: InputFile | None = None
+    """A lending run's serving load: a ServeGen model's folder of client CSVs."""
 
     @property
     def policy(self) -> str:
@@ -64,7 +66,8 @@ class StudyRun:
 
     @property
     def files(self) -> tuple[InputFile, ...]:
-        return tuple(f for f in (self.trace, self.cluster, self.queues, self.prices) if f)
+        found = (self.trace, self.cluster, self.queues, self.prices, self.serving)
+        return tuple(f for f in found if f)
 
     def setting_label(self) -> str:
         """``gpufleet reserveAfter=6h topology=false``: the policy and its parameters."""
@@ -78,7 +81,7 @@ class StudyRun:
         if since or until is not None:
             stop = "end" if until is None else duration_text(until)
             parts.append(f"{duration_text(since)}-{stop}")
-        parts += [f.name for f in (self.cluster, self.queues, self.prices) if f]
+        parts += [f.name for f in (self.cluster, self.queues, self.prices, self.serving) if f]
         return " ".join(parts)
 
 

@@ -89,10 +89,28 @@ METRICS: Mapping[str, tuple[tuple[str, Callable[[Result], float | None]], ...]] 
         ("cost per finished job", _field("spend_per_finished_job")),
         ("run s", _field("replay", "elapsed_s")),
     ),
+    "balance": (
+        ("jobs", _field("training", "jobs")),
+        ("finished", _field("training", "finished_jobs")),
+        ("never started", _field("training", "never_started_jobs")),
+        ("mean wait h", _field("training", "all_waits", "mean_wait_s", scale=_hours)),
+        ("p95 wait h", _field("training", "all_waits", "p95_wait_s", scale=_hours)),
+        ("mean JCT h", _field("training", "mean_jct_s", scale=_hours)),
+        ("useful usage %", _field("useful_usage", scale=_percent)),
+        ("short serving windows", _field("serving", "short_windows")),
+        ("latency p99 s", _field("serving", "latency_p99_s")),
+        ("jobs stopped", _field("jobs_stopped")),
+        ("cost per M requests", _field("cost_per_million_requests")),
+        ("cost per finished job", _field("cost_per_finished_job")),
+        ("run s", _field("training", "elapsed_s")),
+    ),
 }
 """Each protocol's metrics, by the column they are shown under, read from a run's result
-(an autoscaling run's cost is what its nodes cost: its spend)."""
-PRICED = ("replay", "autoscale")
+(an autoscaling run's cost is what its nodes cost: its spend; a lending run's cost per
+finished job is the training pool's share of the cluster's cost)."""
+PRICED = ("replay", "autoscale", "balance")
+UNSEEDED = ("replay", "balance")
+"""The protocols that draw no random numbers: one run per setting."""
 """The protocols whose runs have a cost per finished job: each has the Pareto fronts."""
 COST, MEAN_WAIT, P95_WAIT = "cost per finished job", "mean wait h", "p95 wait h"
 FRONTS = ((MEAN_WAIT, "front: mean wait"), (P95_WAIT, "front: p95 wait"))
@@ -262,7 +280,7 @@ def _cells(s: SettingSummary) -> list[str]:
 
 
 def _title(experiment: str, protocol: str, inputs: str) -> str:
-    spread = "one run per setting" if protocol == "replay" else "mean ± sd over seeds"
+    spread = "one run per setting" if protocol in UNSEEDED else "mean ± sd over seeds"
     return f"{experiment} ({protocol}): {inputs} — {spread}"
 
 

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gpufleet.cost.nodes import price_nodes
-from gpufleet.model.balance import BalanceRun, ServingFigures
+from gpufleet.model.balance import LENDING_POLICY_NAMES, BalanceRun, ServingFigures
 from gpufleet.model.pod import PodSpec
 from gpufleet.model.selectors import NodeConstraint, Requirement
 from gpufleet.model.workload import PodInfo, QueueSpec, ReplayJob, vector
@@ -51,6 +51,7 @@ from gpufleet.plugins.registry import ReplayPolicy
 from gpufleet.scheduler.state.changes import Event
 from gpufleet.sim.clock import ARRIVAL
 from gpufleet.sim.replay import Replay
+from gpufleet.sim.window import trace_window
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -124,6 +125,77 @@ BALANCE_POLICIES = (
         actions=("reclaim", "consolidate-serving"),
     ),
 )
+
+
+if tuple(p.name for p in BALANCE_POLICIES) != LENDING_POLICY_NAMES:  # what a study may name
+    raise RuntimeError("BALANCE_POLICIES and model/balance.py LENDING_POLICY_NAMES differ")
+
+
+@dataclass(frozen=True, slots=True)
+class Lending:
+    """A lending replay's setup (``simulate --protocol balance``, a study's ``balance``
+    runs): the training jobs of the span, the two pools, and the serving load per window."""
+
+    jobs: tuple[ReplayJob, ...]
+    span_s: float
+    windows: int
+    training_size: int
+    serving_pool: tuple[NodeSpec, ...]
+    training_pool: tuple[NodeSpec, ...]
+    replicas: tuple[int, ...]
+    rate: tuple[float, ...]
+    window_s: float
+
+
+def lending(
+    jobs: Sequence[ReplayJob],
+    template: NodeSpec,
+    *,
+    window: tuple[float, float | None],
+    load: tuple[Sequence[float], float, Sequence[int]],
+    serving_nodes: int,
+) -> Lending:
+    """The setup of a lending replay: the serving load (``load``: its rate per window, the
+    window's seconds, and the replicas it needs per window) from ``window``'s start for
+    ``until - since`` seconds (whole windows; the whole load without ``until``), the
+    training ``jobs`` arriving in that span, ``serving_nodes`` serving nodes and a training
+    pool sized by :func:`training_nodes`, every node like ``template``. ValueError: an
+    ``until`` not after ``since``."""
+    since, until = window
+    rate, window_s, replicas = load
+    span = len(rate) * window_s if until is None else until - since
+    if not (math.isfinite(span) and span > 0):
+        raise ValueError(f"until ({until:g}) must be after since ({since:g})")
+    windows = min(len(rate), math.ceil(span / window_s))
+    span = windows * window_s
+    mine = tuple(j for j in trace_window(jobs, since) if j.arrival_s < span)
+    size = training_nodes(mine, span, template.gpus)
+    return Lending(
+        mine,
+        span,
+        windows,
+        size,
+        tuple(pool_nodes(template, SERVING, serving_nodes)),
+        tuple(pool_nodes(template, TRAINING, size)),
+        tuple(int(r) for r in replicas[:windows]),
+        tuple(float(r) for r in rate[:windows]),
+        window_s,
+    )
+
+
+def replay_lending(setup: Lending, policy: str, workload: str) -> BalanceRun:
+    """The lending replay of ``setup`` under policy ``policy`` (a name of
+    :data:`BALANCE_POLICIES`)."""
+    return BalanceReplay(
+        list(setup.serving_pool),
+        list(setup.training_pool),
+        list(setup.jobs),
+        next(p for p in BALANCE_POLICIES if p.name == policy),
+        replicas=np.array(setup.replicas, dtype=np.int64),
+        rate=list(setup.rate),
+        window_s=setup.window_s,
+        workload=workload,
+    ).replay()
 
 
 TRAINING_LOAD = 1.1

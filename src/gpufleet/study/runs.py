@@ -20,6 +20,7 @@ import hashlib
 import json
 import math
 import os
+import shutil
 import socket
 import sys
 import tempfile
@@ -36,14 +37,17 @@ from gpufleet.cost.prices import PriceSheet
 from gpufleet.load.costs.prices import DEFAULT_SHEET, load_price_sheet
 from gpufleet.load.errors import InputError, limit_from_env
 from gpufleet.load.snapshot import load_snapshot
+from gpufleet.load.study import unpack_folder
 from gpufleet.load.traces.openb import BUNDLED_NODES, Workload, bundled, load_nodes, load_pods
 from gpufleet.load.traces.replay_inputs import ReplayInput, load_jobs, load_replay
+from gpufleet.load.traces.servegen import ServingLoad, load_model
 from gpufleet.model.cluster import ClusterState, NodeSpec
 from gpufleet.model.study import InputFile, StudyRun, Value, duration_text, labelled
 from gpufleet.model.supply import NodeOffer
 from gpufleet.model.workload import ReplayJob
 from gpufleet.plugins.registry import POLICIES, REPLAY_PARAMETERS, REPLAY_POLICIES, tuned
 from gpufleet.sim.autoscale import SUPPLY_POLICIES, SupplyReplay, peak_nodes
+from gpufleet.sim.balance import Lending, hourly_price, lending, replay_lending
 from gpufleet.sim.fill import MAX_FILL_PODS, FillTooLargeError, check_size, run_fill
 from gpufleet.sim.replay import Replay
 from gpufleet.sim.window import trace_window
@@ -54,6 +58,8 @@ PACKAGE = Path(__file__).resolve().parents[1]
 CHECKPOINT_S, RESTART_S = 1800.0, 120.0
 """An autoscaling run's checkpoint interval and restart time where its setting gives none
 (the autoscaling replay's own defaults: ``bench.autoscale``'s run model)."""
+DEFAULT_SERVING_NODES = 64
+"""A lending run's serving nodes where its setting gives none (``simulate``'s default)."""
 DEFAULT_INFLATE = 1.3
 """A fill's ``inflate`` where its setting gives none (``simulate``'s default)."""
 
@@ -105,12 +111,24 @@ class Paths:
     cluster: Path | None = None
     queues: Path | None = None
     prices: Path | None = None
+    serving: Path | None = None
+
+    @classmethod
+    def of(cls, found: Mapping[str, Path]) -> Paths:
+        """The paths by input role (``trace``, ``cluster``, ``queues``, ``prices``,
+        ``serving``)."""
+        return cls(
+            found["trace"],
+            found.get("cluster"),
+            found.get("queues"),
+            found.get("prices"),
+            found.get("serving"),
+        )
 
 
 def source_paths(run: StudyRun) -> Paths:
     """The run's input files where the study found them (the driver's checks read these)."""
-    found = {f.role: Path(f.path) for f in run.files}
-    return Paths(found["trace"], found.get("cluster"), found.get("queues"), found.get("prices"))
+    return Paths.of({f.role: Path(f.path) for f in run.files})
 
 
 def _quiet(message: str) -> None:
@@ -243,6 +261,44 @@ def _elastic_inputs(
     return _once(key, load)
 
 
+def _serving_load(run: StudyRun, paths: Callable[[], Paths]) -> ServingLoad:
+    def load() -> ServingLoad:
+        folder = paths().serving
+        if folder is None:  # the study's reader asks every lending run for one
+            raise InputError(run.trace.name, "a lending run needs a serving load")
+        return load_model(folder)
+
+    return _once(("serving", _digest(run.serving)), load)
+
+
+def _lending(
+    run: StudyRun, paths: Callable[[], Paths], warn: Callable[[str], None]
+) -> tuple[Lending, float, str]:
+    """A lending run's setup, the cluster's hourly price and the trace's name."""
+    if run.cluster is not None and is_node_list(run.cluster.name):
+        raise InputError(run.cluster.name, "expected cluster YAML for a lending run, not a CSV")
+    data = _replay_inputs(run, paths, warn)
+    template = data.nodes[0]
+    if not template.gpus:
+        raise InputError(data.cluster, f"its first node {template.name} has no GPUs")
+    load = _serving_load(run, paths)
+    params = run.parameters
+    nodes = int(_seconds(params, "servingNodes", DEFAULT_SERVING_NODES))
+    mu = _seconds(params, "muFactor", 1.0)
+    try:
+        setup = lending(
+            data.jobs,
+            template,
+            window=run.window,
+            load=(load.rate.tolist(), load.window_s, load.sized(nodes, mu).tolist()),
+            serving_nodes=nodes,
+        )
+    except ValueError as error:
+        raise InputError(run.trace.name, str(error)) from None
+    hourly = hourly_price([*setup.serving_pool, *setup.training_pool], _sheet(run, paths))
+    return setup, hourly, data.workload
+
+
 def check_key(run: StudyRun) -> tuple[object, ...]:
     """What :func:`check` depends on: runs with the same key need checking once."""
     files = tuple(f.digest for f in run.files)
@@ -264,6 +320,14 @@ def check(run: StudyRun, warn: Callable[[str], None]) -> None:
             check_size(workload.pods, _inflate(run), capacity, _max_fill_pods())
         except FillTooLargeError as error:
             raise InputError(str(paths.trace), str(error)) from None
+        return
+    if run.protocol == "balance":
+        try:
+            setup = _lending(run, found, warn)[0]
+        except UnpricedNodeError as error:
+            raise InputError(str(paths.prices or DEFAULT_SHEET), str(error)) from None
+        if not setup.jobs:
+            raise InputError(str(paths.trace), "no training job arrives in the window")
         return
     if run.protocol == "autoscale":
         elastic = _elastic_inputs(run, found, warn)
@@ -301,6 +365,9 @@ def compute(run: StudyRun, paths: Callable[[], Paths]) -> dict[str, object]:
         ).to_json()
     if run.protocol == "autoscale":
         return _autoscale(run, paths)
+    if run.protocol == "balance":
+        setup, hourly, name = _lending(run, paths, _quiet)
+        return replay_lending(setup, run.policy, name).to_json(hourly)
     data = _replay_inputs(run, paths, _quiet)
     since, until = run.window
     params = run.parameters
@@ -350,17 +417,26 @@ def _autoscale(run: StudyRun, paths: Callable[[], Paths]) -> dict[str, object]:
     )
 
 
-def _materialised(scratch: Path, digest: str, blobs: Blobs) -> Path:
-    """The file of ``digest`` under ``scratch`` (written once, atomically: workers of one
-    machine share the folder)."""
-    name, data = blobs[digest]
-    path = scratch / digest[:32] / name
-    if not path.is_file():
-        path.parent.mkdir(parents=True, exist_ok=True)
+def _materialised(scratch: Path, file: InputFile, blobs: Blobs) -> Path:
+    """The input ``file`` under ``scratch``, from its bytes in ``blobs`` (a folder from its
+    packed files), written once and atomically: workers of one machine share the folder."""
+    name, data = blobs[file.digest]
+    path = scratch / file.digest[:32] / name
+    if path.exists():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if file.role == "serving":
+        part = Path(tempfile.mkdtemp(dir=path.parent, prefix=".part-"))
+        unpack_folder(data, part)
+    else:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".part-")
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
-        Path(tmp).replace(path)
+        part = Path(tmp)
+    try:
+        part.rename(path)
+    except OSError:  # another worker wrote it first
+        shutil.rmtree(part, ignore_errors=True) if part.is_dir() else part.unlink(missing_ok=True)
     return path
 
 
@@ -373,8 +449,7 @@ def execute(run: StudyRun, blobs: Blobs, scratch: str) -> dict[str, Any]:
     where = Path(scratch)
 
     def paths() -> Paths:
-        found = {f.role: _materialised(where, f.digest, blobs) for f in run.files}
-        return Paths(found["trace"], found.get("cluster"), found.get("queues"), found.get("prices"))
+        return Paths.of({f.role: _materialised(where, f, blobs) for f in run.files})
 
     loaded_before, computing = _LOAD_SECONDS[0], time.perf_counter()
     result = compute(run, paths)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.load.errors import InputError
+from gpufleet.load.study import pack_folder
 from gpufleet.model.study import Study, StudyRun, labelled
 from gpufleet.plugins.registry import REPLAY_PARAMETERS
 from gpufleet.report.files import write_text
@@ -75,7 +76,10 @@ class ResultCache:
         mine = describe(run)
         if any(said.get(k) != mine[k] for k in ("protocol", "setting", "seed", "window", "format")):
             return None
-        if result.get("seed") != run.seed or result.get("policy") != _policy_named(run):
+        seeded = run.protocol != "balance"  # a lending replay draws nothing: no seed
+        if (seeded and result.get("seed") != run.seed) or result.get("policy") != _policy_named(
+            run
+        ):
             return None
         return doc
 
@@ -100,7 +104,7 @@ def _blobs(study: Study, runs: list[StudyRun]) -> Blobs:
         for f in run.files:
             if f.digest in out:
                 continue
-            data = Path(f.path).read_bytes()
+            data = pack_folder(Path(f.path)) if f.role == "serving" else Path(f.path).read_bytes()
             if hashlib.sha256(data).hexdigest() != f.digest:
                 raise InputError(f.path, f"changed while {study.source} was read; run it again")
             out[f.digest] = (f.basename, data)
@@ -243,6 +247,7 @@ def describe(run: StudyRun) -> dict[str, Any]:
         "cluster": None if run.cluster is None else run.cluster.name,
         "queues": None if run.queues is None else run.queues.name,
         "prices": None if run.prices is None else run.prices.name,
+        "serving": None if run.serving is None else run.serving.name,
         "setting": run.setting_label(),
         "seed": run.seed,
     }
