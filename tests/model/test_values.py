@@ -526,6 +526,7 @@ CASES: dict[type, Case] = {
             "cluster": replace(input_file(), role="cluster"),
             "queues": replace(input_file(), role="queues"),
             "prices": replace(input_file(), role="prices"),
+            "serving": replace(input_file(), role="serving"),
         },
     ),
     Study: Case(lambda: Study("study", "study.yaml", (study_run(),))),
