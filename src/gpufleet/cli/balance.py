@@ -67,16 +67,15 @@ def simulate_balance(
     template = data.nodes[0]
     if not template.gpus:
         raise InputError(data.cluster, f"its first node {template.name} has no GPUs")
-    try:
-        setup = lending(
-            data.jobs,
-            template,
-            window=(start, until),
-            load=(load.rate.tolist(), load.window_s, load.sized(serving_nodes, mu_factor).tolist()),
-            serving_nodes=serving_nodes,
-        )
-    except ValueError:
-        raise typer.BadParameter(f"--until ({until:g}) must be after --since ({start:g})") from None
+    if until is not None and not (math.isfinite(until - start) and until > start):
+        raise typer.BadParameter(f"--until ({until:g}) must be after --since ({start:g})")
+    setup = lending(
+        data.jobs,
+        template,
+        window=(start, until),
+        load=(load.rate.tolist(), load.window_s, load.sized(serving_nodes, mu_factor).tolist()),
+        serving_nodes=serving_nodes,
+    )
     jobs, span, size = setup.jobs, setup.span_s, setup.training_size
     if not jobs:
         raise InputError(str(workload), f"no job arrives from --since {start:g} for {span:g}s")

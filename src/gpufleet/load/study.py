@@ -47,13 +47,14 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from gpufleet.load.errors import InputError, max_input_bytes, reading
+from gpufleet.load.errors import InputError, reading
 from gpufleet.load.objects.documents import own_kind, own_kind_file
 from gpufleet.load.objects.reader import Obj, Reader, duration_seconds
 from gpufleet.load.objects.schema import ANY, META, Schema
 from gpufleet.load.shown import shown
 from gpufleet.load.traces.openb import bundled
 from gpufleet.load.traces.replay_inputs import FORMATS
+from gpufleet.load.traces.servegen import CHUNK
 from gpufleet.model.autoscale import SUPPLY_POLICY_NAMES
 from gpufleet.model.balance import LENDING_POLICY_NAMES
 from gpufleet.model.study import (
@@ -312,22 +313,20 @@ class _Files:
 
 
 def pack_folder(path: Path) -> bytes:
-    """The regular files of folder ``path`` (not its subfolders) as one blob, in name
-    order: each its name, its size and its bytes (what a study's digest and its workers
-    read; :func:`unpack_folder` writes it out again). At most the input size bound in all."""
+    """The client files of ServeGen model folder ``path`` (``chunk-<n>-trace.csv``, what
+    its reader reads; other files are not its input) as one blob, in name order: each its
+    name, its size and its bytes (what a study's digest and its workers read;
+    :func:`unpack_folder` writes it out again). Each file at most the input size bound."""
     if not path.is_dir():
         raise InputError(str(path), "expected a folder (a ServeGen model's client CSVs)")
-    out, total, limit = bytearray(), 0, max_input_bytes()
-    for entry in sorted(path.iterdir()):
-        if not entry.is_file():
-            continue
-        with reading(entry, "a file of the folder"):
+    try:
+        entries = sorted(e for e in path.iterdir() if CHUNK.fullmatch(e.name) and e.is_file())
+    except OSError as exc:
+        raise InputError(str(path), f"cannot be read ({exc.strerror})") from None
+    out = bytearray()
+    for entry in entries:
+        with reading(entry, "a client CSV of the folder"):
             data = entry.read_bytes()
-        total += len(data)
-        if total > limit:
-            raise InputError(
-                str(path), f"holds more than {limit:,} bytes, more than gpufleet reads"
-            )
         out += f"{entry.name}\n{len(data)}\n".encode() + data
     return bytes(out)
 

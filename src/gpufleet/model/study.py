@@ -35,7 +35,8 @@ class InputFile:
 
     @property
     def basename(self) -> str:
-        return self.name.rsplit("/", 1)[-1].removeprefix("bundled:")
+        """The file's own name where it was found (``..`` and links resolved)."""
+        return self.path.replace("\\", "/").rsplit("/", 1)[-1]
 
 
 @dataclass(frozen=True, slots=True)

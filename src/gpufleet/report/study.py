@@ -109,9 +109,9 @@ METRICS: Mapping[str, tuple[tuple[str, Callable[[Result], float | None]], ...]] 
 (an autoscaling run's cost is what its nodes cost: its spend; a lending run's cost per
 finished job is the training pool's share of the cluster's cost)."""
 PRICED = ("replay", "autoscale", "balance")
+"""The protocols whose runs have a cost per finished job: each has the Pareto fronts."""
 UNSEEDED = ("replay", "balance")
 """The protocols that draw no random numbers: one run per setting."""
-"""The protocols whose runs have a cost per finished job: each has the Pareto fronts."""
 COST, MEAN_WAIT, P95_WAIT = "cost per finished job", "mean wait h", "p95 wait h"
 FRONTS = ((MEAN_WAIT, "front: mean wait"), (P95_WAIT, "front: p95 wait"))
 """The Pareto fronts drawn: cost per finished job against each wait."""

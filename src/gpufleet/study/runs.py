@@ -304,7 +304,7 @@ def check_key(run: StudyRun) -> tuple[object, ...]:
     files = tuple(f.digest for f in run.files)
     if run.protocol == "fill":
         return (run.protocol, files, _inflate(run))
-    return (run.protocol, files, run.trace_format, run.window[0])
+    return (run.protocol, files, run.trace_format, run.window, tuple(sorted(run.parameters)))
 
 
 def check(run: StudyRun, warn: Callable[[str], None]) -> None:
@@ -435,8 +435,10 @@ def _materialised(scratch: Path, file: InputFile, blobs: Blobs) -> Path:
         part = Path(tmp)
     try:
         part.rename(path)
-    except OSError:  # another worker wrote it first
+    except OSError:
         shutil.rmtree(part, ignore_errors=True) if part.is_dir() else part.unlink(missing_ok=True)
+        if not path.exists():  # not another worker's copy, written first: a real failure
+            raise
     return path
 
 
