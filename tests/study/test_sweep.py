@@ -171,11 +171,7 @@ def test_a_failed_run_is_reported_with_its_error_and_never_cached(tmp_path: Path
     ]
     assert all(o.result is None for o in failed)
     assert cached(tmp_path / "cache") == 5
-    rows = [
-        RunRow(o.run.experiment, o.run.protocol, o.run.inputs_label(), o.run.setting_label(),
-               o.run.seed, o.result, o.error, o.cached)
-        for o in outcomes
-    ]  # fmt: skip
+    rows = [o.row() for o in outcomes]
     assert len(failed_rows(rows)) == 2
     for summary in summarise(rows):
         mine = [o for o in failed if o.run.setting_label() == summary.setting]

@@ -38,6 +38,8 @@ from gpufleet.model.study import Study, StudyRun, number_text, setting_text
 from gpufleet.report.files import OutputPathError, check_directory, check_file, write_text
 from gpufleet.report.study import (
     RunRow,
+    SettingSummary,
+    groups,
     metrics_of,
     runs_csv,
     study_html,
@@ -132,19 +134,7 @@ def sweep(
         finally:
             executor.close()
     wall = time.perf_counter() - started
-    rows = [
-        RunRow(
-            o.run.experiment,
-            o.run.protocol,
-            o.run.inputs_label(),
-            o.run.setting_label(),
-            o.run.seed,
-            o.result,
-            o.error,
-            o.cached,
-        )
-        for o in outcomes
-    ]
+    rows = [o.row() for o in outcomes]
     summaries = summarise(rows)
     for table in tables(summaries, rows):
         console.print(table)
@@ -265,7 +255,7 @@ def _write(
     out: Path,
     study: Study,
     document: str,
-    summaries: list[Any],
+    summaries: list[SettingSummary],
     rows: list[RunRow],
 ) -> None:
     from gpufleet.report.study_plot import plot_experiment  # matplotlib: only where it plots
@@ -275,10 +265,7 @@ def _write(
     write_text(out / "runs.csv", runs_csv(rows))
     write_text(out / "summary.csv", summary_csv(summaries))
     images: dict[tuple[str, str], str] = {}
-    groups: dict[tuple[str, str], list[Any]] = {}
-    for s in summaries:
-        groups.setdefault((s.experiment, s.inputs), []).append(s)
-    for n, (key, members) in enumerate(groups.items()):
+    for n, (key, members) in enumerate(groups(summaries).items()):
         name = f"{n + 1:02d}-{re.sub(r'[^A-Za-z0-9._-]+', '-', key[0])[:60]}.png"
         if plot_experiment(members, out / name):
             images[key] = name

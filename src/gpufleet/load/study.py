@@ -388,8 +388,11 @@ def _experiment(
         )
     settings = _settings(r, raw, field, protocol)
     seeds = _seeds(r, raw.get("seeds"), f"{field}.seeds") or [DEFAULT_SEED]
-    dims = (trace_files, windows, inputs["clusters"], inputs["queues"], inputs["prices"])
-    count = math.prod(len(d) for d in dims) * len(inputs["serving"]) * len(settings) * len(seeds)
+    dims = (
+        trace_files, windows, inputs["clusters"], inputs["queues"], inputs["prices"],
+        inputs["serving"],
+    )  # fmt: skip
+    count = math.prod(len(d) for d in dims) * len(settings) * len(seeds)
     if count > room:
         raise InputError(
             r.where,
@@ -400,9 +403,7 @@ def _experiment(
         StudyRun(
             name, protocol, trace, fmt, cluster, queues, prices, window, setting, seed, serving
         )
-        for (trace, fmt), window, cluster, queues, prices, serving in itertools.product(
-            *dims, inputs["serving"]
-        )
+        for (trace, fmt), window, cluster, queues, prices, serving in itertools.product(*dims)
         for setting in settings
         for seed in seeds
     ]

@@ -12,6 +12,7 @@ A setting whose runs all failed has no figures and is on no front; its runs are 
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
 import math
@@ -257,7 +258,8 @@ def _mark_fronts(summaries: list[SettingSummary]) -> list[SettingSummary]:
     ]
 
 
-def _groups(summaries: Sequence[SettingSummary]) -> dict[tuple[str, str], list[SettingSummary]]:
+def groups(summaries: Sequence[SettingSummary]) -> dict[tuple[str, str], list[SettingSummary]]:
+    """The settings by experiment and inputs: one table and one plot each."""
     out: dict[tuple[str, str], list[SettingSummary]] = {}
     for s in summaries:
         out.setdefault((s.experiment, s.inputs), []).append(s)
@@ -292,7 +294,7 @@ def tables(summaries: Sequence[SettingSummary], rows: Sequence[RunRow]) -> list[
             _columns(members[0].protocol),
             [_cells(s) for s in members],
         )
-        for (e, i), members in _groups(summaries).items()
+        for (e, i), members in groups(summaries).items()
     ]
     failed = failed_rows(rows)
     if failed:
@@ -385,7 +387,7 @@ def study_html(
 ) -> str:
     """``index.html``: each experiment's table and plot, then the failed runs."""
     parts = []
-    for (e, i), members in _groups(summaries).items():
+    for (e, i), members in groups(summaries).items():
         protocol = members[0].protocol
         parts.append(f"<h2>{_escape(_title(e, protocol, i))}</h2>")
         parts.append(table_html(_columns(protocol), [_cells(s) for s in members]))
@@ -404,6 +406,4 @@ def study_html(
 
 
 def _escape(text: str) -> str:
-    import html  # noqa: PLC0415
-
     return html.escape(text, quote=True)

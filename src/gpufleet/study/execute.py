@@ -70,13 +70,18 @@ def _install(blobs: Blobs) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _execute(run: StudyRun, scratch: str) -> tuple[dict[str, Any] | None, str | None]:
-    """A run in a pool worker: its outcome, or its error as text (an exception is never
-    sent back: one that cannot be pickled again would break the pool)."""
+def _outcome(run: StudyRun, blobs: Blobs, scratch: str) -> tuple[dict[str, Any] | None, str | None]:
+    """A run in a worker: its outcome, or its error as text (an exception is never sent
+    back: one that cannot be pickled again would break the pool)."""
     try:
-        return execute(run, _BLOBS, scratch), None
+        return execute(run, blobs, scratch), None
     except Exception as exc:  # noqa: BLE001 -- a run's error is its outcome
         return None, _error(exc)
+
+
+def _execute(run: StudyRun, scratch: str) -> tuple[dict[str, Any] | None, str | None]:
+    """A run in a pool worker, on the input files its process was shipped."""
+    return _outcome(run, _BLOBS, scratch)
 
 
 Task = tuple[int, StudyRun]
@@ -244,11 +249,9 @@ def _execute_files(
 ) -> tuple[dict[str, Any] | None, str | None]:
     """A run as a Ray task, handed the bytes of its own input files in ``run.files``'
     order; its outcome, or its error as text."""
-    blobs = {f.digest: data for f, data in zip(run.files, files, strict=True)}
-    try:
-        return execute(run, blobs, scratch), None
-    except Exception as exc:  # noqa: BLE001 -- a run's error is its outcome
-        return None, _error(exc)
+    return _outcome(
+        run, {f.digest: data for f, data in zip(run.files, files, strict=True)}, scratch
+    )
 
 
 def _first_line(exc: BaseException) -> str:

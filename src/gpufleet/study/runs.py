@@ -136,7 +136,8 @@ def _quiet(message: str) -> None:
     del message
 
 
-def _seconds(params: Mapping[str, Value], name: str, default: float = 0.0) -> float:
+def _param(params: Mapping[str, Value], name: str, default: float = 0.0) -> float:
+    """A numeric parameter of a setting (a duration's seconds, a count, a factor)."""
     value = params.get(name, default)
     return float(value) if isinstance(value, float | int) else default
 
@@ -147,8 +148,20 @@ def _max_fill_pods() -> int:
 
 
 def _inflate(run: StudyRun) -> float:
-    value = run.parameters.get("inflate", DEFAULT_INFLATE)
-    return float(value) if isinstance(value, float | int) else DEFAULT_INFLATE
+    return _param(run.parameters, "inflate", DEFAULT_INFLATE)
+
+
+def result_policy(run: StudyRun) -> str:
+    """The policy a run's result names: a replay's with its policy's own parameters set
+    (``gpufleet reserveAfter=6h``, as ``simulate --param`` names it); the others' as given."""
+    if run.protocol != "replay":
+        return run.policy
+    return labelled(run.policy, _tuning(run))
+
+
+def _tuning(run: StudyRun) -> dict[str, Value]:
+    """A replay setting's parameters of its policy (not of how jobs run)."""
+    return {k: v for k, v in run.parameters.items() if k in REPLAY_PARAMETERS}
 
 
 _LOADED: dict[tuple[object, ...], Any] = {}
@@ -210,7 +223,7 @@ def _replay_inputs(
         run.trace.digest,
         run.trace_format,
         _digest(cluster),
-        cluster is not None and is_node_list(cluster.name),
+        cluster is not None and is_node_list(cluster.basename),
         _digest(run.queues),
     )
     return _once(key, load)
@@ -275,7 +288,7 @@ def _lending(
     run: StudyRun, paths: Callable[[], Paths], warn: Callable[[str], None]
 ) -> tuple[Lending, float, str]:
     """A lending run's setup, the cluster's hourly price and the trace's name."""
-    if run.cluster is not None and is_node_list(run.cluster.name):
+    if run.cluster is not None and is_node_list(run.cluster.basename):
         raise InputError(run.cluster.name, "expected cluster YAML for a lending run, not a CSV")
     data = _replay_inputs(run, paths, warn)
     template = data.nodes[0]
@@ -283,8 +296,8 @@ def _lending(
         raise InputError(data.cluster, f"its first node {template.name} has no GPUs")
     load = _serving_load(run, paths)
     params = run.parameters
-    nodes = int(_seconds(params, "servingNodes", DEFAULT_SERVING_NODES))
-    mu = _seconds(params, "muFactor", 1.0)
+    nodes = int(_param(params, "servingNodes", DEFAULT_SERVING_NODES))
+    mu = _param(params, "muFactor", 1.0)
     try:
         setup = lending(
             data.jobs,
@@ -371,10 +384,9 @@ def compute(run: StudyRun, paths: Callable[[], Paths]) -> dict[str, object]:
     data = _replay_inputs(run, paths, _quiet)
     since, until = run.window
     params = run.parameters
-    tuning = {k: v for k, v in params.items() if k in REPLAY_PARAMETERS}
     policy = REPLAY_POLICIES[run.policy]
-    if tuning:
-        policy = tuned(policy, tuning, labelled(run.policy, tuning))
+    if tuning := _tuning(run):
+        policy = tuned(policy, tuning, result_policy(run))
     replay = Replay(
         data.nodes,
         trace_window(data.jobs, since),
@@ -384,8 +396,8 @@ def compute(run: StudyRun, paths: Callable[[], Paths]) -> dict[str, object]:
         seed=run.seed,
         workload=data.workload,
         prices=_sheet(run, paths),
-        checkpoint_interval_s=_seconds(params, "checkpointInterval"),
-        restart_s=_seconds(params, "restartTime"),
+        checkpoint_interval_s=_param(params, "checkpointInterval"),
+        restart_s=_param(params, "restartTime"),
     )
     return replay.run(until=None if until is None else until - since).to_json()
 
@@ -407,8 +419,8 @@ def _autoscale(run: StudyRun, paths: Callable[[], Paths]) -> dict[str, object]:
             sheet=_sheet(run, paths),
             system=elastic.system,
             seed=run.seed,
-            checkpoint_interval_s=_seconds(params, "checkpointInterval", CHECKPOINT_S),
-            restart_s=_seconds(params, "restartTime", RESTART_S),
+            checkpoint_interval_s=_param(params, "checkpointInterval", CHECKPOINT_S),
+            restart_s=_param(params, "restartTime", RESTART_S),
             workload=elastic.workload,
             static_nodes=peak_nodes(jobs, max(o.gpus for o in elastic.offers)),
         )
@@ -453,17 +465,16 @@ def execute(run: StudyRun, blobs: Blobs, scratch: str) -> dict[str, Any]:
     def paths() -> Paths:
         return Paths.of({f.role: _materialised(where, f, blobs) for f in run.files})
 
-    loaded_before, computing = _LOAD_SECONDS[0], time.perf_counter()
     result = compute(run, paths)
-    computed = time.perf_counter() - computing - (_LOAD_SECONDS[0] - loaded_before)
-    return {
+    computed, load = time.perf_counter() - clock, _LOAD_SECONDS[0] - loading
+    doc = {
         "result": result,
         "code": code_digest(),
         "host": socket.gethostname(),
         "pid": os.getpid(),
         "started": started,
         "ended": time.time(),
-        "busy_s": time.perf_counter() - clock,
-        "load_s": _LOAD_SECONDS[0] - loading,
-        "compute_s": computed,
+        "load_s": load,
+        "compute_s": computed - load,
     }
+    return {**doc, "busy_s": time.perf_counter() - clock}

@@ -26,11 +26,11 @@ from typing import Any
 
 from gpufleet.load.errors import InputError
 from gpufleet.load.study import pack_folder
-from gpufleet.model.study import Study, StudyRun, labelled
-from gpufleet.plugins.registry import REPLAY_PARAMETERS
+from gpufleet.model.study import Study, StudyRun
 from gpufleet.report.files import write_text
+from gpufleet.report.study import RunRow
 from gpufleet.study.execute import Executor
-from gpufleet.study.runs import Blobs, check, check_key, code_digest, run_key
+from gpufleet.study.runs import Blobs, check, check_key, code_digest, result_policy, run_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +46,20 @@ class Outcome:
     error: str | None = None
     cached: bool = False
     timing: dict[str, Any] = field(default_factory=dict)
+
+    def row(self) -> RunRow:
+        """The run as the report shows it."""
+        run = self.run
+        return RunRow(
+            run.experiment,
+            run.protocol,
+            run.inputs_label(),
+            run.setting_label(),
+            run.seed,
+            self.result,
+            self.error,
+            self.cached,
+        )
 
 
 class ResultCache:
@@ -77,7 +91,7 @@ class ResultCache:
         if any(said.get(k) != mine[k] for k in ("protocol", "setting", "seed", "window", "format")):
             return None
         seeded = run.protocol != "balance"  # a lending replay draws nothing: no seed
-        if (seeded and result.get("seed") != run.seed) or result.get("policy") != _policy_named(
+        if (seeded and result.get("seed") != run.seed) or result.get("policy") != result_policy(
             run
         ):
             return None
@@ -218,13 +232,6 @@ class _Keeper:
 
 def _refuse(constant: str) -> float:
     raise ValueError(f"{constant} is no result")
-
-
-def _policy_named(run: StudyRun) -> str:
-    """The policy a run's result names: a replay's with the policy's own parameters."""
-    if run.protocol != "replay":
-        return run.policy
-    return labelled(run.policy, {k: v for k, v in run.parameters.items() if k in REPLAY_PARAMETERS})
 
 
 def _size(run: StudyRun, blobs: Blobs) -> tuple[int, bool, float]:
