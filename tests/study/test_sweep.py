@@ -270,3 +270,29 @@ def test_a_cache_that_cannot_be_written_is_warned_of_and_the_study_goes_on(
     assert "cannot keep results there" in done.stderr
     assert "Traceback" not in done.stderr
     assert json.loads(done.stdout)["computed"] == 7
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--ray", "nohost"), "gpufleet: error: --ray nohost: expected ray://HOST:PORT, HOST:PORT"),
+        (("--ray", "127.0.0.1:1"), "gpufleet: error: --ray 127.0.0.1:1: cannot reach a Ray"),
+        (("--workers", "2", "--ray", "auto"), "--workers applies to the local pool and --ray"),
+        (("--broken",), "study.yaml: Study small: field 'spec.experiments[0].grid.policy'"),
+    ],
+)
+def test_a_bad_study_or_option_is_one_line_and_exit_2(
+    tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
+    study = write_study(tmp_path)
+    extra = args
+    if args == ("--broken",):
+        study.write_text(STUDY.replace("[best-fit, gpufleet]", "[best-fit, nosuch]"))
+        extra = ()
+    done = subprocess.run(
+        sweep_args(study, tmp_path / "cache", *extra), capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 2, done.stderr
+    assert message in " ".join(done.stderr.split())
+    assert "Traceback" not in done.stderr
+    assert not done.stdout
