@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from gpufleet.kube.cpu import PHASES
 from tests.apiserver.server import Emulator
 from tests.kube.process.test_serve import add_node, add_pod, bound
 
@@ -138,6 +139,39 @@ def test_a_dry_run_elects_on_a_lease_of_its_own(emulator: Emulator, tmp_path: Pa
     names = {lease["metadata"]["name"] for lease in emulator.store.list(leases)[0]}
     assert names == {"gpufleet-dry-run"}
     assert bound(emulator) == {}
+
+
+def test_cpu_phases_count_where_the_scheduler_spends_its_cpu(
+    emulator: Emulator, tmp_path: Path
+) -> None:
+    """With --cpu-phases, /metrics says how much CPU each phase took: the watch that read the
+    pod, the cycle that placed it, the bind and the Scheduled event; together no more than
+    the process' own CPU."""
+    add_node(emulator, "n0")
+    process, base = start_serving(emulator, tmp_path, "--period", "0.2", "--cpu-phases")
+    deadline = time.monotonic() + 20
+    try:
+        for i in range(20):
+            add_pod(emulator, f"p{i}", 0)
+        while len(bound(emulator)) < 20:
+            assert time.monotonic() < deadline, "never bound"
+            time.sleep(0.1)
+        admin = {"Authorization": f"Bearer {emulator.token}"}
+        text = httpx.get(f"{base}/metrics", headers=admin, verify=False).text
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=15)
+    assert process.returncode == 0, stderr
+    values = {
+        line.split()[0]: float(line.split()[1])
+        for line in text.splitlines()
+        if line.startswith(("gpufleet_cpu_seconds_total", "process_cpu_seconds_total"))
+    }
+    phases = {k.split('"')[1]: v for k, v in values.items() if "phase=" in k}
+    assert set(phases) == set(PHASES)
+    for phase in ("watch", "cycle", "bind", "events"):
+        assert phases[phase] > 0, phase
+    assert sum(phases.values()) <= values["process_cpu_seconds_total"] + 0.01
 
 
 def start_serving(

@@ -14,6 +14,7 @@ import httpx
 from lightkube.config import client_adapter
 from lightkube.config.kubeconfig import KubeConfig
 
+from gpufleet.kube.transport import AiohttpTransport, ApiClient
 from gpufleet.load.errors import InputError
 
 IN_CLUSTER = Path("/var/run/secrets/kubernetes.io/serviceaccount")
@@ -54,15 +55,13 @@ def load_config(kubeconfig: Path | None = None, context: str | None = None) -> K
 def http_client(
     config: KubeConfig, context: str | None = None, *, connections: int | None = None
 ) -> httpx.AsyncClient:
-    """An HTTP client for the API server of ``config``: every request times out after 30 s
-    (a watch overrides its read timeout: it waits for events); at most ``connections`` open
-    at once when given (httpx's default pool otherwise)."""
+    """An HTTP client for the API server of ``config``, over aiohttp's pool
+    (``transport.py``): every request times out after 30 s (a watch overrides its read
+    timeout: it waits for events); at most ``connections`` open at once (httpx's default,
+    100, when not given)."""
     timeout = httpx.Timeout(30.0)
     single = config.get(context)
     if single is None:
         raise InputError("kubeconfig", f"no context {context or '(current)'}")
-    if connections is None:
-        return client_adapter.AsyncClient(single, timeout=timeout)
     parameters = client_adapter.httpx_parameters(single, timeout, None, True)  # type: ignore[arg-type]
-    limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
-    return httpx.AsyncClient(limits=limits, **parameters)
+    return ApiClient(AiohttpTransport(parameters["verify"], connections), **parameters)

@@ -26,6 +26,7 @@ import httpx
 import numpy as np
 
 from gpufleet.compose import new_cache
+from gpufleet.kube.cpu import CLOCK, phase
 from gpufleet.kube.process.forecast import Forecasts
 from gpufleet.kube.process.leader import LeaderElector, LeaseConfig
 from gpufleet.kube.process.logs import PendingLog
@@ -221,6 +222,10 @@ class LiveScheduler:
     async def cycle_once(self) -> CycleResult | None:
         """Apply what the watches brought, run one cycle off the loop, write its result
         (None: no cycle, the cluster has no nodes)."""
+        with phase("cycle"):
+            return await self._cycle_once()
+
+    async def _cycle_once(self) -> CycleResult | None:
         now = self.clock()
         self._take(self.store.check_queues())
         events, self.buffer = self.buffer, []
@@ -243,7 +248,7 @@ class LiveScheduler:
             self.scheduler = Scheduler(self.cache, self.options.config, rng=rng)
         self.cache.expire(now)
         started = time.perf_counter()
-        result = await asyncio.to_thread(self.scheduler.run, now)
+        result: CycleResult = await asyncio.to_thread(CLOCK.timed, "cycle", self.scheduler.run, now)
         if result.evictions:
             self.metrics.evicted(result, self.cache.pods, now, self.options.config.restart_s)
         self.stats.cycles += 1

@@ -20,11 +20,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    ProcessCollector,
+    disable_created_metrics,
+)
+from prometheus_client.core import CounterMetricFamily
 
 from gpufleet.cost.allocation import IDLE
 from gpufleet.cost.nodes import price_nodes
 from gpufleet.cost.rates import running_hourly
+from gpufleet.kube.cpu import CLOCK
 from gpufleet.model.progress import work_at_risk
 from gpufleet.model.workload import RESOURCES
 from gpufleet.plugins.stranding import Ratios, stranded
@@ -32,7 +41,7 @@ from gpufleet.scheduler.api.outcome import WhyCode
 from gpufleet.scheduler.queues.admission import lending
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Mapping, Sequence
+    from collections.abc import Collection, Iterator, Mapping, Sequence
 
     from gpufleet.cost.allocation import Nodes
     from gpufleet.cost.prices import PriceSheet
@@ -222,6 +231,8 @@ class Metrics:
             ["resource"],
             registry=registry,
         )
+        ProcessCollector(registry=registry)  # process_cpu_seconds_total and the rest, as Go's
+        registry.register(_PhaseCollector())
 
     def evicted(
         self, result: CycleResult, pods: Mapping[str, PodInfo], now: float, restart_s: float
@@ -417,3 +428,21 @@ class PodLatency:
         self.seen.pop(key, None)
         self.attempts.pop(key, None)
         self.uids.pop(key, None)
+
+
+class _PhaseCollector:
+    """``gpufleet_cpu_seconds_total{phase}``, once ``--cpu-phases`` started the clock
+    (``kube/cpu.py``)."""
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        if not CLOCK.on:
+            return
+        family = CounterMetricFamily(
+            "gpufleet_cpu_seconds",
+            "CPU seconds of the scheduler's event loop by phase, and of its cycles (what "
+            "no phase took is process_cpu_seconds_total less these).",
+            labels=["phase"],
+        )
+        for name, seconds in CLOCK.snapshot().items():
+            family.add_metric([name], seconds)
+        yield family

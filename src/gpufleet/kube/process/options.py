@@ -42,6 +42,8 @@ class ServeOptions:
     running pods scale-down protection (``provision.py``); none: neither."""
     watch_down_grace_s: float = 60.0
     """How long the watch of a kind the cycle needs may be down before ``/readyz`` fails."""
+    cpu_phases: bool = False
+    """Count the CPU of each phase (``kube/cpu.py``) on ``/metrics``."""
 
 
 @dataclass

@@ -39,6 +39,7 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
+from gpufleet.kube.cpu import phase
 from gpufleet.kube.process.logs import decide
 from gpufleet.kube.write.bind import Outcome, Reply, bind, evict
 from gpufleet.kube.write.claims import ClaimWrite, release, reserve
@@ -116,11 +117,20 @@ class ResultWriter:
             await self.teller.shadow(result)
             self.teller.drop_problems()  # logged when read; a dry run writes no event of them
             return
-        accepted = await self._evict(result)
+        with phase("evict"):
+            accepted = await self._evict(result)
         self.accepted = set(accepted)
-        await self._bind(result, now)
+        with phase("bind"):
+            await self._bind(result, now)
         for key in accepted:  # after the bindings that wait for them were taken back
             self.cache.terminating(key)  # a victim holds its GPUs until it is gone
+        with phase("status"):
+            await self._report(result, reasons, scheduler)
+
+    async def _report(
+        self, result: CycleResult, reasons: dict[str, str], scheduler: Scheduler | None
+    ) -> None:
+        """Tell the pods that wait why, and write the PodGroups' and Queues' status."""
         await self.teller.tell_pending(result, reasons)
         await self.podgroups.write(
             self.store, self.cache, self._gang_reasons(reasons), self.may_act

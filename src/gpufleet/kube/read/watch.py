@@ -33,6 +33,8 @@ from typing import Any
 
 import httpx
 
+from gpufleet.kube.cpu import phase
+
 Obj = Mapping[str, Any]
 Sink = Callable[[str, Obj], None]
 
@@ -144,6 +146,10 @@ class Reflector:
     async def run(self, stop: asyncio.Event) -> None:
         """List and watch until ``stop`` is set: whatever fails, the kind is listed and
         watched again after a backoff (only ``stop`` ends it)."""
+        with phase("watch"):
+            await self._run(stop)
+
+    async def _run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             started = time.monotonic()
             try:

@@ -34,6 +34,7 @@ from typing import Any
 
 import httpx
 
+from gpufleet.kube.transport import Replied, send_json
 from gpufleet.load.objects.vocabulary import GPU_INDEX_ANNOTATION
 
 
@@ -89,7 +90,9 @@ async def bind(
 ) -> Reply:
     """Bind ``pod`` to ``node`` (see the module docstring for what each reply means)."""
     try:
-        response = await http.post(f"{pod.path}/binding", json=binding_body(pod, node, gpus))
+        response = await send_json(
+            http, "POST", f"{pod.path}/binding", binding_body(pod, node, gpus)
+        )
     except httpx.HTTPError as exc:
         return await _settle(http, pod, node, f"no reply: {exc}")
     code = response.status_code
@@ -161,7 +164,7 @@ async def evict(http: httpx.AsyncClient, pod: PodRef) -> Reply:
     return Reply(Outcome.FAILED, f"{code}: {message_of(response)}")
 
 
-def message_of(response: httpx.Response) -> str:
+def message_of(response: Replied) -> str:
     try:
         body = response.json()
     except (json.JSONDecodeError, ValueError):

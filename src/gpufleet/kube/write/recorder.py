@@ -24,6 +24,9 @@ from typing import Any
 
 import httpx
 
+from gpufleet.kube.cpu import phase
+from gpufleet.kube.transport import send_json
+
 log = logging.getLogger("gpufleet.events")
 
 SERIES_WINDOW_S = 360.0
@@ -87,8 +90,9 @@ class EventRecorder:
         """Write the event, or count it in the series of its first occurrence."""
         if not self.may_write():
             return
-        async with self._gate:
-            await self._record(regarding, type_, reason, action, note)
+        with phase("events"):
+            async with self._gate:
+                await self._record(regarding, type_, reason, action, note)
 
     def prune(self, now: float) -> None:
         """Forget the series whose window has passed (a repeat starts a new Event)."""
@@ -107,10 +111,12 @@ class EventRecorder:
             if seen is not None and now - seen.first < self.window:
                 seen.count += 1
                 series = {"count": seen.count, "lastObservedTime": micro_time(now)}
-                await self.http.patch(
+                await send_json(
+                    self.http,
+                    "PATCH",
                     f"{base}/{seen.name}",
-                    json={"series": series},
-                    headers={"Content-Type": "application/merge-patch+json"},
+                    {"series": series},
+                    "application/merge-patch+json",
                 )
                 return
             name = f"{regarding.name}.{int(now * 1e9):x}"
@@ -133,7 +139,7 @@ class EventRecorder:
                     "uid": regarding.uid,
                 },
             }
-            response = await self.http.post(base, json=body)
+            response = await send_json(self.http, "POST", base, body)
             if response.status_code < 300:
                 self.seen[key] = _Seen(name, namespace, now, 1)
                 self.written += 1

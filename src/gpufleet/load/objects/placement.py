@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gpufleet.load.objects.pod_fields import REFUSED, used_fields
+from gpufleet.load.objects.pod_fields import REFUSED, used_fields_of
 from gpufleet.load.objects.reader import Reader
 from gpufleet.model.interpod import (
     WILDCARD_IP,
@@ -56,10 +56,13 @@ def read_placement(r: Reader, labels: Mapping[str, str]) -> PodPlacement:
     )
 
 
+REFUSED_PATHS = tuple(REFUSED)
+
+
 def refused_fields(r: Reader) -> list[str]:
     """The fields pod ``r`` sets that change where it may go and that gpufleet does not
     implement (``spec.volumes[0].persistentVolumeClaim``), in the order of the table."""
-    return [path for field in REFUSED for path in used_fields(r.obj, field)]
+    return used_fields_of(r.obj, REFUSED_PATHS)
 
 
 def refusal(fields: list[str]) -> str:

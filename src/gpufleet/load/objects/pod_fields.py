@@ -25,6 +25,7 @@ schema and fails on any field no entry decides.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -249,6 +250,57 @@ def used_fields(obj: Mapping[str, Any], path: str) -> Iterator[str]:
                 yield from walk(item, rest, f"{where}[{i}]")
 
     return walk(obj, path.split("."), "")
+
+
+Trie = dict[str, tuple[str, bool, "Trie", int | None]]
+"""Generic paths by their parts: each part (``volumes[]``) to its key, whether it is a list,
+the parts under it, and the index of the path that ends there."""
+
+
+@functools.cache
+def _trie(paths: tuple[str, ...]) -> Trie:
+    root: Trie = {}
+    for index, path in enumerate(paths):
+        level, parts = root, path.split(".")
+        for depth, head in enumerate(parts):
+            key, many, children, leaf = level.get(
+                head, (head.removesuffix("[]"), head.endswith("[]"), {}, None)
+            )
+            if depth == len(parts) - 1:
+                leaf = index
+            level[head] = (key, many, children, leaf)
+            level = children
+    return root
+
+
+def used_fields_of(obj: Mapping[str, Any], paths: tuple[str, ...]) -> list[str]:
+    """What :func:`used_fields` finds for each of ``paths``, in their order, from one walk
+    of ``obj`` that follows only the keys it has (a pod is read at every watch event)."""
+    found: list[tuple[int, str]] = []
+
+    def walk(node: Any, level: Trie, at: str) -> None:
+        if not isinstance(node, Mapping):
+            return
+        for key, many, children, leaf in level.values():
+            value = node.get(key)
+            if value is None:
+                continue
+            where = f"{at}.{key}" if at else key
+            if not many:
+                hits = [(where, value)]
+            elif isinstance(value, list):
+                hits = [(f"{where}[{i}]", item) for i, item in enumerate(value)]
+            else:
+                continue
+            for here, item in hits:
+                if leaf is not None and _set(item):
+                    found.append((leaf, here))
+                if children:
+                    walk(item, children, here)
+
+    walk(obj, _trie(paths), "")
+    found.sort(key=lambda hit: hit[0])  # stable: a path's own hits stay in the walk's order
+    return [path for _, path in found]
 
 
 def _set(value: Any) -> bool:
