@@ -27,7 +27,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -272,13 +272,15 @@ class Reflector:
             async with stream as response:
                 await _check(response)
                 self.stats.down_since = None
-                lines = response.aiter_lines()
-                while not stop.is_set():
-                    line = await _next(lines, stop, self.watch_timeout_s + SILENCE_MARGIN_S)
-                    if line is None:
-                        return
-                    if line.strip():
-                        self._line(line)
+                lines = _Lines(
+                    response.aiter_lines(), stop, self.watch_timeout_s + SILENCE_MARGIN_S
+                )
+                try:
+                    while (line := await lines.next()) is not None:
+                        if line.strip():
+                            self._line(line)
+                finally:
+                    lines.close()
         except httpx.HTTPError as exc:
             raise RetryableError(f"watch of {self.kind.kind}: {exc}") from exc
 
@@ -371,34 +373,35 @@ SILENCE_MARGIN_S = 30
 """A watch that has sent nothing (not even a bookmark) this long past its timeout is dead."""
 
 
-async def _next(lines: Any, stop: asyncio.Event, silence_s: float | None = None) -> str | None:
-    """The next line of a watch, or None when it ended, ``stop`` was set, or nothing came
-    for ``silence_s`` seconds (a dead watch: it is begun again)."""
-    reader = asyncio.ensure_future(lines.__anext__())
-    stopper = asyncio.ensure_future(stop.wait())
-    try:
-        done, _ = await asyncio.wait(
-            {reader, stopper}, timeout=silence_s, return_when=asyncio.FIRST_COMPLETED
-        )
-    finally:  # returned, or the watch itself cancelled: no read is left behind unwatched
-        stopper.cancel()
-        if not reader.done():
-            reader.cancel()
-        reader.add_done_callback(_retrieved)  # its failure is taken, whoever reads it
-    if reader not in done:
-        return None
-    try:
-        line: str = reader.result()
-    except StopAsyncIteration:
-        return None
-    return line
+class _Lines:
+    """The lines of a watch, one at a time, until it ends, ``stop`` is set, or nothing came
+    for ``silence_s`` seconds (a dead watch: it is begun again). A line already read waits
+    for nothing: the stop ends the wait of a read under way, one waiter per watch."""
 
+    def __init__(self, lines: AsyncIterator[str], stop: asyncio.Event, silence_s: float) -> None:
+        self._lines, self._stop, self._silence_s = lines, stop, silence_s
+        self._waiting: asyncio.Timeout | None = None
+        self._stopper = asyncio.ensure_future(stop.wait())
+        self._stopper.add_done_callback(self._stopped)
 
-def _retrieved(task: asyncio.Future[Any]) -> None:
-    """Take the outcome of a task no one waits for any more, so that asyncio does not log it
-    as "never retrieved" (a watch's read cut off by a shutdown)."""
-    if not task.cancelled():
-        task.exception()
+    def _stopped(self, _: asyncio.Future[Any]) -> None:
+        if self._waiting is not None and not self._waiting.expired():
+            self._waiting.reschedule(asyncio.get_running_loop().time())  # ends the read now
+
+    async def next(self) -> str | None:
+        if self._stop.is_set():
+            return None
+        try:
+            async with asyncio.timeout(self._silence_s) as waiting:
+                self._waiting = waiting
+                return await anext(self._lines)
+        except (TimeoutError, StopAsyncIteration):
+            return None
+        finally:
+            self._waiting = None
+
+    def close(self) -> None:
+        self._stopper.cancel()
 
 
 async def _sleep(stop: asyncio.Event, seconds: float) -> None:

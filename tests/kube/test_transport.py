@@ -1,0 +1,132 @@
+"""The live scheduler's HTTP client (``kube/transport.py``) against the API emulator over real
+HTTP: httpx's API over aiohttp's pool gives what httpx's own pool gives; the lean writes
+carry the kubeconfig's token and read the same replies; failures are httpx's errors; a
+watch streams through it and stops on time."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import socket
+from pathlib import Path
+
+import httpx
+import pytest
+
+from gpufleet.kube.process.connect import http_client, load_config
+from gpufleet.kube.read.watch import Backoff, Kind, Reflector
+from gpufleet.kube.transport import AiohttpTransport, ApiClient, send_json
+from tests.apiserver.server import Emulator
+
+POD = {"metadata": {"name": "a"}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+PODS = "/api/v1/namespaces/default/pods"
+
+
+def client(emulator: Emulator, tmp_path: Path) -> httpx.AsyncClient:
+    return http_client(load_config(emulator.kubeconfig(tmp_path / "kubeconfig")))
+
+
+def test_the_client_reads_and_writes_as_httpx_does(tmp_path: Path) -> None:
+    emulator = Emulator(require_token=True).start()
+    try:
+
+        async def main() -> None:
+            async with client(emulator, tmp_path) as http:
+                assert isinstance(http, ApiClient)
+                created = await send_json(http, "POST", PODS, POD)
+                assert created.status_code == 201, created.text
+                assert created.json()["metadata"]["name"] == "a"
+                again = await send_json(http, "POST", PODS, POD)
+                assert again.status_code == 409
+                assert "already exists" in again.json()["message"]
+                patched = await send_json(
+                    http,
+                    "PATCH",
+                    f"{PODS}/a",
+                    {"metadata": {"labels": {"x": "y"}}},
+                    "application/merge-patch+json",
+                )
+                assert patched.status_code == 200, patched.text
+                read = await http.get(f"{PODS}/a")
+                assert read.status_code == 200
+                assert read.json()["metadata"]["labels"] == {"x": "y"}
+                listed = await http.get(PODS, params={"limit": "1"})
+                assert [p["metadata"]["name"] for p in listed.json()["items"]] == ["a"]
+
+            async with httpx.AsyncClient(base_url=emulator.url) as anonymous:
+                assert (await send_json(anonymous, "POST", PODS, POD)).status_code == 401
+
+        asyncio.run(main())
+    finally:
+        emulator.stop()
+
+
+def test_an_unreachable_server_is_httpx_s_connect_error(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed when the block ends: nothing listens there
+    transport = AiohttpTransport(None)
+
+    async def main() -> None:
+        async with ApiClient(transport, base_url=f"http://127.0.0.1:{port}", timeout=2) as http:
+            with pytest.raises(httpx.ConnectError):
+                await http.get("/api/v1/pods")
+            with pytest.raises(httpx.ConnectError):
+                await send_json(http, "POST", PODS, POD)
+
+    asyncio.run(main())
+
+
+def test_an_auth_flow_that_needs_the_reply_goes_through_httpx(tmp_path: Path) -> None:
+    """A credential that may be refreshed on a 401 (an exec plugin) is never written once
+    into lean headers: every write goes through httpx and its flow."""
+
+    class Refreshing(httpx.Auth):
+        def __init__(self) -> None:
+            self.flows = 0
+
+        def auth_flow(self, request: httpx.Request):  # type: ignore[no-untyped-def]
+            self.flows += 1
+            request.headers["Authorization"] = f"Bearer {emulator.token}"
+            yield request
+
+    emulator = Emulator(require_token=True).start()
+    auth = Refreshing()
+    try:
+
+        async def main() -> None:
+            transport = AiohttpTransport(None)
+            async with ApiClient(transport, base_url=emulator.url, auth=auth) as http:
+                assert (await send_json(http, "POST", PODS, POD)).status_code == 201
+
+        asyncio.run(main())
+    finally:
+        emulator.stop()
+    assert auth.flows == 1
+
+
+def test_a_watch_streams_through_it_and_stops_at_once(emulator: Emulator, tmp_path: Path) -> None:
+    seen: list[tuple[str, str]] = []
+
+    async def main() -> float:
+        async with client(emulator, tmp_path) as http:
+            reflector = Reflector(
+                http,
+                Kind("Pod", "/api/v1/pods"),
+                lambda t, o: seen.append((t, o["metadata"]["name"])),
+                backoff=Backoff(initial_s=0.05, cap_s=0.2, rng=random.Random(1)),
+            )
+            stop = asyncio.Event()
+            task = asyncio.create_task(reflector.run(stop))
+            await asyncio.wait_for(reflector.synced.wait(), 5)
+            await send_json(http, "POST", PODS, POD)
+            while ("ADDED", "a") not in seen:
+                await asyncio.sleep(0.02)
+            await asyncio.sleep(0.2)  # the watch waits for its next line
+            stopped = asyncio.get_running_loop().time()
+            stop.set()
+            await asyncio.wait_for(task, 5)
+            return asyncio.get_running_loop().time() - stopped
+
+    assert asyncio.run(main()) < 1.0
+    assert seen == [("ADDED", "a")]
