@@ -18,17 +18,23 @@ scheduling latency from a pod's creation to its bind (p50, p99), restarts surviv
 memory of the scheduler processes and of the emulator, and the requests RBAC refused (must
 be 0).
 
-**Throughput** (``--nodes`` 5,000 nodes, ``--pending`` 10,000 pods, no faults): the rate at
-which one scheduler process binds a backlog, from the moment it is ready (its first list is
-in its cache) to its last bind, against kube-scheduler's scheduler_perf figures (680-810
-pods/s at 5,000 nodes) and against the emulator's own ceiling, measured in the same run: the
-rate at which it accepts bare binding POSTs from one client process with as many in flight
-as the scheduler keeps (16).
+**Throughput** (``--nodes`` 1,000 and 5,000 nodes, ``--pending`` 5,000 pods, no faults),
+for each ``--workload``: pods of one GPU, and gangs of 8 such pods (a PodGroup each). One
+scheduler process (``--cpu-phases``) is started and ready (its first list is in its cache);
+then the whole backlog is created at once. Reported: binds per second from the first pod
+created to the last bind, against kube-scheduler's scheduler_perf figures (680-810 pods/s at
+5,000 nodes) and against the emulator's own ceiling, measured in the same run: the rate at
+which it accepts bare binding POSTs from one client process with as many in flight as the
+scheduler keeps (16), from aiohttp (a lighter client than the scheduler's, so that the rate
+is the emulator's own). And the scheduler's CPU per bound pod: its process tree's CPU time
+(user and system, the kernel's accounting in ``/proc``, children included) from ready until
+the emulator has seen no write for a second, split by the scheduler's own
+``gpufleet_cpu_seconds_total{phase}`` over the same span.
 
 The emulator runs in this process (a thread, with the driver that creates and completes the
-pods): it is slower than a real API server, so the figures are a floor.
+pods): it is slower than a real API server, so the rates are a floor.
 
-    python -m bench.live [--soak-pods 5000] [--restarts 20] [--nodes 5000] [--pending 10000]
+    python -m bench.live [--no-soak] [--nodes 1000 5000] [--workload "1-GPU pods"]
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import httpx
 from tests.apiserver import kubectl
 from tests.apiserver.rbac import Authorizer
@@ -358,19 +365,22 @@ async def _soak(args: argparse.Namespace, workdir: Path) -> Soak:  # noqa: PLR09
 
 def _bare_binds(url: str, count: int, at_once: int, queue: Any) -> None:
     """In a process of its own, as the scheduler is: post ``count`` bare bindings, ``at_once``
-    in flight; put the rate on ``queue``."""
+    in flight, with aiohttp (the lightest client at hand, so that the rate is the
+    emulator's); put the rate on ``queue``."""
 
     async def run() -> float:
         gate = asyncio.Semaphore(at_once)
-        async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        connector = aiohttp.TCPConnector(limit=at_once)
+        async with aiohttp.ClientSession(url, connector=connector) as http:
 
             async def one(i: int) -> None:
                 body = {
                     "metadata": {"name": f"bare-{i}"},
                     "target": {"kind": "Node", "name": "node-00000"},
                 }
-                async with gate:
-                    await http.post(f"/api/v1/namespaces/default/pods/bare-{i}/binding", json=body)
+                path = f"/api/v1/namespaces/default/pods/bare-{i}/binding"
+                async with gate, http.post(path, json=body) as reply:
+                    await reply.read()
 
             t = time.monotonic()
             await asyncio.gather(*(one(i) for i in range(count)))
@@ -602,7 +612,7 @@ def main(argv: list[str] | None = None) -> int:
         "it is ready; binds/s from the first pod created to the last bind, against "
         f"kube-scheduler's scheduler_perf {SCHEDULER_PAPER} pods/s at 5,000 nodes and "
         "against the emulator's own ceiling in the same run (bare binding POSTs from one "
-        "client process, 16 in flight). CPU ms/pod: the CPU of the scheduler's process "
+        "client process, 16 in flight, aiohttp). CPU ms/pod: the CPU of the scheduler's process "
         "tree (the kernel's accounting) from ready until its last write, per bound pod; "
         "the phases are its gpufleet_cpu_seconds_total (--cpu-phases) over the same span, "
         "and rest is what no phase took (the event loop's own wait and bookkeeping, the "
