@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -14,7 +16,7 @@ from gpufleet.model.fragmentation import FragmentIndex, typical_pods
 from gpufleet.plugins import best_fit, fgd, gpu_choice, gpu_fit, node_resources
 from gpufleet.plugins.registry import PLUGINS, POLICIES
 from gpufleet.report.reasons import status_text
-from gpufleet.scheduler.placement.place import Placement, place
+from gpufleet.scheduler.placement.place import Placement, commit, place
 from tests.builders import cluster, node, pod
 
 
@@ -98,3 +100,53 @@ def test_kube_default_hands_a_share_a_whole_gpu() -> None:
     outcome = place(framework, state, pod().share(300).obj())
     assert isinstance(outcome, Placement)
     assert (outcome.pod.gpu_milli, outcome.gpus) == (1000, (0,))
+
+
+@pytest.mark.parametrize("policy", ["gpufleet", "fgd"])
+def test_scores_reused_within_a_cycle_are_the_scores_given_afresh(policy: str) -> None:
+    """Node-local scores are kept per pod shape and given again until a node changes: every
+    placement of a backlog of like and unlike pods scores, to the last bit, and chooses as a
+    framework that forgets them before each pod."""
+    rng = np.random.default_rng(3)
+    models = ("A100", "V100", "T4")
+    nodes = [
+        node(
+            f"n{i}",
+            gpus=int(rng.choice([1, 2, 4, 8])),
+            model=str(rng.choice(models)),
+            cpu=float(rng.choice([16, 32, 96])),
+        )
+        for i in range(60)
+    ]
+    shapes = [
+        pod().gpus(1).cpu(4).obj(),
+        pod().gpus(2).cpu(8).obj(),
+        pod().share(500).cpu(2).obj(),
+        pod().gpus(1).cpu(4).models("A100").obj(),
+        pod().cpu(6).obj(),
+    ]
+    typical = FragmentIndex(typical_pods(shapes))
+    remembering = Framework(POLICIES[policy], PLUGINS, Handle(rng, typical, None))
+    fresh_typical = FragmentIndex(typical_pods(shapes))
+    fresh = Framework(POLICIES[policy], PLUGINS, Handle(rng, fresh_typical, None))
+    state, other = cluster(*nodes), cluster(*nodes)
+    remembering.forget_scores()
+    placed = 0
+    for step in range(150):
+        spec = shapes[int(rng.integers(len(shapes)))]
+        spec = dataclasses.replace(spec, name=f"p{step}")
+        feasible = remembering.run_filters(state, spec).nodes
+        if not feasible.size:
+            continue
+        fresh.forget_scores()
+        given = remembering.run_scores(state, spec, feasible)
+        afresh = fresh.run_scores(other, spec, feasible)
+        assert np.array_equal(given, afresh), step
+        a, b = place(remembering, state, spec), place(fresh, other, spec)
+        assert isinstance(a, Placement)
+        assert isinstance(b, Placement)
+        assert (a.node, a.gpus) == (b.node, b.gpus)
+        commit(state, a)
+        commit(other, b)
+        placed += 1
+    assert placed > 50

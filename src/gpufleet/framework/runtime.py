@@ -18,7 +18,8 @@ rejected by ``GpuMemory``, with a reason of their own.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import dataclasses
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -143,6 +144,9 @@ class Framework:
         """Per kind of pod (:func:`pod_kind`): the filters, one-node checks and scores that
         apply to it (a plugin that ``needs`` pod fields the pod lacks is left out)."""
         self._counting = [f for f in self.filters if isinstance(f, CountingFilter)]
+        self._remembered: dict[Hashable, _Remembered] = {}
+        """The node-local scores given so far in this cycle, per pod shape and state
+        (:meth:`run_scores`)."""
         self.chooser = _expect(
             instances[profile.gpu_chooser],
             GpuChooser,  # type: ignore[type-abstract]
@@ -274,9 +278,54 @@ class Framework:
                     if not getattr(plugin, "needs", ()):
                         total[part] += weight * plugin.score(state, spec, nodes[part])
             scores = [(p, w) for p, w in scores if getattr(p, "needs", ())]
-        for plugin, weight in scores:
-            total += weight * plugin.score(state, pod, nodes)
+        remembered = None if pod.sized_by_memory else self._remembered_for(state, pod, scores)
+        if remembered is not None:
+            stale = nodes[remembered.seen[nodes] != state.generation[nodes]]
+            if stale.size:
+                for i, values in remembered.weighted.items():
+                    plugin, weight = scores[i]
+                    values[stale] = weight * plugin.score(state, pod, stale)
+                remembered.seen[stale] = state.generation[stale]
+        for i, (plugin, weight) in enumerate(scores):
+            if remembered is not None and i in remembered.weighted:
+                total += remembered.weighted[i][nodes]
+            else:
+                total += weight * plugin.score(state, pod, nodes)
         return total
+
+    def forget_scores(self) -> None:
+        """Start a cycle: no score given before is reused (the cluster may have changed in
+        ways no node's generation records, such as the GPUs a model's nodes hold)."""
+        self._remembered.clear()
+
+    def _remembered_for(
+        self, state: ClusterState, pod: PodSpec, scores: list[Weighted]
+    ) -> _Remembered | None:
+        """Where the node-local scores of pods shaped like ``pod`` are kept for ``state``
+        (None: none of its scores is node-local, or its shape cannot be a key).
+
+        A plugin that declares ``node_local`` scores a node from the pod and that node's row
+        alone (and what is fixed for a cycle), so that a node's score for a pod of the same
+        shape stays right until the node's generation moves: a backlog of like pods costs
+        one score of the node each placement changed, not one of every node per pod. The
+        weighted scores are kept per plugin and summed in the profile's order, as without
+        them, so that the totals are the same to the last bit."""
+        local = [i for i, (plugin, _) in enumerate(scores) if getattr(plugin, "node_local", False)]
+        if not local:
+            return None
+        try:
+            key = (state.uid, state.size, dataclasses.replace(pod, name=""))
+            remembered = self._remembered.get(key)
+        except TypeError:  # a field that cannot be hashed
+            return None
+        if remembered is None:
+            if len(self._remembered) >= REMEMBERED_SHAPES:
+                del self._remembered[next(iter(self._remembered))]
+            remembered = self._remembered[key] = _Remembered(
+                np.full(state.size, -1, dtype=np.int64),
+                {i: np.zeros(state.size, dtype=np.float64) for i in local},
+            )
+        return remembered
 
     def select_host(self, nodes: IntArray, totals: FloatArray) -> int:
         """The best-scored node; among equals, the one of lowest tie rank."""
@@ -345,6 +394,19 @@ def _unschedulable(verdicts: Verdicts, total_nodes: int) -> Status:
 
 OneNode = tuple[FilterPlugin, "Callable[[ClusterState, PodSpec, slice], BoolArray | None] | None"]
 Weighted = tuple[ScorePlugin, float]
+
+REMEMBERED_SHAPES = 32
+"""Pod shapes whose node-local scores a cycle keeps (each an ``(N,)`` array per plugin)."""
+
+
+@dataclass(slots=True)
+class _Remembered:
+    """Node-local scores of one pod shape on one state: the node's generation when each was
+    given (-1: never), and each node-local plugin's weighted score by its position."""
+
+    seen: IntArray
+    weighted: dict[int, FloatArray]
+
 
 NEEDS = ("placement", "volumes", "advertised_gpus")
 """The pod fields a plugin may say it ``needs`` (:class:`~gpufleet.framework.protocols.Gated`)."""

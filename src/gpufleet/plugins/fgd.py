@@ -59,6 +59,10 @@ def share_options(gpu_free: IntArray, gpu_milli: int) -> tuple[IntArray, IntArra
 class FGD:
     """Both the score and the GPU choice of FGD, over one shared fragment index."""
 
+    node_local = True
+    """A node's score depends on the pod and the node's own row, against fixed typical pods
+    (``Framework.run_scores``)."""
+
     def __init__(self, name: str, args: Args, fragments: FragmentIndex) -> None:
         self.name = name
         self.args = args

@@ -164,9 +164,14 @@ class PoolCache:
         self.typical = typical
         self._key: tuple[tuple[str, ...], tuple[int, ...]] | None = None
         self._pools: Pools | None = None
+        self._uid = -1
+        """The state last seen: its nodes' models and GPU counts are fixed for its life."""
 
     def get(self, state: ClusterState) -> tuple[Pools, bool]:
         """The pools of ``state`` and whether they changed since the last call."""
+        if self._pools is not None and state.uid == self._uid:
+            return self._pools, False
+        self._uid = state.uid
         gpus = model_gpus(state)
         key = (state.models, tuple(gpus.tolist()))
         if self._pools is None or key != self._key:

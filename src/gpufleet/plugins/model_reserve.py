@@ -47,13 +47,18 @@ class ModelReserveScore:
         self.typical = typical
         self._key: tuple[tuple[str, ...], tuple[int, ...]] | None = None
         self._reserves: dict[frozenset[str] | None, FloatArray] = {}
+        self._uid = -1
+        """The state last seen: its nodes' models and GPU counts are fixed for its life."""
+        self._gpus: IntArray = np.zeros(0, dtype=np.int64)
 
     def reserve(self, state: ClusterState, pod: PodSpec) -> FloatArray:
         """``R_m`` (``(M,)``) for ``pod``'s allowed models, cached per cluster and set."""
-        gpus = model_gpus(state)
-        key = (state.models, tuple(gpus.tolist()))
-        if key != self._key:
-            self._key, self._reserves = key, {}
+        if state.uid != self._uid:
+            self._uid, self._gpus = state.uid, model_gpus(state)
+            key = (state.models, tuple(self._gpus.tolist()))
+            if key != self._key:
+                self._key, self._reserves = key, {}
+        gpus = self._gpus
         reserve = self._reserves.get(pod.gpu_models)
         if reserve is None:
             allowed = allowed_models(state.models, gpus, pod.gpu_models)

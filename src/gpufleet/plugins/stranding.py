@@ -117,6 +117,8 @@ class StrandedGpuScore:
     is judged by the GPU pods its model's nodes are expected to receive."""
 
     name = NAME
+    node_local = True
+    """A node's score depends on the pod and the node's own row (``Framework.run_scores``)."""
 
     def __init__(self, typical: TypicalPods, cpu_pod_reserve: float) -> None:
         self.typical = typical

@@ -34,6 +34,8 @@ class Args:
 
 class WholeGpus:
     name = NAME
+    node_local = True
+    """A node's score depends on the pod and the node's own row (``Framework.run_scores``)."""
     needs = ("advertised_gpus",)
 
     def score(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> FloatArray:

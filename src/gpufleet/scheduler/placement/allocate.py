@@ -60,7 +60,9 @@ class Placer:
 
     @cached_property
     def framework(self) -> Framework:
-        return self._build()
+        framework = self._build()
+        framework.forget_scores()  # a cycle of its own: the scores of the last one may be stale
+        return framework
 
     @cached_property
     def fit(self) -> Fit:
