@@ -126,6 +126,33 @@ def test_a_pod_of_a_missing_pod_group_waits_and_takes_its_queue_when_it_comes() 
     assert [(e.type, e.kind) for e in events] == [("DELETED", "PodGroup"), ("MODIFIED", "Pod")]
 
 
+def test_a_pod_group_status_write_reads_none_of_its_pods_again() -> None:
+    """Pods read of their PodGroup whether it defines their gang and in which queue: the
+    status gpufleet writes on it (once per gang and change) translates no pod again; a new
+    queue, or the group gone, does."""
+    store = ObjectStore()
+    store.apply("ADDED", "Pod", pod(group="g"))
+    store.apply("ADDED", "PodGroup", group())
+    read, reads = store.lookups.read, []
+
+    def counted(kind: str, r: Any) -> Any:
+        reads.append(kind)
+        return read(kind, r)
+
+    store.lookups.read = counted  # type: ignore[method-assign]
+    written = {**group(), "status": {"phase": "Scheduled", "scheduled": 2}}
+    assert not store.apply("MODIFIED", "PodGroup", written).events
+    assert reads == ["PodGroup"]
+    events = store.apply("MODIFIED", "PodGroup", {**group(queue="team-b"), "status": {}}).events
+    assert [(e.type, e.kind) for e in events] == [("MODIFIED", "PodGroup"), ("MODIFIED", "Pod")]
+    assert isinstance(events[1].obj, PodInfo)
+    assert events[1].obj.queue == "team-b"
+    events = store.apply("DELETED", "PodGroup", group(queue="team-b")).events
+    assert [(e.type, e.kind) for e in events] == [("DELETED", "PodGroup"), ("MODIFIED", "Pod")]
+    assert isinstance(events[1].obj, PodInfo)
+    assert "does not exist" in events[1].obj.blocked
+
+
 def test_a_priority_class_sets_the_priority_of_the_pods_that_name_it() -> None:
     store = ObjectStore()
     assert store.apply("ADDED", "Pod", pod(priority_class="batch")).problems

@@ -16,6 +16,7 @@ import httpx
 
 from gpufleet.kube.process.logs import decide
 from gpufleet.kube.read.kinds import API, object_kind
+from gpufleet.kube.transport import send_json
 from gpufleet.kube.write.bind import PodRef
 from gpufleet.kube.write.recorder import EventRecorder, Regarding, rfc3339
 
@@ -136,9 +137,7 @@ class Teller:
         if not self.may_act():
             return False
         try:
-            response = await self.http.patch(
-                f"{ref.path}/status", json=patch, headers={"Content-Type": kind}
-            )
+            response = await send_json(self.http, "PATCH", f"{ref.path}/status", patch, kind)
         except httpx.HTTPError as exc:
             log.warning("status of %s/%s: %s", ref.namespace, ref.name, exc)
             return False

@@ -125,6 +125,7 @@ class Dependents:
         relabelled: bool = False,
         resized: bool = False,
         finished: str = "",
+        regrouped: bool = True,
     ) -> list[Ref]:
         """The objects whose translation reads object ``key`` of ``kind``; for a node,
         ``relabelled``: its labels, as pools read them, changed, and ``resized``: whether it
@@ -135,7 +136,10 @@ class Dependents:
 
         Pools whose slices select nodes by label read only the nodes' labels, and a bound
         pod reads only its node's GPUs, so a node event that leaves them as they were (a
-        status update, every few seconds to minutes per node) reads nothing again."""
+        status update, every few seconds to minutes per node) reads nothing again. Pods
+        read of their PodGroup only whether it defines their gang and in which queue, so a
+        PodGroup event that leaves those (``regrouped`` false: its status written, once
+        per gang and change) reads none of them again."""
         if kind == "Pod":
             now = self.finished(self.raw["Pod"].get(key))
             gangs = sorted({finished, now} - {""}) if now != finished else []
@@ -148,7 +152,7 @@ class Dependents:
         kind = becomes(kind)  # a KAI or Volcano PodGroup is read where pods read PodGroups
         if kind == "NodeResourceTopology":
             return [("Node", key)] if key in self.raw["Node"] else []
-        if kind == "Node" and not resized:
+        if (kind == "Node" and not resized) or (kind == "PodGroup" and not regrouped):
             out = []
         else:
             out = [("Pod", pod) for pod in sorted(self.readers.get((kind, key), ()))]

@@ -67,6 +67,10 @@ if TYPE_CHECKING:
     from gpufleet.scheduler.state.changes import CacheObject, EventType
 
 
+_ABSENT = object()
+"""A gang no PodGroup defines (its pods wait for it)."""
+
+
 class ObjectStore:
     """The raw objects of the translated kinds, and their translations."""
 
@@ -106,6 +110,8 @@ class ObjectStore:
         labels = self.lookups.node_labels.get(key) if kind == "Node" else None
         gpus = self.lookups.node_gpus.get(key) if kind == "Node" else None
         finished = self.dependents.finished(self.raw[kind].get(key)) if kind == "Pod" else ""
+        gang = kind == "PodGroup"  # the scheduler-plugins kind, keyed as its gang is
+        queue = self.lookups.group_queues.get(key, _ABSENT) if gang else None
         if type_ == "DELETED":
             self.raw[kind].pop(key, None)
             self.reported.pop((kind, key), None)
@@ -125,8 +131,14 @@ class ObjectStore:
             self._translate(kind, key, events, problems)
         relabelled = kind == "Node" and self.lookups.node_labels.get(key) != labels
         resized = kind == "Node" and self.lookups.node_gpus.get(key) != gpus
+        regrouped = not gang or self.lookups.group_queues.get(key, _ABSENT) != queue
         for dependent_kind, dependent in self.dependents.of(
-            kind, key, relabelled=relabelled, resized=resized, finished=finished
+            kind,
+            key,
+            relabelled=relabelled,
+            resized=resized,
+            finished=finished,
+            regrouped=regrouped,
         ):
             if dependent_kind == "ResourcePool":
                 self._translate_pool(dependent, events, problems)

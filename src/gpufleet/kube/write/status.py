@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 
 from gpufleet.kube.read.kinds import API
+from gpufleet.kube.transport import send_json
 
 log = logging.getLogger("gpufleet.serve")
 
@@ -53,10 +54,12 @@ class StatusWriter:
         namespace, _, name = key.rpartition("/")
         where = f"namespaces/{namespace}/" if namespace else ""
         try:
-            response = await self.http.patch(
+            response = await send_json(
+                self.http,
+                "PATCH",
                 f"/apis/{version}/{where}{plural}/{name}/status",
-                json={"status": status},
-                headers={"Content-Type": "application/merge-patch+json"},
+                {"status": status},
+                "application/merge-patch+json",
             )
         except httpx.HTTPError as exc:
             log.warning("status of %s %s: %s", self.kind, key, exc)
