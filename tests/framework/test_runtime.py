@@ -13,6 +13,7 @@ from gpufleet.framework.registry import DuplicateNameError, Registry, UnknownNam
 from gpufleet.framework.runtime import Framework, ProfileError
 from gpufleet.framework.status import Code
 from gpufleet.model.fragmentation import FragmentIndex, typical_pods
+from gpufleet.model.interpod import PodPlacement
 from gpufleet.plugins import best_fit, fgd, gpu_choice, gpu_fit, node_resources
 from gpufleet.plugins.registry import PLUGINS, POLICIES
 from gpufleet.report.reasons import status_text
@@ -104,9 +105,9 @@ def test_kube_default_hands_a_share_a_whole_gpu() -> None:
 
 @pytest.mark.parametrize("policy", ["gpufleet", "fgd"])
 def test_scores_reused_within_a_cycle_are_the_scores_given_afresh(policy: str) -> None:
-    """Node-local scores are kept per pod shape and given again until a node changes: every
-    placement of a backlog of like and unlike pods scores, to the last bit, and chooses as a
-    framework that forgets them before each pod."""
+    """Node-local scores are kept per pod shape (whatever the pod's name and labels) and
+    given again until a node changes: every placement of a backlog of like and unlike pods
+    scores, to the last bit, and chooses as a framework that forgets them before each pod."""
     rng = np.random.default_rng(3)
     models = ("A100", "V100", "T4")
     nodes = [
@@ -135,6 +136,8 @@ def test_scores_reused_within_a_cycle_are_the_scores_given_afresh(policy: str) -
     for step in range(150):
         spec = shapes[int(rng.integers(len(shapes)))]
         spec = dataclasses.replace(spec, name=f"p{step}")
+        if step % 2:  # a pod of an indexed Job: labels of its own, scored as its shape
+            spec = dataclasses.replace(spec, placement=PodPlacement("ml", {"index": str(step)}))
         feasible = remembering.run_filters(state, spec).nodes
         if not feasible.size:
             continue

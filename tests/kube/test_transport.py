@@ -130,3 +130,36 @@ def test_a_watch_streams_through_it_and_stops_at_once(emulator: Emulator, tmp_pa
 
     assert asyncio.run(main()) < 1.0
     assert seen == [("ADDED", "a")]
+
+
+def test_a_connection_lost_after_the_request_is_not_a_connect_error() -> None:
+    """A server that takes the request and closes: the bind may have been applied, so the
+    error must not say the request was never sent (httpx's ConnectError)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+
+        async def serve() -> None:
+            for _ in range(2):
+                conn, _ = await loop.sock_accept(listener)
+                await loop.sock_recv(conn, 65536)
+                conn.close()
+
+        listener.setblocking(False)
+        server = asyncio.create_task(serve())
+        transport = AiohttpTransport(None)
+        async with ApiClient(transport, base_url=f"http://127.0.0.1:{port}", timeout=5) as http:
+            for attempt in (http.post(PODS, json=POD), send_json(http, "POST", PODS, POD)):
+                with pytest.raises(httpx.TransportError) as caught:
+                    await attempt
+                assert not isinstance(caught.value, httpx.ConnectError)
+        await server
+
+    try:
+        asyncio.run(main())
+    finally:
+        listener.close()

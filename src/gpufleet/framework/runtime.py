@@ -294,8 +294,8 @@ class Framework:
         return total
 
     def forget_scores(self) -> None:
-        """Start a cycle: no score given before is reused (the cluster may have changed in
-        ways no node's generation records, such as the GPUs a model's nodes hold)."""
+        """Drop the scores kept so far (a cycle starts: what the last one kept, for states
+        and pod shapes it may not see again, is memory)."""
         self._remembered.clear()
 
     def _remembered_for(
@@ -304,17 +304,23 @@ class Framework:
         """Where the node-local scores of pods shaped like ``pod`` are kept for ``state``
         (None: none of its scores is node-local, or its shape cannot be a key).
 
-        A plugin that declares ``node_local`` scores a node from the pod and that node's row
-        alone (and what is fixed for a cycle), so that a node's score for a pod of the same
-        shape stays right until the node's generation moves: a backlog of like pods costs
-        one score of the node each placement changed, not one of every node per pod. The
-        weighted scores are kept per plugin and summed in the profile's order, as without
-        them, so that the totals are the same to the last bit."""
+        A plugin that declares ``node_local`` scores a node from the pod's resources and
+        that node's row alone, with what is fixed for the state (its nodes' models and GPU
+        counts, which never change for a ``uid``) or for the framework (FGD's typical pods);
+        it reads no labels, terms or volumes of the pod. So a node's score for a pod of the
+        same shape stays right until the node's generation moves: a backlog of like pods
+        costs one score of the node each placement changed, not one of every node per pod.
+        The weighted scores are kept per plugin and summed in the profile's order, as
+        without them, so that the totals are the same to the last bit."""
         local = [i for i, (plugin, _) in enumerate(scores) if getattr(plugin, "node_local", False)]
         if not local:
             return None
         try:
-            key = (state.uid, state.size, dataclasses.replace(pod, name=""))
+            # what no node-local score reads is left out of the shape: the name, the labels
+            # and terms (placement) and the claims a pod mounts (volumes), so that pods of
+            # an indexed Job or a StatefulSet share one; which plugins apply is pod_kind's
+            shape = dataclasses.replace(pod, name="", placement=None, volumes=())
+            key = (state.uid, pod_kind(pod), shape)
             remembered = self._remembered.get(key)
         except TypeError:  # a field that cannot be hashed
             return None

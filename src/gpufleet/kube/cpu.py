@@ -45,6 +45,9 @@ class PhaseClock:
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = dict.fromkeys(PHASES, 0.0)
+        """What the event loop's thread spent, by phase (written by that thread alone)."""
+        self._workers: dict[str, float] = dict.fromkeys(PHASES, 0.0)
+        """What worker threads spent (the cycle), under the lock."""
         self.on = False
         self._loop_thread = 0
         self._mark = 0.0
@@ -55,6 +58,7 @@ class PhaseClock:
         """Measure from now on, the calling thread being the event loop's."""
         _install()
         self._loop_thread = threading.get_ident()
+        self._mark = _thread_time()
         self.on = True
 
     def switch(self) -> None:
@@ -67,7 +71,7 @@ class PhaseClock:
     def charge(self, name: str, seconds: float) -> None:
         """CPU a thread of its own measured (the cycle's worker)."""
         with self._lock:
-            self.seconds[name] += seconds
+            self._workers[name] += seconds
 
     def timed(self, name: str, work: Callable[..., Any], *args: Any) -> Any:
         """``work(*args)``, its thread CPU charged to ``name`` (for a worker thread)."""
@@ -81,7 +85,7 @@ class PhaseClock:
 
     def snapshot(self) -> dict[str, float]:
         with self._lock:
-            return dict(self.seconds)
+            return {name: self.seconds[name] + self._workers[name] for name in PHASES}
 
 
 CLOCK = PhaseClock()
@@ -94,6 +98,8 @@ class phase:  # noqa: N801 (used as a context manager, like contextlib's)
     __slots__ = ("_name", "_token")
 
     def __init__(self, name: str) -> None:
+        if name not in PHASES:  # charged inside asyncio's callback runner: never unknown
+            raise ValueError(f"unknown phase {name!r}; expected one of {', '.join(PHASES)}")
         self._name = name
 
     def __enter__(self) -> None:

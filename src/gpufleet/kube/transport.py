@@ -90,7 +90,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 compress=None,
             )
         except BaseException as exc:  # noqa: BLE001 (each mapped to httpx's, or raised again)
-            _reraise(exc, request, connecting=True)
+            _reraise(exc, request)
         return httpx.Response(
             reply.status,
             headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in reply.raw_headers],
@@ -124,7 +124,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                     content = httpx.Response(200, headers=reply.headers, content=content).content
                 return Answer(reply.status, content)
         except BaseException as exc:  # noqa: BLE001 (each mapped to httpx's, or raised again)
-            _reraise(exc, None, connecting=True)
+            _reraise(exc, None)
 
     async def aclose(self) -> None:
         if self._session is not None:
@@ -143,7 +143,7 @@ class _Body(httpx.AsyncByteStream):
             async for chunk in self._reply.content.iter_any():
                 yield chunk
         except BaseException as exc:  # noqa: BLE001 (each mapped to httpx's, or raised again)
-            _reraise(exc, self._request, connecting=False)
+            _reraise(exc, self._request)
 
     async def aclose(self) -> None:
         if self._reply.content.at_eof():
@@ -202,7 +202,8 @@ class ApiClient(httpx.AsyncClient):
         self._lean = transport
 
     async def send_json(self, method: str, path: str, body: Any, content_type: str) -> Replied:
-        data = json.dumps(body, separators=(",", ":")).encode()
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        data = text.encode()  # as httpx encodes json=
         if self._lean_headers is None:
             return await self.request(
                 method, path, content=data, headers={"Content-Type": content_type}
@@ -241,34 +242,32 @@ def _sum(*parts: float | None) -> float | None:
     return None if any(p is None for p in parts) else sum(p for p in parts if p is not None)
 
 
-def _reraise(exc: BaseException, request: httpx.Request | None, *, connecting: bool) -> NoReturn:
-    mapped = _as_httpx(exc, request, connecting=connecting)
+def _reraise(exc: BaseException, request: httpx.Request | None) -> NoReturn:
+    mapped = _as_httpx(exc, request)
     if mapped is exc:
         raise exc
     raise mapped from exc
 
 
-def _as_httpx(  # noqa: PLR0911 (one answer per kind of failure)
-    exc: BaseException, request: httpx.Request | None, *, connecting: bool
-) -> BaseException:
-    """aiohttp's failure as httpx's (others — a cancellation — as they are)."""
+def _as_httpx(exc: BaseException, request: httpx.Request | None) -> BaseException:
+    """aiohttp's failure as httpx's (others — a cancellation — as they are). Only a
+    connection never made is a ``ConnectError`` (the request was not sent); a connection
+    lost after it may have carried the request, as httpx's ``ReadError`` says."""
     message = str(exc) or type(exc).__name__
-    if isinstance(exc, aiohttp.ClientConnectorError | aiohttp.ClientConnectorCertificateError):
-        return httpx.ConnectError(message, request=request)
-    if isinstance(exc, aiohttp.ConnectionTimeoutError):
-        return httpx.ConnectTimeout(message, request=request)
-    if isinstance(exc, TimeoutError):  # aiohttp's ServerTimeoutError is one
-        if connecting and not isinstance(exc, aiohttp.SocketTimeoutError):
-            return httpx.PoolTimeout(message, request=request)
-        return httpx.ReadTimeout(message, request=request)
-    if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
-        return httpx.RemoteProtocolError(message, request=request)
-    if isinstance(exc, aiohttp.ClientResponseError):
-        return httpx.RemoteProtocolError(message, request=request)
-    if isinstance(exc, aiohttp.ClientOSError | ConnectionError):
-        return (httpx.ConnectError if connecting else httpx.ReadError)(message, request=request)
-    if isinstance(exc, aiohttp.InvalidURL):
-        return httpx.InvalidURL(message)
-    if isinstance(exc, aiohttp.ClientError):
-        return httpx.TransportError(message, request=request)
-    return exc  # a cancellation, or a fault of ours
+    mapped: type[httpx.TransportError] | None = None
+    if isinstance(exc, aiohttp.ClientConnectorError):  # certificate errors included
+        mapped = httpx.ConnectError
+    elif isinstance(exc, aiohttp.ConnectionTimeoutError):  # no connection free, or made
+        mapped = httpx.ConnectTimeout
+    elif isinstance(exc, TimeoutError):  # aiohttp's socket and server timeouts are ones
+        mapped = httpx.ReadTimeout
+    elif isinstance(
+        exc,
+        aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError | aiohttp.ClientResponseError,
+    ):
+        mapped = httpx.RemoteProtocolError
+    elif isinstance(exc, aiohttp.ClientOSError | ConnectionError):
+        mapped = httpx.ReadError
+    elif isinstance(exc, aiohttp.ClientError):  # an invalid URL among them
+        mapped = httpx.TransportError
+    return exc if mapped is None else mapped(message, request=request)  # else: a cancellation
