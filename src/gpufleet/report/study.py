@@ -55,6 +55,18 @@ def _field(
     return read
 
 
+def _jobs(*under: str) -> tuple[tuple[str, Callable[[Result], float | None]], ...]:
+    """The jobs' metrics every replay reports, read under ``under`` in its result."""
+    return (
+        ("jobs", _field(*under, "jobs")),
+        ("finished", _field(*under, "finished_jobs")),
+        ("never started", _field(*under, "never_started_jobs")),
+        ("mean wait h", _field(*under, "all_waits", "mean_wait_s", scale=_hours)),
+        ("p95 wait h", _field(*under, "all_waits", "p95_wait_s", scale=_hours)),
+        ("mean JCT h", _field(*under, "mean_jct_s", scale=_hours)),
+    )
+
+
 METRICS: Mapping[str, tuple[tuple[str, Callable[[Result], float | None]], ...]] = {
     "fill": (
         ("unallocated GPU % at 100%", _field("unallocated_at_100")),
@@ -62,12 +74,7 @@ METRICS: Mapping[str, tuple[tuple[str, Callable[[Result], float | None]], ...]] 
         ("run s", _field("elapsed_s")),
     ),
     "replay": (
-        ("jobs", _field("jobs")),
-        ("finished", _field("finished_jobs")),
-        ("never started", _field("never_started_jobs")),
-        ("mean wait h", _field("all_waits", "mean_wait_s", scale=_hours)),
-        ("p95 wait h", _field("all_waits", "p95_wait_s", scale=_hours)),
-        ("mean JCT h", _field("mean_jct_s", scale=_hours)),
+        *_jobs(),
         ("alloc %", _field("gpu_allocation_mean")),
         ("lost GPU-h", _field("lost_gpu_hours")),
         ("cost", _field("cost", "totalCost")),
@@ -75,12 +82,7 @@ METRICS: Mapping[str, tuple[tuple[str, Callable[[Result], float | None]], ...]] 
         ("run s", _field("elapsed_s")),
     ),
     "autoscale": (
-        ("jobs", _field("replay", "jobs")),
-        ("finished", _field("replay", "finished_jobs")),
-        ("never started", _field("replay", "never_started_jobs")),
-        ("mean wait h", _field("replay", "all_waits", "mean_wait_s", scale=_hours)),
-        ("p95 wait h", _field("replay", "all_waits", "p95_wait_s", scale=_hours)),
-        ("mean JCT h", _field("replay", "mean_jct_s", scale=_hours)),
+        *_jobs("replay"),
         ("node-h", _field("node_hours")),
         ("idle %", _field("idle_share", scale=_percent)),
         ("scale-down evictions", _field("scale_down_evictions")),
@@ -91,12 +93,7 @@ METRICS: Mapping[str, tuple[tuple[str, Callable[[Result], float | None]], ...]] 
         ("run s", _field("replay", "elapsed_s")),
     ),
     "balance": (
-        ("jobs", _field("training", "jobs")),
-        ("finished", _field("training", "finished_jobs")),
-        ("never started", _field("training", "never_started_jobs")),
-        ("mean wait h", _field("training", "all_waits", "mean_wait_s", scale=_hours)),
-        ("p95 wait h", _field("training", "all_waits", "p95_wait_s", scale=_hours)),
-        ("mean JCT h", _field("training", "mean_jct_s", scale=_hours)),
+        *_jobs("training"),
         ("useful usage %", _field("useful_usage", scale=_percent)),
         ("short serving windows", _field("serving", "short_windows")),
         ("latency p99 s", _field("serving", "latency_p99_s")),
