@@ -534,7 +534,7 @@ async def _ceiling(emulator: Emulator, store: Any, pods_r: Any) -> float:
     return ceiling
 
 
-PHASE_COLUMNS = ("watch", "cycle", "bind", "events", "status", "sockets")
+PHASE_COLUMNS = ("watch", "cycle", "bind", "events", "status", "sockets", "gc")
 
 
 def _throughput_lines(runs: list[Throughput]) -> list[str]:
@@ -615,10 +615,10 @@ def main(argv: list[str] | None = None) -> int:
         "client process, 16 in flight, aiohttp). CPU ms/pod: the CPU of the scheduler's process "
         "tree (the kernel's accounting) from ready until its last write, per bound pod; "
         "the phases are its gpufleet_cpu_seconds_total (--cpu-phases) over the same span, "
-        "and rest is what no phase took (the event loop's own wait and bookkeeping, the "
-        f"garbage collector, start-up of threads). Peak memory {emulator_mib:,.0f} MiB for "
-        f"the emulator and this driver, {scheduler_mib:,.0f} MiB for the largest scheduler "
-        "process.",
+        "gc is the garbage collector's collections, and rest is what no phase took (the "
+        "event loop's own wait and bookkeeping, start-up of threads). Peak memory "
+        f"{emulator_mib:,.0f} MiB for the emulator and this driver, "
+        f"{scheduler_mib:,.0f} MiB for the largest scheduler process.",
     ]
     published = publish_table("bench.live", SECTION, lines, write_docs=not args.no_docs)
     return published or (1 if soak is not None and soak.denials else 0)

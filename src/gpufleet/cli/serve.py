@@ -11,6 +11,7 @@ those the API server authorizes (``kube/process/delegated.py``). It stops on SIG
 from __future__ import annotations
 
 import asyncio
+import gc
 import ipaddress
 import logging
 import re
@@ -65,6 +66,9 @@ if TYPE_CHECKING:
 
 SECURE_PORT = 10259
 """kube-scheduler's --secure-port."""
+
+YOUNG_GC_ALLOCATIONS = 20_000
+"""The live scheduler's threshold of the garbage collector's young generation."""
 
 
 def _read_config(ctx: typer.Context, path: Path | None) -> Path | None:
@@ -326,6 +330,12 @@ def serve(
         offers=offers,
         cpu_phases=cpu_phases,
     )
+    # The cache is hundreds of thousands of long-lived objects; a pod's pass through watch,
+    # cycle and writes allocates thousands of short-lived ones. At CPython's default (a
+    # young collection every 700 allocations) the collector ran about a hundred times per
+    # thousand pods and took 0.1 ms of CPU per pod (``bench.live``'s gc phase); every
+    # YOUNG_GC_ALLOCATIONS it takes a fifth of that, the older generations' pace kept.
+    gc.set_threshold(YOUNG_GC_ALLOCATIONS, *gc.get_threshold()[1:])
     try:
         asyncio.run(_serve(config, context, options, lease, serving))
     except UnreachableError as exc:

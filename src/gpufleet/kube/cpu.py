@@ -8,14 +8,16 @@ task's phase is a context variable it sets (:func:`phase`) and its sub-tasks inh
 thread CPU time (``CLOCK_THREAD_CPUTIME_ID``) of every callback is charged to the phase its
 context is in when it ends, and a switch of phase within a callback charges the part before
 it to the phase it leaves. Callbacks of the transports themselves (a socket that became
-readable: TLS and HTTP bytes read, for whichever request) are ``sockets``. What no callback
-ran — the selector's wait and the loop's own bookkeeping, other threads, the garbage
-collector when it runs outside a callback — is the process total less the phases.
+readable: TLS and HTTP bytes read, for whichever request) are ``sockets``. The cyclic
+garbage collector runs inside whichever callback or cycle allocated past its threshold;
+its collections are ``gc`` (timed by ``gc.callbacks``), not charged to that phase. What no
+callback ran — the selector's wait and the loop's own bookkeeping, other threads — is the
+process total less the phases.
 
 Phases: ``watch`` (reading watch and list replies, decoding and translating objects),
 ``cycle`` (events applied to the cache, the cycle itself), ``bind`` (volume, claim and
 binding writes), ``evict``, ``events`` (Events written), ``status`` (pod conditions,
-PodGroup and Queue status, reports), ``sockets``, ``other``.
+PodGroup and Queue status, reports), ``sockets``, ``gc``, ``other``.
 
 Measuring costs two clock reads per callback (about a microsecond each), so it is off
 unless asked for; :func:`phase` costs a context-variable set either way.
@@ -24,6 +26,7 @@ unless asked for; :func:`phase` costs a context-variable set either way.
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 import time
 from contextvars import ContextVar
@@ -33,7 +36,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from types import TracebackType
 
-PHASES = ("watch", "cycle", "bind", "evict", "events", "status", "sockets", "other")
+PHASES = ("watch", "cycle", "bind", "evict", "events", "status", "sockets", "gc", "other")
 
 _current: ContextVar[str] = ContextVar("gpufleet_cpu_phase", default="other")
 _thread_time = time.thread_time
@@ -53,13 +56,33 @@ class PhaseClock:
         self._mark = 0.0
         """Thread CPU time when the running callback, or its current phase, began."""
         self._lock = threading.Lock()
+        self._collecting = threading.local()
+        """Per thread: when its running collection began, and its collections' seconds."""
 
     def start(self) -> None:
         """Measure from now on, the calling thread being the event loop's."""
         _install()
         self._loop_thread = threading.get_ident()
         self._mark = _thread_time()
+        if self._collected not in gc.callbacks:
+            gc.callbacks.append(self._collected)
         self.on = True
+
+    def _collected(self, stage: str, _info: dict[str, int]) -> None:
+        """A collection starts or stops in the calling thread: its CPU is ``gc``'s, and
+        left out of the phase it interrupted (in the loop's thread the running callback's
+        mark moves past it; in a worker, :meth:`timed` subtracts it)."""
+        now, local = _thread_time(), self._collecting
+        if stage == "start":
+            local.begun = now
+            return
+        spent = now - getattr(local, "begun", now)
+        if threading.get_ident() == self._loop_thread:
+            self.seconds["gc"] += spent
+            self._mark += spent
+            return
+        local.seconds = getattr(local, "seconds", 0.0) + spent
+        self.charge("gc", spent)
 
     def switch(self) -> None:
         """Charge the running callback's CPU so far to the phase it is leaving."""
@@ -77,11 +100,12 @@ class PhaseClock:
         """``work(*args)``, its thread CPU charged to ``name`` (for a worker thread)."""
         if not self.on:
             return work(*args)
-        begun = _thread_time()
+        begun, collected = _thread_time(), getattr(self._collecting, "seconds", 0.0)
         try:
             return work(*args)
         finally:
-            self.charge(name, _thread_time() - begun)
+            collecting = getattr(self._collecting, "seconds", 0.0) - collected
+            self.charge(name, _thread_time() - begun - collecting)
 
     def snapshot(self) -> dict[str, float]:
         with self._lock:
