@@ -3,9 +3,22 @@ its owner references, never hide the GPUs it holds."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpufleet.kube.read import objects
 from gpufleet.kube.read.bound import requests_only
+from gpufleet.kube.read.kinds import API, LIVE_VOCABULARIES
+from gpufleet.kube.read.objects import ObjectStore
 from gpufleet.load.foreign import PodNames
-from gpufleet.load.objects.pods import PROGRESS_ANNOTATIONS
+from gpufleet.load.objects.pods import PROGRESS_ANNOTATIONS, read_bound
+from gpufleet.load.objects.vocabulary import GPU_INDEX_ANNOTATION
+from gpufleet.model.workload import PodInfo
 
 
 def test_read_by_its_requests_a_bound_pod_drops_what_it_says_of_its_run() -> None:
@@ -16,3 +29,112 @@ def test_read_by_its_requests_a_bound_pod_drops_what_it_says_of_its_run() -> Non
     assert kept["metadata"]["annotations"] == {"team": "a"}
     assert "ownerReferences" not in kept["metadata"]
     assert raw["metadata"]["annotations"] == notes  # the object read is left as it was
+
+
+SCENARIOS = Path(__file__).parents[2] / "scenarios"
+STORE_KIND = {(version, kind.split()[0]): kind for kind, (version, _) in API.items()}
+"""Each kind the live store translates, by the apiVersion and kind of its objects."""
+
+
+def _docs(path: Path) -> tuple[dict[str, Any], list[tuple[str, dict[str, Any]]]]:
+    """A scenario's expectation, and its objects the live store translates (with uids)."""
+    docs = [d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict)]
+    expected = next((d for d in docs if d.get("kind") == "Expectation"), {})
+    objects = []
+    for i, doc in enumerate(docs):
+        kind = STORE_KIND.get((str(doc.get("apiVersion")), str(doc.get("kind"))))
+        if kind is not None:
+            doc.setdefault("metadata", {}).setdefault("uid", f"uid-{i}")
+            objects.append((kind, doc))
+    return expected, objects
+
+
+def _bound(pending: dict[str, Any], node: str, gpus: list[int] | None, version: str) -> Any:
+    """``pending`` as the API server has it once a Binding to ``node`` with gpufleet's GPU
+    indexes is applied (``tests/apiserver/subresources.py``)."""
+    bound = copy.deepcopy(pending)
+    bound["spec"]["nodeName"] = node
+    if gpus:
+        notes = bound["metadata"].setdefault("annotations", {})
+        notes[GPU_INDEX_ANNOTATION] = ",".join(str(g) for g in gpus)
+    status = bound.setdefault("status", {})
+    status.setdefault("conditions", []).append({"type": "PodScheduled", "status": "True"})
+    bound["metadata"]["resourceVersion"] = version
+    return bound
+
+
+def _node_of(said: Any, docs: list[tuple[str, dict[str, Any]]]) -> str | None:
+    """A node an expectation binds to: its own, the first of a list, the first Node for
+    any ("*"); None: none said."""
+    if isinstance(said, list):
+        said = said[0] if said else None
+    if said == "*":
+        said = next((o["metadata"]["name"] for k, o in docs if k == "Node"), None)
+    return said if isinstance(said, str) else None
+
+
+def _store(objects: list[tuple[str, dict[str, Any]]]) -> ObjectStore:
+    store = ObjectStore(vocabularies=LIVE_VOCABULARIES)
+    for kind, obj in objects:
+        store.apply("ADDED", kind, copy.deepcopy(obj))
+    return store
+
+
+def test_a_pending_pod_bound_and_nothing_else_reads_as_if_read_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every pod each scenario binds, bound as a Binding writes it: translated from what was
+    read of it pending (its spec not read again), it is what reading it whole gives — every
+    field, uid and resourceVersion included — with the same events and problems; and a pod
+    whose labels changed with its binding is read whole."""
+    fast: list[str] = []
+
+    def counted(pending: PodInfo, *rest: Any) -> PodInfo:
+        fast.append(pending.key)
+        return read_bound(pending, *rest)
+
+    monkeypatch.setattr(objects, "read_bound", counted)
+    compared = 0
+    for path in sorted(SCENARIOS.glob("*.yaml")):
+        expected, docs = _docs(path)
+        for key, said in sorted((expected.get("bindings") or {}).items()):
+            where = said if isinstance(said, dict) else {"node": said}
+            where["node"] = _node_of(where.get("node"), docs)
+            if where["node"] is None:
+                continue
+            namespace, name = key.split("/")
+            found = [
+                (i, o)
+                for i, (k, o) in enumerate(docs)
+                if k == "Pod"
+                and o["metadata"].get("name") == name
+                and o["metadata"].get("namespace", "default") == namespace
+            ]
+            if not found or "nodeName" in found[0][1].get("spec", {}):
+                continue
+            i, pending = found[0]
+            bound = _bound(pending, where["node"], where.get("gpus"), "7")
+            others = docs[:i] + docs[i + 1 :]
+            once = _store([*others, ("Pod", pending)])
+            before = len(fast)
+            changes = once.apply("MODIFIED", "Pod", copy.deepcopy(bound))
+            assert len(fast) == before + 1, f"{path.name} {key}: read whole"
+            whole = _store(others)
+            read = whole.apply("ADDED", "Pod", copy.deepcopy(bound))
+            got, want = once.made["Pod"].get(key), whole.made["Pod"].get(key)
+            assert isinstance(got, PodInfo)
+            assert isinstance(want, PodInfo)
+            assert dataclasses.asdict(got) == dataclasses.asdict(want), f"{path.name} {key}"
+            assert (got.uid, got.resource_version) == (want.uid, want.resource_version)
+            assert [(e.type, e.obj) for e in changes.events] == [
+                ("MODIFIED" if e.type == "ADDED" else e.type, e.obj) for e in read.events
+            ], f"{path.name} {key}"
+            assert changes.problems == read.problems, f"{path.name} {key}"
+            relabelled = _bound(pending, where["node"], where.get("gpus"), "8")
+            relabelled["metadata"].setdefault("labels", {})["changed"] = "yes"
+            again = _store([*others, ("Pod", pending)])
+            again.apply("MODIFIED", "Pod", relabelled)
+            assert len(fast) == before + 1, f"{path.name} {key}: a label change read as bound"
+            assert again.made["Pod"][key] == _store([*others, ("Pod", relabelled)]).made["Pod"][key]
+            compared += 1
+    assert compared >= 100, compared

@@ -264,9 +264,9 @@ def test_a_nodes_status_update_reads_none_of_its_pods_again(
     read: list[str] = []
     translate = ObjectStore._translate
 
-    def counted(self: ObjectStore, kind: str, key: str, *args: Any) -> None:
+    def counted(self: ObjectStore, kind: str, key: str, *args: Any, **named: Any) -> None:
         read.append(f"{kind} {key}")
-        translate(self, kind, key, *args)
+        translate(self, kind, key, *args, **named)
 
     monkeypatch.setattr(ObjectStore, "_translate", counted)
     assert store.apply("MODIFIED", "Node", node(version="2")).events == ()

@@ -71,6 +71,43 @@ def holding(
     return requests_alone(raw, read, names) or made
 
 
+BOUND_BY_BINDING = {
+    "metadata": ("resourceVersion", "managedFields"),
+    "spec": ("nodeName",),
+    "status": ("conditions",),
+}
+"""What a Binding writes of a pod (with gpufleet's ``gpu-index`` annotation), besides the
+fields every write changes: no translation of a pending pod reads its conditions."""
+
+
+def bound_alone(before: Obj, after: Obj) -> bool:
+    """Whether pod ``after`` is pending pod ``before`` with a Binding applied and nothing
+    else changed: its node set, and no field a pod's translation reads changed but the
+    ``gpu-index`` annotation (:func:`gpufleet.load.objects.pods.read_bound`)."""
+    if not bound_to(after) or bound_to(before):
+        return False
+    return _unbound(before) == _unbound(after)
+
+
+def _unbound(obj: Obj) -> dict[str, object]:
+    """``obj`` less what a Binding writes (:data:`BOUND_BY_BINDING`); an absent part or
+    annotations map reads as an empty one."""
+    out: dict[str, object] = dict(obj)
+    for part, written in BOUND_BY_BINDING.items():
+        value = obj.get(part)
+        if value is None:
+            value = {}
+        if isinstance(value, Mapping):
+            value = {k: v for k, v in value.items() if k not in written}
+        out[part] = value
+    metadata = out["metadata"]
+    notes = metadata.get("annotations") if isinstance(metadata, dict) else None
+    if isinstance(metadata, dict) and (notes is None or isinstance(notes, Mapping)):
+        kept = (notes or {}).items()
+        metadata["annotations"] = {k: v for k, v in kept if k != GPU_INDEX_ANNOTATION}
+    return out
+
+
 def requests_alone(raw: Obj, read: ReadPod, names: PodNames) -> PodInfo | None:
     """The bound pod ``raw`` read by its container requests alone (another scheduler's
     pods count so; None: not even they can be read, its problem says why)."""

@@ -40,7 +40,7 @@ from collections.abc import Collection
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from gpufleet.kube.read.bound import holding
+from gpufleet.kube.read.bound import bound_alone, holding
 from gpufleet.kube.read.definitions import Definitions
 from gpufleet.kube.read.dependents import Dependents
 from gpufleet.kube.read.devices import pool_key, read_pool, waiting_for_claims
@@ -57,6 +57,7 @@ from gpufleet.kube.read.translated import (
 )
 from gpufleet.load.errors import InputError
 from gpufleet.load.foreign import installed_classes, pod_names
+from gpufleet.load.objects.pods import read_bound
 from gpufleet.load.objects.reader import Obj, Reader
 from gpufleet.load.objects.vocabulary import SCHEDULER_NAME
 from gpufleet.load.snapshot import described
@@ -109,7 +110,8 @@ class ObjectStore:
         problems: list[Problem] = []
         labels = self.lookups.node_labels.get(key) if kind == "Node" else None
         gpus = self.lookups.node_gpus.get(key) if kind == "Node" else None
-        finished = self.dependents.finished(self.raw[kind].get(key)) if kind == "Pod" else ""
+        previous = self.raw[kind].get(key)
+        finished = self.dependents.finished(previous) if kind == "Pod" else ""
         gang = kind == "PodGroup"  # the scheduler-plugins kind, keyed as its gang is
         queue = self.lookups.group_queues.get(key, _ABSENT) if gang else None
         if type_ == "DELETED":
@@ -128,7 +130,7 @@ class ObjectStore:
                 _, bad = read_pool([Reader(SOURCE, obj)], {})
                 problems += [problem(kind, o, message) for o, message in bad]
         else:
-            self._translate(kind, key, events, problems)
+            self._translate(kind, key, events, problems, previous=previous)
         relabelled = kind == "Node" and self.lookups.node_labels.get(key) != labels
         resized = kind == "Node" and self.lookups.node_gpus.get(key) != gpus
         regrouped = not gang or self.lookups.group_queues.get(key, _ABSENT) != queue
@@ -183,14 +185,25 @@ class ObjectStore:
             problems.append(problem("Pod", r.obj, str(error)))
             return str(error)
 
-    def _translate(self, kind: str, key: str, events: list[Event], problems: list[Problem]) -> None:
-        """Read ``key`` of ``kind`` again and add what changed to ``events``."""
+    def _translate(
+        self,
+        kind: str,
+        key: str,
+        events: list[Event],
+        problems: list[Problem],
+        *,
+        previous: Obj | None = None,
+    ) -> None:
+        """Read ``key`` of ``kind`` again and add what changed to ``events``; ``previous``:
+        the object as the event before this one had it (None: not known)."""
         raw = self.raw[kind].get(key)
         known = len(problems)
         made: CacheObject | Context | None = None
         if raw is not None:
             try:
-                made = self._read(kind, Reader(SOURCE, raw))
+                made = self._bound_again(kind, key, raw, previous) or self._read(
+                    kind, Reader(SOURCE, raw)
+                )
             except InputError as error:
                 problems.append(problem(kind, raw, str(error)))
                 made = None
@@ -217,6 +230,19 @@ class ObjectStore:
         if kind in CONTEXT or becomes(kind) in {"Queue", "PodGroup"}:
             return  # not kept by the cache as such (context; a definition, above)
         self._made(kind, key, made, events)  # type: ignore[arg-type]
+
+    def _bound_again(self, kind: str, key: str, raw: Obj, previous: Obj | None) -> PodInfo | None:
+        """A pending pod whose Binding is all that changed (``bound.py``'s
+        :func:`bound_alone`; most often gpufleet's own): what was read of it before, with
+        its node and GPUs — its spec is not read again (None: read it whole). What it was
+        read as is current: every object a pod's translation reads reads it again when it
+        changes (``dependents.py``)."""
+        if kind != "Pod" or previous is None:
+            return None
+        before = self.made["Pod"].get(key)
+        if not isinstance(before, PodInfo) or before.bound or not bound_alone(previous, raw):
+            return None
+        return read_bound(before, Reader(SOURCE, raw), self.lookups.node_gpus)
 
     def _define(
         self,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping
+from dataclasses import replace
 from decimal import Decimal
 
 from gpufleet.load.foreign import PodNames
@@ -193,23 +194,7 @@ def read_pod(
     # runs) to a ClusterQueue gpufleet cannot know.
     queue = "" if lost else named or group_queues.get(group) or DEFAULT_QUEUE
     priority, can_preempt = _priority(r, classes, first_key(labels, names.priority_labels))
-    node = r.string("spec.nodeName")
-    if node is not None and node not in node_gpus:
-        raise r.fail("spec.nodeName", "a Node of the snapshot", node)
-    gpus: tuple[int, ...] = ()
-    if node is not None and GPU_INDEX_ANNOTATION in annotations:
-        raw = annotations[GPU_INDEX_ANNOTATION]
-        try:
-            gpus = tuple(int(g) for g in raw.split(","))
-        except ValueError:
-            gpus = (-1,)
-        wanted = mig_count if mig is not None else num_gpu
-        if len(gpus) != wanted or any(not 0 <= g < node_gpus[node] for g in gpus):
-            raise r.fail(
-                f"metadata.annotations.{GPU_INDEX_ANNOTATION}",
-                f"{wanted} GPU index(es) of node {node} (0..{node_gpus[node] - 1})",
-                raw,
-            )
+    node, gpus = _held(r, spec, annotations, node_gpus)
     created = r.created()
     blocked = "" if node is not None else _blocked(r, group, group_queues, group_field, lost)
     uid, version = r.identity()
@@ -235,6 +220,42 @@ def read_pod(
         owner=owner,
         daemon=MIRROR_ANNOTATION in annotations or owner_kind == "DaemonSet",
     )
+
+
+def _held(
+    r: Reader, spec: PodSpec, annotations: Mapping[str, str], node_gpus: Mapping[str, int]
+) -> tuple[str | None, tuple[int, ...]]:
+    """The node pod ``r`` is bound to (None: pending), and the GPUs of it that its
+    ``gpu-index`` annotation gives it (empty: none named)."""
+    node = r.string("spec.nodeName")
+    if node is not None and node not in node_gpus:
+        raise r.fail("spec.nodeName", "a Node of the snapshot", node)
+    if node is None or GPU_INDEX_ANNOTATION not in annotations:
+        return node, ()
+    raw = annotations[GPU_INDEX_ANNOTATION]
+    try:
+        gpus = tuple(int(g) for g in raw.split(","))
+    except ValueError:
+        gpus = (-1,)
+    wanted = spec.mig_count if spec.mig_profile is not None else spec.num_gpu
+    if len(gpus) != wanted or any(not 0 <= g < node_gpus[node] for g in gpus):
+        raise r.fail(
+            f"metadata.annotations.{GPU_INDEX_ANNOTATION}",
+            f"{wanted} GPU index(es) of node {node} (0..{node_gpus[node] - 1})",
+            raw,
+        )
+    return node, gpus
+
+
+def read_bound(pending: PodInfo, r: Reader, node_gpus: Mapping[str, int]) -> PodInfo:
+    """Pod ``r``, read as ``pending`` before a Binding wrote its node (``spec.nodeName``),
+    its ``gpu-index`` annotation, its ``PodScheduled`` condition and a new
+    ``resourceVersion`` — and nothing else (:func:`gpufleet.kube.read.bound.bound_alone`):
+    what :func:`read_pod` reads of it now, without reading its spec again."""
+    node, gpus = _held(r, pending.spec, r.strings("metadata.annotations"), node_gpus)
+    if node is None:
+        raise ValueError(f"pod {r.key} is not bound")
+    return replace(pending, node=node, gpus=gpus, blocked="", resource_version=r.identity()[1])
 
 
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
