@@ -21,7 +21,7 @@ needs randomness or the target workload gets it from the :class:`Handle` at cons
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -108,6 +108,14 @@ class Gated(Protocol):
     volume rules)."""
 
     needs: tuple[str, ...]
+
+
+class NodeKeyed(Protocol):
+    """A node-local score plugin (``node_local``) that can name everything its score of
+    a node reads of that node's row: two nodes of one state with equal keys score the
+    same for a pod (``Framework.run_scores`` then scores a key once per pod shape)."""
+
+    def node_key(self, state: ClusterState, node: int) -> Hashable: ...
 
 
 @runtime_checkable

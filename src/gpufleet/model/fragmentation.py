@@ -139,6 +139,18 @@ def frag_terms(
     return np.where(fits, low, idle[:, None])
 
 
+def signature_key(state: ClusterState, node: int) -> tuple[int, ...]:
+    """What a node's fragment reads of it: its GPU model, free CPU and the free milli-GPU of
+    its GPU slots in any order (:attr:`FragmentIndex.signature`)."""
+    return _signature(
+        int(state.model_id[node]), int(state.cpu_free[node]), state.gpu_free[node].tolist()
+    )
+
+
+def _signature(model: int, cpu: int, free: list[int]) -> tuple[int, ...]:
+    return (model, cpu, *sorted(free))
+
+
 class FragmentIndex:
     """Per-node fragment of a :class:`ClusterState` against fixed typical pods.
 
@@ -200,7 +212,7 @@ class FragmentIndex:
             free.tolist(),
         )
         for i, node in enumerate(nodes.tolist()):
-            key = (models[i], cpus[i], *sorted(rows[i]))
+            key = _signature(models[i], cpus[i], rows[i])
             self.signature[node] = self._signatures.setdefault(key, len(self._signatures))
         self._generation = state.generation.copy()
 

@@ -17,6 +17,7 @@ nodes that changed, so one score is ``O(candidates x typical pods)`` numpy work.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,7 +25,7 @@ import numpy as np
 from gpufleet.framework.protocols import Handle
 from gpufleet.model.arrays import FloatArray, IntArray
 from gpufleet.model.cluster import ClusterState
-from gpufleet.model.fragmentation import FragmentIndex
+from gpufleet.model.fragmentation import FragmentIndex, signature_key
 from gpufleet.model.pod import PodSpec
 from gpufleet.plugins.gpu_pick import first_free_gpus
 
@@ -67,6 +68,11 @@ class FGD:
         self.name = name
         self.args = args
         self.fragments = fragments
+
+    def node_key(self, state: ClusterState, node: int) -> Hashable:
+        """What the score reads of ``node``: its model, free CPU and free milli-GPU per GPU
+        in any order (the fragment index's signature)."""
+        return signature_key(state, node)
 
     def score(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> FloatArray:
         self.fragments.sync(state)

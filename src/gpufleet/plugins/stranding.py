@@ -33,6 +33,7 @@ nodes that GPU-sharing workloads need.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 import numpy as np
@@ -136,6 +137,16 @@ class StrandedGpuScore:
                 dtype=np.float64,
             )
         return pools, self._ratios
+
+    def node_key(self, state: ClusterState, node: int) -> Hashable:
+        """What the score reads of ``node``: its model (its pool's ratios), idle milli-GPU,
+        free CPU and free memory."""
+        return (
+            int(state.model_id[node]),
+            int(state.gpu_idle[node]),
+            int(state.cpu_free[node]),
+            int(state.memory_free[node]),
+        )
 
     def score(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> FloatArray:
         pools, ratios = self.ratios(state)
