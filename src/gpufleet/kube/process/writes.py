@@ -34,15 +34,15 @@ Each decision is logged as one line with its facts as fields (``logs.py``).
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from gpufleet.kube.cpu import phase
 from gpufleet.kube.process.logs import decide
 from gpufleet.kube.write.bind import Outcome, Reply, bind, evict
 from gpufleet.kube.write.claims import ClaimWrite, release, reserve
+from gpufleet.kube.write.recorder import Told, at_most
 from gpufleet.kube.write.volumes import bind_volumes
 from gpufleet.model.volumes import VolumeClaim
 from gpufleet.report.reasons import why_text
@@ -188,7 +188,6 @@ class ResultWriter:
         return accepted
 
     async def _bind(self, result: CycleResult, now: float) -> None:
-        gate = asyncio.Semaphore(self.options.binds_at_once)
         by_gang: dict[str, list[Binding]] = {}
         evicted = {e.pod for e in result.evictions}
         moved: list[str] = []
@@ -218,12 +217,11 @@ class ResultWriter:
 
         async def in_order(bindings: list[Binding]) -> None:
             for i, binding in enumerate(bindings):
-                async with gate:
-                    if not self.may_act():  # no longer leader: bind nothing more
-                        for rest in bindings[i:]:
-                            self.cache.forget(rest.pod)
-                        return
-                    reply = await self._bind_one(binding, result)
+                if not self.may_act():  # no longer leader: bind nothing more
+                    for rest in bindings[i:]:
+                        self.cache.forget(rest.pod)
+                    return
+                reply = await self._bind_one(binding, result)
                 if not self._bound(binding, reply, now):
                     for rest in bindings[i + 1 :]:
                         self.cache.forget(rest.pod)
@@ -232,14 +230,14 @@ class ResultWriter:
                 if binding.device:
                     note += f" (each GPU a {binding.device})"
                 told.append(
-                    self.events.record(
-                        self.teller.regarding(binding.pod), "Normal", "Scheduled", "Binding", note
-                    )
+                    (self.teller.regarding(binding.pod), "Normal", "Scheduled", "Binding", note)
                 )
 
-        told: list[Coroutine[Any, Any, None]] = []
-        await asyncio.gather(*(in_order(b) for b in by_gang.values()))
-        await asyncio.gather(*told)  # the Scheduled events, once every bind is out
+        told: list[Told] = []
+        # each gang bound in order by one of binds_at_once workers: at most that many binds
+        # in flight, without a task and a semaphore wait per gang
+        await at_most(self.options.binds_at_once, in_order, list(by_gang.values()))
+        await self.events.record_all(told)  # the Scheduled events, once every bind is out
 
     async def _bind_one(self, binding: Binding, result: CycleResult) -> Reply:
         """Write the pod's volumes (``volumes.py``) and claims (``claims.py``), then post its
