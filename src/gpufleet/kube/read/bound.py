@@ -21,7 +21,7 @@ from gpufleet.kube.read.translated import SOURCE, Problem, bound_to, meta, probl
 from gpufleet.load.errors import InputError
 from gpufleet.load.foreign import PodNames
 from gpufleet.load.objects.pods import PROGRESS_ANNOTATIONS
-from gpufleet.load.objects.reader import Obj, Reader
+from gpufleet.load.objects.reader import Obj, Reader, is_mapping
 from gpufleet.load.objects.vocabulary import (
     FRACTION_ANNOTATION,
     GPU_INDEX_ANNOTATION,
@@ -97,12 +97,12 @@ def _unbound(obj: Obj) -> dict[str, object]:
         value = obj.get(part)
         if value is None:
             value = {}
-        if isinstance(value, Mapping):
+        if is_mapping(value):
             value = {k: v for k, v in value.items() if k not in written}
         out[part] = value
     metadata = out["metadata"]
     notes = metadata.get("annotations") if isinstance(metadata, dict) else None
-    if isinstance(metadata, dict) and (notes is None or isinstance(notes, Mapping)):
+    if isinstance(metadata, dict) and (notes is None or is_mapping(notes)):
         kept = (notes or {}).items()
         metadata["annotations"] = {k: v for k, v in kept if k != GPU_INDEX_ANNOTATION}
     return out
@@ -123,13 +123,13 @@ def whole_gpus(obj: Obj, prefix: str = GPU_RESOURCE) -> Decimal:
     whole GPUs, MIG slices, replicas) any one container of ``obj`` requests or is limited to
     (quantities parsed; an unreadable one counts 0: the pod's own read says why)."""
     spec = obj.get("spec")
-    containers = spec.get("containers") if isinstance(spec, Mapping) else None
+    containers = spec.get("containers") if is_mapping(spec) else None
     most = Decimal(0)
     for container in containers if isinstance(containers, list) else []:
-        resources = container.get("resources") if isinstance(container, Mapping) else None
+        resources = container.get("resources") if is_mapping(container) else None
         for part in ("requests", "limits"):
-            listed = resources.get(part) if isinstance(resources, Mapping) else None
-            for name, value in listed.items() if isinstance(listed, Mapping) else ():
+            listed = resources.get(part) if is_mapping(resources) else None
+            for name, value in listed.items() if is_mapping(listed) else ():
                 if not str(name).startswith(prefix) or isinstance(value, bool):
                     continue
                 if isinstance(value, str | int):

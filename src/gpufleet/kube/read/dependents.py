@@ -18,7 +18,7 @@ from gpufleet.kube.read.devices import claim_reads, pool_key, selects_nodes
 from gpufleet.kube.read.kinds import becomes
 from gpufleet.kube.read.translated import key_of, mapping, meta
 from gpufleet.load.foreign import ELASTIC_QUOTA, PodNames
-from gpufleet.load.objects.reader import Obj
+from gpufleet.load.objects.reader import Obj, is_mapping
 from gpufleet.load.objects.vocabulary import POD_GROUP_LABEL
 
 Ref = tuple[str, str]
@@ -88,11 +88,11 @@ class Dependents:
         """The PodGroup a pod names, where ``read_pod`` looks: the label, then the
         annotations of the vocabularies read."""
         labels = metadata.get("labels")
-        label = labels.get(POD_GROUP_LABEL) if isinstance(labels, Mapping) else None
+        label = labels.get(POD_GROUP_LABEL) if is_mapping(labels) else None
         if isinstance(label, str):
             return label
         annotations = metadata.get("annotations")
-        if isinstance(annotations, Mapping):
+        if is_mapping(annotations):
             for name in self.names.group_annotations:
                 value = annotations.get(name)
                 if isinstance(value, str):

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from gpufleet.kube.read.kinds import NAMESPACED
-from gpufleet.load.objects.reader import Obj
+from gpufleet.load.objects.reader import Obj, is_mapping
 from gpufleet.load.objects.workloads import Workload
 from gpufleet.model.devices import Claim
 from gpufleet.scheduler.state.changes import Event
@@ -80,7 +80,7 @@ def mapping(obj: Obj, name: str) -> Mapping[str, Any]:
     """Field ``name`` of ``obj`` where it is a mapping, else an empty one (the object's
     reader reports a field of the wrong shape; indexing it must not fail first)."""
     value = obj.get(name)
-    return value if isinstance(value, Mapping) else {}
+    return value if is_mapping(value) else {}
 
 
 def meta(obj: Obj) -> Mapping[str, Any]:
@@ -90,8 +90,8 @@ def meta(obj: Obj) -> Mapping[str, Any]:
 def bound_to(obj: Obj) -> str:
     """The node a pod that holds resources is bound to (empty: none, or it finished)."""
     spec, status = obj.get("spec"), obj.get("status")
-    node = spec.get("nodeName") if isinstance(spec, Mapping) else None
-    phase = status.get("phase") if isinstance(status, Mapping) else None
+    node = spec.get("nodeName") if is_mapping(spec) else None
+    phase = status.get("phase") if is_mapping(status) else None
     return node if isinstance(node, str) and phase not in {"Succeeded", "Failed"} else ""
 
 
