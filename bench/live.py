@@ -217,15 +217,28 @@ class Serve:
                 await asyncio.sleep(0.1)
         raise RuntimeError("gpufleet serve never became ready:\n" + "\n".join(self.tail))
 
+    largest_mib = 0.0
+    """The peak resident memory of the largest scheduler process any Serve ran."""
+
+    def _peak(self) -> None:
+        """Note this scheduler's peak resident memory (the kernel's VmHWM) before it ends."""
+        assert self.process is not None
+        with contextlib.suppress(OSError):
+            for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    Serve.largest_mib = max(Serve.largest_mib, int(line.split()[1]) / 1024)
+
     async def kill(self) -> None:
         """SIGKILL: no clean stop, the Lease is not released."""
         if self.process is not None and self.process.returncode is None:
+            self._peak()
             self.process.kill()
             await self.process.wait()
         self.leading = False
 
     async def stop(self) -> None:
         if self.process is not None and self.process.returncode is None:
+            self._peak()
             self.process.send_signal(signal.SIGTERM)
             try:
                 await asyncio.wait_for(self.process.wait(), 30)
@@ -627,7 +640,7 @@ def main(argv: list[str] | None = None) -> int:
                 runs.append(median_run(tries))
     if soak is not None:
         lines += [*_soak_lines(args, soak), ""]
-    scheduler_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    scheduler_mib = Serve.largest_mib
     emulator_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     lines += [
         *_throughput_lines(runs),
