@@ -333,8 +333,8 @@ def serve(
     # The cache is hundreds of thousands of long-lived objects; a pod's pass through watch,
     # cycle and writes allocates thousands of short-lived ones. At CPython's default (a
     # young collection every 700 allocations) the collector ran about a hundred times per
-    # thousand pods and took 0.1 ms of CPU per pod (``bench.live``'s gc phase); every
-    # YOUNG_GC_ALLOCATIONS it takes a fifth of that, the older generations' pace kept.
+    # thousand pods and took 0.12 ms of CPU per pod (``bench.live``'s gc phase); every
+    # YOUNG_GC_ALLOCATIONS it takes a quarter of that, the older generations' pace kept.
     gc.set_threshold(YOUNG_GC_ALLOCATIONS, *gc.get_threshold()[1:])
     try:
         asyncio.run(_serve(config, context, options, lease, serving))
