@@ -55,7 +55,9 @@ class PhaseClock:
         self._loop_thread = 0
         self._mark = 0.0
         """Thread CPU time when the running callback, or its current phase, began."""
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        """Reentrant: a collection may start inside :meth:`snapshot` (it allocates) and
+        charge ``gc`` from the same thread."""
         self._collecting = threading.local()
         """Per thread: when its running collection began, and its collections' seconds."""
 

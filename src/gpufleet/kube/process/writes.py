@@ -236,7 +236,9 @@ class ResultWriter:
         told: list[Told] = []
         # each gang bound in order by one of binds_at_once workers: at most that many binds
         # in flight, without a task and a semaphore wait per gang
-        await at_most(self.options.binds_at_once, in_order, list(by_gang.values()))
+        await at_most(
+            self.options.binds_at_once, in_order, list(by_gang.values()), what="gang's binds"
+        )
         await self.events.record_all(told)  # the Scheduled events, once every bind is out
 
     async def _bind_one(self, binding: Binding, result: CycleResult) -> Reply:

@@ -39,13 +39,20 @@ EVENTS_AT_ONCE = 4
 """Event writes in flight at once."""
 
 
-async def at_most(workers: int, work: Callable[[T], Awaitable[object]], items: Sequence[T]) -> None:
-    """``work`` on each of ``items``, in their order, by at most ``workers`` tasks at once."""
+async def at_most(
+    workers: int, work: Callable[[T], Awaitable[object]], items: Sequence[T], *, what: str
+) -> None:
+    """``work`` on each of ``items``, in their order, by at most ``workers`` tasks at once;
+    one that fails is logged as a failed ``what`` and the others are still worked."""
     left = deque(items)
 
     async def worker() -> None:
         while left:
-            await work(left.popleft())
+            item = left.popleft()
+            try:
+                await work(item)
+            except Exception:
+                log.exception("%s failed; the cycle's other writes go on", what)
 
     await asyncio.gather(*(worker() for _ in range(min(workers, len(left)))))
 
@@ -116,7 +123,7 @@ class EventRecorder:
     async def record_all(self, told: Sequence[Told]) -> None:
         """:meth:`record` each of ``told`` (regarding, type, reason, action, note), ``at_once``
         at a time: a cycle's thousand events cost no task and no wait on the gate each."""
-        await at_most(self.at_once, lambda one: self.record(*one), told)
+        await at_most(self.at_once, lambda one: self.record(*one), told, what="event write")
 
     def prune(self, now: float) -> None:
         """Forget the series whose window has passed (a repeat starts a new Event)."""
