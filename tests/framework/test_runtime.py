@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 import pytest
@@ -153,3 +154,65 @@ def test_scores_reused_within_a_cycle_are_the_scores_given_afresh(policy: str) -
         commit(other, b)
         placed += 1
     assert placed > 50
+
+
+def test_a_node_key_names_everything_its_score_reads_of_the_node() -> None:
+    """Nodes whose keys are equal score the same for a pod (so ``run_scores`` may score a
+    key once), and each part of a key is needed: left out, some nodes the shorter key calls
+    alike score differently — the cluster below varies every part (models, CPU, memory
+    small enough to strand GPUs, GPUs taken)."""
+    rng = np.random.default_rng(7)
+    models = ("A100", "T4")
+    nodes = [
+        node(
+            f"n{i}",
+            gpus=int(rng.choice([4, 8])),
+            model=str(rng.choice(models)),
+            cpu=float(rng.choice([16, 32])),
+            mem=int(rng.choice([32_768, 65_536, 131_072])),
+        )
+        for i in range(80)
+    ]
+    shapes = [
+        pod().gpus(1).cpu(4).mem(24_000).obj(),
+        pod().gpus(2).cpu(8).mem(8_000).obj(),
+        pod().cpu(2).mem(16_000).obj(),
+        pod().share(500).cpu(1).mem(4_000).obj(),
+        pod().gpus(1).cpu(2).mem(4_000).models("A100").obj(),
+    ]
+    framework = Framework(
+        POLICIES["gpufleet"], PLUGINS, Handle(rng, FragmentIndex(typical_pods(shapes)), None)
+    )
+    state = cluster(*nodes)
+    for step in range(120):  # a cluster in use: GPUs, CPU and memory taken unevenly
+        spec = dataclasses.replace(shapes[int(rng.integers(len(shapes)))], name=f"p{step}")
+        outcome = place(framework, state, spec)
+        if isinstance(outcome, Placement):
+            commit(state, outcome)
+    keyed = [p for p, _ in framework._plugins(shapes[0])[2] if hasattr(p, "node_key")]
+    assert {type(p).__name__ for p in keyed} == {"FGD", "StrandedGpuScore"}
+    for plugin in keyed:
+        keys = [tuple(plugin.node_key(state, n)) for n in range(state.size)]
+        parts = {"FGD": [(0,), (1,), tuple(range(2, 10))]}.get(type(plugin).__name__)
+        scored = [_scored(framework, plugin, state, spec) for spec in shapes]
+        for scores in scored:
+            alike: dict[tuple[object, ...], set[float]] = {}
+            for n, score in scores.items():
+                alike.setdefault(keys[n], set()).add(score)
+            assert all(len(seen) == 1 for seen in alike.values()), type(plugin).__name__
+        for left_out in parts or [(i,) for i in range(len(keys[0]))]:
+            needed = False
+            for scores in scored:
+                shorter: dict[tuple[object, ...], set[float]] = {}
+                for n, score in scores.items():
+                    rest = tuple(v for i, v in enumerate(keys[n]) if i not in left_out)
+                    shorter.setdefault(rest, set()).add(score)
+                needed = needed or any(len(seen) > 1 for seen in shorter.values())
+            assert needed, (type(plugin).__name__, left_out)
+
+
+def _scored(framework: Framework, plugin: Any, state: Any, spec: Any) -> dict[int, float]:
+    """``plugin``'s score of each node that ``spec`` may go to."""
+    prepared = framework.prepare(spec)
+    nodes = framework.run_filters(state, prepared).nodes
+    return dict(zip(nodes.tolist(), plugin.score(state, prepared, nodes).tolist(), strict=True))

@@ -52,15 +52,18 @@ def test_a_collection_is_gc_and_not_the_phase_it_interrupted(clock: object) -> N
             block = time.thread_time() - begun
         bind, collections = CLOCK.seconds["bind"] - bind, CLOCK.seconds["gc"] - collections
 
-        def work() -> float:
+        def work() -> tuple[float, float]:
+            begun = time.thread_time()
             _garbage()
-            return _collect()
+            collected = _collect()
+            return time.thread_time() - begun, collected
 
         before = CLOCK.snapshot()
-        in_worker = await asyncio.to_thread(CLOCK.timed, "cycle", work)
+        spent, in_worker = await asyncio.to_thread(CLOCK.timed, "cycle", work)
         after = CLOCK.snapshot()
         assert after["gc"] - before["gc"] == pytest.approx(in_worker, rel=0.2, abs=0.002)
-        assert after["cycle"] - before["cycle"] > 0
+        cycle = after["cycle"] - before["cycle"]
+        assert cycle == pytest.approx(spent - in_worker, rel=0.2, abs=0.002)
         return bind, collections, block, collected
 
     bind, collections, block, collected = asyncio.run(main())

@@ -334,7 +334,9 @@ def serve(
     # cycle and writes allocates thousands of short-lived ones. At CPython's default (a
     # young collection every 700 allocations) the collector ran about a hundred times per
     # thousand pods and took 0.12 ms of CPU per pod (``bench.live``'s gc phase); every
-    # YOUNG_GC_ALLOCATIONS it takes a quarter of that, the older generations' pace kept.
+    # YOUNG_GC_ALLOCATIONS it takes a quarter of that. The older generations keep their
+    # thresholds (one collection per ten of the younger's), so they too run about 28 times
+    # less often; the scheduler's peak memory stayed at 160-170 MiB at 5,000 nodes.
     gc.set_threshold(YOUNG_GC_ALLOCATIONS, *gc.get_threshold()[1:])
     try:
         asyncio.run(_serve(config, context, options, lease, serving))

@@ -138,3 +138,85 @@ def test_a_pending_pod_bound_and_nothing_else_reads_as_if_read_whole(
             assert again.made["Pod"][key] == _store([*others, ("Pod", relabelled)]).made["Pod"][key]
             compared += 1
     assert compared >= 100, compared
+
+
+NODE = {
+    "apiVersion": "v1",
+    "kind": "Node",
+    "metadata": {"name": "n0", "uid": "uid-n0"},
+    "status": {"allocatable": {"cpu": "64", "memory": "256Gi", "nvidia.com/gpu": "8"}},
+}
+
+
+def _pending(scheduler: str = "gpufleet") -> dict[str, Any]:
+    limits = {"nvidia.com/gpu": "2"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "p",
+            "namespace": "ml",
+            "uid": "uid-p",
+            "resourceVersion": "1",
+            "annotations": {"team": "a"},
+        },
+        "spec": {
+            "schedulerName": scheduler,
+            "containers": [{"name": "c", "resources": {"limits": limits}}],
+        },
+        "status": {"phase": "Pending"},
+    }
+
+
+def _also(change: str) -> Any:
+    def changed(bound: dict[str, Any]) -> None:
+        if change == "started":
+            bound["status"]["startTime"] = "2026-01-01T00:00:00Z"
+        elif change == "annotated":
+            bound["metadata"]["annotations"]["team"] = "b"
+        elif change == "running":
+            bound["status"]["phase"] = "Running"
+
+    return changed
+
+
+@pytest.mark.parametrize(
+    ("case", "gpus", "fast"),
+    [
+        ("held by a bind backoff", [0, 1], True),
+        ("another scheduler's", None, True),
+        ("a gpu-index of GPUs the node lacks", [8, 9], True),
+        ("started", [0, 1], False),
+        ("annotated", [0, 1], False),
+        ("running", [0, 1], False),
+    ],
+)
+def test_a_binding_read_without_its_spec_is_the_whole_read(
+    monkeypatch: pytest.MonkeyPatch, case: str, gpus: list[int] | None, fast: bool
+) -> None:
+    """Bound after a bind backoff held it, bound by another scheduler, or bound with GPU
+    indexes its node lacks: read from its pending translation, the pod is what a whole read
+    gives, with the same problem; a binding that comes with any other change (a start time,
+    an annotation, a phase) is read whole."""
+    used: list[str] = []
+
+    def counted(pending: PodInfo, *rest: Any) -> PodInfo:
+        used.append(pending.key)
+        return read_bound(pending, *rest)
+
+    monkeypatch.setattr(objects, "read_bound", counted)
+    pending = _pending("default-scheduler" if case == "another scheduler's" else "gpufleet")
+    bound = _bound(pending, "n0", gpus, "2")
+    _also(case)(bound)
+    once = _store([("Node", NODE), ("Pod", pending)])
+    if case == "held by a bind backoff":
+        once.hold("ml/p", "BackOff: binding to n0 failed")
+    changes = once.apply("MODIFIED", "Pod", copy.deepcopy(bound))
+    assert used == (["ml/p"] if fast else [])
+    whole = _store([("Node", NODE)])
+    read = whole.apply("ADDED", "Pod", copy.deepcopy(bound))
+    got, want = once.made["Pod"].get("ml/p"), whole.made["Pod"].get("ml/p")
+    assert got == want
+    if isinstance(got, PodInfo) and isinstance(want, PodInfo):
+        assert dataclasses.asdict(got) == dataclasses.asdict(want)
+    assert [p.message for p in changes.problems] == [p.message for p in read.problems]
