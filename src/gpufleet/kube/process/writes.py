@@ -42,8 +42,9 @@ from gpufleet.kube.cpu import phase
 from gpufleet.kube.process.logs import decide
 from gpufleet.kube.write.bind import Outcome, Reply, bind, evict
 from gpufleet.kube.write.claims import ClaimWrite, release, reserve
-from gpufleet.kube.write.recorder import Told, at_most
+from gpufleet.kube.write.recorder import Told
 from gpufleet.kube.write.volumes import bind_volumes
+from gpufleet.kube.write.workers import at_most
 from gpufleet.model.volumes import VolumeClaim
 from gpufleet.report.reasons import why_text
 from gpufleet.scheduler.state.changes import ClaimObject

@@ -100,11 +100,12 @@ def _unbound(obj: Obj) -> dict[str, object]:
         if is_mapping(value):
             value = {k: v for k, v in value.items() if k not in written}
         out[part] = value
-    metadata = out["metadata"]
-    notes = metadata.get("annotations") if isinstance(metadata, dict) else None
-    if isinstance(metadata, dict) and (notes is None or is_mapping(notes)):
-        kept = (notes or {}).items()
-        metadata["annotations"] = {k: v for k, v in kept if k != GPU_INDEX_ANNOTATION}
+    metadata = out["metadata"]  # a dict of its own where it was a mapping
+    if isinstance(metadata, dict):
+        notes = metadata.get("annotations")
+        notes = {} if notes is None else notes
+        if is_mapping(notes):
+            metadata["annotations"] = {k: v for k, v in notes.items() if k != GPU_INDEX_ANNOTATION}
     return out
 
 

@@ -18,43 +18,23 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 
 from gpufleet.kube.cpu import phase
 from gpufleet.kube.transport import send_json
+from gpufleet.kube.write.workers import at_most
 
 log = logging.getLogger("gpufleet.events")
 
 SERIES_WINDOW_S = 360.0
 """client-go's: a repeat within 6 minutes joins the first event's series."""
 
-T = TypeVar("T")
-
 EVENTS_AT_ONCE = 4
 """Event writes in flight at once."""
-
-
-async def at_most(
-    workers: int, work: Callable[[T], Awaitable[object]], items: Sequence[T], *, what: str
-) -> None:
-    """``work`` on each of ``items``, in their order, by at most ``workers`` tasks at once;
-    one that fails is logged as a failed ``what`` and the others are still worked."""
-    left = deque(items)
-
-    async def worker() -> None:
-        while left:
-            item = left.popleft()
-            try:
-                await work(item)
-            except Exception:
-                log.exception("%s failed; the cycle's other writes go on", what)
-
-    await asyncio.gather(*(worker() for _ in range(min(workers, len(left)))))
 
 
 @dataclass(frozen=True, slots=True)

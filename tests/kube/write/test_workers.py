@@ -1,4 +1,4 @@
-"""Writes a cycle makes by a few workers (``kube/write/recorder.py``'s ``at_most``): every
+"""Writes a cycle makes by a few workers (``kube/write/workers.py``): every
 item in its order, never more in flight than asked, and one that fails is logged while the
 others are written."""
 
@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from gpufleet.kube.write.recorder import at_most
+from gpufleet.kube.write.workers import at_most
 
 
 def test_at_most_writes_each_item_in_order_with_a_bounded_number_in_flight(
