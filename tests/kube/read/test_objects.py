@@ -337,3 +337,13 @@ def test_a_bad_owner_reference_is_a_problem_and_never_frees_what_a_bound_pod_hol
     changes = store.apply("ADDED", "Pod", waiting)
     assert changes.events == ()
     assert [f"field '{field}'" in p.message for p in changes.problems] == [True]
+
+
+def test_an_object_whose_metadata_is_not_a_mapping_is_a_problem_not_a_crash() -> None:
+    """The reflector refuses such a watch event first; the store, given one anyway,
+    reports it like any unreadable object."""
+    store = ObjectStore()
+    changes = store.apply("ADDED", "Pod", {"metadata": [1], "spec": {}})
+    [problem] = changes.problems
+    assert "metadata.name" in problem.message
+    assert changes.events == ()

@@ -105,7 +105,7 @@ def key_of(kind: str, obj: Obj) -> str:
 
 def problem(kind: str, obj: Obj, message: str) -> Problem:
     """``obj`` of ``kind`` cannot be read, for ``message``."""
-    m = obj.get("metadata") or {}
+    m = meta(obj)
     namespace = m.get("namespace")
     return Problem(
         kind,
