@@ -25,8 +25,8 @@ then the whole backlog is created at once. Reported: binds per second from the f
 created to the last bind, against kube-scheduler's scheduler_perf figures (680-810 pods/s at
 5,000 nodes) and against the emulator's own ceiling, measured in the same run: the rate at
 which it accepts bare binding POSTs from one client process with as many in flight as the
-scheduler keeps (16), from aiohttp (a lighter client than the scheduler's, so that the rate
-is the emulator's own). And the scheduler's CPU per bound pod: its process tree's CPU time
+scheduler keeps (16), through the scheduler's own lean writes (so that the rate is the
+emulator's own). And the scheduler's CPU per bound pod: its process tree's CPU time
 (user and system, the kernel's accounting in ``/proc``, children included) from ready until
 the emulator has seen no write for a second, split by the scheduler's own
 ``gpufleet_cpu_seconds_total{phase}`` over the same span. The CPU a run takes moves with the
@@ -59,7 +59,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import httpx
 from tests.apiserver import kubectl
 from tests.apiserver.rbac import Authorizer
@@ -67,6 +66,8 @@ from tests.apiserver.server import Emulator
 from tests.deploy import chart
 
 from bench.docs import publish_table
+from gpufleet.kube.transport import AiohttpTransport, ApiClient, send_json
+from gpufleet.kube.write.workers import at_most
 
 SECTION = "live"
 GPUS = 8
@@ -380,25 +381,23 @@ async def _soak(args: argparse.Namespace, workdir: Path) -> Soak:  # noqa: PLR09
 
 def _bare_binds(url: str, count: int, at_once: int, queue: Any) -> None:
     """In a process of its own, as the scheduler is: post ``count`` bare bindings, ``at_once``
-    in flight, with aiohttp (the lightest client at hand, so that the rate is the
-    emulator's); put the rate on ``queue``."""
+    in flight, through the scheduler's own lean writes (``kube/http1.py``, the lightest
+    client at hand, so that the rate is the emulator's); put the rate on ``queue``."""
 
     async def run() -> float:
-        gate = asyncio.Semaphore(at_once)
-        connector = aiohttp.TCPConnector(limit=at_once)
-        async with aiohttp.ClientSession(url, connector=connector) as http:
+        async with ApiClient(AiohttpTransport(None, at_once), base_url=url) as http:
 
             async def one(i: int) -> None:
                 body = {
                     "metadata": {"name": f"bare-{i}"},
                     "target": {"kind": "Node", "name": "node-00000"},
                 }
-                path = f"/api/v1/namespaces/default/pods/bare-{i}/binding"
-                async with gate, http.post(path, json=body) as reply:
-                    await reply.read()
+                await send_json(
+                    http, "POST", f"/api/v1/namespaces/default/pods/bare-{i}/binding", body
+                )
 
             t = time.monotonic()
-            await asyncio.gather(*(one(i) for i in range(count)))
+            await at_most(at_once, one, range(count), what="bare bind")
             return count / (time.monotonic() - t)
 
     queue.put(asyncio.run(run()))
@@ -651,8 +650,9 @@ def main(argv: list[str] | None = None) -> int:
         "the last bind, against "
         f"kube-scheduler's scheduler_perf {SCHEDULER_PAPER} pods/s at 5,000 nodes and "
         "against the emulator's own ceiling in the same run (bare binding POSTs from one "
-        "client process, 16 in flight, aiohttp). CPU ms/pod: the CPU of the scheduler's process "
-        "tree (the kernel's accounting) from ready until its last write, per bound pod; "
+        "client process, 16 in flight, the scheduler's lean writes). CPU ms/pod: the CPU "
+        "of the scheduler's process tree (the kernel's accounting) from ready until its "
+        "last write, per bound pod; "
         "the phases are its gpufleet_cpu_seconds_total (--cpu-phases) over the same span, "
         "gc is the garbage collector's collections, and rest is what no phase took (the "
         "event loop's own wait and bookkeeping, start-up of threads). Peak memory "

@@ -18,22 +18,24 @@ callers catch ``httpx.HTTPError`` as before.
 
 :func:`send_json` is how a bind and an Event are written: on an :class:`ApiClient` whose
 credentials are fixed (a bearer token, basic auth, a client certificate or none) and whose
-requests to the API server take no proxy, it goes to aiohttp directly with the headers
-httpx would send, and reads the reply whole — httpx's request and response objects, URL
-merging and cookie jar cost more than the transport's own work. Anything else (an exec
-plugin, whose token may be refreshed on a 401) goes through httpx.
+requests to the API server take no proxy, it goes over gpufleet's own HTTP/1.1 connections
+(``http1.py``) with the headers httpx would send, and reads the reply whole — httpx's
+request and response objects, URL merging and cookie jar, and aiohttp's own, cost more
+than the write itself. Anything else (an exec plugin, whose token may be refreshed on a
+401) goes through httpx.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 import aiohttp
 import httpx
 from lightkube.config.client_adapter import BearerAuth
 from yarl import URL
+
+from gpufleet.kube.http1 import Http1Pool
 
 if TYPE_CHECKING:
     import ssl
@@ -54,6 +56,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         self._ssl = ssl_context
         self._connections = connections or DEFAULT_CONNECTIONS
         self._session: aiohttp.ClientSession | None = None
+        self._pools: list[Http1Pool] = []
 
     def _open(self) -> aiohttp.ClientSession:
         connector = aiohttp.TCPConnector(
@@ -104,29 +107,16 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             },
         )
 
-    async def exchange(
-        self, method: str, url: str, headers: Mapping[str, str], body: bytes, limits: httpx.Timeout
-    ) -> Answer:
-        """One request, its reply read whole (:func:`send_json`)."""
-        session = self._session or self._open()
-        try:
-            async with session.request(
-                method,
-                URL(url, encoded=True),
-                headers=headers,
-                data=body,
-                timeout=_timeout(limits.as_dict()),
-                allow_redirects=False,
-                compress=None,
-            ) as reply:
-                content = await reply.read()
-                if reply.headers.get("Content-Encoding", "identity") != "identity":
-                    content = httpx.Response(200, headers=reply.headers, content=content).content
-                return Answer(reply.status, content)
-        except BaseException as exc:  # noqa: BLE001 (each mapped to httpx's, or raised again)
-            _reraise(exc, None)
+    def lean(self, base: str, headers: Mapping[str, str]) -> Http1Pool:
+        """The connections of the lean writes to the API server at ``base``
+        (:func:`send_json`), closed with this transport."""
+        pool = Http1Pool(base, headers, self._ssl, self._connections, KEEPALIVE_S)
+        self._pools.append(pool)
+        return pool
 
     async def aclose(self) -> None:
+        for pool in self._pools:
+            await pool.aclose()
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -154,28 +144,13 @@ class _Body(httpx.AsyncByteStream):
 
 class Replied(Protocol):
     """What a write's caller reads of its reply: an ``httpx.Response`` or an
-    :class:`Answer`."""
+    :class:`~gpufleet.kube.http1.Answer`."""
 
     @property
     def status_code(self) -> int: ...
     @property
     def text(self) -> str: ...
     def json(self) -> Any: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Answer:
-    """A reply read whole by :meth:`AiohttpTransport.exchange`."""
-
-    status_code: int
-    content: bytes
-
-    @property
-    def text(self) -> str:
-        return self.content.decode("utf-8", errors="replace")
-
-    def json(self) -> Any:
-        return json.loads(self.content)
 
 
 class ApiClient(httpx.AsyncClient):
@@ -185,8 +160,8 @@ class ApiClient(httpx.AsyncClient):
     def __init__(self, transport: AiohttpTransport, **parameters: Any) -> None:
         super().__init__(transport=transport, **parameters)
         self._base = str(self.base_url).rstrip("/")
-        self._lean_headers: dict[str, str] | None = None
-        """The headers of a lean write; None: every write goes through httpx."""
+        self._lean: Http1Pool | None = None
+        """The lean writes' connections; None: every write goes through httpx."""
         auth = parameters.get("auth")
         # the API server's requests not routed to a proxy of the environment's
         direct = self._transport_for_url(self.base_url) is transport
@@ -194,23 +169,22 @@ class ApiClient(httpx.AsyncClient):
             template = self.build_request("POST", "/", content=b"")
             if auth is not None:  # a fixed header: its flow sets it at once
                 template = next(auth.sync_auth_flow(template))
-            self._lean_headers = {
+            headers = {
                 k: v
                 for k, v in template.headers.items()
-                if k.lower() not in _DROPPED and k.lower() != "host"
+                if k.lower() not in _DROPPED and k.lower() not in ("host", "content-type")
             }
-        self._lean = transport
+            if Http1Pool.plain(headers):
+                self._lean = transport.lean(self._base, headers)
 
     async def send_json(self, method: str, path: str, body: Any, content_type: str) -> Replied:
         text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
         data = text.encode()  # as httpx encodes json=
-        if self._lean_headers is None:
+        if self._lean is None:
             return await self.request(
                 method, path, content=data, headers={"Content-Type": content_type}
             )
-        headers = {**self._lean_headers, "Content-Type": content_type}
-        timeout = self.timeout
-        return await self._lean.exchange(method, self._base + path, headers, data, timeout)
+        return await self._lean.exchange(method, path, content_type, data, self.timeout)
 
 
 async def send_json(

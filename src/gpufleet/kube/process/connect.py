@@ -58,7 +58,7 @@ def http_client(
     """An HTTP client for the API server of ``config``, over aiohttp's pool
     (``transport.py``): every request times out after 30 s (a watch overrides its read
     timeout: it waits for events); at most ``connections`` open at once (httpx's default,
-    100, when not given)."""
+    100, when not given), and as many for the writes made once per pod (``http1.py``)."""
     timeout = httpx.Timeout(30.0)
     single = config.get(context)
     if single is None:
