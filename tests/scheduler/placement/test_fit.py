@@ -16,8 +16,11 @@ from gpufleet.framework.status import Status
 from gpufleet.model.arrays import IntArray
 from gpufleet.model.cluster import ClusterState, NodeSpec
 from gpufleet.model.pod import PodSpec
+from gpufleet.model.selectors import NodeConstraint, Requirement
 from gpufleet.model.workload import PodInfo
 from gpufleet.scheduler.cycle.cycle import Cycle
+from gpufleet.scheduler.placement import fit
+from gpufleet.scheduler.placement.fit import Fit
 from gpufleet.scheduler.placement.place import place
 from tests.builders import InfoBuilder, cluster, cycle_of, info, node, pod, with_gpu_free
 
@@ -142,3 +145,55 @@ def test_slots_count_exactly_the_pods_that_placement_fits(
         cycle.ledger.state.reserve(outcome.node, outcome.pod, outcome.gpus)
         placed += 1
     assert counted == placed
+
+
+# -- kept: a count brought up to date by the nodes that changed is a fresh count -----------
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["reserve", "release", "label"]), st.integers(0, 5)),
+        max_size=30,
+    ),
+    st.sampled_from([1, 64]),
+)
+def test_slots_kept_between_changes_equal_slots_counted_afresh(
+    changes: list[tuple[str, int]], few: int
+) -> None:
+    """Reserves and releases on a node move its count alone; a label change may move the
+    nodes a spec may run on: each is counted again and must equal a new count, whether few
+    nodes changed (counted alone) or more than the bound (counted all)."""
+    nodes = [node(f"n{i}", cpu=16, gpus=(8, 4, 2)[i % 3]) for i in range(6)]
+    cycle = cycle_of(nodes)
+    state, empty = cycle.ledger.state, cycle.ledger.empty
+    taken: list[tuple[int, PodSpec, tuple[int, ...]]] = []
+    in_pool = NodeConstraint(terms=((Requirement("pool", "In", ("a",)),),))
+    groups = (
+        pods(1, info("one").cpu(2).gpus(1)),
+        pods(2, info("two").cpu(1).gpus(2)),
+        tuple(
+            replace(p, key=f"in-pool/{p.key}", spec=replace(p.spec, constraint=in_pool))
+            for p in pods(1)
+        ),
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fit, "FEW_CHANGED", few)
+        for change, n in changes:
+            if change == "reserve":
+                free = np.flatnonzero(state.gpu_free[n] == 1000)[:2].tolist()
+                if free and state.cpu_free[n] >= 3000:
+                    spec = pod().cpu(3).gpus(len(free)).obj()
+                    state.reserve(n, spec, free)
+                    taken.append((n, spec, tuple(free)))
+            elif change == "release" and taken:
+                state.release(*taken.pop(n % len(taken)))
+            elif change == "label":
+                labels = {"pool": "a"} if n % 2 else {}
+                for s in (state, empty):
+                    s.node_labels.set_node(n, labels, ())
+                    s.generation[n] += 1
+                    s.changes += 1
+            fresh = Fit(cycle.framework, state, empty, cycle.placer._resource_filters)
+            for group in groups:
+                assert cycle.fit.slots(group, None, None) == fresh.slots(group, None, None)

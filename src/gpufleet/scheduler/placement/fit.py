@@ -16,6 +16,7 @@ the candidates gone.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -28,6 +29,24 @@ if TYPE_CHECKING:
     from gpufleet.model.cluster import ClusterState
     from gpufleet.model.pod import PodSpec
     from gpufleet.model.workload import PodInfo
+
+
+FEW_CHANGED = 64
+"""At most this many nodes changed since a spec's slots were counted are counted again
+alone; more, and every node is (one numpy pass either way, over fewer or more nodes)."""
+
+
+@dataclass(slots=True)
+class _Counted:
+    """A plain request's slots on the cycle's state: counted at the state's ``version``
+    and the empty state's ``static`` one, on ``nodes`` (those its constraints allow),
+    ``counts`` per node, each node's generation then (``seen``)."""
+
+    version: int
+    static: int
+    nodes: IntArray
+    counts: IntArray
+    seen: IntArray
 
 
 class Fit:
@@ -53,9 +72,9 @@ class Fit:
         """Per pod group (first pod, size): its plain request key (see plain_key)."""
         self._answers: dict[Hashable, tuple[int, float]] = {}
         """slots() on the cycle's state, with the state's version it was counted at."""
-        self._slots: dict[Hashable, tuple[int, IntArray, IntArray]] = {}
-        """Per plain request on the cycle's state: the state's version, the nodes that may
-        run it and how many each could take (:meth:`_counts`)."""
+        self._slots: dict[Hashable, _Counted] = {}
+        """Per plain request on the cycle's state: the nodes that may run it and how many
+        each could take (:meth:`_counts`), and when they were counted."""
 
     def slots(
         self, pods: tuple[PodInfo, ...], state: ClusterState | None, held: Exclusion | None
@@ -77,11 +96,34 @@ class Fit:
         if answer is not None and answer[0] == version:
             return answer[1]
         known = self._slots.get(key)
-        if known is None or known[0] != version:
-            known = self._slots[key] = (version, *self._counts(first, self.state))
-        found = self._slots_of(known[1], known[2], len(pods), held)
+        if known is None or not self._recounted(known, first):
+            nodes, counts = self._counts(first, self.state)
+            seen = self.state.generation[nodes]
+            counted = _Counted(version, self.empty.changes, nodes, counts.copy(), seen)
+            known = self._slots[key] = counted
+        found = self._slots_of(known.nodes, known.counts, len(pods), held)
         self._answers[asked] = (version, found)
         return found
+
+    def _recounted(self, known: _Counted, pod: PodSpec) -> bool:
+        """Bring ``known`` up to the state's version by counting again only the nodes
+        that changed since (a node's count reads its own row alone: its generation moves
+        with it); False where that cannot be done or would not be cheaper — the filters
+        judge more than resources, the nodes it may run on changed, or many nodes did."""
+        state = self.state
+        if known.version == state.changes:
+            return True
+        if not self.counting or known.static != self.empty.changes:
+            return False
+        now = state.generation[known.nodes]
+        stale = np.flatnonzero(now != known.seen)
+        if stale.size > FEW_CHANGED:
+            return False
+        if stale.size:
+            spec = self.framework.prepare(pod)
+            known.counts[stale] = self.framework.count(state, spec, known.nodes[stale])
+        known.seen, known.version = now, state.changes
+        return True
 
     @staticmethod
     def _slots_of(nodes: IntArray, counts: IntArray, most: int, held: Exclusion | None) -> float:
