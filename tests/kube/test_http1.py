@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import ssl
+import zlib
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 
@@ -365,3 +366,107 @@ def test_tls_with_the_cluster_s_ca_and_a_server_it_does_not_trust(tmp_path: Path
 
     asyncio.run(main())
     assert server.requests[0].startswith(b"POST /api/v1/x HTTP/1.1")
+
+
+def test_bytes_after_a_reply_in_the_same_read_close_its_connection() -> None:
+    """The start of a reply no request asked for, read with the one asked for: kept, the
+    connection would answer the next request with it."""
+    stray = b"HTTP/1.1 409 Conflict\r\nContent-Length: 6\r\n\r\n"
+
+    async def body(lean: Http1Pool, server: Server) -> None:
+        assert (await post(lean)).status_code == 201
+        again = await post(lean)
+        assert (again.status_code, again.content) == (201, b"{}")
+
+    server = run(answering(OK + stray, OK), body)
+    assert server.connections == 2
+
+
+def test_a_reply_head_too_large_is_refused() -> None:
+    huge = b"HTTP/1.1 200 OK\r\nX-Big: " + b"y" * (200 * 1024) + b"\r\nContent-Length: 2\r\n\r\n{}"
+
+    async def body(lean: Http1Pool, server: Server) -> None:
+        with pytest.raises(httpx.RemoteProtocolError, match="head over 65536 bytes"):
+            await post(lean)
+        assert (await post(lean)).status_code == 201
+
+    server = run(answering(huge, OK), body)
+    assert server.connections == 2
+
+
+@pytest.mark.parametrize(
+    ("headers", "content"),
+    [
+        (b"Content-Encoding: deflate\r\n", zlib.compress(b"deflated")),
+        (b"Content-Encoding: gzip\r\nContent-Encoding: identity\r\n", gzip.compress(b"listed")),
+    ],
+    ids=["deflate", "two headers, one list"],
+)
+def test_a_content_coding_the_server_applies_anyway_is_undone(
+    headers: bytes, content: bytes
+) -> None:
+    reply = b"HTTP/1.1 200 OK\r\n%sContent-Length: %d\r\n\r\n%s" % (headers, len(content), content)
+    got: list[bytes] = []
+
+    async def body(lean: Http1Pool, server: Server) -> None:
+        got.append((await post(lean)).content)
+
+    server = run(answering(reply), body)
+    assert got == [zlib.decompress(content, zlib.MAX_WBITS | 32)]
+    assert b"Accept-Encoding: identity\r\n" in server.requests[0]
+    assert server.requests[0].count(b"Accept-Encoding") == 1
+
+
+@pytest.mark.parametrize(
+    ("headers", "content", "match"),
+    [
+        (b"Content-Encoding: gzip\r\n", gzip.compress(b"0" * 5000), "over 4096 bytes decoded"),
+        (b"Content-Encoding: br\r\n", b"\x0b\x02\x80{}\x03", "content coding 'br'"),
+    ],
+    ids=["a bomb", "not asked for"],
+)
+def test_a_content_coding_too_large_or_unknown_is_refused(
+    headers: bytes, content: bytes, match: str
+) -> None:
+    reply = b"HTTP/1.1 200 OK\r\n%sContent-Length: %d\r\n\r\n%s" % (headers, len(content), content)
+
+    async def body(lean: Http1Pool, server: Server) -> None:
+        with pytest.raises(httpx.DecodingError, match=match):
+            await post(lean)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(http1, "MAX_REPLY_BYTES", 4096)
+        run(answering(reply), body)
+
+
+def test_closing_the_pool_fails_what_waits_and_leaves_nothing_open() -> None:
+    gate = asyncio.Event()
+
+    async def held(_: bytes) -> bytes:
+        await gate.wait()
+        return OK
+
+    async def body(lean: Http1Pool, server: Server) -> None:
+        sent = asyncio.create_task(post(lean))
+        waiting = asyncio.create_task(post(lean))  # for the pool's one connection
+        await asyncio.sleep(0.05)
+        await lean.aclose()
+        gate.set()
+        with pytest.raises(httpx.ReadError, match="client closed"):
+            await sent
+        with pytest.raises(RuntimeError, match="closed"):
+            await waiting
+        await asyncio.sleep(0.05)
+        assert lean.connections == 0
+
+    server = run(held, body, connections=1)
+    assert server.connections == 1
+
+
+def test_a_content_type_that_would_split_the_head_is_refused() -> None:
+    async def body(lean: Http1Pool, server: Server) -> None:
+        with pytest.raises(ValueError, match="content type"):
+            await lean.exchange("POST", "/x", "a/b\r\nX-Evil: 1", b"{}", LIMITS)
+
+    server = run(answering(OK), body)
+    assert server.requests == []

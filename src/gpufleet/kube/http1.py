@@ -8,14 +8,18 @@ about 0.07 ms (``bench/http1.py``). :class:`Http1Pool` is what a client owes the
 and its callers, and no more:
 
 * keep-alive connections to one API server: at most ``connections`` open, idle ones reused
-  newest first and closed after ``keepalive_s`` idle (or when the server closes them); a
-  request waits for a free one at most httpx's *pool* timeout (``httpx.PoolTimeout``);
+  newest first; one idle for ``keepalive_s`` or closed by the server is not reused (it is
+  closed when the pool next looks for one); a request waits for a free one at most httpx's
+  *pool* timeout (``httpx.PoolTimeout``);
 * TLS from the client's ``ssl.SSLContext`` (the cluster's CA, a client certificate), the
   server's name checked; connecting within the *connect* timeout;
 * the whole reply within the *read* timeout (httpx bounds each read by it: a write's reply
   is small, one read or a few); its body by Content-Length, chunks or the connection's end;
-  1xx replies skipped; one over :data:`MAX_REPLY_BYTES` refused; a Content-Encoding decoded
-  as httpx decodes it;
+  1xx replies skipped; a head over :data:`MAX_HEAD_BYTES` or a body over
+  :data:`MAX_REPLY_BYTES` (decoded) refused. It asks for no content coding; one the server
+  applies anyway is decoded if it is gzip or deflate, and refused if not;
+* bytes after a reply that no request asked for (the start of another reply, a late one)
+  close the connection: what comes on a kept one always answers its next request;
 * failures raised as httpx's: ``ConnectError`` and ``ConnectTimeout`` only when no
   connection was made (the request was never sent); ``ReadTimeout``, ``ReadError`` and
   ``RemoteProtocolError`` when it was (it may have been applied — a bind then reads the pod
@@ -31,6 +35,7 @@ import asyncio
 import json
 import re
 import ssl
+import zlib
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -43,7 +48,10 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 MAX_REPLY_BYTES = 16 * 1024 * 1024
-"""The largest reply body a write reads (an Event or a Status is a few KiB)."""
+"""The largest reply body a write reads, decoded (an Event or a Status is a few KiB)."""
+MAX_HEAD_BYTES = 64 * 1024
+"""The most a reply's status line and headers may take (kube-apiserver's take a few
+hundred bytes; Go's servers refuse requests whose headers pass 1 MiB)."""
 _PLAIN_TARGET = re.compile(r"[A-Za-z0-9\-._~!$&'()*+,;=:@/%?]*")
 """A request target that needs no escaping (RFC 3986's path and query characters)."""
 _SAFE = "/:@!$&'()*+,;=-._~%?"
@@ -86,9 +94,10 @@ class Http1Pool:
         self._origin = f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"
         self._prefix = parts.path.rstrip("/")
         self._ssl = (ssl_context or ssl.create_default_context()) if secure else None
+        kept = {k: v for k, v in headers.items() if k.lower() != "accept-encoding"}
         self._head = (
-            f"Host: {parts.netloc.rpartition('@')[2]}\r\n"
-            + "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+            f"Host: {parts.netloc.rpartition('@')[2]}\r\nAccept-Encoding: identity\r\n"
+            + "".join(f"{name}: {value}\r\n" for name, value in kept.items())
         ).encode("latin-1")
         self._keepalive_s = keepalive_s
         self._slots = asyncio.Semaphore(connections)
@@ -112,8 +121,8 @@ class Http1Pool:
     ) -> Answer:
         """``method`` on ``path`` (under the base URL's path) with ``body``: the reply,
         read whole; a failure as httpx's error (module docstring)."""
-        if self._closed:
-            raise RuntimeError(f"the client of {self._origin} is closed")
+        if "\r" in content_type or "\n" in content_type:
+            raise ValueError(f"not a content type: {content_type!r}")
         target = self._prefix + path
         if not _PLAIN_TARGET.fullmatch(target):
             target = quote(target, safe=_SAFE)
@@ -127,25 +136,31 @@ class Http1Pool:
                 body,
             )
         )
+        self._open_or_refuse()
         await self._slot(limits.pool)
         try:
+            self._open_or_refuse()
             connection = self._reused() or await self._connect(limits.connect)
             try:
+                self._open_or_refuse()
                 status, content, encoding = await connection.send(request, limits.read)
             except BaseException:
                 connection.abort()
                 raise
-            if connection.keep:
+            if connection.keep and connection.usable and not self._closed:
                 connection.idle_since = asyncio.get_running_loop().time()
                 self._idle.append(connection)
             else:
                 connection.close()
         finally:
             self._slots.release()
-        if encoding is not None and encoding != "identity":
-            coded = httpx.Response(200, headers={"Content-Encoding": encoding}, content=content)
-            return Answer(status, coded.content)
+        if encoding:
+            return Answer(status, _decoded(content, encoding))
         return Answer(status, content)
+
+    def _open_or_refuse(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"the client of {self._origin} is closed")
 
     @property
     def connections(self) -> int:
@@ -215,7 +230,9 @@ class _Connection(asyncio.Protocol):
         self._reply: asyncio.Future[tuple[int, bytes, str | None]] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._body = bytearray()
-        self._encoding: str | None = None
+        self._encoding = ""
+        """The reply's content codings, in the order applied ("" for none)."""
+        self._head_bytes = 0
         self._framed = False
         """The reply said its length (Content-Length or chunks): else it ends with the
         connection."""
@@ -239,13 +256,18 @@ class _Connection(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         self._reply = reply = loop.create_future()
         self._started = self._head_read = self.keep = False
+        self._head_bytes = 0
         if limit is not None:
             self._timer = loop.call_later(limit, self._timed_out, limit)
         self._transport.write(request)
         return reply
 
     def close(self) -> None:
+        """Close (the pool's own doing): a request waiting on it fails."""
+        if self._reply is not None and not self._reply.done():
+            self._reply.set_exception(httpx.ReadError("the client closed the connection"))
         self.closed = True
+        self._stop_timer()
         if self._transport is not None:
             self._transport.close()
 
@@ -302,6 +324,13 @@ class _Connection(asyncio.Protocol):
             self._fail(httpx.RemoteProtocolError("the server switched protocols"))
         except httptools.HttpParserError as exc:
             self._fail(httpx.RemoteProtocolError(f"not an HTTP/1.1 reply: {exc}"))
+        else:
+            if not self._head_read and not self.closed:  # the head goes on past this read
+                self._head_bytes += len(data)
+                if self._head_bytes > MAX_HEAD_BYTES:
+                    self._fail(
+                        httpx.RemoteProtocolError(f"a reply head over {MAX_HEAD_BYTES} bytes")
+                    )
 
     def eof_received(self) -> bool:
         return False  # close: a reply that ends with the connection is read in connection_lost
@@ -309,17 +338,22 @@ class _Connection(asyncio.Protocol):
     # -- httptools' callbacks -------------------------------------------------------------
 
     def on_message_begin(self) -> None:
+        if self._reply is None or self._reply.done():  # another reply, unasked for
+            self.keep = False
+            self.abort()
+            return
         self._started, self._head_read = True, False
         self._body.clear()
-        self._encoding, self._framed = None, False
+        self._encoding, self._framed = "", False
 
     def on_headers_complete(self) -> None:
         self._head_read = True
 
     def on_header(self, name: bytes, value: bytes) -> None:
         lower = name.lower()
-        if lower == b"content-encoding":
-            self._encoding = value.decode("latin-1").strip().lower()
+        if lower == b"content-encoding":  # several: one list, in the order given
+            coding = value.decode("latin-1").strip().lower()
+            self._encoding = f"{self._encoding}, {coding}" if self._encoding else coding
         elif lower in (b"content-length", b"transfer-encoding"):
             self._framed = True
 
@@ -347,3 +381,30 @@ class _Connection(asyncio.Protocol):
             return
         self.keep = keep and not self.closed
         reply.set_result((self._parser.get_status_code(), bytes(self._body), self._encoding))
+
+
+def _decoded(content: bytes, codings: str) -> bytes:
+    """``content`` with its content ``codings`` undone, last applied first: gzip and
+    deflate (zlib-wrapped or raw, as servers send it), each to at most
+    :data:`MAX_REPLY_BYTES`; anything else is refused."""
+    for coding in reversed([c.strip() for c in codings.split(",")]):
+        if coding in ("", "identity"):
+            continue
+        if coding in ("gzip", "x-gzip"):
+            content = _inflated(content, zlib.MAX_WBITS | 16)
+        elif coding == "deflate":
+            try:
+                content = _inflated(content, zlib.MAX_WBITS)
+            except zlib.error:
+                content = _inflated(content, -zlib.MAX_WBITS)
+        else:
+            raise httpx.DecodingError(f"a reply in content coding {coding!r}, not asked for")
+    return content
+
+
+def _inflated(content: bytes, wbits: int) -> bytes:
+    inflate = zlib.decompressobj(wbits)
+    out = inflate.decompress(content, MAX_REPLY_BYTES + 1)
+    if len(out) > MAX_REPLY_BYTES:
+        raise httpx.DecodingError(f"a reply over {MAX_REPLY_BYTES} bytes decoded")
+    return out
