@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from gpufleet.kube.process.connect import http_client, load_config
+from gpufleet.kube.process.connect import environment_proxy, http_client, load_config
 from gpufleet.kube.read.watch import Backoff, Kind, Reflector
 from gpufleet.kube.transport import AiohttpTransport, ApiClient, send_json
 from tests.apiserver.server import Emulator
@@ -163,3 +163,74 @@ def test_a_connection_lost_after_the_request_is_not_a_connect_error() -> None:
         asyncio.run(main())
     finally:
         listener.close()
+
+
+@pytest.mark.parametrize(
+    ("server", "environ", "expected"),
+    [
+        ("https://api.example:6443", {"HTTPS_PROXY": "http://proxy:3128"}, "http://proxy:3128"),
+        ("https://api.example:6443", {"https_proxy": "proxy:3128"}, "http://proxy:3128"),
+        ("https://api.example:6443", {"HTTP_PROXY": "http://proxy:3128"}, None),
+        ("http://api.example", {"HTTP_PROXY": "http://proxy:3128"}, "http://proxy:3128"),
+        ("https://127.0.0.1:6443", {"HTTPS_PROXY": "http://proxy:3128"}, None),
+        ("https://[::1]:6443", {"HTTPS_PROXY": "http://proxy:3128"}, None),
+        ("https://localhost:6443", {"HTTPS_PROXY": "http://proxy:3128"}, None),
+        ("https://api.example:6443", {"HTTPS_PROXY": "p:1", "NO_PROXY": "*"}, None),
+        ("https://api.example:6443", {"HTTPS_PROXY": "p:1", "NO_PROXY": "x, api.example"}, None),
+        ("https://k8s.api.example", {"HTTPS_PROXY": "p:1", "no_proxy": "api.example"}, None),
+        ("https://k8s.api.example", {"HTTPS_PROXY": "p:1", "NO_PROXY": ".api.example"}, None),
+        ("https://api.example", {"HTTPS_PROXY": "p:1", "NO_PROXY": ".api.example"}, "http://p:1"),
+        ("https://notapi.example", {"HTTPS_PROXY": "p:1", "NO_PROXY": "api.example"}, "http://p:1"),
+        ("https://api.example:6443", {"HTTPS_PROXY": "p:1", "NO_PROXY": "api.example:6443"}, None),
+        (
+            "https://api.example:6443",
+            {"HTTPS_PROXY": "p:1", "NO_PROXY": "api.example:443"},
+            "http://p:1",
+        ),
+        ("https://10.1.2.3:6443", {"HTTPS_PROXY": "p:1", "NO_PROXY": "10.0.0.0/8"}, None),
+        ("https://10.1.2.3:6443", {"HTTPS_PROXY": "p:1", "NO_PROXY": "10.1.2.3"}, None),
+        ("https://11.1.2.3:6443", {"HTTPS_PROXY": "p:1", "NO_PROXY": "10.0.0.0/8"}, "http://p:1"),
+    ],
+)
+def test_the_proxy_is_the_one_kubectl_would_take(
+    server: str, environ: dict[str, str], expected: str | None
+) -> None:
+    assert environment_proxy(server, environ) == expected
+
+
+def test_a_proxy_named_by_the_environment_carries_every_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Writes included: the lean path, which speaks to the API server alone, steps aside."""
+    heads: list[bytes] = []
+
+    async def proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        heads.append(head)
+        length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+        await reader.readexactly(length)
+        writer.write(b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
+        await writer.drain()
+        writer.close()
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: x\n"
+        "clusters: [{name: c, cluster: {server: 'http://api.example:6443'}}]\n"
+        "users: [{name: u, user: {token: t0k}}]\n"
+        "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+    )
+
+    async def main() -> None:
+        server = await asyncio.start_server(proxy, "127.0.0.1", 0)
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}")
+        async with http_client(load_config(kubeconfig)) as http:
+            assert isinstance(http, ApiClient)
+            assert http._lean is None
+            assert (await send_json(http, "POST", PODS, POD)).status_code == 201
+        server.close()
+
+    asyncio.run(main())
+    request_line, *headers = heads[0].split(b"\r\n")
+    assert request_line == b"POST http://api.example:6443/api/v1/namespaces/default/pods HTTP/1.1"
+    assert b"Authorization: Bearer t0k" in headers

@@ -69,7 +69,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             connector=connector,
             auto_decompress=False,  # httpx decodes by the reply's Content-Encoding
             skip_auto_headers=("Accept-Encoding", "User-Agent", "Content-Type"),
-            trust_env=False,  # httpx mounts the environment's proxies itself
+            trust_env=False,  # a proxy the environment names is httpx's (connect.py)
         )
         return self._session
 
