@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from gpufleet.kube.read import objects
+from gpufleet.kube.read import bound, objects
 from gpufleet.kube.read.bound import requests_only
 from gpufleet.kube.read.kinds import API, LIVE_VOCABULARIES
 from gpufleet.kube.read.objects import ObjectStore
@@ -220,3 +220,33 @@ def test_a_binding_read_without_its_spec_is_the_whole_read(
     if isinstance(got, PodInfo) and isinstance(want, PodInfo):
         assert dataclasses.asdict(got) == dataclasses.asdict(want)
     assert [p.message for p in changes.problems] == [p.message for p in read.problems]
+
+
+def test_a_running_pod_relabelled_is_read_with_its_new_labels_and_what_it_was_bound_with() -> None:
+    """Labels of a running pod may change (other pods' affinity and spread read them): no
+    problem. Its GPUs asked for may not: it holds what it was bound with, reported, with its
+    new labels."""
+    running = _bound(_pending(), "n0", [0, 1], "2")
+    running["metadata"]["labels"] = {"app": "db"}
+    store = _store([("Node", NODE), ("Pod", running)])
+    relabelled = copy.deepcopy(running)
+    relabelled["metadata"]["labels"] = {"app": "web"}
+    relabelled["metadata"]["resourceVersion"] = "3"
+    assert store.apply("MODIFIED", "Pod", copy.deepcopy(relabelled)).problems == ()
+    read = store.made["Pod"]["ml/p"]
+    assert isinstance(read, PodInfo)
+    assert read.spec.placement is not None
+    assert dict(read.spec.placement.labels) == {"app": "web"}
+    assert (read.node, read.gpus, read.spec.num_gpu) == ("n0", (0, 1), 2)
+    resized = copy.deepcopy(relabelled)
+    resized["metadata"]["labels"] = {"app": "cache"}
+    resized["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "1"
+    resized["metadata"]["annotations"][GPU_INDEX_ANNOTATION] = "0"
+    resized["metadata"]["resourceVersion"] = "4"
+    problems = store.apply("MODIFIED", "Pod", resized).problems
+    assert [p.message for p in problems] == [bound.CHANGED_AFTER_BIND]
+    read = store.made["Pod"]["ml/p"]
+    assert isinstance(read, PodInfo)
+    assert read.spec.placement is not None
+    assert dict(read.spec.placement.labels) == {"app": "cache"}
+    assert (read.gpus, read.spec.num_gpu) == ((0, 1), 2)

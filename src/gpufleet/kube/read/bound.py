@@ -53,7 +53,8 @@ def holding(
     names: PodNames,
 ) -> PodInfo | None:
     """What bound pod ``raw`` holds, read as ``made`` now (None: it cannot be read) and as
-    ``before`` at the store's last event (None: never)."""
+    ``before`` at the store's last event (None: never): once bound, what it was bound with
+    (a change is reported), with its labels as they are now."""
     if made is not None and not made.managed:
         made = requests_alone(raw, read, names) or made  # another scheduler's pod
     held = isinstance(before, PodInfo) and before.bound and before.node == bound_to(raw)
@@ -61,8 +62,12 @@ def holding(
         if made is None:
             return before
         if (made.spec, made.gpus) != (before.spec, before.gpus):
-            problems.append(problem("Pod", raw, CHANGED_AFTER_BIND))
-            return replace(made, spec=before.spec, gpus=before.gpus)
+            # it holds what it was bound with; its labels are read as they are now (a
+            # running pod may be relabelled, and other pods' affinity and spread read them)
+            kept = replace(before.spec, placement=made.spec.placement)
+            if (kept, before.gpus) != (made.spec, made.gpus):
+                problems.append(problem("Pod", raw, CHANGED_AFTER_BIND))
+            return replace(made, spec=kept, gpus=before.gpus)
         return made
     if made is not None and holds_its_requests(made, raw):
         return made
