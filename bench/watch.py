@@ -10,12 +10,14 @@ their GPUs (``gpufleet.io/gpu-index``). The streams, ``--events`` each (20,000 b
   few seconds to minutes);
 * node label changes: a label no pool selects on, added and removed in turn;
 * pod status updates: a running pod's status changed (its conditions), nothing gpufleet
-  reads.
+  reads;
+* pending pod conditions: the ``PodScheduled`` condition of one of ``--pending`` pending
+  pods (1,000) written again with a new message, as a scheduler writes why a pod waits.
 
 It prints each stream's events per second and how many objects each event translated, and
 the time to list the cluster (every node and pod applied once).
 
-    python -m bench.watch [--nodes 1000 --nodes 5000] [--events 20000]
+    python -m bench.watch [--nodes 1000 --nodes 5000] [--events 20000] [--pending 1000]
 """
 
 from __future__ import annotations
@@ -75,14 +77,44 @@ def pod(i: int, k: int, version: int) -> Obj:
     }
 
 
+def pending(j: int, version: int) -> Obj:
+    """Pending pod ``j``, its condition written at ``version``."""
+    limits = {"nvidia.com/gpu": "1", "cpu": "4", "memory": "32Gi"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"waiting-{j:05d}",
+            "namespace": "ml",
+            "resourceVersion": str(version),
+            "labels": {"gpufleet.io/queue": f"team-{j % 10}"},
+        },
+        "spec": {
+            "schedulerName": "gpufleet",
+            "containers": [{"name": "main", "resources": {"requests": limits, "limits": limits}}],
+        },
+        "status": {
+            "phase": "Pending",
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": f"0/{version} nodes are available: Insufficient nvidia.com/gpu.",
+                }
+            ],
+        },
+    }
+
+
 def counting(store: ObjectStore) -> list[int]:
     """Count the store's translations (one per object read again)."""
     count = [0]
     translate = store._translate  # the figure is how often it runs
 
-    def counted(*args: Any) -> None:
+    def counted(*args: Any, **keywords: Any) -> None:
         count[0] += 1
-        translate(*args)
+        translate(*args, **keywords)
 
     store._translate = counted  # type: ignore[method-assign,assignment]
     return count
@@ -101,7 +133,7 @@ def stream(
     return events / elapsed, count[0] / events
 
 
-def measure(nodes: int, events: int) -> list[str]:
+def measure(nodes: int, events: int, waiting: int) -> list[str]:
     store = ObjectStore()
     started = time.perf_counter()
     for i in range(nodes):
@@ -109,6 +141,8 @@ def measure(nodes: int, events: int) -> list[str]:
         for k in range(PODS_PER_NODE):
             store.apply("ADDED", "Pod", pod(i, k, 1))
     listed = time.perf_counter() - started
+    for j in range(waiting):
+        store.apply("ADDED", "Pod", pending(j, 1))
     count = counting(store)
     version = 2
     rows = []
@@ -122,10 +156,14 @@ def measure(nodes: int, events: int) -> list[str]:
     def pod_status(e: int) -> tuple[str, Obj]:
         return "Pod", pod(e % nodes, (e // nodes) % PODS_PER_NODE, version + e)
 
+    def condition(e: int) -> tuple[str, Obj]:
+        return "Pod", pending(e % waiting, version + e)
+
     for name, make in (
         ("node status update", status),
         ("node label change", relabel),
         ("pod status update", pod_status),
+        ("pending pod condition", condition),
     ):
         rate, per_event = stream(store, count, events, make)
         rows.append(f"| {nodes:,} | {name} | {rate:,.0f} | {per_event:.2f} |")
@@ -138,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, action="append")
     parser.add_argument("--events", type=int, default=20_000)
+    parser.add_argument("--pending", type=int, default=1_000)
     parser.add_argument("--no-docs", action="store_true", help="print only")
     args = parser.parse_args(argv)
     lines = [
@@ -148,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         "|---|---|---|---|",
     ]
     for nodes in args.nodes or [1_000, 5_000]:
-        lines += measure(nodes, args.events)
+        lines += measure(nodes, args.events, args.pending)
     return publish_table("bench.watch", SECTION, lines, write_docs=not args.no_docs)
 
 

@@ -222,6 +222,89 @@ def test_a_binding_read_without_its_spec_is_the_whole_read(
     assert [p.message for p in changes.problems] == [p.message for p in read.problems]
 
 
+def _conditions_written(pod: dict[str, Any], version: str) -> Any:
+    """``pod`` once a status write set its conditions: PodScheduled false, as gpufleet
+    writes it for a pod that waits; Ready, as the kubelet writes it for a running one."""
+    written = copy.deepcopy(pod)
+    if "nodeName" in pod.get("spec", {}):
+        condition = {"type": "Ready", "status": "True"}
+    else:
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": "0/3 nodes are available: waiting for the gang's members.",
+        }
+    condition["lastTransitionTime"] = "2026-01-01T00:00:00Z"
+    written.setdefault("status", {})["conditions"] = [condition]
+    written["metadata"]["resourceVersion"] = version
+    written["metadata"]["managedFields"] = [{"manager": "gpufleet", "operation": "Apply"}]
+    return written
+
+
+def test_a_pod_whose_conditions_alone_change_reads_as_if_read_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every pod of every scenario, pending or bound, its conditions written: what was read
+    of it stands (its spec not read again) where it read nothing blocked and no problem, and
+    it is what reading it whole gives — every field, uid and resourceVersion, events and
+    problems; otherwise, or with any other change beside the conditions, it is read
+    whole."""
+    whole_reads: list[str] = []
+    read_pod = objects.ObjectStore._read
+
+    def counted(self: ObjectStore, kind: str, r: Any) -> Any:
+        if kind == "Pod":
+            whole_reads.append(r.key)
+        return read_pod(self, kind, r)
+
+    monkeypatch.setattr(objects.ObjectStore, "_read", counted)
+    kept = compared = bound_kept = 0
+    for path in sorted(SCENARIOS.glob("*.yaml")):
+        _, docs = _docs(path)
+        for i, (kind, pending) in enumerate(docs):
+            if kind != "Pod":
+                continue
+            bound_kept += "nodeName" in pending.get("spec", {})
+            key = f"{pending['metadata'].get('namespace', 'default')}/{pending['metadata']['name']}"
+            others = docs[:i] + docs[i + 1 :]
+            once = _store([*others, ("Pod", pending)])
+            before = once.made["Pod"].get(key)
+            expect_kept = (
+                isinstance(before, PodInfo)
+                and not before.blocked
+                and ("Pod", key) not in once.reported
+            )
+            written = _conditions_written(pending, "9")
+            whole_reads.clear()
+            changes = once.apply("MODIFIED", "Pod", copy.deepcopy(written))
+            assert (key not in whole_reads) == expect_kept, f"{path.name} {key}"
+            whole = _store(others)
+            read = whole.apply("ADDED", "Pod", copy.deepcopy(written))
+            got, want = once.made["Pod"].get(key), whole.made["Pod"].get(key)
+            assert got == want, f"{path.name} {key}"
+            if isinstance(got, PodInfo) and isinstance(want, PodInfo):
+                assert dataclasses.asdict(got) == dataclasses.asdict(want), f"{path.name} {key}"
+                assert (got.uid, got.resource_version) == (want.uid, want.resource_version)
+            if expect_kept:
+                assert [(e.type, e.obj) for e in changes.events] == [], f"{path.name} {key}"
+                assert changes.problems == read.problems == (), f"{path.name} {key}"
+                kept += 1
+            relabelled = _conditions_written(pending, "10")
+            relabelled["metadata"].setdefault("labels", {})["changed"] = "yes"
+            again = _store([*others, ("Pod", pending)])
+            whole_reads.clear()
+            again.apply("MODIFIED", "Pod", relabelled)
+            assert key in whole_reads, f"{path.name} {key}: a label change kept"
+            assert again.made["Pod"].get(key) == _store([*others, ("Pod", relabelled)]).made[
+                "Pod"
+            ].get(key)
+            compared += 1
+    assert kept >= 100, kept
+    assert bound_kept >= 100, bound_kept
+    assert compared > kept, (compared, kept)  # some pods read whole: blocked, or a problem
+
+
 def test_a_running_pod_relabelled_is_read_with_its_new_labels_and_what_it_was_bound_with() -> None:
     """Labels of a running pod may change (other pods' affinity and spread read them): no
     problem. Its GPUs asked for may not: it holds what it was bound with, reported, with its

@@ -85,32 +85,54 @@ BOUND_BY_BINDING = {
 fields every write changes: no translation of a pending pod reads its conditions."""
 
 
+WRITTEN_BY_STATUS = {
+    "metadata": ("resourceVersion", "managedFields"),
+    "status": ("conditions",),
+}
+"""What a write of a pod's conditions changes: the kubelet's (``Ready``,
+``ContainersReady``… of a running pod: a real cluster's commonest pod event), a
+scheduler's (``PodScheduled`` false while it waits), a controller's."""
+
+
 def bound_alone(before: Obj, after: Obj) -> bool:
     """Whether pod ``after`` is pending pod ``before`` with a Binding applied and nothing
     else changed: its node set, and no field a pod's translation reads changed but the
     ``gpu-index`` annotation (:func:`gpufleet.load.objects.pods.read_bound`)."""
     if not bound_to(after) or bound_to(before):
         return False
-    return _unbound(before) == _unbound(after)
+    return _less(before, BOUND_BY_BINDING, GPU_INDEX_ANNOTATION) == _less(
+        after, BOUND_BY_BINDING, GPU_INDEX_ANNOTATION
+    )
 
 
-def _unbound(obj: Obj) -> dict[str, object]:
-    """``obj`` less what a Binding writes (:data:`BOUND_BY_BINDING`); an absent part or
-    annotations map reads as an empty one."""
+def conditions_alone(before: Obj, after: Obj) -> bool:
+    """Whether pod ``after`` is pod ``before`` with its conditions written and nothing else
+    changed (:data:`WRITTEN_BY_STATUS`; its node too): no translation of a pod reads them,
+    so what was read of it stands."""
+    if bound_to(after) != bound_to(before):
+        return False
+    return _less(before, WRITTEN_BY_STATUS) == _less(after, WRITTEN_BY_STATUS)
+
+
+def _less(
+    obj: Obj, written: Mapping[str, tuple[str, ...]], annotation: str = ""
+) -> dict[str, object]:
+    """``obj`` less the ``written`` fields of each part and its ``annotation`` (if named);
+    an absent part or annotations map reads as an empty one."""
     out: dict[str, object] = dict(obj)
-    for part, written in BOUND_BY_BINDING.items():
+    for part, fields in written.items():
         value = obj.get(part)
         if value is None:
             value = {}
         if is_mapping(value):
-            value = {k: v for k, v in value.items() if k not in written}
+            value = {k: v for k, v in value.items() if k not in fields}
         out[part] = value
     metadata = out["metadata"]  # a dict of its own where it was a mapping
-    if isinstance(metadata, dict):
+    if annotation and isinstance(metadata, dict):
         notes = metadata.get("annotations")
         notes = {} if notes is None else notes
         if is_mapping(notes):
-            metadata["annotations"] = {k: v for k, v in notes.items() if k != GPU_INDEX_ANNOTATION}
+            metadata["annotations"] = {k: v for k, v in notes.items() if k != annotation}
     return out
 
 

@@ -40,7 +40,7 @@ from collections.abc import Collection
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from gpufleet.kube.read.bound import bound_alone, holding
+from gpufleet.kube.read.bound import bound_alone, conditions_alone, holding
 from gpufleet.kube.read.definitions import Definitions
 from gpufleet.kube.read.dependents import Dependents
 from gpufleet.kube.read.devices import pool_key, read_pool, waiting_for_claims
@@ -201,7 +201,7 @@ class ObjectStore:
         made: CacheObject | Context | None = None
         if raw is not None:
             try:
-                made = self._bound_again(kind, key, raw, previous) or self._read(
+                made = self._read_again(kind, key, raw, previous) or self._read(
                     kind, Reader(SOURCE, raw)
                 )
             except InputError as error:
@@ -231,18 +231,32 @@ class ObjectStore:
             return  # not kept by the cache as such (context; a definition, above)
         self._made(kind, key, made, events)  # type: ignore[arg-type]
 
-    def _bound_again(self, kind: str, key: str, raw: Obj, previous: Obj | None) -> PodInfo | None:
-        """A pending pod whose Binding is all that changed (``bound.py``'s
-        :func:`bound_alone`; most often gpufleet's own): what was read of it before, with
-        its node and GPUs — its spec is not read again (None: read it whole). What it was
-        read as is current: every object a pod's translation reads reads it again when it
-        changes (``dependents.py``)."""
+    def _read_again(self, kind: str, key: str, raw: Obj, previous: Obj | None) -> PodInfo | None:
+        """What was read of pod ``key`` before, where the change stands without reading its
+        spec again (None: read it whole):
+
+        * its Binding is all that changed (``bound.py``'s :func:`bound_alone`; most often
+          gpufleet's own): with its node and GPUs;
+        * its conditions alone changed (:func:`conditions_alone`: the kubelet's of a running
+          pod, gpufleet's own ``PodScheduled`` false of one that waits), and it read nothing
+          blocked and no problem: as it was.
+
+        What it was read as is current: every object a pod's translation reads reads it
+        again when it changes (``dependents.py``)."""
         if kind != "Pod" or previous is None:
             return None
         before = self.made["Pod"].get(key)
-        if not isinstance(before, PodInfo) or before.bound or not bound_alone(previous, raw):
+        if not isinstance(before, PodInfo):
             return None
-        return read_bound(before, Reader(SOURCE, raw), self.lookups.node_gpus)
+        if not before.bound and bound_alone(previous, raw):
+            return read_bound(before, Reader(SOURCE, raw), self.lookups.node_gpus)
+        if (
+            not before.blocked
+            and ("Pod", key) not in self.reported
+            and conditions_alone(previous, raw)
+        ):
+            return replace(before, resource_version=Reader(SOURCE, raw).identity()[1])
+        return None
 
     def _define(
         self,
