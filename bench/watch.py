@@ -116,7 +116,7 @@ def counting(store: ObjectStore) -> list[int]:
         count[0] += 1
         translate(*args, **keywords)
 
-    store._translate = counted  # type: ignore[method-assign,assignment]
+    store._translate = counted  # type: ignore[method-assign]
     return count
 
 
