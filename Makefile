@@ -63,6 +63,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.cycle
 	$(BIN)/python -m bench.events
 	$(BIN)/python -m bench.watch
+	$(BIN)/python -m bench.http1
 	$(BIN)/python -m bench.topology
 	$(BIN)/python -m bench.mig
 	$(BIN)/python -m bench.dra
