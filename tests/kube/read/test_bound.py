@@ -333,3 +333,61 @@ def test_a_running_pod_relabelled_is_read_with_its_new_labels_and_what_it_was_bo
     assert read.spec.placement is not None
     assert dict(read.spec.placement.labels) == {"app": "cache"}
     assert (read.gpus, read.spec.num_gpu) == ((0, 1), 2)
+
+
+def test_a_relabelled_running_pod_keeps_the_terms_it_was_created_with() -> None:
+    """The API server merged a term's matchLabelKeys into its selector when the pod was
+    created, from the labels it had then; a relabel changes the pod's labels alone."""
+    running = _bound(_pending(), "n0", [0, 1], "2")
+    running["metadata"]["labels"] = {"app": "db"}
+    term = {
+        "labelSelector": {"matchExpressions": [{"key": "tier", "operator": "Exists"}]},
+        "topologyKey": "kubernetes.io/hostname",
+        "matchLabelKeys": ["app"],
+    }
+    running["spec"]["affinity"] = {
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+    }
+    store = _store([("Node", NODE), ("Pod", running)])
+    before = store.made["Pod"]["ml/p"]
+    relabelled = copy.deepcopy(running)
+    relabelled["metadata"]["labels"] = {"app": "web"}
+    relabelled["metadata"]["resourceVersion"] = "3"
+    assert store.apply("MODIFIED", "Pod", relabelled).problems == ()
+    after = store.made["Pod"]["ml/p"]
+    assert isinstance(before, PodInfo)
+    assert isinstance(after, PodInfo)
+    assert before.spec.placement is not None
+    assert after.spec.placement is not None
+    assert dict(after.spec.placement.labels) == {"app": "web"}
+    assert after.spec.placement.anti_affinity == before.spec.placement.anti_affinity
+    assert "db" in repr(after.spec.placement.anti_affinity)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("priority", True), ("priority", 1.0)],
+)
+def test_a_value_equal_in_python_but_not_in_json_is_read_whole(field: str, value: object) -> None:
+    """1, 1.0 and true are equal to Python, not to a read: a pod whose priority turns from
+    1 to one of the others with its conditions is read whole, and its problem reported."""
+    pending = _pending()
+    pending["spec"][field] = 1
+    store = _store([("Node", NODE), ("Pod", pending)])
+    changed = _conditions_written(pending, "2")
+    changed["spec"][field] = value
+    problems = store.apply("MODIFIED", "Pod", copy.deepcopy(changed)).problems
+    whole = _store([("Node", NODE)]).apply("ADDED", "Pod", copy.deepcopy(changed)).problems
+    assert [p.message for p in problems] == [p.message for p in whole]
+    assert problems, "a priority that is not an integer is a problem"
+
+
+def test_the_same_object_changed_in_place_and_applied_again_is_read_whole() -> None:
+    pending = _pending()
+    store = _store([("Node", NODE)])
+    store.apply("ADDED", "Pod", pending)
+    pending["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "4"
+    store.apply("MODIFIED", "Pod", pending)
+    made = store.made["Pod"]["ml/p"]
+    assert isinstance(made, PodInfo)
+    assert made.spec.num_gpu == 4

@@ -29,6 +29,8 @@ from gpufleet.load.objects.vocabulary import (
     GPU_RESOURCE,
 )
 from gpufleet.model.arrays import MILLI
+from gpufleet.model.interpod import PodPlacement
+from gpufleet.model.pod import PodSpec
 from gpufleet.model.workload import PodInfo
 
 CHANGED_AFTER_BIND = (
@@ -63,9 +65,11 @@ def holding(
             return before
         if (made.spec, made.gpus) != (before.spec, before.gpus):
             # it holds what it was bound with; its labels are read as they are now (a
-            # running pod may be relabelled, and other pods' affinity and spread read them)
-            kept = replace(before.spec, placement=made.spec.placement)
-            if (kept, before.gpus) != (made.spec, made.gpus):
+            # running pod may be relabelled, and other pods' affinity and spread read them).
+            # Its own terms stay as bound: the API server merged their matchLabelKeys into
+            # their selectors at its creation, from the labels it had then
+            kept = replace(before.spec, placement=_relabelled(before.spec, made.spec))
+            if (kept, before.gpus) != (replace(made.spec, placement=kept.placement), made.gpus):
                 problems.append(problem("Pod", raw, CHANGED_AFTER_BIND))
             return replace(made, spec=kept, gpus=before.gpus)
         return made
@@ -74,6 +78,13 @@ def holding(
     # One that cannot be read, or would hold less than its containers ask (the device
     # plugin gave it whole devices; a share annotation beside them frees nothing).
     return requests_alone(raw, read, names) or made
+
+
+def _relabelled(bound: PodSpec, now: PodSpec) -> PodPlacement | None:
+    """The placement ``bound`` was bound with, with the labels ``now`` has."""
+    if bound.placement is None or now.placement is None:
+        return bound.placement if now.placement is None else now.placement
+    return replace(bound.placement, labels=now.placement.labels)
 
 
 BOUND_BY_BINDING = {
@@ -100,8 +111,9 @@ def bound_alone(before: Obj, after: Obj) -> bool:
     ``gpu-index`` annotation (:func:`gpufleet.load.objects.pods.read_bound`)."""
     if not bound_to(after) or bound_to(before):
         return False
-    return _less(before, BOUND_BY_BINDING, GPU_INDEX_ANNOTATION) == _less(
-        after, BOUND_BY_BINDING, GPU_INDEX_ANNOTATION
+    return _same(
+        _less(before, BOUND_BY_BINDING, GPU_INDEX_ANNOTATION),
+        _less(after, BOUND_BY_BINDING, GPU_INDEX_ANNOTATION),
     )
 
 
@@ -111,7 +123,14 @@ def conditions_alone(before: Obj, after: Obj) -> bool:
     so what was read of it stands."""
     if bound_to(after) != bound_to(before):
         return False
-    return _less(before, WRITTEN_BY_STATUS) == _less(after, WRITTEN_BY_STATUS)
+    return _same(_less(before, WRITTEN_BY_STATUS), _less(after, WRITTEN_BY_STATUS))
+
+
+def _same(before: dict[str, object], after: dict[str, object]) -> bool:
+    """Equal, and of the same JSON types throughout: Python's ``==`` holds ``1``, ``1.0``
+    and ``true`` equal, where a read refuses some of them (a priority of ``true``); their
+    ``repr`` tells them apart (a different key order reads as a change: read whole)."""
+    return before == after and repr(before) == repr(after)
 
 
 def _less(

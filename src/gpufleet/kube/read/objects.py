@@ -243,7 +243,7 @@ class ObjectStore:
 
         What it was read as is current: every object a pod's translation reads reads it
         again when it changes (``dependents.py``)."""
-        if kind != "Pod" or previous is None:
+        if kind != "Pod" or previous is None or previous is raw:  # the same dict, changed
             return None
         before = self.made["Pod"].get(key)
         if not isinstance(before, PodInfo):
