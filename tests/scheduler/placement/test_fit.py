@@ -197,3 +197,17 @@ def test_slots_kept_between_changes_equal_slots_counted_afresh(
             fresh = Fit(cycle.framework, state, empty, cycle.placer._resource_filters)
             for group in groups:
                 assert cycle.fit.slots(group, None, None) == fresh.slots(group, None, None)
+
+
+def test_a_node_over_committed_by_running_pods_has_no_slots_and_takes_none_from_others() -> None:
+    """Pods the kubelet runs past a resource the node lost (here its pod count): the node
+    has no slot, not fewer than none — a gang's count would lose another node's to it."""
+    nodes = [replace(node("n0", cpu=96, gpus=8), max_pods=1), node("n1", cpu=96, gpus=8)]
+    cycle = cycle_of(nodes)
+    for k in range(3):
+        cycle.ledger.state.reserve(0, pod(f"run/r{k}").cpu(1).obj(), (), running=True)
+    assert cycle.ledger.state.pods_free[0] < 0
+    assert cycle.fit.slots(pods(2, info("gang").cpu(1).gpus(1)), None, None) == 2.0
+    assert cycle.fit.slots(pods(1, info("one").cpu(1).gpus(1)), None, None) == 1.0
+    cycle.ledger.state.reserve(1, pod("run/r3").cpu(1).obj(), (), running=True)
+    assert cycle.fit.slots(pods(2, info("gang").cpu(1).gpus(1)), None, None) == 2.0

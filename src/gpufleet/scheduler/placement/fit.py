@@ -121,7 +121,8 @@ class Fit:
             return False
         if stale.size:
             spec = self.framework.prepare(pod)
-            known.counts[stale] = self.framework.count(state, spec, known.nodes[stale])
+            counted = self.framework.count(state, spec, known.nodes[stale])
+            known.counts[stale] = np.maximum(counted, 0)
         known.seen, known.version = now, state.changes
         return True
 
@@ -161,7 +162,9 @@ class Fit:
             nodes = self.static_nodes(spec)
         else:
             nodes = self.framework.run_filters(state, spec).nodes
-        return nodes, np.asarray(self.framework.count(state, spec, nodes))
+        # an over-committed node (pods running past a resource it lost) has no slot, not
+        # fewer than none: a gang's sum would lose another node's slots to it
+        return nodes, np.maximum(self.framework.count(state, spec, nodes), 0)
 
     def static_nodes(self, spec: PodSpec) -> IntArray:
         """Nodes that could run ``spec`` if they were empty (its constraints allow them);
