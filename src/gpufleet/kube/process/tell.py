@@ -19,6 +19,7 @@ from gpufleet.kube.read.kinds import API, object_kind
 from gpufleet.kube.transport import send_json
 from gpufleet.kube.write.bind import PodRef
 from gpufleet.kube.write.recorder import EventRecorder, Regarding, rfc3339
+from gpufleet.load.objects.reader import is_mapping
 
 if TYPE_CHECKING:
     from gpufleet.kube.process.options import ServeOptions
@@ -165,10 +166,14 @@ class Teller:
         keeps its ``lastTransitionTime`` while its status stays ``False``."""
         key = f"{ref.namespace}/{ref.name}"
         since = rfc3339(self.clock())
-        raw = self.store.raw["Pod"].get(key) or {}
-        for old in (raw.get("status") or {}).get("conditions") or []:
+        raw = self.store.raw["Pod"].get(key)
+        status = raw.get("status") if is_mapping(raw) else None
+        conditions = status.get("conditions") if is_mapping(status) else None
+        for old in conditions if isinstance(conditions, list) else []:
+            if not is_mapping(old) or not isinstance(old.get("lastTransitionTime"), str):
+                continue  # a condition not as the API writes one: the time is now
             if old.get("type") == "PodScheduled" and old.get("status") == "False":
-                since = old.get("lastTransitionTime") or since
+                since = old["lastTransitionTime"] or since
         condition = {
             "type": "PodScheduled",
             "status": "False",
