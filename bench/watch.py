@@ -56,55 +56,41 @@ def node(i: int, version: int, *, label: str = "", beat: int = 0) -> Obj:
     }
 
 
-def pod(i: int, k: int, version: int) -> Obj:
+def _gpu_pod(name: str, version: int, queue: str) -> Obj:
+    """A pod of one GPU of ``queue``, not yet bound, at ``version``."""
     limits = {"nvidia.com/gpu": "1", "cpu": "4", "memory": "32Gi"}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
-            "name": f"p{i:05d}-{k}",
+            "name": name,
             "namespace": "ml",
             "resourceVersion": str(version),
-            "labels": {"gpufleet.io/queue": f"team-{(i + k) % 10}"},
-            "annotations": {"gpufleet.io/gpu-index": str(k)},
+            "labels": {"gpufleet.io/queue": queue},
         },
         "spec": {
             "schedulerName": "gpufleet",
-            "nodeName": f"node-{i:05d}",
             "containers": [{"name": "main", "resources": {"requests": limits, "limits": limits}}],
         },
-        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": str(version)}]},
     }
+
+
+def pod(i: int, k: int, version: int) -> Obj:
+    """Pod ``k`` of node ``i``, running on its GPU ``k``, its status written at ``version``."""
+    obj = _gpu_pod(f"p{i:05d}-{k}", version, f"team-{(i + k) % 10}")
+    obj["metadata"]["annotations"] = {"gpufleet.io/gpu-index": str(k)}
+    obj["spec"]["nodeName"] = f"node-{i:05d}"
+    obj["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": str(version)}]}
+    return obj
 
 
 def pending(j: int, version: int) -> Obj:
     """Pending pod ``j``, its condition written at ``version``."""
-    limits = {"nvidia.com/gpu": "1", "cpu": "4", "memory": "32Gi"}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": f"waiting-{j:05d}",
-            "namespace": "ml",
-            "resourceVersion": str(version),
-            "labels": {"gpufleet.io/queue": f"team-{j % 10}"},
-        },
-        "spec": {
-            "schedulerName": "gpufleet",
-            "containers": [{"name": "main", "resources": {"requests": limits, "limits": limits}}],
-        },
-        "status": {
-            "phase": "Pending",
-            "conditions": [
-                {
-                    "type": "PodScheduled",
-                    "status": "False",
-                    "reason": "Unschedulable",
-                    "message": f"0/{version} nodes are available: Insufficient nvidia.com/gpu.",
-                }
-            ],
-        },
-    }
+    obj = _gpu_pod(f"waiting-{j:05d}", version, f"team-{j % 10}")
+    message = f"0/{version} nodes are available: Insufficient nvidia.com/gpu."
+    condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+    obj["status"] = {"phase": "Pending", "conditions": [{**condition, "message": message}]}
+    return obj
 
 
 def counting(store: ObjectStore) -> list[int]:
