@@ -233,14 +233,16 @@ class Framework:
     def count(self, state: ClusterState, pod: PodSpec, nodes: IntArray) -> IntArray:
         """How many pods of ``pod``'s plain spec each of ``nodes`` holds: the least count of
         the profile's :class:`CountingFilter` plugins (the nodes are ones the other filters
-        let through)."""
+        let through), in an array of its own. A node over-committed by running pods (past a
+        resource it lost) holds none, not fewer than none: a gang's sum over nodes would
+        lose another node's room to it."""
         counts: IntArray | None = None
         for plugin in self._counting:
             room = plugin.count(state, pod, nodes)
             counts = room if counts is None else np.minimum(counts, room, out=counts)
         if counts is None:
             return np.full(nodes.size, np.iinfo(np.int64).max, dtype=np.int64)
-        return counts
+        return np.maximum(counts, 0)
 
     def node_reasons(self, state: ClusterState, pod: PodSpec) -> list[tuple[str, ...]]:
         """Per node, every reason each filter rejects it for (empty: it fits) — for explain."""

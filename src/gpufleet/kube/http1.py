@@ -227,7 +227,7 @@ class _Connection(asyncio.Protocol):
         """The pool's open connections: this one while it is open."""
         self._parser = httptools.HttpResponseParser(self)
         self._transport: asyncio.Transport | None = None
-        self._reply: asyncio.Future[tuple[int, bytes, str | None]] | None = None
+        self._reply: asyncio.Future[tuple[int, bytes, str]] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._body = bytearray()
         self._encoding = ""
@@ -249,9 +249,7 @@ class _Connection(asyncio.Protocol):
 
     # -- the request ----------------------------------------------------------------------
 
-    def send(
-        self, request: bytes, limit: float | None
-    ) -> asyncio.Future[tuple[int, bytes, str | None]]:
+    def send(self, request: bytes, limit: float | None) -> asyncio.Future[tuple[int, bytes, str]]:
         assert self._transport is not None, "connection_made comes first"
         loop = asyncio.get_running_loop()
         self._reply = reply = loop.create_future()

@@ -112,8 +112,9 @@ def _bypassed(host: str, port: int, no_proxy: str) -> bool:
             except ValueError:  # not a range
                 pass
             continue
-        if _address(entry.strip("[]")) is not None:
-            if address is not None and address == _address(entry.strip("[]")):
+        named = _address(entry.strip("[]"))
+        if named is not None:
+            if address == named:
                 return True
             continue
         name, _, wanted = entry.rpartition(":") if entry.count(":") == 1 else (entry, "", "")

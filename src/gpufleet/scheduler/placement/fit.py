@@ -99,8 +99,7 @@ class Fit:
         if known is None or not self._recounted(known, first):
             nodes, counts = self._counts(first, self.state)
             seen = self.state.generation[nodes]
-            counted = _Counted(version, self.empty.changes, nodes, counts.copy(), seen)
-            known = self._slots[key] = counted
+            known = self._slots[key] = _Counted(version, self.empty.changes, nodes, counts, seen)
         found = self._slots_of(known.nodes, known.counts, len(pods), held)
         self._answers[asked] = (version, found)
         return found
@@ -121,8 +120,7 @@ class Fit:
             return False
         if stale.size:
             spec = self.framework.prepare(pod)
-            counted = self.framework.count(state, spec, known.nodes[stale])
-            known.counts[stale] = np.maximum(counted, 0)
+            known.counts[stale] = self.framework.count(state, spec, known.nodes[stale])
         known.seen, known.version = now, state.changes
         return True
 
@@ -155,16 +153,15 @@ class Fit:
         return key
 
     def _counts(self, pod: PodSpec, state: ClusterState) -> tuple[IntArray, IntArray]:
-        """The nodes that may run ``pod`` and how many of it each could take now (held
-        nodes are left out by the caller: one count serves every job's exclusion)."""
+        """The nodes that may run ``pod`` and how many of it each could take now, in an
+        array of its own (held nodes are left out by the caller: one count serves every
+        job's exclusion)."""
         spec = self.framework.prepare(pod)
         if self.counting:
             nodes = self.static_nodes(spec)
         else:
             nodes = self.framework.run_filters(state, spec).nodes
-        # an over-committed node (pods running past a resource it lost) has no slot, not
-        # fewer than none: a gang's sum would lose another node's slots to it
-        return nodes, np.maximum(self.framework.count(state, spec, nodes), 0)
+        return nodes, self.framework.count(state, spec, nodes)
 
     def static_nodes(self, spec: PodSpec) -> IntArray:
         """Nodes that could run ``spec`` if they were empty (its constraints allow them);
